@@ -1,0 +1,13 @@
+/* Placeholder until its issue lands: refuses, never pretends. */
+#include <stdio.h>
+
+#include "cli/cmd.h"
+
+int
+cmd_run(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	fprintf(stderr, "airlock: 'run' is not built yet\n");
+	return 125;
+}

@@ -1,0 +1,87 @@
+#include "common/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+size_t
+str_copy(char *dst, const char *src, size_t size)
+{
+	size_t len = strlen(src);
+
+	if (size > 0) {
+		size_t n = len < size - 1 ? len : size - 1;
+		memcpy(dst, src, n);
+		dst[n] = '\0';
+	}
+	return len;
+}
+
+int
+parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (s == NULL || *s < '0' || *s > '9') {
+		errno = EINVAL;
+		return -1;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end != '\0') {
+		errno = EINVAL;
+		return -1;
+	}
+	if (errno == ERANGE || v < min || v > max) {
+		errno = ERANGE;
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int
+fd_set_nonblock(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0)
+		return -1;
+	fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+	return fcntl(fd, F_SETFL, fl);
+}
+
+int
+fd_set_cloexec(int fd, bool on)
+{
+	int fl = fcntl(fd, F_GETFD);
+
+	if (fl < 0)
+		return -1;
+	fl = on ? (fl | FD_CLOEXEC) : (fl & ~FD_CLOEXEC);
+	return fcntl(fd, F_SETFD, fl);
+}
+
+void
+fd_close(int *fd)
+{
+	int saved = errno;
+
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	errno = saved;
+}

@@ -1,0 +1,29 @@
+/* Small helpers shared by every module. */
+#ifndef AIRLOCK_COMMON_UTIL_H
+#define AIRLOCK_COMMON_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Copy src into dst[size], always NUL-terminated. Returns strlen(src), so
+ * a result >= size means the copy was cut (as strlcpy). */
+size_t str_copy(char *dst, const char *src, size_t size);
+
+/* Parse a decimal unsigned integer in [min, max] from the whole of s.
+ * Returns 0 and sets *out, or -1 (errno EINVAL or ERANGE). */
+int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* Monotonic clock in milliseconds. */
+uint64_t now_ms(void);
+
+/* Set or clear O_NONBLOCK / FD_CLOEXEC. Return 0 or -1 with errno. */
+int fd_set_nonblock(int fd, bool on);
+int fd_set_cloexec(int fd, bool on);
+
+/* close(2) that keeps errno and tolerates -1; sets *fd to -1. */
+void fd_close(int *fd);
+
+#endif

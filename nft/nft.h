@@ -1,0 +1,41 @@
+/* The sandbox's nftables ruleset (DESIGN.md, Network inside the sandbox),
+ * built by pure code into a netlink batch and committed in one atomic
+ * transaction through libmnl. Runs inside the sandbox's network namespace,
+ * with CAP_NET_ADMIN there. */
+#ifndef AIRLOCK_NFT_NFT_H
+#define AIRLOCK_NFT_NFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct nft_params {
+	uint16_t tproxy_port; /* AIRLOCK_TPROXY_PORT */
+	uint16_t dns_port;    /* AIRLOCK_DNS_PORT */
+	uint16_t nflog_group; /* AIRLOCK_NFLOG_GROUP */
+};
+
+/* Fill p with the constants of common/netconst.h. */
+void nft_params_default(struct nft_params *p);
+
+/* Build the whole ruleset (table inet airlock, its chains and rules) as one
+ * batch into buf. Pure: no socket. Returns the batch length, or -1 if buf
+ * is too small. */
+long nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen,
+                       uint32_t seq);
+
+/* Build and commit the ruleset. Returns 0, or -1 with a one-line reason in
+ * err. */
+int nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen);
+
+/* Self-test: read the ruleset back from the kernel and check the table,
+ * chains and policies are in place. 0 or -1 with the reason. */
+int nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen);
+
+/* Loopback set-up through rtnetlink: lo up, the egress addresses, default
+ * routes for v4 and v6 via lo with those sources. 0 or -1 + reason. */
+int nft_net_setup(char *err, size_t errlen);
+
+/* Self-test: only lo exists, and the default routes lead through it. */
+int nft_net_verify(char *err, size_t errlen);
+
+#endif

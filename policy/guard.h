@@ -1,0 +1,28 @@
+/* The address guard (DESIGN.md, decision 4): classes of addresses that no
+ * name may resolve to, unless a cidr rule allows the range explicitly.
+ * v4-mapped IPv6 (::ffff:a.b.c.d) and the NAT64 well-known prefix
+ * (64:ff9b::/96) are looked through to the embedded IPv4 address. */
+#ifndef AIRLOCK_POLICY_GUARD_H
+#define AIRLOCK_POLICY_GUARD_H
+
+#include <sys/socket.h>
+
+enum guard_class {
+	GUARD_PUBLIC = 0,   /* an ordinary routable address: allowed */
+	GUARD_UNSPECIFIED,  /* 0.0.0.0/8, :: */
+	GUARD_LOOPBACK,     /* 127.0.0.0/8, ::1 */
+	GUARD_PRIVATE,      /* 10/8, 172.16/12, 192.168/16, fc00::/7 */
+	GUARD_CGNAT,        /* 100.64.0.0/10 */
+	GUARD_LINK_LOCAL,   /* 169.254.0.0/16 (cloud metadata), fe80::/10 */
+	GUARD_MULTICAST,    /* 224.0.0.0/4, ff00::/8 */
+	GUARD_RESERVED,     /* 240.0.0.0/4, broadcast, benchmark 198.18/15 ... */
+};
+
+/* Classify an AF_INET or AF_INET6 address. Any other family is
+ * GUARD_RESERVED. Pure. */
+enum guard_class guard_classify(const struct sockaddr *sa);
+
+/* Short stable name for logs: "public", "loopback", "private", ... */
+const char *guard_class_name(enum guard_class c);
+
+#endif

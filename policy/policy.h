@@ -1,0 +1,93 @@
+/* The task's allowlist: loading (schema v1, docs/policy.md), validation and
+ * the compiled matcher. Pure: no I/O after policy_load(), no allocation in
+ * the match functions, safe to share read-only between threads. */
+#ifndef AIRLOCK_POLICY_POLICY_H
+#define AIRLOCK_POLICY_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct policy;
+
+enum policy_mode {
+	POLICY_MODE_ENFORCE = 0,
+	POLICY_MODE_AUDIT, /* allow everything the guard permits; log audit-deny */
+};
+
+enum policy_action {
+	POLICY_NO_MATCH = 0, /* no rule matched: deny */
+	POLICY_ALLOW,        /* an allow rule matched and no deny rule did */
+	POLICY_DENY,         /* a deny rule matched (deny wins) */
+};
+
+/* Result of one match. where is borrowed from the policy and valid until
+ * policy_free(); a connection that may outlive the policy copies it. */
+struct policy_verdict {
+	enum policy_action action;
+	const char *where; /* "file:line" of the deciding rule, NULL on no match */
+};
+
+/* Errors collected while loading: every problem found, each one line of the
+ * form "FILE:LINE:COLUMN: what was wrong; what was expected". */
+struct policy_diag {
+	char **lines;
+	size_t n_lines;
+	char **warnings; /* policy_check-style warnings (upload sinks, ...) */
+	size_t n_warnings;
+};
+
+/* Load and compile the policy at path (a file path, or a preset name such
+ * as "pypi" looked up in the preset directories). On any error returns NULL
+ * with every error in diag; never a partial policy. diag may be NULL.
+ * The caller owns the result (policy_free) and diag's contents
+ * (policy_diag_clear). */
+struct policy *policy_load(const char *path, struct policy_diag *diag);
+
+/* Same, from bytes in memory; name is used in messages as the file name. */
+struct policy *policy_load_buffer(const char *name, const void *data,
+                                  size_t len, struct policy_diag *diag);
+
+void policy_free(struct policy *p);
+void policy_diag_clear(struct policy_diag *diag);
+
+/* Add a directory searched for preset names before the built-in ones
+ * (tests and `--policy-dir`). The string is copied. Returns 0 or -1. */
+int policy_add_preset_dir(const char *dir);
+
+const char *policy_name(const struct policy *p);
+/* Lowercase hex sha256 over the bytes of the file and every include, in
+ * load order. */
+const char *policy_sha256(const struct policy *p);
+enum policy_mode policy_mode(const struct policy *p);
+void policy_set_mode(struct policy *p, enum policy_mode mode);
+
+/* Match a destination name (already normalised, see policy_name_normalize)
+ * and port. An IP literal given here never matches a host rule; use
+ * policy_match_addr for addresses. */
+void policy_match_host(const struct policy *p, const char *name, uint16_t port,
+                       struct policy_verdict *out);
+
+/* Match an address (AF_INET or AF_INET6, port ignored) against cidr rules
+ * only, with the given port. */
+void policy_match_addr(const struct policy *p, const struct sockaddr *sa,
+                       uint16_t port, struct policy_verdict *out);
+
+/* True when some cidr rule (allow, any port) covers sa; the address guard
+ * lets such addresses through. */
+bool policy_cidr_allows(const struct policy *p, const struct sockaddr *sa,
+                        uint16_t port);
+
+/* Normalise a DNS name for matching: lowercase, one trailing dot removed.
+ * Writes at most outlen bytes (NUL included) to out. Returns 0, or -1 with
+ * *why set to a static reason ("empty label", "label longer than 63
+ * characters", "non-ASCII name; write it as punycode (xn--...)", ...). */
+int policy_name_normalize(const char *in, char *out, size_t outlen,
+                          const char **why);
+
+/* Human summary for `airlock policy check`: one line per rule. Writes into
+ * a malloc'd string the caller frees. */
+char *policy_describe(const struct policy *p);
+
+#endif

@@ -1,0 +1,38 @@
+/* The egress proxy: one libevent loop over the listeners the sandbox hands
+ * the supervisor (or that `airlock proxy` opens). Explicit (CONNECT and
+ * absolute-form HTTP/1.1) and transparent (SO_ORIGINAL_DST + TLS SNI / HTTP
+ * Host sniffing). Every connection ends in exactly one egress log line. */
+#ifndef AIRLOCK_PROXY_PROXY_H
+#define AIRLOCK_PROXY_PROXY_H
+
+#include <stdint.h>
+
+struct event_base;
+struct evdns_base;
+struct policy;
+struct elog;
+struct dns_cache;
+struct proxy;
+
+enum proxy_listener_kind {
+	PROXY_LISTEN_EXPLICIT,
+	PROXY_LISTEN_TRANSPARENT,
+};
+
+struct proxy_config {
+	const struct policy *policy; /* borrowed, outlives the proxy */
+	struct elog *log;            /* borrowed */
+	struct dns_cache *cache;     /* borrowed, may be NULL */
+	struct evdns_base *dns;      /* borrowed: upstream resolution */
+	unsigned max_conns;          /* concurrent connections; 0 = default */
+	uint32_t connect_timeout_ms; /* 0 = default */
+	uint32_t idle_timeout_ms;    /* 0 = default */
+	uint32_t header_timeout_ms;  /* request head / ClientHello; 0 = default */
+};
+
+struct proxy *proxy_new(struct event_base *base, const struct proxy_config *cfg);
+/* Serve a listening socket; takes ownership of fd. Returns 0 or -1. */
+int proxy_add_listener(struct proxy *px, int fd, enum proxy_listener_kind kind);
+void proxy_free(struct proxy *px);
+
+#endif
