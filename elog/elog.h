@@ -15,6 +15,11 @@
 
 struct elog;
 
+/* No line the writer produces is longer than this (newline included): every
+ * field is capped (docs/log.md), and the readers treat longer lines as
+ * garbage. */
+#define ELOG_LINE_MAX 65536
+
 /* Open path for appending (created 0600 if missing). "-" means stdout.
  * Returns NULL with a one-line reason in err. */
 struct elog *elog_open(const char *path, char *err, size_t errlen);
