@@ -1,0 +1,139 @@
+/* A pure, bounded HTTP/1.x message-head parser and the few pieces of
+ * RFC 9110/9112 a forwarding proxy needs: request targets, body framing,
+ * hop-by-hop header removal and a streaming chunked-body delimiter.
+ *
+ * Nothing here allocates or does I/O. Parsed fields are spans (offset,
+ * length) into the caller's buffer, which must stay unchanged while they
+ * are used. The input is never trusted: every length is bounded, every
+ * byte checked, and anything ambiguous is an error rather than a guess
+ * (request smuggling lives in the guesses). */
+#ifndef AIRLOCK_PROXY_HTTP_H
+#define AIRLOCK_PROXY_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define HTTP_MAX_HEAD 16384   /* request or response head, CRLFCRLF included */
+#define HTTP_MAX_HEADERS 100
+#define HTTP_HOST_MAX 256     /* a DNS name or [v6 literal] plus the NUL */
+
+struct http_span {
+	uint16_t off, len;
+};
+
+struct http_header {
+	struct http_span name, value; /* value without surrounding whitespace */
+};
+
+struct http_head {
+	struct http_span method, target; /* request */
+	int status;                      /* response: 100..999 */
+	int minor;                       /* HTTP/1.minor: 0 or 1 */
+	size_t head_len;                 /* bytes of the head, CRLFCRLF included */
+	size_t n_headers;
+	struct http_header headers[HTTP_MAX_HEADERS];
+};
+
+enum http_result {
+	HTTP_OK = 0,
+	HTTP_INCOMPLETE,       /* no CRLFCRLF yet within the limit: read more */
+	HTTP_TOO_LARGE,        /* no end of head within HTTP_MAX_HEAD bytes */
+	HTTP_TOO_MANY_HEADERS, /* more than HTTP_MAX_HEADERS fields */
+	HTTP_BAD_SYNTAX,       /* anything else RFC 9112 does not allow */
+};
+
+/* Parse a request head (leading empty lines skipped, as RFC 9112 2.2
+ * allows). Lines must end in CRLF; obs-fold, bare CR/LF, control bytes and
+ * whitespace before a colon are errors. */
+enum http_result http_parse_request(const char *buf, size_t len, struct http_head *h);
+/* Parse a response head (status line, fields). */
+enum http_result http_parse_response(const char *buf, size_t len, struct http_head *h);
+const char *http_result_str(enum http_result r);
+
+/* Case-insensitive comparison of a span with a NUL-terminated string. */
+bool http_span_eq(const char *buf, struct http_span s, const char *str);
+/* Index of the first header named name at or after from, or -1. */
+int http_find_header(const char *buf, const struct http_head *h, const char *name,
+                     size_t from);
+/* True when some header named name has token in its comma-separated value
+ * ("Connection: close", "Transfer-Encoding: chunked"). */
+bool http_has_token(const char *buf, const struct http_head *h, const char *name,
+                    const char *token);
+
+/* A parsed authority (host[:port]): host lowercased; an IPv6 literal keeps
+ * its brackets off (ip_literal is set for v4 and v6 literals). */
+struct http_authority {
+	char host[HTTP_HOST_MAX];
+	uint16_t port;
+	bool has_port;
+	bool ip_literal;
+};
+
+/* Parse "host", "host:port" or "[v6]:port". Host names may hold letters,
+ * digits, '-', '_' and '.'; no userinfo, no percent-encoding. With
+ * need_port the port is required (CONNECT). Returns 0 or -1. */
+int http_parse_authority(const char *s, size_t len, bool need_port,
+                         uint16_t default_port, struct http_authority *out);
+
+/* Parse an absolute-form target "http://authority[/path][?query]". On
+ * success *path and *path_len point into s at the origin-form path (an empty
+ * path is returned as length 0: send "/"). Only the http scheme is
+ * accepted. Returns 0 or -1. */
+int http_parse_absolute(const char *s, size_t len, struct http_authority *out,
+                        const char **path, size_t *path_len);
+
+enum http_framing {
+	HTTP_BODY_NONE,
+	HTTP_BODY_LENGTH,  /* Content-Length bytes */
+	HTTP_BODY_CHUNKED, /* until the last chunk and trailers */
+	HTTP_BODY_CLOSE,   /* response only: until the server closes */
+};
+
+/* Body framing of a request (RFC 9112 6.3). Both Transfer-Encoding and
+ * Content-Length, any coding but a lone "chunked", or conflicting or
+ * malformed lengths are errors: such a body cannot be forwarded safely.
+ * Returns 0 or -1. */
+int http_request_framing(const char *buf, const struct http_head *h,
+                         enum http_framing *f, uint64_t *length);
+/* Body framing of a response to a request with the given method (HEAD,
+ * CONNECT) and status. Returns 0 or -1. */
+int http_response_framing(const char *buf, const struct http_head *h,
+                          bool head_request, enum http_framing *f, uint64_t *length);
+
+/* Whether a header is hop-by-hop for this message: Connection, the names
+ * it lists, Proxy-Connection, Keep-Alive, TE, Trailer, Upgrade,
+ * Proxy-Authorization, Proxy-Authenticate (RFC 9110 7.6.1). */
+bool http_is_hop_by_hop(const char *buf, const struct http_head *h, size_t idx);
+
+/* Write the head to send to the origin: "METHOD path HTTP/1.1", Host from
+ * host_hdr, every end-to-end field, a Via. Returns the length written, or
+ * -1 when out is too small. */
+ssize_t http_rewrite_request(const char *buf, const struct http_head *h,
+                             const char *path, size_t path_len, const char *host_hdr,
+                             char *out, size_t outlen);
+/* Write the response head for the client: the status line as received
+ * (HTTP/1.1 for the client), end-to-end fields, a Via, and "Connection:
+ * close" when close is set. Content-Length is dropped if Transfer-Encoding
+ * is present. Returns the length written or -1. */
+ssize_t http_rewrite_response(const char *buf, const struct http_head *h, bool close,
+                              char *out, size_t outlen);
+
+/* Streaming delimiter of a chunked body (RFC 9112 7.1): tells how many of
+ * the bytes offered belong to the body, without changing them. */
+struct http_chunked {
+	int state;
+	uint64_t remaining; /* bytes left in the current chunk */
+	unsigned line;      /* bytes of the current size or trailer line */
+	unsigned trailer;   /* bytes of trailer section so far */
+};
+
+void http_chunked_init(struct http_chunked *c);
+/* Consume up to len bytes; returns how many belong to the body (< len only
+ * when the body ended), sets *done at its end, or returns -1 on a syntax
+ * error or an over-long line. */
+ssize_t http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len,
+                          bool *done);
+
+#endif

@@ -1,0 +1,298 @@
+/* The HTTP/1 head parser, target and framing rules, hop-by-hop rewriting
+ * and the chunked delimiter: what a forwarding proxy must get right to
+ * avoid request smuggling. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "proxy/http.h"
+
+static enum http_result
+req(const char *s, struct http_head *h)
+{
+	return http_parse_request(s, strlen(s), h);
+}
+
+static void
+test_request_ok(void **state)
+{
+	static struct http_head h;
+	const char *s = "\r\nGET http://a.test/x?y HTTP/1.1\r\nHost: a.test\r\n"
+	                "X-Empty:\r\nX-Pad:  v  \r\n\r\nBODY";
+	(void)state;
+
+	assert_int_equal(req(s, &h), HTTP_OK);
+	assert_true(http_span_eq(s, h.method, "GET"));
+	assert_true(http_span_eq(s, h.target, "http://a.test/x?y"));
+	assert_int_equal(h.minor, 1);
+	assert_int_equal(h.n_headers, 3);
+	assert_true(http_span_eq(s, h.headers[0].name, "host"));
+	assert_true(http_span_eq(s, h.headers[1].value, ""));
+	assert_true(http_span_eq(s, h.headers[2].value, "v"));
+	assert_int_equal(h.head_len, strlen(s) - 4);
+}
+
+static void
+test_request_incomplete_and_limits(void **state)
+{
+	static struct http_head h;
+	const char *s = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+	char *big;
+	(void)state;
+
+	for (size_t i = 0; i < strlen(s); i++)
+		assert_int_equal(http_parse_request(s, i, &h), HTTP_INCOMPLETE);
+	assert_int_equal(req(s, &h), HTTP_OK);
+
+	big = malloc(HTTP_MAX_HEAD + 100);
+	memset(big, 'a', HTTP_MAX_HEAD + 100);
+	memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+	assert_int_equal(http_parse_request(big, HTTP_MAX_HEAD + 100, &h), HTTP_TOO_LARGE);
+	assert_int_equal(http_parse_request(big, HTTP_MAX_HEAD - 1, &h), HTTP_INCOMPLETE);
+
+	/* 101 fields */
+	{
+		size_t o = 0;
+		o += (size_t)snprintf(big, 64, "GET / HTTP/1.1\r\n");
+		for (int i = 0; i < 101; i++)
+			o += (size_t)snprintf(big + o, 64, "X%d: y\r\n", i);
+		o += (size_t)snprintf(big + o, 8, "\r\n");
+		assert_int_equal(http_parse_request(big, o, &h), HTTP_TOO_MANY_HEADERS);
+	}
+	free(big);
+}
+
+static void
+test_request_bad(void **state)
+{
+	static struct http_head h;
+	static const char *const bad[] = {
+		"GET / HTTP/1.1\nHost: a\n\n",              /* bare LF */
+		"GET / HTTP/1.1\r\nHost : a\r\n\r\n",       /* space before colon */
+		"GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n",     /* obs-fold */
+		"GET / HTTP/2.0\r\n\r\n",                   /* version */
+		"GET  / HTTP/1.1\r\n\r\n",                  /* two spaces */
+		"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",        /* bare CR */
+		"G(T / HTTP/1.1\r\n\r\n",                   /* method not a token */
+		"GET /\x01 HTTP/1.1\r\n\r\n",               /* control in target */
+		"GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+		"\x16\x03\x01",                             /* TLS, early reject */
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(req(bad[i], &h), HTTP_BAD_SYNTAX);
+	/* A NUL in a field value */
+	assert_int_equal(http_parse_request("GET / HTTP/1.1\r\nX: a\0b\r\n\r\n", 26, &h),
+	                 HTTP_BAD_SYNTAX);
+}
+
+static void
+test_response(void **state)
+{
+	static struct http_head h;
+	const char *s = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+	enum http_framing f;
+	uint64_t n;
+	(void)state;
+
+	assert_int_equal(http_parse_response(s, strlen(s), &h), HTTP_OK);
+	assert_int_equal(h.status, 200);
+	assert_int_equal(http_response_framing(s, &h, false, &f, &n), 0);
+	assert_int_equal(f, HTTP_BODY_LENGTH);
+	assert_int_equal(n, 5);
+	assert_int_equal(http_response_framing(s, &h, true, &f, &n), 0);
+	assert_int_equal(f, HTTP_BODY_NONE);
+
+	s = "HTTP/1.0 200\r\n\r\n";
+	assert_int_equal(http_parse_response(s, strlen(s), &h), HTTP_OK);
+	assert_int_equal(http_response_framing(s, &h, false, &f, &n), 0);
+	assert_int_equal(f, HTTP_BODY_CLOSE);
+
+	s = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 3\r\n\r\n";
+	assert_int_equal(http_parse_response(s, strlen(s), &h), HTTP_OK);
+	assert_int_equal(http_response_framing(s, &h, false, &f, &n), 0);
+	assert_int_equal(f, HTTP_BODY_CHUNKED);
+
+	s = "HTTP/1.1 204 No Content\r\n\r\n";
+	assert_int_equal(http_parse_response(s, strlen(s), &h), HTTP_OK);
+	assert_int_equal(http_response_framing(s, &h, false, &f, &n), 0);
+	assert_int_equal(f, HTTP_BODY_NONE);
+
+	s = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n";
+	assert_int_equal(http_parse_response(s, strlen(s), &h), HTTP_OK);
+	assert_int_equal(http_response_framing(s, &h, false, &f, &n), -1);
+
+	s = "HTTP/1.1 2x0 OK\r\n\r\n";
+	assert_int_equal(http_parse_response(s, strlen(s), &h), HTTP_BAD_SYNTAX);
+	s = "SSH-2.0-x\r\n";
+	assert_int_equal(http_parse_response(s, strlen(s), &h), HTTP_BAD_SYNTAX);
+}
+
+static void
+test_request_framing(void **state)
+{
+	static struct http_head h;
+	enum http_framing f;
+	uint64_t n;
+	static const struct {
+		const char *s;
+		int rc;
+		enum http_framing f;
+		uint64_t n;
+	} cases[] = {
+		{ "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n", 0, HTTP_BODY_LENGTH, 10 },
+		{ "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 0, HTTP_BODY_NONE, 0 },
+		{ "GET / HTTP/1.1\r\n\r\n", 0, HTTP_BODY_NONE, 0 },
+		{ "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 0, HTTP_BODY_CHUNKED, 0 },
+		{ "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\n", 0, HTTP_BODY_LENGTH, 4 },
+		/* smuggling shapes: all refused */
+		{ "POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n", -1, 0, 0 },
+		{ "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -1, 0, 0 },
+		{ "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", -1, 0, 0 },
+		{ "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\n", -1, 0, 0 },
+		{ "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", -1, 0, 0 },
+		{ "POST / HTTP/1.1\r\nContent-Length: 1,1\r\n\r\n", -1, 0, 0 },
+		{ "POST / HTTP/1.1\r\nContent-Length: 9999999999999999\r\n\r\n", -1, 0, 0 },
+		{ "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -1, 0, 0 },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(req(cases[i].s, &h), HTTP_OK);
+		assert_int_equal(http_request_framing(cases[i].s, &h, &f, &n), cases[i].rc);
+		if (cases[i].rc == 0) {
+			assert_int_equal(f, cases[i].f);
+			assert_int_equal(n, cases[i].n);
+		}
+	}
+}
+
+static void
+test_targets(void **state)
+{
+	struct http_authority a;
+	const char *path;
+	size_t plen;
+	(void)state;
+
+	assert_int_equal(http_parse_authority("Example.TEST:443", 16, true, 0, &a), 0);
+	assert_string_equal(a.host, "example.test");
+	assert_int_equal(a.port, 443);
+	assert_false(a.ip_literal);
+	assert_int_equal(http_parse_authority("example.test", 12, true, 0, &a), -1);
+	assert_int_equal(http_parse_authority("example.test", 12, false, 80, &a), 0);
+	assert_int_equal(a.port, 80);
+	assert_int_equal(http_parse_authority("[2001:db8::1]:443", 17, true, 0, &a), 0);
+	assert_string_equal(a.host, "2001:db8::1");
+	assert_true(a.ip_literal);
+	assert_int_equal(http_parse_authority("192.0.2.1:80", 12, true, 0, &a), 0);
+	assert_true(a.ip_literal);
+	assert_int_equal(http_parse_authority("a.test:0", 8, true, 0, &a), -1);
+	assert_int_equal(http_parse_authority("a.test:65536", 12, true, 0, &a), -1);
+	assert_int_equal(http_parse_authority("a.test:80x", 10, true, 0, &a), -1);
+	assert_int_equal(http_parse_authority("a%2e.test:80", 12, true, 0, &a), -1);
+	assert_int_equal(http_parse_authority("[::1", 4, false, 80, &a), -1);
+	assert_int_equal(http_parse_authority("[nope]:80", 9, false, 80, &a), -1);
+
+	assert_int_equal(http_parse_absolute("http://a.test:8080/p?q", 22, &a, &path, &plen), 0);
+	assert_string_equal(a.host, "a.test");
+	assert_int_equal(a.port, 8080);
+	assert_int_equal(plen, 4);
+	assert_memory_equal(path, "/p?q", 4);
+	assert_int_equal(http_parse_absolute("http://a.test", 13, &a, &path, &plen), 0);
+	assert_int_equal(plen, 0);
+	assert_int_equal(a.port, 80);
+	assert_int_equal(http_parse_absolute("https://a.test/", 15, &a, &path, &plen), -1);
+	assert_int_equal(http_parse_absolute("http://u@a.test/", 16, &a, &path, &plen), -1);
+	assert_int_equal(http_parse_absolute("/relative", 9, &a, &path, &plen), -1);
+}
+
+static void
+test_rewrite(void **state)
+{
+	static struct http_head h;
+	const char *s = "GET http://a.test/x HTTP/1.1\r\nHost: a.test\r\n"
+	                "Connection: keep-alive, X-Secret\r\nX-Secret: 1\r\n"
+	                "Proxy-Connection: keep-alive\r\nProxy-Authorization: Basic x\r\n"
+	                "Keep-Alive: 300\r\nTE: trailers\r\nTrailer: X\r\nUpgrade: h2c\r\n"
+	                "Accept: */*\r\n\r\n";
+	char out[1024];
+	ssize_t n;
+	(void)state;
+
+	assert_int_equal(req(s, &h), HTTP_OK);
+	n = http_rewrite_request(s, &h, "/x", 2, "a.test", out, sizeof(out));
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_string_equal(out, "GET /x HTTP/1.1\r\nHost: a.test\r\nAccept: */*\r\n"
+	                         "Via: 1.1 airlock\r\n\r\n");
+	/* too small an output buffer is an error, never a cut head */
+	assert_int_equal(http_rewrite_request(s, &h, "/x", 2, "a.test", out, 20), -1);
+
+	s = "HTTP/1.0 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n"
+	    "Transfer-Encoding: chunked\r\nServer: t\r\n\r\n";
+	assert_int_equal(http_parse_response(s, strlen(s), &h), HTTP_OK);
+	n = http_rewrite_response(s, &h, true, out, sizeof(out));
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_string_equal(out, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nServer: t\r\n"
+	                         "Via: 1.0 airlock\r\nConnection: close\r\n\r\n");
+}
+
+static void
+test_chunked(void **state)
+{
+	const char *body = "4\r\nWiki\r\n5;ext=1\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n"
+	                   "0\r\nTrailer: x\r\n\r\nNEXT";
+	size_t blen = strlen(body) - 4;
+	struct http_chunked c;
+	bool done;
+	ssize_t n;
+	(void)state;
+
+	/* whole */
+	http_chunked_init(&c);
+	n = http_chunked_feed(&c, (const uint8_t *)body, strlen(body), &done);
+	assert_int_equal(n, blen);
+	assert_true(done);
+
+	/* a byte at a time */
+	http_chunked_init(&c);
+	for (size_t i = 0; i < blen; i++) {
+		n = http_chunked_feed(&c, (const uint8_t *)body + i, 1, &done);
+		assert_int_equal(n, 1);
+		assert_int_equal(done, i == blen - 1);
+	}
+
+	/* errors */
+	static const char *const bad[] = {
+		"x\r\n", "4\r\nWikiXX", "4\nWiki", "ffffffffffffffff0\r\n", "0\r\nbad\n",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		http_chunked_init(&c);
+		assert_int_equal(http_chunked_feed(&c, (const uint8_t *)bad[i], strlen(bad[i]), &done), -1);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_request_ok),
+		cmocka_unit_test(test_request_incomplete_and_limits),
+		cmocka_unit_test(test_request_bad),
+		cmocka_unit_test(test_response),
+		cmocka_unit_test(test_request_framing),
+		cmocka_unit_test(test_targets),
+		cmocka_unit_test(test_rewrite),
+		cmocka_unit_test(test_chunked),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
