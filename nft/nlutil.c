@@ -1,0 +1,128 @@
+#include "nft/nlutil.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <linux/netlink.h>
+
+#include "common/util.h"
+
+struct mnl_socket *
+nft_nl_open(int bus)
+{
+	struct mnl_socket *nl;
+	/* Every answer to our own request arrives synchronously; the timeout
+	 * only keeps a kernel that never answers from hanging set-up. */
+	struct timeval tv = { .tv_sec = 1, .tv_usec = 0 };
+	int saved;
+
+	nl = mnl_socket_open2(bus, SOCK_CLOEXEC);
+	if (nl == NULL)
+		return NULL;
+	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ||
+	    setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
+	               sizeof(tv)) < 0) {
+		saved = errno;
+		mnl_socket_close(nl);
+		errno = saved;
+		return NULL;
+	}
+	return nl;
+}
+
+static ssize_t
+nl_recv(struct mnl_socket *nl, void *buf, size_t len)
+{
+	ssize_t n;
+
+	do {
+		n = mnl_socket_recvfrom(nl, buf, len);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		errno = ETIMEDOUT;
+	return n;
+}
+
+int
+nft_nl_talk(struct mnl_socket *nl, const void *req, size_t len, uint32_t seq,
+            mnl_cb_t cb, void *data)
+{
+	/* Static scratch, not stack: the sandbox may call this on a small
+	 * clone(2) stack. Aligned so libmnl reads nlmsghdr fields in place. */
+	static _Thread_local uint64_t buf[NFT_NL_RECV_SIZE / sizeof(uint64_t)];
+	unsigned int portid = mnl_socket_get_portid(nl);
+	ssize_t n;
+	int ret;
+
+	if (mnl_socket_sendto(nl, req, len) < 0)
+		return -1;
+	for (;;) {
+		n = nl_recv(nl, buf, sizeof(buf));
+		if (n < 0)
+			return -1;
+		ret = mnl_cb_run(buf, (size_t)n, seq, portid, cb, data);
+		if (ret == MNL_CB_ERROR)
+			return -1;
+		if (ret == MNL_CB_STOP)
+			return 0;
+	}
+}
+
+struct batch_state {
+	uint32_t last;
+	uint32_t stop_seq;
+	bool done;
+	struct nft_nl_ack *failed;
+};
+
+static int
+batch_error_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct batch_state *st = data;
+	const struct nlmsgerr *e;
+
+	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*e))) {
+		errno = EBADMSG;
+		return MNL_CB_ERROR;
+	}
+	e = mnl_nlmsg_get_payload(nlh);
+	if (e->error != 0 && st->failed->error == 0) {
+		st->failed->seq = e->msg.nlmsg_seq;
+		st->failed->error = -e->error;
+	}
+	if (e->msg.nlmsg_seq == st->last ||
+	    (e->error != 0 && e->msg.nlmsg_seq == st->stop_seq))
+		st->done = true;
+	return MNL_CB_OK;
+}
+
+int
+nft_nl_batch(struct mnl_socket *nl, const void *buf, size_t len, uint32_t last,
+             uint32_t stop_seq, struct nft_nl_ack *failed)
+{
+	static _Thread_local uint64_t rbuf[NFT_NL_RECV_SIZE / sizeof(uint64_t)];
+	struct batch_state st = {
+		.last = last, .stop_seq = stop_seq, .done = false, .failed = failed,
+	};
+	mnl_cb_t ctl[NLMSG_MIN_TYPE] = { 0 };
+	unsigned int portid = mnl_socket_get_portid(nl);
+	ssize_t n;
+
+	memset(failed, 0, sizeof(*failed));
+	ctl[NLMSG_ERROR] = batch_error_cb;
+	if (mnl_socket_sendto(nl, buf, len) < 0)
+		return -1;
+	while (!st.done) {
+		n = nl_recv(nl, rbuf, sizeof(rbuf));
+		if (n < 0)
+			return -1;
+		/* seq 0: answers to several requests arrive here. */
+		if (mnl_cb_run2(rbuf, (size_t)n, 0, portid, NULL, &st, ctl,
+		                ARRAY_SIZE(ctl)) == MNL_CB_ERROR)
+			return -1;
+	}
+	return 0;
+}

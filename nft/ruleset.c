@@ -1,0 +1,755 @@
+/* The sandbox's nftables ruleset (DESIGN.md, "Network inside the sandbox").
+ *
+ * What the kernel ends up with, in nft syntax:
+ *
+ *   table inet airlock {
+ *     chain nat_output {
+ *       type nat hook output priority -100; policy accept;
+ *       ip daddr 127.0.0.0/8 accept
+ *       ip6 daddr ::1 accept
+ *       udp dport 53 redirect to :DNS_PORT
+ *       tcp dport 53 redirect to :DNS_PORT
+ *       meta l4proto tcp redirect to :TPROXY_PORT
+ *     }
+ *     chain filter_output {
+ *       type filter hook output priority 0; policy drop;
+ *       ip daddr 127.0.0.0/8 accept
+ *       ip6 daddr ::1 accept
+ *       ct state established,related accept
+ *       log group NFLOG_GROUP snaplen 128
+ *       meta l4proto tcp reject with tcp reset
+ *       reject with icmpx admin-prohibited
+ *     }
+ *   }
+ *
+ * The filter chain runs after nat (priority 0 > -100), so a redirected
+ * packet already has a loopback destination when it is filtered. Replies
+ * from the listeners to the sandboxed client carry the client's source
+ * address (198.18.0.1) as destination; conntrack knows them as established.
+ *
+ * No input or forward chain: the sandbox has no interface but lo, so every
+ * packet it receives was sent by itself and already passed filter_output
+ * (or is the kernel's own reply/reject to such a packet), and nothing is
+ * ever forwarded (one interface, forwarding off in a new namespace). An
+ * input chain would filter the same packets twice.
+ *
+ * The batch first creates, deletes and recreates the table: in one
+ * transaction that means "replace whatever table inet airlock exists with
+ * exactly this", so applying twice gives the same ruleset, never doubled
+ * rules. */
+#include "nft/nft.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_nat.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <netinet/in.h>
+
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/table.h>
+
+#include "common/netconst.h"
+#include "common/util.h"
+#include "nft/nlutil.h"
+
+#define NAT_CHAIN "nat_output"
+#define FILTER_CHAIN "filter_output"
+#define NAT_PRIO (-100)
+#define FILTER_PRIO 0
+/* Bytes of each blocked packet copied to NFLOG: enough for an IPv6 header,
+ * a few extension headers and the L4 ports, never the payload. */
+#define NFLOG_SNAPLEN 128
+
+/* Every message built here is far below this (the largest, a rule with six
+ * expressions, is about 300 bytes; the unit test checks). The batch is cut
+ * off this much before the end of the caller's buffer, because libnftnl
+ * writes a message before libmnl can say it went past the limit. */
+#define MSG_RESERVE 1024
+/* Messages in one batch, for the per-message labels of nft_ruleset_apply. */
+#define MAX_MSGS 32
+
+struct rs_build {
+	struct mnl_nlmsg_batch *b;
+	uint32_t seq;
+	uint32_t first_seq;
+	/* What each message does, for error messages; NULL when not wanted. */
+	char (*labels)[80];
+};
+
+/* --- expressions ------------------------------------------------------ */
+
+static struct nftnl_expr *
+expr_new(struct nftnl_rule *r, const char *name)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc(name);
+
+	if (e != NULL)
+		nftnl_rule_add_expr(r, e);
+	return e;
+}
+
+static int
+add_meta(struct nftnl_rule *r, uint32_t key)
+{
+	struct nftnl_expr *e = expr_new(r, "meta");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, NFT_REG_1);
+	return 0;
+}
+
+static int
+add_cmp(struct nftnl_rule *r, uint32_t op, const void *data, uint32_t len)
+{
+	struct nftnl_expr *e = expr_new(r, "cmp");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
+	nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+	return 0;
+}
+
+static int
+add_payload(struct nftnl_rule *r, uint32_t base, uint32_t offset, uint32_t len)
+{
+	struct nftnl_expr *e = expr_new(r, "payload");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
+	return 0;
+}
+
+static int
+add_verdict(struct nftnl_rule *r, int verdict)
+{
+	struct nftnl_expr *e = expr_new(r, "immediate");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+	return 0;
+}
+
+/* redirect to :port (the address becomes the loopback one of the family). */
+static int
+add_redirect(struct nftnl_rule *r, uint16_t port)
+{
+	struct nftnl_expr *e = expr_new(r, "immediate");
+	uint16_t be = htons(port);
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+	nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &be, sizeof(be));
+	e = expr_new(r, "redir");
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_FLAGS, NF_NAT_RANGE_PROTO_SPECIFIED);
+	return 0;
+}
+
+static int
+match_l4proto(struct nftnl_rule *r, uint8_t proto)
+{
+	if (add_meta(r, NFT_META_L4PROTO) < 0)
+		return -1;
+	return add_cmp(r, NFT_CMP_EQ, &proto, sizeof(proto));
+}
+
+/* ip daddr 127.0.0.0/8: the first byte of the destination is 127. */
+static int
+match_loopback_v4(struct nftnl_rule *r)
+{
+	uint8_t nfproto = NFPROTO_IPV4;
+	uint8_t net = 127;
+
+	if (add_meta(r, NFT_META_NFPROTO) < 0 ||
+	    add_cmp(r, NFT_CMP_EQ, &nfproto, sizeof(nfproto)) < 0 ||
+	    add_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 1) < 0)
+		return -1;
+	return add_cmp(r, NFT_CMP_EQ, &net, sizeof(net));
+}
+
+static int
+match_loopback_v6(struct nftnl_rule *r)
+{
+	uint8_t nfproto = NFPROTO_IPV6;
+
+	if (add_meta(r, NFT_META_NFPROTO) < 0 ||
+	    add_cmp(r, NFT_CMP_EQ, &nfproto, sizeof(nfproto)) < 0 ||
+	    add_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 24, 16) < 0)
+		return -1;
+	return add_cmp(r, NFT_CMP_EQ, &in6addr_loopback, sizeof(in6addr_loopback));
+}
+
+static int
+match_dport(struct nftnl_rule *r, uint8_t proto, uint16_t port)
+{
+	uint16_t be = htons(port);
+
+	if (match_l4proto(r, proto) < 0 ||
+	    add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, sizeof(be)) < 0)
+		return -1;
+	return add_cmp(r, NFT_CMP_EQ, &be, sizeof(be));
+}
+
+/* ct state established,related: (state & mask) != 0. */
+static int
+match_ct_established(struct nftnl_rule *r)
+{
+	uint32_t mask = NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
+	                NF_CT_STATE_BIT(IP_CT_RELATED);
+	uint32_t zero = 0;
+	struct nftnl_expr *e = expr_new(r, "ct");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+	e = expr_new(r, "bitwise");
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, sizeof(uint32_t));
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
+	return add_cmp(r, NFT_CMP_NEQ, &zero, sizeof(zero));
+}
+
+static int
+add_log(struct nftnl_rule *r, uint16_t group)
+{
+	struct nftnl_expr *e = expr_new(r, "log");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, group);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, NFLOG_SNAPLEN);
+	return 0;
+}
+
+static int
+add_reject(struct nftnl_rule *r, uint32_t type, uint8_t code)
+{
+	struct nftnl_expr *e = expr_new(r, "reject");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE, type);
+	nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, code);
+	return 0;
+}
+
+/* --- the rules --------------------------------------------------------- */
+
+enum rule_kind {
+	R_LOOPBACK_V4,
+	R_LOOPBACK_V6,
+	R_DNS_UDP,
+	R_DNS_TCP,
+	R_TCP_TPROXY,
+	R_ESTABLISHED,
+	R_LOG,
+	R_REJECT_TCP,
+	R_REJECT_OTHER,
+};
+
+struct rule_spec {
+	const char *chain;
+	enum rule_kind kind;
+	const char *what;
+};
+
+static const struct rule_spec rules[] = {
+	{ NAT_CHAIN, R_LOOPBACK_V4, "ip daddr 127.0.0.0/8 accept" },
+	{ NAT_CHAIN, R_LOOPBACK_V6, "ip6 daddr ::1 accept" },
+	{ NAT_CHAIN, R_DNS_UDP, "udp dport 53 redirect" },
+	{ NAT_CHAIN, R_DNS_TCP, "tcp dport 53 redirect" },
+	{ NAT_CHAIN, R_TCP_TPROXY, "tcp redirect to the transparent proxy" },
+	{ FILTER_CHAIN, R_LOOPBACK_V4, "ip daddr 127.0.0.0/8 accept" },
+	{ FILTER_CHAIN, R_LOOPBACK_V6, "ip6 daddr ::1 accept" },
+	{ FILTER_CHAIN, R_ESTABLISHED, "ct state established,related accept" },
+	{ FILTER_CHAIN, R_LOG, "log group (NFLOG)" },
+	{ FILTER_CHAIN, R_REJECT_TCP, "tcp reject with tcp reset" },
+	{ FILTER_CHAIN, R_REJECT_OTHER, "reject with icmpx admin-prohibited" },
+};
+
+static int
+rule_exprs(struct nftnl_rule *r, enum rule_kind kind, const struct nft_params *p)
+{
+	switch (kind) {
+	case R_LOOPBACK_V4:
+		return match_loopback_v4(r) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
+	case R_LOOPBACK_V6:
+		return match_loopback_v6(r) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
+	case R_DNS_UDP:
+		return match_dport(r, IPPROTO_UDP, 53) < 0 ? -1
+		       : add_redirect(r, p->dns_port);
+	case R_DNS_TCP:
+		return match_dport(r, IPPROTO_TCP, 53) < 0 ? -1
+		       : add_redirect(r, p->dns_port);
+	case R_TCP_TPROXY:
+		return match_l4proto(r, IPPROTO_TCP) < 0 ? -1
+		       : add_redirect(r, p->tproxy_port);
+	case R_ESTABLISHED:
+		return match_ct_established(r) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
+	case R_LOG:
+		return add_log(r, p->nflog_group);
+	case R_REJECT_TCP:
+		return match_l4proto(r, IPPROTO_TCP) < 0 ? -1
+		       : add_reject(r, NFT_REJECT_TCP_RST, 0);
+	case R_REJECT_OTHER:
+		return add_reject(r, NFT_REJECT_ICMPX_UNREACH,
+		                  NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+	}
+	return -1;
+}
+
+/* --- batch building ---------------------------------------------------- */
+
+/* Name the message being built: the concatenation of a, b and c. */
+static void
+label(struct rs_build *bd, const char *a, const char *b, const char *c)
+{
+	uint32_t i = bd->seq - bd->first_seq;
+
+	if (bd->labels != NULL && i < MAX_MSGS)
+		snprintf(bd->labels[i], sizeof(bd->labels[i]), "%s%s%s", a, b, c);
+}
+
+/* Close the message just written; false when the batch is past its limit. */
+static bool
+next_msg(struct rs_build *bd)
+{
+	bd->seq++;
+	return mnl_nlmsg_batch_next(bd->b);
+}
+
+static int
+put_table(struct rs_build *bd, uint16_t type, uint16_t flags)
+{
+	struct nftnl_table *t = nftnl_table_alloc();
+	struct nlmsghdr *nlh;
+
+	if (t == NULL)
+		return -1;
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, AIRLOCK_NFT_TABLE);
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b), type,
+	                            NFPROTO_INET, flags, bd->seq);
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	nftnl_table_free(t);
+	label(bd, type == NFT_MSG_DELTABLE ? "deleting" : "creating",
+	      " table inet ", AIRLOCK_NFT_TABLE);
+	return next_msg(bd) ? 0 : -1;
+}
+
+static int
+put_chain(struct rs_build *bd, const char *name, const char *type, int prio,
+          uint32_t policy)
+{
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	struct nlmsghdr *nlh;
+
+	if (c == NULL)
+		return -1;
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, AIRLOCK_NFT_TABLE);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_LOCAL_OUT);
+	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, policy);
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b),
+	                            NFT_MSG_NEWCHAIN, NFPROTO_INET, NLM_F_CREATE,
+	                            bd->seq);
+	nftnl_chain_nlmsg_build_payload(nlh, c);
+	nftnl_chain_free(c);
+	label(bd, "creating chain ", name, "");
+	return next_msg(bd) ? 0 : -1;
+}
+
+static int
+put_rule(struct rs_build *bd, const struct rule_spec *spec,
+         const struct nft_params *p, uint16_t extra_flags)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	struct nlmsghdr *nlh;
+	int ret = -1;
+
+	if (r == NULL)
+		return -1;
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, AIRLOCK_NFT_TABLE);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, spec->chain);
+	if (rule_exprs(r, spec->kind, p) < 0)
+		goto out;
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b),
+	                            NFT_MSG_NEWRULE, NFPROTO_INET,
+	                            NLM_F_APPEND | NLM_F_CREATE | extra_flags,
+	                            bd->seq);
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	label(bd, spec->chain, ": adding rule ", spec->what);
+	ret = next_msg(bd) ? 0 : -1;
+out:
+	nftnl_rule_free(r);
+	return ret;
+}
+
+/* The whole batch. labels (MAX_MSGS entries) may be NULL. */
+static long
+build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq,
+      char (*labels)[80])
+{
+	struct rs_build bd = { .seq = seq, .first_seq = seq, .labels = labels };
+	long len = -1;
+	size_t i;
+
+	if (buflen < 2 * MSG_RESERVE)
+		return -1;
+	bd.b = mnl_nlmsg_batch_start(buf, buflen - MSG_RESERVE);
+	if (bd.b == NULL)
+		return -1;
+
+	nftnl_batch_begin(mnl_nlmsg_batch_current(bd.b), bd.seq);
+	label(&bd, "starting the nftables transaction", "", "");
+	if (!next_msg(&bd))
+		goto out;
+	if (put_table(&bd, NFT_MSG_NEWTABLE, NLM_F_CREATE) < 0 ||
+	    put_table(&bd, NFT_MSG_DELTABLE, 0) < 0 ||
+	    put_table(&bd, NFT_MSG_NEWTABLE, NLM_F_CREATE) < 0 ||
+	    put_chain(&bd, NAT_CHAIN, "nat", NAT_PRIO, NF_ACCEPT) < 0 ||
+	    put_chain(&bd, FILTER_CHAIN, "filter", FILTER_PRIO, NF_DROP) < 0)
+		goto out;
+	for (i = 0; i < ARRAY_SIZE(rules); i++) {
+		/* Only the last message asks for an ACK: errors come anyway,
+		 * and one ACK at the end says the whole batch was taken. */
+		uint16_t ack = i + 1 == ARRAY_SIZE(rules) ? NLM_F_ACK : 0;
+
+		if (put_rule(&bd, &rules[i], p, ack) < 0)
+			goto out;
+	}
+	nftnl_batch_end(mnl_nlmsg_batch_current(bd.b), bd.seq);
+	label(&bd, "committing the nftables transaction", "", "");
+	if (!next_msg(&bd))
+		goto out;
+	len = (long)mnl_nlmsg_batch_size(bd.b);
+out:
+	mnl_nlmsg_batch_stop(bd.b);
+	return len;
+}
+
+void
+nft_params_default(struct nft_params *p)
+{
+	p->tproxy_port = AIRLOCK_TPROXY_PORT;
+	p->dns_port = AIRLOCK_DNS_PORT;
+	p->nflog_group = AIRLOCK_NFLOG_GROUP;
+}
+
+long
+nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen,
+                  uint32_t seq)
+{
+	return build(p, buf, buflen, seq, NULL);
+}
+
+/* --- talking to the kernel --------------------------------------------- */
+
+static const char *
+nft_advice(int err)
+{
+	switch (err) {
+	case EPERM:
+	case EACCES:
+		return "no CAP_NET_ADMIN in this network namespace";
+	case ENOENT:
+	case EOPNOTSUPP:
+		return "the kernel lacks an nftables feature the ruleset needs "
+		       "(nf_tables inet, nat, redir, reject, log, ct)";
+	case EAFNOSUPPORT:
+		return "the kernel has no nftables inet family (CONFIG_NF_TABLES_INET)";
+	case EPROTONOSUPPORT:
+		return "the kernel has no nftables (CONFIG_NF_TABLES)";
+	case ENOMEM:
+	case ENOBUFS:
+		return "the kernel is out of memory";
+	case ETIMEDOUT:
+		return "the kernel did not answer";
+	default:
+		return NULL;
+	}
+}
+
+static void
+set_err(char *err, size_t errlen, const char *what, int e)
+{
+	const char *advice = nft_advice(e);
+
+	snprintf(err, errlen, "nftables: %s: %s%s%s%s", what, strerror(e),
+	         advice != NULL ? " (" : "", advice != NULL ? advice : "",
+	         advice != NULL ? ")" : "");
+}
+
+static uint32_t
+seq_base(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint32_t)ts.tv_nsec | 1u;
+}
+
+int
+nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen)
+{
+	static _Thread_local uint64_t buf[16384 / sizeof(uint64_t)];
+	char labels[MAX_MSGS][80];
+	struct mnl_socket *nl = NULL;
+	struct nft_nl_ack failed;
+	uint32_t seq = seq_base();
+	uint32_t nmsgs;
+	long len;
+	int ret = -1;
+
+	memset(labels, 0, sizeof(labels));
+	len = build(p, buf, sizeof(buf), seq, labels);
+	if (len < 0) {
+		snprintf(err, errlen, "nftables: building the ruleset failed "
+		         "(out of memory or buffer too small)");
+		return -1;
+	}
+	nmsgs = 1 + 3 + 2 + (uint32_t)ARRAY_SIZE(rules) + 1;
+	nl = nft_nl_open(NETLINK_NETFILTER);
+	if (nl == NULL) {
+		set_err(err, errlen, "opening the netfilter netlink socket", errno);
+		goto out;
+	}
+	/* The last rule (seq + nmsgs - 2) carries the ACK; the batch begin
+	 * (seq) is where whole-batch failures such as EPERM are reported. */
+	if (nft_nl_batch(nl, buf, (size_t)len, seq + nmsgs - 2, seq, &failed) < 0) {
+		set_err(err, errlen, "sending the ruleset", errno);
+		goto out;
+	}
+	if (failed.error != 0) {
+		uint32_t i = failed.seq - seq;
+		char what[128];
+
+		snprintf(what, sizeof(what), "%s failed",
+		         i < MAX_MSGS && labels[i][0] != '\0' ? labels[i]
+		                                              : "the transaction");
+		set_err(err, errlen, what, failed.error);
+		goto out;
+	}
+	ret = 0;
+out:
+	if (nl != NULL)
+		mnl_socket_close(nl);
+	return ret;
+}
+
+/* --- verification ------------------------------------------------------- */
+
+struct verify_state {
+	bool table;
+	bool nat, filter;
+	bool nat_ok, filter_ok;
+	unsigned int nat_rules, filter_rules;
+	char why[160];
+};
+
+static int
+table_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct verify_state *st = data;
+	struct nftnl_table *t = nftnl_table_alloc();
+
+	if (t == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_table_nlmsg_parse(nlh, t) == 0 &&
+	    nftnl_table_get_u32(t, NFTNL_TABLE_FAMILY) == NFPROTO_INET &&
+	    strcmp(nftnl_table_get_str(t, NFTNL_TABLE_NAME), AIRLOCK_NFT_TABLE) == 0)
+		st->table = true;
+	nftnl_table_free(t);
+	return MNL_CB_OK;
+}
+
+static bool
+chain_is(const struct nftnl_chain *c, const char *type, uint32_t hook, int prio,
+         uint32_t policy)
+{
+	const char *t;
+
+	if (!nftnl_chain_is_set(c, NFTNL_CHAIN_HOOKNUM) ||
+	    !nftnl_chain_is_set(c, NFTNL_CHAIN_TYPE) ||
+	    !nftnl_chain_is_set(c, NFTNL_CHAIN_POLICY))
+		return false;
+	t = nftnl_chain_get_str(c, NFTNL_CHAIN_TYPE);
+	return t != NULL && strcmp(t, type) == 0 &&
+	       nftnl_chain_get_u32(c, NFTNL_CHAIN_HOOKNUM) == hook &&
+	       nftnl_chain_get_s32(c, NFTNL_CHAIN_PRIO) == prio &&
+	       nftnl_chain_get_u32(c, NFTNL_CHAIN_POLICY) == policy;
+}
+
+static int
+chain_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct verify_state *st = data;
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	const char *table, *name;
+
+	if (c == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_chain_nlmsg_parse(nlh, c) < 0)
+		goto out;
+	table = nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE);
+	name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+	if (table == NULL || name == NULL || strcmp(table, AIRLOCK_NFT_TABLE) != 0)
+		goto out;
+	if (strcmp(name, NAT_CHAIN) == 0) {
+		st->nat = true;
+		st->nat_ok = chain_is(c, "nat", NF_INET_LOCAL_OUT, NAT_PRIO, NF_ACCEPT);
+	} else if (strcmp(name, FILTER_CHAIN) == 0) {
+		st->filter = true;
+		st->filter_ok = chain_is(c, "filter", NF_INET_LOCAL_OUT,
+		                         FILTER_PRIO, NF_DROP);
+	} else if (st->why[0] == '\0') {
+		snprintf(st->why, sizeof(st->why), "unexpected chain %s", name);
+	}
+out:
+	nftnl_chain_free(c);
+	return MNL_CB_OK;
+}
+
+static int
+rule_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct verify_state *st = data;
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	const char *table, *chain;
+
+	if (r == NULL)
+		return MNL_CB_ERROR;
+	if (nftnl_rule_nlmsg_parse(nlh, r) < 0)
+		goto out;
+	table = nftnl_rule_get_str(r, NFTNL_RULE_TABLE);
+	chain = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN);
+	if (table == NULL || chain == NULL || strcmp(table, AIRLOCK_NFT_TABLE) != 0)
+		goto out;
+	if (strcmp(chain, NAT_CHAIN) == 0)
+		st->nat_rules++;
+	else if (strcmp(chain, FILTER_CHAIN) == 0)
+		st->filter_rules++;
+out:
+	nftnl_rule_free(r);
+	return MNL_CB_OK;
+}
+
+static unsigned int
+expected_rules(const char *chain)
+{
+	unsigned int n = 0;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(rules); i++)
+		if (strcmp(rules[i].chain, chain) == 0)
+			n++;
+	return n;
+}
+
+int
+nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
+{
+	/* Requests are tiny; the answers go to nlutil's own buffer. */
+	uint64_t req[1024 / sizeof(uint64_t)];
+	struct verify_state st;
+	struct mnl_socket *nl;
+	struct nlmsghdr *nlh;
+	struct nftnl_table *t;
+	uint32_t seq = seq_base();
+	int ret = -1;
+
+	(void)p;
+	memset(&st, 0, sizeof(st));
+	nl = nft_nl_open(NETLINK_NETFILTER);
+	if (nl == NULL) {
+		set_err(err, errlen, "opening the netfilter netlink socket", errno);
+		return -1;
+	}
+
+	t = nftnl_table_alloc();
+	if (t == NULL) {
+		snprintf(err, errlen, "nftables: out of memory");
+		goto out;
+	}
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, AIRLOCK_NFT_TABLE);
+	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETTABLE, NFPROTO_INET,
+	                            NLM_F_ACK, seq);
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	nftnl_table_free(t);
+	errno = 0;
+	if (nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, table_cb, &st) < 0 ||
+	    !st.table) {
+		snprintf(err, errlen, "nftables: table inet %s is missing%s%s",
+		         AIRLOCK_NFT_TABLE, errno != 0 ? ": " : "",
+		         errno != 0 ? strerror(errno) : "");
+		goto out;
+	}
+
+	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETCHAIN, NFPROTO_INET,
+	                            NLM_F_DUMP, ++seq);
+	if (nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, chain_cb, &st) < 0) {
+		set_err(err, errlen, "listing chains", errno);
+		goto out;
+	}
+	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETRULE, NFPROTO_INET,
+	                            NLM_F_DUMP, ++seq);
+	if (nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, rule_cb, &st) < 0) {
+		set_err(err, errlen, "listing rules", errno);
+		goto out;
+	}
+
+	if (!st.nat || !st.filter)
+		snprintf(err, errlen, "nftables: chain %s is missing",
+		         !st.nat ? NAT_CHAIN : FILTER_CHAIN);
+	else if (!st.nat_ok)
+		snprintf(err, errlen, "nftables: chain %s is not type nat hook "
+		         "output priority %d", NAT_CHAIN, NAT_PRIO);
+	else if (!st.filter_ok)
+		snprintf(err, errlen, "nftables: chain %s is not type filter hook "
+		         "output priority %d policy drop", FILTER_CHAIN, FILTER_PRIO);
+	else if (st.nat_rules != expected_rules(NAT_CHAIN) ||
+	         st.filter_rules != expected_rules(FILTER_CHAIN))
+		snprintf(err, errlen, "nftables: chains hold %u and %u rules, "
+		         "expected %u and %u", st.nat_rules, st.filter_rules,
+		         expected_rules(NAT_CHAIN), expected_rules(FILTER_CHAIN));
+	else if (st.why[0] != '\0')
+		snprintf(err, errlen, "nftables: %s in table inet %s", st.why,
+		         AIRLOCK_NFT_TABLE);
+	else
+		ret = 0;
+out:
+	mnl_socket_close(nl);
+	return ret;
+}
