@@ -1,13 +1,299 @@
-/* Placeholder until its issue lands: refuses, never pretends. */
+/* `airlock policy check FILE...` and `airlock policy test FILE DEST...`:
+ * the check-only commands over policy/ (after unbound-checkconf). Nothing
+ * here touches the network. */
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cmd.h"
+#include "common/util.h"
+#include "policy/policy.h"
+
+static void
+usage_policy(FILE *out)
+{
+	fprintf(out,
+	        "usage: airlock policy check [--policy-dir DIR] FILE...\n"
+	        "       airlock policy test [--policy-dir DIR] FILE HOST[:PORT]...\n"
+	        "\n"
+	        "  check   load each policy; print valid and a summary of what it allows,\n"
+	        "          or every error as FILE:LINE:COLUMN; warn about upload sinks\n"
+	        "  test    print allow or deny for each destination, with the deciding\n"
+	        "          rule as FILE:LINE (or 'no match')\n"
+	        "\n"
+	        "FILE is a path or a preset name (pypi, npm, none, ...).\n"
+	        "Exit status: 0 all valid / all allowed, 1 an invalid policy or a\n"
+	        "denied destination, 2 a usage error.\n");
+}
+
+static void
+usage_check(FILE *out)
+{
+	fprintf(out,
+	        "usage: airlock policy check [--policy-dir DIR] FILE...\n"
+	        "\n"
+	        "Load each policy (a path, or a preset name) with all its includes.\n"
+	        "Prints 'FILE: valid', its name, mode, sha256 and one line per rule;\n"
+	        "or every error, one per line as FILE:LINE:COLUMN: what; expected.\n"
+	        "Warnings (not errors) name allowed destinations that accept uploads\n"
+	        "from anyone: paste sites, webhook catchers, public buckets, tunnels,\n"
+	        "DNS-over-HTTPS resolvers.\n"
+	        "\n"
+	        "  --policy-dir DIR  search DIR for preset names first (repeatable)\n"
+	        "  --help            this text\n"
+	        "\n"
+	        "Exit status: 0 every file is valid, 1 any is not, 2 usage error.\n");
+}
+
+static void
+usage_test(FILE *out)
+{
+	fprintf(out,
+	        "usage: airlock policy test [--policy-dir DIR] FILE HOST[:PORT]...\n"
+	        "\n"
+	        "For each destination print one line:\n"
+	        "  allow|deny DESTINATION RULE\n"
+	        "where RULE is the deciding rule as FILE:LINE, or 'no match' (deny).\n"
+	        "HOST is a DNS name, an IPv4 address, or [IPv6]; PORT defaults to 443.\n"
+	        "IP addresses only match cidr rules. The result is what the rules say;\n"
+	        "a policy in audit mode (see 'check') would let a denied one through\n"
+	        "and log it.\n"
+	        "\n"
+	        "  --policy-dir DIR  search DIR for preset names first (repeatable)\n"
+	        "  --help            this text\n"
+	        "\n"
+	        "Exit status: 0 every destination is allowed, 1 any is denied or the\n"
+	        "policy is invalid, 2 usage error.\n");
+}
+
+/* Common options; returns the index of the first operand, or -1 (usage
+ * error, already reported) or -2 (help printed). */
+static int
+parse_opts(int argc, char **argv, void (*help)(FILE *))
+{
+	static const struct option opts[] = {
+		{ "policy-dir", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hd:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			help(stdout);
+			return -2;
+		case 'd':
+			if (policy_add_preset_dir(optarg) != 0) {
+				fprintf(stderr, "airlock: --policy-dir: too many directories\n");
+				return -1;
+			}
+			break;
+		default:
+			fprintf(stderr, "airlock: policy %s: unknown option '%s'; see --help\n", argv[0],
+			        argv[optind - 1]);
+			return -1;
+		}
+	}
+	return optind;
+}
+
+static void
+print_errors(const struct policy_diag *d)
+{
+	for (size_t i = 0; i < d->n_lines; i++)
+		fprintf(stderr, "%s\n", d->lines[i]);
+}
+
+static int
+cmd_check(int argc, char **argv)
+{
+	int first = parse_opts(argc, argv, usage_check), status = 0;
+
+	if (first == -2)
+		return 0;
+	if (first < 0)
+		return EXIT_USAGE;
+	if (first >= argc) {
+		fprintf(stderr, "airlock: policy check: no FILE given; see --help\n");
+		return EXIT_USAGE;
+	}
+	for (int i = first; i < argc; i++) {
+		struct policy_diag d = { 0 };
+		struct policy *p = policy_load(argv[i], &d);
+		char *desc;
+
+		if (p == NULL) {
+			print_errors(&d);
+			printf("%s: invalid (%zu error%s)\n", argv[i], d.n_lines, d.n_lines == 1 ? "" : "s");
+			policy_diag_clear(&d);
+			status = 1;
+			continue;
+		}
+		printf("%s: valid\n", argv[i]);
+		printf("  name %s, mode %s, sha256 %s\n", policy_name(p),
+		       policy_mode(p) == POLICY_MODE_AUDIT ? "audit (denials are logged, not enforced)" : "enforce",
+		       policy_sha256(p));
+		if ((desc = policy_describe(p)) != NULL) {
+			for (char *line = desc, *nl; *line != '\0'; line = nl + 1) {
+				nl = strchr(line, '\n');
+				if (nl == NULL)
+					nl = line + strlen(line) - 1;
+				printf("  %.*s\n", (int)(nl - line + (*nl == '\n' ? 0 : 1)), line);
+			}
+			free(desc);
+		}
+		for (size_t k = 0; k < d.n_warnings; k++)
+			printf("  warning: %s\n", d.warnings[k]);
+		policy_diag_clear(&d);
+		policy_free(p);
+	}
+	return status;
+}
+
+/* Split HOST[:PORT] / [IPv6]:PORT / bare IPv6. host gets the host part
+ * without brackets. Returns 0, or -1 with *why set. */
+static int
+parse_dest(const char *s, char *host, size_t hostlen, uint16_t *port,
+           const char **why)
+{
+	const char *colon, *end;
+	uint64_t v;
+
+	*port = 443;
+	if (s[0] == '[') {
+		end = strchr(s, ']');
+		if (end == NULL) {
+			*why = "missing ']' after an IPv6 address";
+			return -1;
+		}
+		if ((size_t)(end - s - 1) >= hostlen) {
+			*why = "address too long";
+			return -1;
+		}
+		memcpy(host, s + 1, (size_t)(end - s - 1));
+		host[end - s - 1] = '\0';
+		if (end[1] == '\0')
+			return 0;
+		if (end[1] != ':') {
+			*why = "expected ':PORT' after ']'";
+			return -1;
+		}
+		colon = end + 1;
+	} else {
+		colon = strchr(s, ':');
+		if (colon != NULL && strchr(colon + 1, ':') != NULL) {
+			/* Several colons and no brackets: a bare IPv6 address. */
+			colon = NULL;
+		}
+		if (str_copy(host, s, hostlen) >= hostlen) {
+			*why = "name longer than 253 characters";
+			return -1;
+		}
+		if (colon == NULL)
+			return 0;
+		host[colon - s] = '\0';
+	}
+	if (parse_uint(colon + 1, 1, 65535, &v) != 0) {
+		*why = "bad port; expected a number 1-65535";
+		return -1;
+	}
+	*port = (uint16_t)v;
+	return 0;
+}
+
+static int
+cmd_test(int argc, char **argv)
+{
+	int first = parse_opts(argc, argv, usage_test), status = 0;
+	struct policy_diag d = { 0 };
+	struct policy *p;
+
+	if (first == -2)
+		return 0;
+	if (first < 0)
+		return EXIT_USAGE;
+	if (argc - first < 2) {
+		fprintf(stderr, "airlock: policy test: expected FILE and at least one HOST[:PORT]; see --help\n");
+		return EXIT_USAGE;
+	}
+	/* Check every destination's syntax before loading anything, so a
+	 * typo is a usage error whatever the policy says. */
+	for (int i = first + 1; i < argc; i++) {
+		char host[512];
+		uint16_t port;
+		const char *why = NULL;
+
+		if (parse_dest(argv[i], host, sizeof(host), &port, &why) != 0) {
+			fprintf(stderr, "airlock: policy test: '%s': %s\n", argv[i], why);
+			return EXIT_USAGE;
+		}
+	}
+	if ((p = policy_load(argv[first], &d)) == NULL) {
+		print_errors(&d);
+		printf("%s: invalid (%zu error%s)\n", argv[first], d.n_lines, d.n_lines == 1 ? "" : "s");
+		policy_diag_clear(&d);
+		return 1;
+	}
+	policy_diag_clear(&d);
+	for (int i = first + 1; i < argc; i++) {
+		char host[512], name[256];
+		struct sockaddr_storage ss;
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+		struct policy_verdict v;
+		uint16_t port;
+		const char *why = NULL;
+		bool v6 = false;
+
+		parse_dest(argv[i], host, sizeof(host), &port, &why);
+		memset(&ss, 0, sizeof(ss));
+		if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
+			sin->sin_family = AF_INET;
+			policy_match_addr(p, (struct sockaddr *)&ss, port, &v);
+			str_copy(name, host, sizeof(name));
+		} else if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
+			sin6->sin6_family = AF_INET6;
+			policy_match_addr(p, (struct sockaddr *)&ss, port, &v);
+			str_copy(name, host, sizeof(name));
+			v6 = true;
+		} else if (policy_name_normalize(host, name, sizeof(name), &why) == 0) {
+			policy_match_host(p, name, port, &v);
+		} else {
+			/* A name no policy could match: deny, and say why. */
+			printf("deny %s invalid name: %s\n", argv[i], why);
+			status = 1;
+			continue;
+		}
+		printf("%s %s%s%s:%u %s\n", v.action == POLICY_ALLOW ? "allow" : "deny", v6 ? "[" : "", name,
+		       v6 ? "]" : "", port, v.where != NULL ? v.where : "no match");
+		if (v.action != POLICY_ALLOW)
+			status = 1;
+	}
+	policy_free(p);
+	return status;
+}
 
 int
 cmd_policy(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "airlock: 'policy' is not built yet\n");
-	return 125;
+	if (argc < 2) {
+		usage_policy(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+		usage_policy(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "check") == 0)
+		return cmd_check(argc - 1, argv + 1);
+	if (strcmp(argv[1], "test") == 0)
+		return cmd_test(argc - 1, argv + 1);
+	fprintf(stderr, "airlock: policy: unknown subcommand '%s'; expected check or test\n", argv[1]);
+	return EXIT_USAGE;
 }

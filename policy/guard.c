@@ -1,0 +1,150 @@
+/* The address guard (DESIGN.md, decision 4) as one pure function.
+ *
+ * The documentation ranges 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24
+ * and 2001:db8::/32 are deliberately GUARD_PUBLIC: the test lab's fake
+ * internet lives there, and treating them as ordinary routable addresses
+ * is what lets the end-to-end tests exercise the real allow path.
+ * 198.18.0.0/15 (benchmark) is GUARD_RESERVED: it is the sandbox's own
+ * egress source address, never a destination.
+ * The host's own addresses are not known here; the proxy checks those. */
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "policy/guard.h"
+
+static enum guard_class
+classify4(uint32_t a)
+{
+	static const struct {
+		uint32_t net;
+		unsigned plen;
+		enum guard_class cls;
+	} ranges[] = {
+		/* Listed before the broader ranges they sit in. */
+		{ 0xc0000200u, 24, GUARD_PUBLIC },    /* 192.0.2.0/24 TEST-NET-1 (lab) */
+		{ 0xc6336400u, 24, GUARD_PUBLIC },    /* 198.51.100.0/24 TEST-NET-2 (lab) */
+		{ 0xcb007100u, 24, GUARD_PUBLIC },    /* 203.0.113.0/24 TEST-NET-3 (lab) */
+		{ 0x00000000u, 8, GUARD_UNSPECIFIED }, /* 0.0.0.0/8 "this network" */
+		{ 0x0a000000u, 8, GUARD_PRIVATE },    /* 10.0.0.0/8 */
+		{ 0x64400000u, 10, GUARD_CGNAT },     /* 100.64.0.0/10 */
+		{ 0x7f000000u, 8, GUARD_LOOPBACK },   /* 127.0.0.0/8 */
+		{ 0xa9fe0000u, 16, GUARD_LINK_LOCAL }, /* 169.254.0.0/16 (metadata) */
+		{ 0xac100000u, 12, GUARD_PRIVATE },   /* 172.16.0.0/12 */
+		{ 0xc0000000u, 24, GUARD_RESERVED },  /* 192.0.0.0/24 IETF protocol */
+		{ 0xc0586300u, 24, GUARD_RESERVED },  /* 192.88.99.0/24 6to4 relay */
+		{ 0xc0a80000u, 16, GUARD_PRIVATE },   /* 192.168.0.0/16 */
+		{ 0xc6120000u, 15, GUARD_RESERVED },  /* 198.18.0.0/15 benchmark, egress source */
+		{ 0xe0000000u, 4, GUARD_MULTICAST },  /* 224.0.0.0/4 */
+		{ 0xf0000000u, 4, GUARD_RESERVED },   /* 240.0.0.0/4 incl. broadcast */
+	};
+
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		uint32_t mask = ranges[i].plen == 0 ? 0 : ~0u << (32 - ranges[i].plen);
+
+		if ((a & mask) == ranges[i].net)
+			return ranges[i].cls;
+	}
+	return GUARD_PUBLIC;
+}
+
+static uint32_t
+load_be32(const uint8_t *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+static bool
+prefix_is(const uint8_t *a, const uint8_t *net, unsigned plen)
+{
+	unsigned bytes = plen / 8, bits = plen % 8;
+
+	if (memcmp(a, net, bytes) != 0)
+		return false;
+	return bits == 0 || ((a[bytes] ^ net[bytes]) & (0xff00u >> bits)) == 0;
+}
+
+static enum guard_class
+classify6(const uint8_t *a)
+{
+	static const uint8_t zero[16] = { 0 };
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b };
+	static const uint8_t nat64_local[6] = { 0, 0x64, 0xff, 0x9b, 0, 1 };
+	static const uint8_t doc[4] = { 0x20, 0x01, 0x0d, 0xb8 };
+	static const uint8_t teredo[4] = { 0x20, 0x01, 0, 0 };
+	static const uint8_t proto[3] = { 0x20, 0x01, 0x00 };
+	static const uint8_t sixtofour[2] = { 0x20, 0x02 };
+	static const uint8_t discard[8] = { 0x01, 0x00 };
+
+	if (memcmp(a, zero, 15) == 0 && a[15] <= 1)
+		return a[15] == 0 ? GUARD_UNSPECIFIED : GUARD_LOOPBACK;
+	/* Addresses that carry an IPv4 address inside: judge that address,
+	 * or ::ffff:127.0.0.1 and 64:ff9b::a9fe:a9fe would walk around the
+	 * guard. */
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
+		return classify4(load_be32(a + 12));
+	if (prefix_is(a, sixtofour, 16))
+		return classify4(load_be32(a + 2)); /* 2002:V4ADDR::/48 */
+	if (prefix_is(a, doc, 32))
+		return GUARD_PUBLIC; /* 2001:db8::/32, the lab (see the top) */
+	if (prefix_is(a, nat64_local, 48) || prefix_is(a, teredo, 32) ||
+	    prefix_is(a, discard, 64))
+		return GUARD_RESERVED;
+	if (prefix_is(a, proto, 23))
+		return GUARD_RESERVED; /* 2001::/23 IETF protocol assignments */
+	if (a[0] == 0xff)
+		return GUARD_MULTICAST;
+	if ((a[0] & 0xfe) == 0xfc)
+		return GUARD_PRIVATE; /* fc00::/7 unique local */
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
+		return GUARD_LINK_LOCAL; /* fe80::/10 */
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0xc0)
+		return GUARD_PRIVATE; /* fec0::/10 site-local, deprecated */
+	if ((a[0] & 0xe0) == 0x20)
+		return GUARD_PUBLIC; /* 2000::/3 global unicast */
+	return GUARD_RESERVED; /* everything else is unassigned or special */
+}
+
+enum guard_class
+guard_classify(const struct sockaddr *sa)
+{
+	if (sa == NULL)
+		return GUARD_RESERVED;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)sa;
+
+		return classify4(ntohl(sin->sin_addr.s_addr));
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)(const void *)sa;
+
+		return classify6(sin6->sin6_addr.s6_addr);
+	}
+	return GUARD_RESERVED;
+}
+
+const char *
+guard_class_name(enum guard_class c)
+{
+	switch (c) {
+	case GUARD_PUBLIC:
+		return "public";
+	case GUARD_UNSPECIFIED:
+		return "unspecified";
+	case GUARD_LOOPBACK:
+		return "loopback";
+	case GUARD_PRIVATE:
+		return "private";
+	case GUARD_CGNAT:
+		return "cgnat";
+	case GUARD_LINK_LOCAL:
+		return "link-local";
+	case GUARD_MULTICAST:
+		return "multicast";
+	case GUARD_RESERVED:
+		return "reserved";
+	}
+	return "reserved";
+}

@@ -1,0 +1,138 @@
+/* Internals shared by the files of policy/ only: the compiled policy, its
+ * arena and the limits of the loader. Nothing outside policy/ includes
+ * this; other modules see struct policy as opaque (policy.h). */
+#ifndef AIRLOCK_POLICY_INTERNAL_H
+#define AIRLOCK_POLICY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/policy.h"
+
+/* Bounds on input (documented in docs/policy.md by the presets helper and
+ * in the loader's messages). They keep a hostile or broken file from
+ * costing more than a few tens of MiB or a fraction of a second:
+ *  - a file over 4 MiB is refused before it is parsed (a generated policy
+ *    of 100,000 rules is about 2.5 MiB, so real lists still fit);
+ *  - YAML nesting deeper than 8 is refused (schema v1 needs 4);
+ *  - at most 1,000,000 YAML nodes per file and 200,000 rules in all;
+ *  - at most 64 port entries per rule (a "LOW-HIGH" range string counts
+ *    as one entry, so any set of ports can still be written);
+ *  - includes nest at most 8 deep and load at most 64 files;
+ *  - at most 50 error lines are kept; the file is rejected either way. */
+#define POLICY_MAX_FILE_SIZE (4u * 1024u * 1024u)
+#define POLICY_MAX_DEPTH 8
+#define POLICY_MAX_NODES 1000000u
+#define POLICY_MAX_RULES 200000u
+#define POLICY_MAX_PORTS 64u
+#define POLICY_MAX_INCLUDE_DEPTH 8
+#define POLICY_MAX_FILES 64u
+#define POLICY_MAX_ERRORS 50u
+#define POLICY_MAX_PRESET_DIRS 16u
+
+/* ---- arena: everything a compiled policy owns dies with it ---- */
+
+struct policy_arena;
+
+struct policy_arena *policy_arena_new(void);
+void policy_arena_free(struct policy_arena *a);
+/* 16-byte aligned, zeroed. NULL on allocation failure. */
+void *policy_arena_alloc(struct policy_arena *a, size_t size);
+char *policy_arena_strndup(struct policy_arena *a, const char *s, size_t n);
+/* Bytes reserved from the system so far (for the benchmark). */
+size_t policy_arena_size(const struct policy_arena *a);
+
+/* ---- compiled form ---- */
+
+enum prule_kind {
+	PRULE_EXACT = 0,
+	PRULE_WILDCARD, /* key is the suffix after "*." */
+	PRULE_CIDR4,
+	PRULE_CIDR6,
+};
+
+struct pport {
+	uint16_t lo, hi;
+};
+
+/* One rule as the matcher sees it. Rules are numbered in load order; a
+ * lower number decides when several rules of the same action match. */
+struct prule {
+	const char *pattern; /* as shown to users: "*.example.com", "10.0.0.0/8" */
+	const char *where;   /* "file:line" */
+	uint32_t next;       /* next rule with the same key, or PRULE_NONE */
+	uint32_t port_off;   /* into policy->ports */
+	uint16_t n_ports;
+	uint8_t action; /* POLICY_ALLOW or POLICY_DENY */
+	uint8_t kind;   /* enum prule_kind */
+};
+#define PRULE_NONE UINT32_MAX
+
+/* Open-addressing table of names (exact names, or wildcard suffixes). */
+struct pname_slot {
+	uint64_t hash;
+	const char *key; /* NULL: empty slot */
+	uint32_t len;
+	uint32_t first; /* first rule of the chain */
+};
+
+struct pcidr_slot {
+	uint8_t addr[16]; /* masked; v4 in the first 4 bytes */
+	uint8_t used;
+	uint8_t plen;
+	uint8_t fam; /* 4 or 6 */
+	uint32_t first;
+};
+
+struct policy {
+	struct policy_arena *p_arena;
+	char *p_name;
+	char *p_description;
+	char p_sha256[65];
+	enum policy_mode p_mode;
+
+	struct prule *p_rules;
+	uint32_t p_n_rules;
+	struct pport *p_ports;
+
+	struct pname_slot *p_exact;
+	uint64_t p_exact_mask;
+	struct pname_slot *p_suffix;
+	uint64_t p_suffix_mask;
+	uint32_t p_n_wild;
+	struct pcidr_slot *p_cidr;
+	uint64_t p_cidr_mask;
+	/* Prefix lengths present, so a lookup probes only those. */
+	uint8_t p_plen4[33];
+	uint8_t p_n_plen4;
+	uint8_t p_plen6[129];
+	uint8_t p_n_plen6;
+};
+
+/* A rule as the loader produced it, before compilation. */
+struct policy_rule_src {
+	uint8_t kind;
+	uint8_t action;
+	uint8_t plen;
+	uint8_t addr[16];
+	const char *key;     /* arena string: normalised name or suffix */
+	const char *pattern; /* arena string */
+	const char *where;   /* arena string */
+	uint32_t port_off;
+	uint16_t n_ports;
+};
+
+/* Build the match tables of p from rules[0..n) (ports already in
+ * p->p_ports, strings in p->p_arena). Returns 0 or -1 (out of memory). */
+int policy_compile(struct policy *p, const struct policy_rule_src *rules,
+                   uint32_t n);
+
+/* Append a warning line for every catalog destination p admits. */
+int policy_catalog_check(const struct policy *p, struct policy_diag *diag);
+
+/* Append a formatted line to a diag list; tolerates list == NULL. */
+int policy_diag_add(char ***lines, size_t *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif

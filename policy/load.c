@@ -1,0 +1,1070 @@
+/* Loading schema v1 (DESIGN.md, docs/policy.md): read with bounds, parse
+ * with libyaml (ytree.c), validate every node strictly while collecting
+ * every error with its file:line:column, follow includes, then compile.
+ * Any error at all rejects the whole policy: no partial matcher ever
+ * leaves this file. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "common/util.h"
+#include "policy/internal.h"
+#include "policy/ytree.h"
+
+static char *preset_dirs[POLICY_MAX_PRESET_DIRS];
+static size_t n_preset_dirs;
+
+struct loader {
+	struct policy *p;
+	char **errs;
+	size_t n_errs;      /* kept lines */
+	size_t n_errs_seen; /* all errors, kept or not */
+	EVP_MD_CTX *sha;
+	struct policy_rule_src *rules;
+	uint32_t n_rules, cap_rules;
+	bool rules_full;
+	struct pport *ports;
+	uint32_t n_ports, cap_ports;
+	char *stack[POLICY_MAX_INCLUDE_DEPTH + 2]; /* realpaths being loaded */
+	int depth;
+	char *loaded[POLICY_MAX_FILES]; /* realpaths already loaded */
+	size_t n_loaded;
+	size_t n_files;
+	bool oom;
+};
+
+int
+policy_diag_add(char ***lines, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	char *line = NULL, **nl;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return -1;
+	if ((nl = realloc(*lines, sizeof(*nl) * (*n + 1))) == NULL) {
+		free(line);
+		return -1;
+	}
+	nl[(*n)++] = line;
+	*lines = nl;
+	return 0;
+}
+
+static void lerr(struct loader *ld, const char *file, uint32_t line,
+                 uint32_t col, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* One error: "FILE:LINE:COLUMN: message". Past POLICY_MAX_ERRORS only
+ * counted, so a file of 100,000 bad lines costs 50 lines of output. */
+static void
+lerr(struct loader *ld, const char *file, uint32_t line, uint32_t col,
+     const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	ld->n_errs_seen++;
+	if (ld->n_errs >= POLICY_MAX_ERRORS)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (policy_diag_add(&ld->errs, &ld->n_errs, "%s:%u:%u: %s", file, line, col, msg) != 0)
+		ld->oom = true;
+}
+
+static const char *
+node_str(const struct ytree *t, const struct ynode *n)
+{
+	return ytree_str(t, n);
+}
+
+static const char *
+type_name(const struct ynode *n)
+{
+	switch (n->type) {
+	case YNODE_SEQ:
+		return "a list";
+	case YNODE_MAP:
+		return "a mapping";
+	default:
+		return "a string";
+	}
+}
+
+/* ---- ports ---- */
+
+static int
+port_add(struct loader *ld, uint16_t lo, uint16_t hi)
+{
+	if (ld->n_ports == ld->cap_ports) {
+		uint32_t cap = ld->cap_ports ? ld->cap_ports * 2 : 256;
+		struct pport *np = realloc(ld->ports, sizeof(*np) * cap);
+
+		if (np == NULL) {
+			ld->oom = true;
+			return -1;
+		}
+		ld->ports = np;
+		ld->cap_ports = cap;
+	}
+	ld->ports[ld->n_ports].lo = lo;
+	ld->ports[ld->n_ports].hi = hi;
+	ld->n_ports++;
+	return 0;
+}
+
+static int
+parse_port(const char *s, uint16_t *out)
+{
+	uint64_t v;
+
+	if (parse_uint(s, 1, 65535, &v) != 0)
+		return -1;
+	*out = (uint16_t)v;
+	return 0;
+}
+
+/* ports: [443, 8000-8100, "9000-9100"]. Returns 0 with the rule's slice
+ * of ld->ports, or -1 after reporting. */
+static int
+parse_ports(struct loader *ld, const char *file, const struct ytree *t,
+            const struct ynode *n, uint32_t *off, uint16_t *count)
+{
+	uint32_t start = ld->n_ports;
+	int bad = 0;
+
+	if (n->type != YNODE_SEQ) {
+		lerr(ld, file, n->line, n->col, "ports: expected a list of ports like [443] or [\"8000-8100\"], got %s",
+		     type_name(n));
+		return -1;
+	}
+	if (n->len == 0) {
+		lerr(ld, file, n->line, n->col, "ports: empty list; leave ports out for the default [80, 443]");
+		return -1;
+	}
+	if (n->len > POLICY_MAX_PORTS) {
+		lerr(ld, file, n->line, n->col,
+		     "ports: %u entries; at most %u are allowed (write a range like \"8000-8999\")",
+		     n->len, POLICY_MAX_PORTS);
+		return -1;
+	}
+	for (uint32_t c = n->child; c != YNODE_NONE; c = t->nodes[c].next) {
+		const struct ynode *e = &t->nodes[c];
+		const char *s = node_str(t, e), *dash;
+		uint16_t lo, hi;
+
+		if (e->type != YNODE_SCALAR) {
+			lerr(ld, file, e->line, e->col, "ports: expected a port number 1-65535 or a range \"LOW-HIGH\", got %s",
+			     type_name(e));
+			bad = -1;
+			continue;
+		}
+		if ((dash = strchr(s, '-')) != NULL) {
+			char lows[8];
+			size_t ll = (size_t)(dash - s);
+
+			if (ll == 0 || ll >= sizeof(lows)) {
+				lo = 0;
+			} else {
+				memcpy(lows, s, ll);
+				lows[ll] = '\0';
+				if (parse_port(lows, &lo) != 0)
+					lo = 0;
+			}
+			if (lo == 0 || parse_port(dash + 1, &hi) != 0 || hi < lo) {
+				lerr(ld, file, e->line, e->col,
+				     "ports: bad range '%s'; expected \"LOW-HIGH\" with 1 <= LOW <= HIGH <= 65535", s);
+				bad = -1;
+				continue;
+			}
+		} else if (parse_port(s, &lo) == 0) {
+			hi = lo;
+		} else {
+			lerr(ld, file, e->line, e->col, "ports: bad port '%s'; expected a number 1-65535", s);
+			bad = -1;
+			continue;
+		}
+		if (port_add(ld, lo, hi) != 0)
+			return -1;
+	}
+	if (bad != 0) {
+		ld->n_ports = start;
+		return -1;
+	}
+	*off = start;
+	*count = (uint16_t)(ld->n_ports - start);
+	return 0;
+}
+
+/* ---- hosts and cidrs ---- */
+
+static bool
+last_label_numeric(const char *s)
+{
+	const char *dot = strrchr(s, '.');
+	const char *l = dot ? dot + 1 : s;
+
+	if (*l == '\0')
+		return false;
+	for (; *l; l++)
+		if (*l < '0' || *l > '9')
+			return false;
+	return true;
+}
+
+/* Fills r->kind and r->key; -1 after reporting. */
+static int
+parse_host(struct loader *ld, const char *file, const struct ynode *n,
+           const char *s, struct policy_rule_src *r)
+{
+	char buf[256], addr[16];
+	const char *why = NULL, *name = s;
+
+	if (inet_pton(AF_INET, s, addr) == 1) {
+		lerr(ld, file, n->line, n->col,
+		     "host: '%s' is an IP address; IP literals only match cidr rules: write `cidr: %s/32`", s, s);
+		return -1;
+	}
+	if (strchr(s, ':') != NULL) {
+		char inner[64];
+		size_t l = strlen(s);
+
+		if (l >= 2 && s[0] == '[' && s[l - 1] == ']' && l - 2 < sizeof(inner)) {
+			memcpy(inner, s + 1, l - 2);
+			inner[l - 2] = '\0';
+		} else {
+			str_copy(inner, s, sizeof(inner));
+		}
+		if (inet_pton(AF_INET6, inner, addr) == 1) {
+			lerr(ld, file, n->line, n->col,
+			     "host: '%s' is an IP address; IP literals only match cidr rules: write `cidr: %s/128`",
+			     s, inner);
+			return -1;
+		}
+		lerr(ld, file, n->line, n->col, "host: '%s' contains ':'; expected a DNS name (ports go in `ports:`)", s);
+		return -1;
+	}
+	r->kind = PRULE_EXACT;
+	if (strcmp(s, "*") == 0 || strcmp(s, "*.") == 0) {
+		lerr(ld, file, n->line, n->col,
+		     "host: '*' alone would allow every name; expected a name or a wildcard like *.example.com");
+		return -1;
+	}
+	if (s[0] == '*' && s[1] == '.') {
+		r->kind = PRULE_WILDCARD;
+		name = s + 2;
+	}
+	if (policy_name_normalize(name, buf, sizeof(buf), &why) != 0) {
+		lerr(ld, file, n->line, n->col, "host: bad name '%s': %s", s, why);
+		return -1;
+	}
+	if (last_label_numeric(buf)) {
+		lerr(ld, file, n->line, n->col,
+		     "host: '%s' ends in a numeric label, which no DNS name does; for addresses write a cidr rule", s);
+		return -1;
+	}
+	r->key = policy_arena_strndup(ld->p->p_arena, buf, strlen(buf));
+	if (r->kind == PRULE_WILDCARD) {
+		char pat[260];
+
+		snprintf(pat, sizeof(pat), "*.%s", buf);
+		r->pattern = policy_arena_strndup(ld->p->p_arena, pat, strlen(pat));
+	} else {
+		r->pattern = r->key;
+	}
+	if (r->key == NULL || r->pattern == NULL) {
+		ld->oom = true;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+parse_cidr(struct loader *ld, const char *file, const struct ynode *n,
+           const char *s, struct policy_rule_src *r)
+{
+	char addr[64], shown[128];
+	const char *slash = strchr(s, '/');
+	size_t al = slash ? (size_t)(slash - s) : strlen(s);
+	uint64_t plen;
+	unsigned maxlen;
+	uint8_t masked[16];
+
+	if (al == 0 || al >= sizeof(addr))
+		goto bad;
+	memcpy(addr, s, al);
+	addr[al] = '\0';
+	memset(r->addr, 0, sizeof(r->addr));
+	if (inet_pton(AF_INET, addr, r->addr) == 1) {
+		r->kind = PRULE_CIDR4;
+		maxlen = 32;
+	} else if (inet_pton(AF_INET6, addr, r->addr) == 1) {
+		r->kind = PRULE_CIDR6;
+		maxlen = 128;
+		if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)(const void *)r->addr)) {
+			lerr(ld, file, n->line, n->col,
+			     "cidr: '%s' is IPv4-mapped IPv6; write the IPv4 form (mapped addresses are matched as IPv4)", s);
+			return -1;
+		}
+	} else {
+		goto bad;
+	}
+	if (slash == NULL)
+		plen = maxlen; /* a bare address is a single host */
+	else if (parse_uint(slash + 1, 0, maxlen, &plen) != 0)
+		goto bad;
+	r->plen = (uint8_t)plen;
+	memcpy(masked, r->addr, 16);
+	for (unsigned i = 0; i < maxlen / 8; i++) {
+		unsigned bits = plen > i * 8 ? (unsigned)plen - i * 8 : 0;
+
+		if (bits < 8)
+			masked[i] &= (uint8_t)(0xff00u >> bits);
+	}
+	if (memcmp(masked, r->addr, 16) != 0) {
+		char net[INET6_ADDRSTRLEN];
+
+		inet_ntop(r->kind == PRULE_CIDR4 ? AF_INET : AF_INET6, masked, net, sizeof(net));
+		lerr(ld, file, n->line, n->col,
+		     "cidr: '%s' has bits set after the prefix; did you mean %s/%u?", s, net, (unsigned)plen);
+		return -1;
+	}
+	inet_ntop(r->kind == PRULE_CIDR4 ? AF_INET : AF_INET6, r->addr, addr, sizeof(addr));
+	snprintf(shown, sizeof(shown), "%s/%u", addr, (unsigned)plen);
+	r->key = NULL;
+	r->pattern = policy_arena_strndup(ld->p->p_arena, shown, strlen(shown));
+	if (r->pattern == NULL) {
+		ld->oom = true;
+		return -1;
+	}
+	return 0;
+bad:
+	lerr(ld, file, n->line, n->col,
+	     "cidr: bad network '%s'; expected ADDRESS/PREFIX like 203.0.113.0/24 or 2001:db8::/32", s);
+	return -1;
+}
+
+static int
+rule_push(struct loader *ld, const struct policy_rule_src *r)
+{
+	if (ld->n_rules == ld->cap_rules) {
+		uint32_t cap = ld->cap_rules ? ld->cap_rules * 2 : 64;
+		struct policy_rule_src *nr = realloc(ld->rules, sizeof(*nr) * cap);
+
+		if (nr == NULL) {
+			ld->oom = true;
+			return -1;
+		}
+		ld->rules = nr;
+		ld->cap_rules = cap;
+	}
+	ld->rules[ld->n_rules++] = *r;
+	return 0;
+}
+
+/* One entry of allow: or deny:. */
+static void
+parse_rule(struct loader *ld, const char *file, const struct ytree *t,
+           const struct ynode *n, uint8_t action, const char *list)
+{
+	struct policy_rule_src r;
+	const struct ynode *host = NULL, *cidr = NULL, *ports = NULL;
+	char where[PATH_MAX + 16];
+	int bad = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.action = action;
+	if (n->type != YNODE_MAP) {
+		lerr(ld, file, n->line, n->col,
+		     "%s: expected a rule like `- host: example.com` or `- cidr: 203.0.113.0/24`, got %s",
+		     list, type_name(n));
+		return;
+	}
+	for (uint32_t k = n->child; k != YNODE_NONE;) {
+		const struct ynode *key = &t->nodes[k];
+		uint32_t v = key->next;
+		const struct ynode *val = v != YNODE_NONE ? &t->nodes[v] : key;
+		const char *ks = node_str(t, key);
+		const struct ynode **slot = NULL;
+
+		if (key->type != YNODE_SCALAR)
+			lerr(ld, file, key->line, key->col, "%s: rule keys must be plain words (host, cidr, ports)", list);
+		else if (strcmp(ks, "host") == 0)
+			slot = &host;
+		else if (strcmp(ks, "cidr") == 0)
+			slot = &cidr;
+		else if (strcmp(ks, "ports") == 0)
+			slot = &ports;
+		else
+			lerr(ld, file, key->line, key->col, "%s: unknown key '%s' in a rule; expected host, cidr or ports",
+			     list, ks);
+		if (slot != NULL) {
+			if (*slot != NULL)
+				lerr(ld, file, key->line, key->col, "%s: '%s' given twice in one rule", list, ks);
+			else
+				*slot = val;
+		} else {
+			bad = 1;
+		}
+		k = v != YNODE_NONE ? t->nodes[v].next : YNODE_NONE;
+	}
+	if (host != NULL && cidr != NULL) {
+		lerr(ld, file, n->line, n->col, "%s: a rule has either host or cidr, not both; write two rules", list);
+		return;
+	}
+	if (host == NULL && cidr == NULL) {
+		lerr(ld, file, n->line, n->col, "%s: rule without host or cidr; expected `host: NAME` or `cidr: NET/LEN`",
+		     list);
+		return;
+	}
+	if (host != NULL) {
+		if (host->type != YNODE_SCALAR || host->len == 0) {
+			lerr(ld, file, host->line, host->col, "host: expected a DNS name like example.com, got %s",
+			     host->len == 0 && host->type == YNODE_SCALAR ? "nothing" : type_name(host));
+			bad = 1;
+		} else if (parse_host(ld, file, host, node_str(t, host), &r) != 0) {
+			bad = 1;
+		}
+	} else {
+		if (cidr->type != YNODE_SCALAR || cidr->len == 0) {
+			lerr(ld, file, cidr->line, cidr->col, "cidr: expected a network like 203.0.113.0/24, got %s",
+			     cidr->len == 0 && cidr->type == YNODE_SCALAR ? "nothing" : type_name(cidr));
+			bad = 1;
+		} else if (parse_cidr(ld, file, cidr, node_str(t, cidr), &r) != 0) {
+			bad = 1;
+		}
+	}
+	if (ports != NULL) {
+		if (parse_ports(ld, file, t, ports, &r.port_off, &r.n_ports) != 0)
+			bad = 1;
+	} else {
+		r.port_off = 0; /* the shared default [80, 443] */
+		r.n_ports = 2;
+	}
+	if (bad)
+		return;
+	if (ld->n_rules >= POLICY_MAX_RULES) {
+		if (!ld->rules_full)
+			lerr(ld, file, n->line, n->col, "more than %u rules in all; that is the limit", POLICY_MAX_RULES);
+		ld->rules_full = true;
+		return;
+	}
+	snprintf(where, sizeof(where), "%s:%u", file, n->line);
+	if ((r.where = policy_arena_strndup(ld->p->p_arena, where, strlen(where))) == NULL) {
+		ld->oom = true;
+		return;
+	}
+	rule_push(ld, &r);
+}
+
+/* ---- files and includes ---- */
+
+static bool
+is_preset_name(const char *s)
+{
+	size_t l = strlen(s);
+
+	if (l == 0 || strchr(s, '/') != NULL)
+		return false;
+	if ((l > 5 && strcmp(s + l - 5, ".yaml") == 0) || (l > 4 && strcmp(s + l - 4, ".yml") == 0))
+		return false;
+	return strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+static bool
+valid_preset_name(const char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+			return false;
+	return true;
+}
+
+/* The preset directories in search order; returns how many were put in
+ * dirs (at most max). */
+static size_t
+preset_search_dirs(const char **dirs, size_t max)
+{
+	size_t n = 0;
+	const char *env = getenv("AIRLOCK_POLICY_DIR");
+
+	for (size_t i = 0; i < n_preset_dirs && n < max; i++)
+		dirs[n++] = preset_dirs[i];
+	if (env != NULL && *env != '\0' && n < max)
+		dirs[n++] = env;
+	if (n < max)
+		dirs[n++] = AIRLOCK_SOURCE_POLICY_DIR;
+	if (n < max)
+		dirs[n++] = AIRLOCK_POLICY_DIR;
+	return n;
+}
+
+/* Resolve a preset name to a path in out. Returns 0, or -1 with the list
+ * of directories searched in tried. */
+static int
+preset_find(const char *name, char *out, size_t outlen, char *tried, size_t triedlen)
+{
+	const char *dirs[POLICY_MAX_PRESET_DIRS + 3];
+	size_t n = preset_search_dirs(dirs, sizeof(dirs) / sizeof(dirs[0])), used = 0;
+
+	tried[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+		int w = snprintf(out, outlen, "%s/%s.yaml", dirs[i], name);
+
+		if (w > 0 && (size_t)w < outlen && stat(out, &st) == 0 && S_ISREG(st.st_mode))
+			return 0;
+		w = snprintf(tried + used, triedlen - used, "%s%s", used ? ", " : "", dirs[i]);
+		if (w > 0 && (size_t)w < triedlen - used)
+			used += (size_t)w;
+	}
+	return -1;
+}
+
+static int load_bytes(struct loader *ld, const char *file, const char *real,
+                      const unsigned char *data, size_t len);
+
+/* Read a whole regular file of at most POLICY_MAX_FILE_SIZE bytes. On
+ * error writes the reason into why and returns NULL. */
+static unsigned char *
+read_file(const char *path, size_t *len, char *why, size_t whylen)
+{
+	struct stat st;
+	unsigned char *buf = NULL;
+	size_t got = 0;
+	int fd;
+
+	/* O_NONBLOCK: a FIFO named as a policy must not hang the loader. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		snprintf(why, whylen, "%s", strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0) {
+		snprintf(why, whylen, "%s", strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, whylen, "%s", S_ISDIR(st.st_mode) ? "is a directory; expected a policy file"
+		                                                : "not a regular file; expected a policy file");
+		goto fail;
+	}
+	if ((uint64_t)st.st_size > POLICY_MAX_FILE_SIZE) {
+		snprintf(why, whylen, "file is %llu bytes; policies are limited to %u bytes (4 MiB), split it with include",
+		         (unsigned long long)st.st_size, POLICY_MAX_FILE_SIZE);
+		goto fail;
+	}
+	/* Read at most one byte past the limit whatever st_size said: files
+	 * in /proc report 0 and may hold more. */
+	if ((buf = malloc(POLICY_MAX_FILE_SIZE + 1)) == NULL) {
+		snprintf(why, whylen, "out of memory");
+		goto fail;
+	}
+	for (;;) {
+		ssize_t r = read(fd, buf + got, POLICY_MAX_FILE_SIZE + 1 - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(why, whylen, "%s", strerror(errno));
+			goto fail;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+		if (got > POLICY_MAX_FILE_SIZE) {
+			snprintf(why, whylen, "file is over %u bytes (4 MiB); split it with include", POLICY_MAX_FILE_SIZE);
+			goto fail;
+		}
+	}
+	close(fd);
+	*len = got;
+	return buf;
+fail:
+	free(buf);
+	close(fd);
+	return NULL;
+}
+
+/* Load one file named by path (already resolved against its includer).
+ * from/line/col say where it was named, for messages (from may be NULL
+ * for the top-level file). */
+static void
+load_path(struct loader *ld, const char *path, const char *from, uint32_t line,
+          uint32_t col)
+{
+	char why[256], real[PATH_MAX];
+	unsigned char *data;
+	size_t len = 0;
+
+	if (realpath(path, real) == NULL) {
+		if (from != NULL)
+			lerr(ld, from, line, col, "include '%s': %s", path, strerror(errno));
+		else
+			lerr(ld, path, 1, 1, "cannot open: %s", strerror(errno));
+		return;
+	}
+	for (int i = 0; i < ld->depth; i++) {
+		if (ld->stack[i] != NULL && strcmp(ld->stack[i], real) == 0) {
+			char chain[2048];
+			size_t used = 0;
+
+			chain[0] = '\0';
+			for (int j = i; j < ld->depth; j++) {
+				int w = snprintf(chain + used, sizeof(chain) - used, "%s -> ", ld->stack[j]);
+
+				if (w > 0 && (size_t)w < sizeof(chain) - used)
+					used += (size_t)w;
+			}
+			lerr(ld, from ? from : path, line, col, "include cycle: %s%s", chain, real);
+			return;
+		}
+	}
+	/* A file reached twice without a cycle (a diamond) is loaded once. */
+	for (size_t i = 0; i < ld->n_loaded; i++)
+		if (strcmp(ld->loaded[i], real) == 0)
+			return;
+	if (ld->n_files >= POLICY_MAX_FILES) {
+		lerr(ld, from ? from : path, line, col, "include '%s': more than %u files in one policy", path,
+		     POLICY_MAX_FILES);
+		return;
+	}
+	if ((data = read_file(path, &len, why, sizeof(why))) == NULL) {
+		if (from != NULL)
+			lerr(ld, from, line, col, "include '%s': %s", path, why);
+		else
+			lerr(ld, path, 1, 1, "%s", why);
+		return;
+	}
+	load_bytes(ld, path, real, data, len);
+	free(data);
+}
+
+static void
+load_include(struct loader *ld, const char *file, const struct ytree *t,
+             const struct ynode *n)
+{
+	const char *s = node_str(t, n);
+	char path[PATH_MAX], tried[1024];
+
+	if (n->type != YNODE_SCALAR || n->len == 0) {
+		lerr(ld, file, n->line, n->col, "include: expected a preset name or a path, got %s",
+		     n->type == YNODE_SCALAR ? "nothing" : type_name(n));
+		return;
+	}
+	if (ld->depth > POLICY_MAX_INCLUDE_DEPTH) {
+		lerr(ld, file, n->line, n->col, "include '%s': includes nested more than %d deep", s,
+		     POLICY_MAX_INCLUDE_DEPTH);
+		return;
+	}
+	if (is_preset_name(s)) {
+		if (!valid_preset_name(s)) {
+			lerr(ld, file, n->line, n->col,
+			     "include: '%s' is not a preset name (lowercase letters, digits, '-', '_'); "
+			     "write a path like ./%s.yaml for a file", s, s);
+			return;
+		}
+		if (preset_find(s, path, sizeof(path), tried, sizeof(tried)) != 0) {
+			lerr(ld, file, n->line, n->col, "include: no preset named '%s' (looked in %s)", s, tried);
+			return;
+		}
+	} else if (s[0] == '/') {
+		str_copy(path, s, sizeof(path));
+	} else {
+		/* Relative to the including file's directory. */
+		const char *slash = strrchr(file, '/');
+		int w;
+
+		if (slash == NULL)
+			w = snprintf(path, sizeof(path), "%s", s);
+		else
+			w = snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - file), file, s);
+		if (w < 0 || (size_t)w >= sizeof(path)) {
+			lerr(ld, file, n->line, n->col, "include '%s': path too long", s);
+			return;
+		}
+	}
+	load_path(ld, path, file, n->line, n->col);
+}
+
+static bool
+valid_policy_name(const char *s)
+{
+	size_t l = strlen(s);
+
+	if (l == 0 || l > 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+		      *s == '-' || *s == '_' || *s == '.'))
+			return false;
+	return true;
+}
+
+static void
+load_rules(struct loader *ld, const char *file, const struct ytree *t,
+           const struct ynode *n, uint8_t action, const char *list)
+{
+	if (n->type != YNODE_SEQ) {
+		lerr(ld, file, n->line, n->col, "%s: expected a list of rules (`- host: example.com`), got %s", list,
+		     n->type == YNODE_SCALAR && n->len == 0 ? "nothing (write [] for none)" : type_name(n));
+		return;
+	}
+	for (uint32_t c = n->child; c != YNODE_NONE; c = t->nodes[c].next)
+		parse_rule(ld, file, t, &t->nodes[c], action, list);
+}
+
+/* Validate one parsed file; its own rules first, then its includes. */
+static void
+load_tree(struct loader *ld, const char *file, const struct ytree *t)
+{
+	static const char *const keys[] = { "version", "name", "description", "include", "allow", "deny", "mode" };
+	const struct ynode *root, *seen[7] = { NULL };
+	bool top = ld->depth == 1;
+
+	if (t->n_nodes == 0) {
+		lerr(ld, file, 1, 1, "empty policy; expected a mapping starting with `version: 1`");
+		return;
+	}
+	root = &t->nodes[0];
+	if (root->type != YNODE_MAP) {
+		lerr(ld, file, root->line, root->col, "expected a mapping of keys (version, allow, ...), got %s",
+		     type_name(root));
+		return;
+	}
+	for (uint32_t k = root->child; k != YNODE_NONE;) {
+		const struct ynode *key = &t->nodes[k];
+		uint32_t v = key->next;
+		const struct ynode *val = v != YNODE_NONE ? &t->nodes[v] : key;
+		const char *ks = node_str(t, key);
+		size_t i;
+
+		k = v != YNODE_NONE ? t->nodes[v].next : YNODE_NONE;
+		for (i = 0; i < 7; i++)
+			if (key->type == YNODE_SCALAR && strcmp(ks, keys[i]) == 0)
+				break;
+		if (i == 7) {
+			lerr(ld, file, key->line, key->col,
+			     "unknown key '%s'; expected version, name, description, include, allow, deny or mode",
+			     key->type == YNODE_SCALAR ? ks : type_name(key));
+			continue;
+		}
+		if (seen[i] != NULL) {
+			lerr(ld, file, key->line, key->col, "'%s' given twice (first at line %u)", ks, seen[i]->line);
+			continue;
+		}
+		seen[i] = key;
+		switch (i) {
+		case 0: /* version */
+			if (val->type != YNODE_SCALAR || !val->plain || strcmp(node_str(t, val), "1") != 0)
+				lerr(ld, file, val->line, val->col, "version: expected 1 (the only schema version), got %s",
+				     val->type == YNODE_SCALAR ? node_str(t, val) : type_name(val));
+			break;
+		case 1: /* name */
+			if (val->type != YNODE_SCALAR || !valid_policy_name(node_str(t, val)))
+				lerr(ld, file, val->line, val->col,
+				     "name: expected 1-64 letters, digits, '-', '_' or '.'");
+			else if (top && (ld->p->p_name = policy_arena_strndup(ld->p->p_arena, node_str(t, val), val->len)) == NULL)
+				ld->oom = true;
+			break;
+		case 2: /* description */
+			if (val->type != YNODE_SCALAR || val->len > 1024)
+				lerr(ld, file, val->line, val->col, "description: expected one string of at most 1024 characters");
+			else if (top && (ld->p->p_description = policy_arena_strndup(ld->p->p_arena, node_str(t, val), val->len)) == NULL)
+				ld->oom = true;
+			break;
+		case 3: /* include: later, after this file's own rules */
+			if (val->type != YNODE_SEQ)
+				lerr(ld, file, val->line, val->col, "include: expected a list like [base], got %s",
+				     type_name(val));
+			break;
+		case 4:
+			load_rules(ld, file, t, val, POLICY_ALLOW, "allow");
+			break;
+		case 5:
+			load_rules(ld, file, t, val, POLICY_DENY, "deny");
+			break;
+		case 6: /* mode */
+			if (val->type == YNODE_SCALAR && strcmp(node_str(t, val), "enforce") == 0) {
+				if (top)
+					ld->p->p_mode = POLICY_MODE_ENFORCE;
+			} else if (val->type == YNODE_SCALAR && strcmp(node_str(t, val), "audit") == 0) {
+				/* An included file's mode never changes the
+				 * includer's: only the top file decides. */
+				if (top)
+					ld->p->p_mode = POLICY_MODE_AUDIT;
+			} else {
+				lerr(ld, file, val->line, val->col, "mode: expected enforce or audit, got %s",
+				     val->type == YNODE_SCALAR ? node_str(t, val) : type_name(val));
+			}
+			break;
+		}
+	}
+	if (seen[0] == NULL)
+		lerr(ld, file, root->line, root->col, "missing `version: 1`; every policy starts with it");
+	if (seen[3] != NULL) {
+		const struct ynode *inc = &t->nodes[seen[3]->next];
+
+		if (inc->type == YNODE_SEQ)
+			for (uint32_t c = inc->child; c != YNODE_NONE; c = t->nodes[c].next)
+				load_include(ld, file, t, &t->nodes[c]);
+	}
+}
+
+static int
+load_bytes(struct loader *ld, const char *file, const char *real,
+           const unsigned char *data, size_t len)
+{
+	struct ytree t;
+	char err[512];
+	const unsigned char *nul;
+
+	ld->n_files++;
+	if (EVP_DigestUpdate(ld->sha, data, len) != 1)
+		ld->oom = true;
+	if (real != NULL && ld->n_loaded < POLICY_MAX_FILES) {
+		if ((ld->loaded[ld->n_loaded] = strdup(real)) == NULL) {
+			ld->oom = true;
+			return -1;
+		}
+		ld->n_loaded++;
+	}
+	if (len > POLICY_MAX_FILE_SIZE) {
+		lerr(ld, file, 1, 1, "%zu bytes; policies are limited to %u bytes (4 MiB), split it with include", len,
+		     POLICY_MAX_FILE_SIZE);
+		return -1;
+	}
+	/* libyaml would call a NUL a "control character"; say what it is. */
+	if ((nul = memchr(data, '\0', len)) != NULL) {
+		lerr(ld, file, 1, 1, "binary data (NUL byte at offset %zu); expected a YAML text policy",
+		     (size_t)(nul - data));
+		return -1;
+	}
+	memset(&t, 0, sizeof(t));
+	if (ytree_parse(&t, data, len, err, sizeof(err)) != 0) {
+		ld->n_errs_seen++;
+		if (ld->n_errs < POLICY_MAX_ERRORS &&
+		    policy_diag_add(&ld->errs, &ld->n_errs, "%s:%s", file, err) != 0)
+			ld->oom = true;
+		ytree_free(&t);
+		return -1;
+	}
+	ld->stack[ld->depth++] = (char *)real;
+	load_tree(ld, file, &t);
+	ld->depth--;
+	ytree_free(&t);
+	return 0;
+}
+
+/* Default name: the file's base name without .yaml/.yml. */
+static int
+default_name(struct loader *ld, const char *file)
+{
+	const char *base = strrchr(file, '/');
+	size_t l;
+
+	base = base ? base + 1 : file;
+	l = strlen(base);
+	if (l > 5 && strcmp(base + l - 5, ".yaml") == 0)
+		l -= 5;
+	else if (l > 4 && strcmp(base + l - 4, ".yml") == 0)
+		l -= 4;
+	if (l == 0) {
+		base = "policy";
+		l = 6;
+	}
+	ld->p->p_name = policy_arena_strndup(ld->p->p_arena, base, l);
+	return ld->p->p_name ? 0 : -1;
+}
+
+static const struct pport default_ports[] = { { 80, 80 }, { 443, 443 } };
+
+static struct policy *
+load_common(const char *file, const unsigned char *data, size_t len,
+            bool from_path, struct policy_diag *diag)
+{
+	struct loader ld;
+	struct policy *p = NULL;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	bool ok = false;
+
+	memset(&ld, 0, sizeof(ld));
+	if ((p = calloc(1, sizeof(*p))) == NULL || (p->p_arena = policy_arena_new()) == NULL ||
+	    (ld.sha = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(ld.sha, EVP_sha256(), NULL) != 1) {
+		ld.oom = true;
+		goto out;
+	}
+	ld.p = p;
+	port_add(&ld, default_ports[0].lo, default_ports[0].hi);
+	port_add(&ld, default_ports[1].lo, default_ports[1].hi);
+	if (from_path)
+		load_path(&ld, file, NULL, 0, 0);
+	else
+		load_bytes(&ld, file, NULL, data, len);
+	if (ld.oom || ld.n_errs_seen > 0)
+		goto out;
+	if (p->p_name == NULL && default_name(&ld, file) != 0) {
+		ld.oom = true;
+		goto out;
+	}
+	if (EVP_DigestFinal_ex(ld.sha, md, &mdlen) != 1) {
+		ld.oom = true;
+		goto out;
+	}
+	for (unsigned i = 0; i < mdlen && i < 32; i++)
+		snprintf(p->p_sha256 + 2 * i, 3, "%02x", md[i]);
+	if ((p->p_ports = policy_arena_alloc(p->p_arena, sizeof(struct pport) * ld.n_ports)) == NULL) {
+		ld.oom = true;
+		goto out;
+	}
+	memcpy(p->p_ports, ld.ports, sizeof(struct pport) * ld.n_ports);
+	if (policy_compile(p, ld.rules, ld.n_rules) != 0) {
+		ld.oom = true;
+		goto out;
+	}
+	ok = true;
+	if (diag != NULL && policy_catalog_check(p, diag) != 0) {
+		ok = false;
+		ld.oom = true;
+	}
+out:
+	if (ld.oom)
+		lerr(&ld, file, 1, 1, "out of memory loading the policy");
+	if (ld.n_errs_seen > ld.n_errs && ld.n_errs > 0)
+		policy_diag_add(&ld.errs, &ld.n_errs, "%s: %zu more errors not shown", file,
+		                ld.n_errs_seen - ld.n_errs);
+	if (diag != NULL) {
+		/* Hand the lines over; the diag may already hold lines from an
+		 * earlier load, so append. */
+		for (size_t i = 0; i < ld.n_errs; i++) {
+			char **nl = realloc(diag->lines, sizeof(*nl) * (diag->n_lines + 1));
+
+			if (nl == NULL) {
+				free(ld.errs[i]);
+				continue;
+			}
+			diag->lines = nl;
+			diag->lines[diag->n_lines++] = ld.errs[i];
+		}
+	} else {
+		for (size_t i = 0; i < ld.n_errs; i++)
+			free(ld.errs[i]);
+	}
+	free(ld.errs);
+	for (size_t i = 0; i < ld.n_loaded; i++)
+		free(ld.loaded[i]);
+	free(ld.rules);
+	free(ld.ports);
+	EVP_MD_CTX_free(ld.sha);
+	if (!ok) {
+		policy_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+struct policy *
+policy_load(const char *path, struct policy_diag *diag)
+{
+	char found[PATH_MAX], tried[1024];
+
+	if (path == NULL || *path == '\0') {
+		if (diag != NULL)
+			policy_diag_add(&diag->lines, &diag->n_lines, "(none):1:1: no policy file given");
+		return NULL;
+	}
+	if (is_preset_name(path)) {
+		if (!valid_preset_name(path) || preset_find(path, found, sizeof(found), tried, sizeof(tried)) != 0) {
+			if (diag != NULL)
+				policy_diag_add(&diag->lines, &diag->n_lines,
+				                "%s:1:1: no preset named '%s' (looked in %s); for a file here write ./%s",
+				                path, path, valid_preset_name(path) ? tried : "no directory: not a preset name",
+				                path);
+			return NULL;
+		}
+		return load_common(found, NULL, 0, true, diag);
+	}
+	return load_common(path, NULL, 0, true, diag);
+}
+
+struct policy *
+policy_load_buffer(const char *name, const void *data, size_t len,
+                   struct policy_diag *diag)
+{
+	return load_common(name ? name : "(buffer)", data, len, false, diag);
+}
+
+void
+policy_free(struct policy *p)
+{
+	if (p == NULL)
+		return;
+	policy_arena_free(p->p_arena);
+	free(p);
+}
+
+void
+policy_diag_clear(struct policy_diag *diag)
+{
+	if (diag == NULL)
+		return;
+	for (size_t i = 0; i < diag->n_lines; i++)
+		free(diag->lines[i]);
+	for (size_t i = 0; i < diag->n_warnings; i++)
+		free(diag->warnings[i]);
+	free(diag->lines);
+	free(diag->warnings);
+	memset(diag, 0, sizeof(*diag));
+}
+
+int
+policy_add_preset_dir(const char *dir)
+{
+	char *d;
+
+	if (dir == NULL || n_preset_dirs >= POLICY_MAX_PRESET_DIRS)
+		return -1;
+	if ((d = strdup(dir)) == NULL)
+		return -1;
+	preset_dirs[n_preset_dirs++] = d;
+	return 0;
+}
+
+const char *
+policy_name(const struct policy *p)
+{
+	return p->p_name;
+}
+
+const char *
+policy_sha256(const struct policy *p)
+{
+	return p->p_sha256;
+}
+
+enum policy_mode
+policy_mode(const struct policy *p)
+{
+	return p->p_mode;
+}
+
+void
+policy_set_mode(struct policy *p, enum policy_mode mode)
+{
+	p->p_mode = mode;
+}
