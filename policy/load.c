@@ -315,7 +315,9 @@ parse_cidr(struct loader *ld, const char *file, const struct ynode *n,
 	} else if (inet_pton(AF_INET6, addr, r->addr) == 1) {
 		r->kind = PRULE_CIDR6;
 		maxlen = 128;
-		if (IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)(const void *)r->addr)) {
+		static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+		if (memcmp(r->addr, mapped, sizeof(mapped)) == 0) {
 			lerr(ld, file, n->line, n->col,
 			     "cidr: '%s' is IPv4-mapped IPv6; write the IPv4 form (mapped addresses are matched as IPv4)", s);
 			return -1;
