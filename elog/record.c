@@ -1,0 +1,425 @@
+#include "elog/record.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+#define READ_CHUNK (256 * 1024)
+#define MAX_REPORTS 20
+
+struct elog_reader {
+	int fd;
+	char *path;
+	char *buf;       /* READ_CHUNK + ELOG_LINE_MAX bytes */
+	size_t start, end;
+	bool eof;
+	bool skipping;   /* inside an over-long line, dropping to its newline */
+	uint64_t lineno;
+	uint64_t garbage;
+	struct elog_json json;
+};
+
+static int
+digits(const char *s, int n, int *out)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar
+ * (H. Hinnant's days_from_civil): no timegm(), no TZ, no locale. */
+static int64_t
+days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+	y -= m <= 2;
+	const int64_t era = (y >= 0 ? y : y - 399) / 400;
+	const unsigned yoe = (unsigned)(y - era * 400);
+	const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (int64_t)doe - 719468;
+}
+
+int
+elog_parse_time(const char *s, int64_t *ms)
+{
+	int y, mo, d, h, mi, sec, frac = 0, off = 0;
+	size_t i = 19;
+
+	if (strlen(s) < 20 || s[4] != '-' || s[7] != '-' ||
+	    (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || s[13] != ':' ||
+	    s[16] != ':')
+		return -1;
+	if (digits(s, 4, &y) < 0 || digits(s + 5, 2, &mo) < 0 ||
+	    digits(s + 8, 2, &d) < 0 || digits(s + 11, 2, &h) < 0 ||
+	    digits(s + 14, 2, &mi) < 0 || digits(s + 17, 2, &sec) < 0)
+		return -1;
+	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+		return -1;
+	if (s[i] == '.') {
+		int scale = 100, n = 0;
+		i++;
+		while (s[i] >= '0' && s[i] <= '9') {
+			frac += (s[i] - '0') * scale;
+			scale /= 10;
+			i++;
+			n++;
+		}
+		if (n == 0)
+			return -1;
+	}
+	if ((s[i] == 'Z' || s[i] == 'z') && s[i + 1] == '\0') {
+		off = 0;
+	} else if ((s[i] == '+' || s[i] == '-') && strlen(s + i) == 6 && s[i + 3] == ':') {
+		int oh, om;
+		if (digits(s + i + 1, 2, &oh) < 0 || digits(s + i + 4, 2, &om) < 0 ||
+		    oh > 23 || om > 59)
+			return -1;
+		off = (oh * 60 + om) * (s[i] == '+' ? 1 : -1);
+	} else {
+		return -1;
+	}
+	*ms = ((days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 +
+	        mi * 60 + sec - (int64_t)off * 60) * 1000) + frac;
+	return 0;
+}
+
+void
+elog_format_time(int64_t ms, char *out, size_t outlen)
+{
+	time_t t = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+	int64_t rem = ms - (int64_t)t * 1000;
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(out, outlen, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+	         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+	         tm.tm_min, tm.tm_sec, (int)rem);
+}
+
+/* A known field present with the wrong type makes the line garbage: a
+ * consumer must be able to trust the types docs/log.md promises. */
+static int
+get_str(const struct elog_json *j, const char *key, const char **out,
+        const char **bad)
+{
+	int i = elog_json_get(j, 0, key);
+
+	*out = NULL;
+	if (i < 0 || elog_json_type(j, i) == ELOG_JSON_NULL)
+		return 0;
+	*out = elog_json_str(j, i);
+	if (*out == NULL) {
+		*bad = key;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+get_u64(const struct elog_json *j, int obj, const char *key, uint64_t *out,
+        const char **bad)
+{
+	int i = elog_json_get(j, obj, key);
+
+	*out = 0;
+	if (i < 0 || elog_json_type(j, i) == ELOG_JSON_NULL)
+		return 0;
+	if (elog_json_u64(j, i, out) < 0) {
+		*bad = key;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+get_i64(const struct elog_json *j, const char *key, int64_t *out, const char **bad)
+{
+	int i = elog_json_get(j, 0, key);
+
+	*out = 0;
+	if (i < 0 || elog_json_type(j, i) == ELOG_JSON_NULL)
+		return 0;
+	if (elog_json_i64(j, i, out) < 0) {
+		*bad = key;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+get_array_of_str(const struct elog_json *j, const char *key, int *out,
+                 const char **bad)
+{
+	int i = elog_json_get(j, 0, key);
+
+	*out = -1;
+	if (i < 0 || elog_json_type(j, i) == ELOG_JSON_NULL)
+		return 0;
+	if (elog_json_type(j, i) != ELOG_JSON_ARRAY)
+		goto wrong;
+	for (uint32_t k = 0; k < j->tok[i].count; k++)
+		if (elog_json_str(j, elog_json_elem(j, i, k)) == NULL)
+			goto wrong;
+	*out = i;
+	return 0;
+wrong:
+	*bad = key;
+	return -1;
+}
+
+int
+elog_record_parse(struct elog_json *j, const char *line, size_t len,
+                  struct elog_record *rec, char *why, size_t whylen)
+{
+	const char *bad = NULL;
+	uint64_t port;
+	int rc = 0;
+
+	memset(rec, 0, sizeof(*rec));
+	rec->port = -1;
+	rec->answers = -1;
+	rec->command = -1;
+	rec->raw = line;
+	rec->raw_len = len;
+	rec->json = j;
+	if (elog_json_parse(j, line, len, why, whylen) < 0)
+		return -1;
+	if (elog_json_type(j, 0) != ELOG_JSON_OBJECT) {
+		snprintf(why, whylen, "not a JSON object");
+		return -1;
+	}
+	rc |= get_str(j, "ts", &rec->ts, &bad);
+	rc |= get_str(j, "kind", &rec->kind, &bad);
+	if (rc == 0 && (rec->ts == NULL || rec->kind == NULL)) {
+		snprintf(why, whylen, "no \"%s\" field", rec->ts == NULL ? "ts" : "kind");
+		return -1;
+	}
+	if (rc == 0 && elog_parse_time(rec->ts, &rec->ts_ms) < 0) {
+		snprintf(why, whylen, "\"ts\" is not an RFC 3339 time");
+		return -1;
+	}
+	rc |= get_str(j, "task", &rec->task, &bad);
+	rc |= get_str(j, "host", &rec->host, &bad);
+	rc |= get_str(j, "ip", &rec->ip, &bad);
+	rc |= get_u64(j, 0, "port", &port, &bad);
+	if (rc == 0 && elog_json_get(j, 0, "port") >= 0 &&
+	    elog_json_type(j, elog_json_get(j, 0, "port")) != ELOG_JSON_NULL) {
+		if (port > 65535) {
+			bad = "port";
+			rc = -1;
+		} else {
+			rec->port = (int)port;
+		}
+	}
+	rc |= get_str(j, "verdict", &rec->verdict, &bad);
+	rc |= get_str(j, "rule", &rec->rule, &bad);
+	rc |= get_str(j, "reason", &rec->reason, &bad);
+	rc |= get_u64(j, 0, "bytes_up", &rec->bytes_up, &bad);
+	rc |= get_u64(j, 0, "bytes_down", &rec->bytes_down, &bad);
+	rc |= get_u64(j, 0, "duration_ms", &rec->duration_ms, &bad);
+	rc |= get_str(j, "sni", &rec->sni, &bad);
+	rc |= get_str(j, "method", &rec->method, &bad);
+	rc |= get_str(j, "url", &rec->url, &bad);
+	rc |= get_str(j, "qtype", &rec->qtype, &bad);
+	rc |= get_str(j, "rcode", &rec->rcode, &bad);
+	rc |= get_str(j, "proto", &rec->proto, &bad);
+	rc |= get_str(j, "orig_dst", &rec->orig_dst, &bad);
+	rc |= get_array_of_str(j, "answers", &rec->answers, &bad);
+	if (rc == 0 && strcmp(rec->kind, "task-start") == 0) {
+		rec->type = ELOG_REC_TASK_START;
+		rc |= get_str(j, "policy", &rec->policy, &bad);
+		rc |= get_str(j, "policy_sha256", &rec->policy_sha256, &bad);
+		rc |= get_str(j, "mode", &rec->mode, &bad);
+		rc |= get_str(j, "selftest", &rec->selftest, &bad);
+		rc |= get_array_of_str(j, "command", &rec->command, &bad);
+	} else if (rc == 0 && strcmp(rec->kind, "task-end") == 0) {
+		int t = elog_json_get(j, 0, "totals");
+
+		rec->type = ELOG_REC_TASK_END;
+		rc |= get_i64(j, "exit_status", &rec->exit_status, &bad);
+		rc |= get_i64(j, "signal", &rec->signal, &bad);
+		if (t >= 0 && elog_json_type(j, t) == ELOG_JSON_OBJECT) {
+			rec->has_totals = true;
+			rc |= get_u64(j, t, "connections", &rec->t_connections, &bad);
+			rc |= get_u64(j, t, "allowed", &rec->t_allowed, &bad);
+			rc |= get_u64(j, t, "denied", &rec->t_denied, &bad);
+			rc |= get_u64(j, t, "bytes_up", &rec->t_bytes_up, &bad);
+			rc |= get_u64(j, t, "bytes_down", &rec->t_bytes_down, &bad);
+		} else if (t >= 0 && elog_json_type(j, t) != ELOG_JSON_NULL) {
+			bad = "totals";
+			rc = -1;
+		}
+	}
+	if (rc != 0) {
+		snprintf(why, whylen, "field \"%s\" has the wrong type",
+		         bad != NULL ? bad : "?");
+		return -1;
+	}
+	return 0;
+}
+
+struct elog_reader *
+elog_reader_open(const char *path, char *err, size_t errlen)
+{
+	struct elog_reader *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		goto oom;
+	r->fd = -1;
+	r->path = strdup(path);
+	r->buf = malloc(READ_CHUNK + ELOG_LINE_MAX + 1);
+	if (r->path == NULL || r->buf == NULL)
+		goto oom;
+	if (strcmp(path, "-") == 0)
+		r->fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	else
+		r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (r->fd < 0) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		elog_reader_free(r);
+		return NULL;
+	}
+	return r;
+oom:
+	snprintf(err, errlen, "cannot read %s: out of memory", path);
+	elog_reader_free(r);
+	return NULL;
+}
+
+void
+elog_reader_free(struct elog_reader *r)
+{
+	if (r == NULL)
+		return;
+	if (r->garbage > MAX_REPORTS)
+		log_warnx("%s: %llu garbage lines skipped in all", r->path,
+		          (unsigned long long)r->garbage);
+	fd_close(&r->fd);
+	free(r->buf);
+	free(r->path);
+	free(r);
+}
+
+uint64_t
+elog_reader_garbage(const struct elog_reader *r)
+{
+	return r->garbage;
+}
+
+static void
+report(struct elog_reader *r, const char *what)
+{
+	r->garbage++;
+	if (r->garbage <= MAX_REPORTS)
+		log_warnx("%s:%llu: %s; line skipped", r->path,
+		          (unsigned long long)r->lineno, what);
+	if (r->garbage == MAX_REPORTS)
+		log_warnx("%s: further garbage lines are only counted", r->path);
+}
+
+/* Refill: keep the unread tail, read more after it. */
+static int
+fill(struct elog_reader *r)
+{
+	ssize_t n;
+
+	if (r->start > 0) {
+		memmove(r->buf, r->buf + r->start, r->end - r->start);
+		r->end -= r->start;
+		r->start = 0;
+	}
+	do
+		n = read(r->fd, r->buf + r->end, READ_CHUNK + ELOG_LINE_MAX - r->end);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		log_warn("%s: read failed", r->path);
+		return -1;
+	}
+	if (n == 0)
+		r->eof = true;
+	r->end += (size_t)n;
+	return 0;
+}
+
+int
+elog_reader_next(struct elog_reader *r, struct elog_record *rec)
+{
+	char why[160];
+
+	for (;;) {
+		char *line = r->buf + r->start;
+		size_t avail = r->end - r->start;
+		char *nl = memchr(line, '\n', avail);
+		size_t len;
+		bool cut = false;
+
+		if (nl == NULL) {
+			if (r->skipping) {
+				r->start = r->end; /* drop what we have */
+				if (r->eof)
+					return 0;
+				if (fill(r) < 0)
+					return -1;
+				continue;
+			}
+			if (avail > ELOG_LINE_MAX) {
+				r->lineno++;
+				report(r, "line longer than 65536 bytes");
+				r->skipping = true;
+				continue;
+			}
+			if (!r->eof) {
+				if (fill(r) < 0)
+					return -1;
+				continue;
+			}
+			if (avail == 0)
+				return 0;
+			/* The last line has no newline: a crashed run. */
+			len = avail;
+			cut = true;
+			r->start = r->end;
+		} else {
+			len = (size_t)(nl - line);
+			r->start += len + 1;
+			if (r->skipping) {
+				r->skipping = false;
+				continue;
+			}
+		}
+		r->lineno++;
+		if (len > ELOG_LINE_MAX) {
+			report(r, "line longer than 65536 bytes");
+			continue;
+		}
+		if (len == 0 || (len == 1 && line[0] == '\r'))
+			continue; /* blank lines are harmless */
+		if (elog_record_parse(&r->json, line, len, rec, why, sizeof(why)) == 0) {
+			rec->file = r->path;
+			rec->lineno = r->lineno;
+			return 1;
+		}
+		if (cut) {
+			char what[240];
+			snprintf(what, sizeof(what),
+			         "last line is cut short (a crashed run?): %s", why);
+			report(r, what);
+		} else {
+			report(r, why);
+		}
+	}
+}

@@ -1,0 +1,76 @@
+/* Reading egress logs back: one record per line, typed fields of schema v1,
+ * robust to what real files contain. A line that is not a JSON object with
+ * a valid ts and kind, has a known field of the wrong type, or is longer
+ * than ELOG_LINE_MAX is garbage: reported on stderr as FILE:LINE and
+ * skipped (at most 20 reports per file, then a count). A last line without
+ * its newline (a crashed run) is used when it parses, else reported as cut
+ * and skipped. Unknown fields are ignored: schema v1 only ever adds. */
+#ifndef AIRLOCK_ELOG_RECORD_H
+#define AIRLOCK_ELOG_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elog/json.h"
+
+enum elog_rec_type {
+	ELOG_REC_EVENT = 0, /* connect, http, tls, tcp, dns, packet, or newer */
+	ELOG_REC_TASK_START,
+	ELOG_REC_TASK_END,
+};
+
+/* Every pointer is borrowed from the reader and valid until the next
+ * elog_reader_next() or elog_reader_free(). Absent strings are NULL,
+ * absent numbers 0 (port: -1). */
+struct elog_record {
+	enum elog_rec_type type;
+	const char *file;
+	uint64_t lineno;
+	const char *raw;   /* the line's bytes, without its newline */
+	size_t raw_len;
+
+	const char *ts;
+	int64_t ts_ms;     /* ms since the epoch, UTC */
+	const char *task;
+	const char *kind;
+	const char *host, *ip;
+	int port;
+	const char *verdict, *rule, *reason;
+	uint64_t bytes_up, bytes_down, duration_ms;
+	const char *sni, *method, *url, *qtype, *rcode, *proto, *orig_dst;
+	int answers;       /* token of the answers array, or -1 */
+
+	/* task-start */
+	const char *policy, *policy_sha256, *mode, *selftest;
+	int command;       /* token of the command array, or -1 */
+	/* task-end */
+	int64_t exit_status, signal;
+	bool has_totals;
+	uint64_t t_connections, t_allowed, t_denied, t_bytes_up, t_bytes_down;
+
+	const struct elog_json *json; /* for the arrays above */
+};
+
+struct elog_reader;
+
+/* Open path for reading ("-" is stdin). NULL with a reason in err. */
+struct elog_reader *elog_reader_open(const char *path, char *err, size_t errlen);
+void elog_reader_free(struct elog_reader *r);
+/* Next good record: 1, or 0 at the end, or -1 on a read error (reported). */
+int elog_reader_next(struct elog_reader *r, struct elog_record *rec);
+/* Lines skipped as garbage so far. */
+uint64_t elog_reader_garbage(const struct elog_reader *r);
+
+/* Decode one line (without newline) into rec. Returns 0, or -1 with a
+ * reason in why. j must outlive rec. Pure; used by the reader and fuzzed. */
+int elog_record_parse(struct elog_json *j, const char *line, size_t len,
+                      struct elog_record *rec, char *why, size_t whylen);
+
+/* RFC 3339 date-time ("2026-11-30T10:24:48.123Z", offsets allowed) to ms
+ * since the epoch. Returns 0 or -1. */
+int elog_parse_time(const char *s, int64_t *ms);
+/* Format ms since the epoch as "2026-11-30T10:24:48.123Z" (25 bytes). */
+void elog_format_time(int64_t ms, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,298 @@
+/* `airlock log replay -p POLICY`: what-if. Every logged event is decided
+ * again under a candidate policy, the same way the supervisor decides
+ * (policy_match_host for names, policy_match_addr for addresses, the
+ * address guard on the dialled address), and every destination whose
+ * outcome would change is listed with its counts. */
+#include "elog/review.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "elog/buf.h"
+#include "elog/record.h"
+#include "elog/strmap.h"
+#include "policy/guard.h"
+#include "policy/policy.h"
+
+/* A DNS query has no port. The DNS listener resolves a name when an allow
+ * rule covers it on one of these ports (dns/answer.c, docs/dns.md); replay
+ * decides DNS events the same way. */
+static const uint16_t dns_ports[] = { 443, 80, 22 };
+
+struct change {
+	char *dest;
+	bool now_allowed;       /* direction: denied before -> allowed now */
+	uint64_t events;
+	char *was;              /* old rule or reason (first seen) */
+	char *now;              /* new rule or reason */
+};
+
+static bool
+to_sockaddr(const char *s, struct sockaddr_storage *ss)
+{
+	char tmp[64];
+	size_t n = strlen(s);
+	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']' && n - 2 < sizeof(tmp)) {
+		memcpy(tmp, s + 1, n - 2);
+		tmp[n - 2] = '\0';
+		s = tmp;
+	}
+	if (inet_pton(AF_INET, s, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		return true;
+	}
+	if (inet_pton(AF_INET6, s, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		return true;
+	}
+	return false;
+}
+
+/* Decide one event under p. Returns true when it would be allowed; *why
+ * gets the deciding rule or a reason (static or borrowed from p). */
+static bool
+decide(const struct policy *p, const struct elog_record *r, const char **why)
+{
+	struct sockaddr_storage ss;
+	struct policy_verdict v = { .action = POLICY_NO_MATCH };
+	bool dns = strcmp(r->kind, "dns") == 0;
+	uint16_t port = r->port >= 0 ? (uint16_t)r->port : 0;
+
+	if (r->host != NULL && !to_sockaddr(r->host, &ss)) {
+		char name[256];
+		const char *bad;
+
+		if (policy_name_normalize(r->host, name, sizeof(name), &bad) < 0) {
+			*why = "invalid name";
+			return false;
+		}
+		if (dns || r->port < 0) {
+			for (size_t i = 0; i < ARRAY_SIZE(dns_ports); i++) {
+				struct policy_verdict d;
+				policy_match_host(p, name, dns_ports[i], &d);
+				if (d.action == POLICY_ALLOW) {
+					v = d;
+					break;
+				}
+				if (d.action == POLICY_DENY && v.action != POLICY_DENY)
+					v = d;
+			}
+		} else {
+			policy_match_host(p, name, port, &v);
+		}
+		if (v.action == POLICY_ALLOW && !dns && r->ip != NULL &&
+		    to_sockaddr(r->ip, &ss) &&
+		    guard_classify((struct sockaddr *)&ss) != GUARD_PUBLIC &&
+		    !policy_cidr_allows(p, (struct sockaddr *)&ss, port)) {
+			*why = "address guard";
+			return false;
+		}
+	} else {
+		const char *a = r->host != NULL ? r->host : r->ip;
+
+		if (a == NULL || !to_sockaddr(a, &ss)) {
+			*why = "no destination";
+			return false;
+		}
+		policy_match_addr(p, (struct sockaddr *)&ss, port, &v);
+	}
+	if (v.action == POLICY_ALLOW) {
+		*why = v.where != NULL ? v.where : "allow";
+		return true;
+	}
+	*why = v.action == POLICY_DENY ? (v.where != NULL ? v.where : "deny rule")
+	                               : "no match";
+	return false;
+}
+
+static void
+dest_key(const struct elog_record *r, struct elog_buf *b)
+{
+	const char *name = r->host != NULL ? r->host : r->ip;
+	bool v6 = r->host == NULL && r->ip != NULL && strchr(r->ip, ':') != NULL;
+
+	if (name == NULL)
+		name = "-";
+	if (v6 && r->port >= 0)
+		elog_buf_putc(b, '[');
+	elog_buf_safe_text(b, name, 255);
+	if (v6 && r->port >= 0)
+		elog_buf_putc(b, ']');
+	if (r->port >= 0 && strcmp(r->kind, "dns") != 0) {
+		elog_buf_putc(b, ':');
+		elog_buf_i64(b, r->port);
+	}
+	if (strcmp(r->kind, "dns") == 0)
+		elog_buf_puts(b, " (dns)");
+	else if (strcmp(r->kind, "packet") == 0 && r->proto != NULL) {
+		elog_buf_putc(b, '/');
+		elog_buf_safe_text(b, r->proto, 16);
+	}
+}
+
+static void
+change_free(struct change *c)
+{
+	free(c->dest);
+	free(c->was);
+	free(c->now);
+	free(c);
+}
+
+static int
+change_cmp(const void *a, const void *b)
+{
+	const struct change *x = *(struct change *const *)a;
+	const struct change *y = *(struct change *const *)b;
+
+	if (x->now_allowed != y->now_allowed)
+		return x->now_allowed ? 1 : -1;
+	if (x->events != y->events)
+		return x->events > y->events ? -1 : 1;
+	return strcmp(x->dest, y->dest);
+}
+
+static void
+safe_copy(char *out, size_t outlen, const char *s)
+{
+	struct elog_buf b;
+
+	elog_buf_init(&b, out, outlen - 1);
+	elog_buf_safe_text(&b, s, 255);
+	out[b.len] = '\0';
+}
+
+int
+review_replay(const char *policy_path, char *const *files, int n_files, FILE *out)
+{
+	struct policy_diag diag = { 0 };
+	struct policy *p = policy_load(policy_path, &diag);
+	struct elog_strmap *changes = NULL;
+	struct change **list = NULL;
+	uint64_t events = 0, same = 0, n_to_deny = 0, n_to_allow = 0;
+	int rc = 0;
+	bool oom = false;
+
+	if (p == NULL) {
+		for (size_t i = 0; i < diag.n_lines; i++)
+			log_warnx("%s", diag.lines[i]);
+		if (diag.n_lines == 0)
+			log_warnx("cannot load policy %s", policy_path);
+		policy_diag_clear(&diag);
+		return -1;
+	}
+	policy_diag_clear(&diag);
+	changes = elog_strmap_new();
+	if (changes == NULL) {
+		oom = true;
+		goto out;
+	}
+	for (int f = 0; f < n_files && !oom; f++) {
+		char err[256];
+		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
+		struct elog_record r;
+		int got;
+
+		if (rd == NULL) {
+			log_warnx("%s", err);
+			rc = -1;
+			continue;
+		}
+		while (!oom && (got = elog_reader_next(rd, &r)) > 0) {
+			const char *why;
+			bool was, now;
+			char kstore[600];
+			struct elog_buf kb;
+			struct change *c;
+
+			if (r.type != ELOG_REC_EVENT || r.verdict == NULL)
+				continue;
+			events++;
+			was = strcmp(r.verdict, "allow") == 0;
+			now = decide(p, &r, &why);
+			if (was == now) {
+				same++;
+				continue;
+			}
+			elog_buf_init(&kb, kstore, sizeof(kstore) - 8);
+			elog_buf_puts(&kb, now ? "+" : "-");
+			dest_key(&r, &kb);
+			kb.data[kb.len] = '\0';
+			c = elog_strmap_get(changes, kb.data);
+			if (c == NULL) {
+				char was_s[300], now_s[300];
+				const char *old = r.rule != NULL ? r.rule
+				                  : r.reason != NULL ? r.reason : r.verdict;
+
+				safe_copy(was_s, sizeof(was_s), old);
+				safe_copy(now_s, sizeof(now_s), why);
+				c = calloc(1, sizeof(*c));
+				if (c == NULL || (c->dest = strdup(kb.data + 1)) == NULL ||
+				    (c->was = strdup(was_s)) == NULL ||
+				    (c->now = strdup(now_s)) == NULL ||
+				    elog_strmap_put(changes, kb.data, c) < 0) {
+					if (c != NULL)
+						change_free(c);
+					oom = true;
+					break;
+				}
+				c->now_allowed = now;
+			}
+			c->events++;
+			if (now)
+				n_to_allow++;
+			else
+				n_to_deny++;
+		}
+		if (got < 0)
+			rc = -1;
+		elog_reader_free(rd);
+	}
+	if (oom || rc < 0)
+		goto out;
+	size_t n = elog_strmap_count(changes);
+	list = calloc(n + 1, sizeof(*list));
+	if (list == NULL) {
+		oom = true;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		list[i] = elog_strmap_value(changes, i);
+	qsort(list, n, sizeof(*list), change_cmp);
+	for (size_t i = 0; i < n; i++) {
+		const struct change *c = list[i];
+
+		if (i == 0 || c->now_allowed != list[i - 1]->now_allowed)
+			fprintf(out, "%s%s\n", i > 0 ? "\n" : "",
+			        c->now_allowed ? "denied before, allowed now:"
+			                       : "allowed before, denied now:");
+		fprintf(out, "  %-40s %6" PRIu64 " event%s  was: %s  now: %s\n", c->dest,
+		        c->events, c->events == 1 ? " " : "s", c->was, c->now);
+	}
+	if (n > 0)
+		fputc('\n', out);
+	fprintf(out, "%" PRIu64 " events replayed under %s: %" PRIu64 " unchanged, %"
+	        PRIu64 " would now be denied, %" PRIu64 " would now be allowed\n",
+	        events, policy_name(p), same, n_to_deny, n_to_allow);
+	rc = n > 0 ? 1 : 0;
+out:
+	if (oom) {
+		log_warnx("log replay: out of memory");
+		rc = -1;
+	}
+	free(list);
+	for (size_t i = 0; changes != NULL && i < elog_strmap_count(changes); i++)
+		change_free(elog_strmap_value(changes, i));
+	elog_strmap_free(changes);
+	policy_free(p);
+	return rc;
+}

@@ -1,0 +1,556 @@
+/* `airlock log suggest`: the smallest schema-v1 policy that would have
+ * allowed everything the logged tasks attempted. Exact names by default;
+ * a "*.parent" rule only where at least wildcard_min sibling names under
+ * one parent were seen. Addresses contacted without a name, and guarded
+ * ranges, are never enabled: they appear as commented-out cidr rules with
+ * a warning, because allowing an address is a decision a person makes. */
+#include "elog/review.h"
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "elog/buf.h"
+#include "elog/record.h"
+#include "elog/strmap.h"
+#include "policy/guard.h"
+
+#define MAX_PORTS 64
+#define NAME_MAX_LEN 253
+
+struct stat_entry {
+	char *key;             /* name, "*.parent" or address */
+	uint16_t ports[MAX_PORTS];
+	size_t n_ports;
+	bool ports_overflow;
+	uint64_t attempts, allowed, denied, dns;
+	char *protos;          /* packets: "udp,icmp" */
+	/* wildcard: the names it replaced */
+	char *members;
+	size_t n_members;
+	bool covered;          /* replaced by a wildcard */
+	bool apex_kept;
+};
+
+struct suggest {
+	struct elog_strmap *names;
+	struct elog_strmap *addrs;
+	uint64_t events, tasks, skipped;
+	bool oom;
+};
+
+static void
+entry_free(struct stat_entry *e)
+{
+	free(e->key);
+	free(e->protos);
+	free(e->members);
+	free(e);
+}
+
+static struct stat_entry *
+entry_get(struct suggest *s, struct elog_strmap *m, const char *key)
+{
+	struct stat_entry *e = elog_strmap_get(m, key);
+
+	if (e != NULL)
+		return e;
+	e = calloc(1, sizeof(*e));
+	if (e == NULL || (e->key = strdup(key)) == NULL || elog_strmap_put(m, key, e) < 0) {
+		if (e != NULL)
+			entry_free(e);
+		s->oom = true;
+		return NULL;
+	}
+	return e;
+}
+
+static void
+add_port(struct stat_entry *e, int port)
+{
+	size_t i;
+
+	if (port < 0)
+		return;
+	for (i = 0; i < e->n_ports; i++)
+		if (e->ports[i] == port)
+			return;
+	if (e->n_ports == MAX_PORTS) {
+		e->ports_overflow = true;
+		return;
+	}
+	/* Keep sorted: the output is then stable. */
+	for (i = e->n_ports; i > 0 && e->ports[i - 1] > port; i--)
+		e->ports[i] = e->ports[i - 1];
+	e->ports[i] = (uint16_t)port;
+	e->n_ports++;
+}
+
+static void
+add_proto(struct suggest *s, struct stat_entry *e, const char *proto)
+{
+	size_t have, n;
+	char *p;
+
+	if (proto == NULL || strlen(proto) > 16)
+		return;
+	if (e->protos != NULL) {
+		/* A short list: a linear search is enough. */
+		const char *c = e->protos;
+		size_t pl = strlen(proto);
+		while (c != NULL) {
+			if (strncmp(c, proto, pl) == 0 && (c[pl] == ',' || c[pl] == '\0'))
+				return;
+			c = strchr(c, ',');
+			c = c != NULL ? c + 1 : NULL;
+		}
+	}
+	have = e->protos != NULL ? strlen(e->protos) : 0;
+	if (have > 128)
+		return;
+	n = have + strlen(proto) + 2;
+	p = realloc(e->protos, n);
+	if (p == NULL) {
+		s->oom = true;
+		return;
+	}
+	if (have > 0)
+		p[have++] = ',';
+	memcpy(p + have, proto, strlen(proto) + 1);
+	e->protos = p;
+}
+
+static void
+count(struct stat_entry *e, const struct elog_record *r)
+{
+	bool dns = strcmp(r->kind, "dns") == 0;
+
+	if (dns) {
+		/* A query's port is the resolver's, not the name's. */
+		e->dns++;
+		return;
+	}
+	e->attempts++;
+	if (r->verdict != NULL && strcmp(r->verdict, "allow") == 0)
+		e->allowed++;
+	else if (r->verdict != NULL && (strcmp(r->verdict, "deny") == 0 ||
+	                                strcmp(r->verdict, "audit-deny") == 0))
+		e->denied++;
+	add_port(e, r->port);
+}
+
+/* Lowercase, no trailing dot, letters/digits/hyphen/underscore labels of
+ * 1..63 bytes, at most 253 bytes: the names a policy can hold. */
+static int
+normalize_name(const char *in, char *out, size_t outlen)
+{
+	size_t n = strlen(in), label = 0;
+
+	if (n > 0 && in[n - 1] == '.')
+		n--;
+	if (n == 0 || n > NAME_MAX_LEN || n >= outlen)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		char c = in[i];
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c - 'A' + 'a');
+		if (c == '.') {
+			if (label == 0)
+				return -1;
+			label = 0;
+		} else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		           c == '-' || c == '_') {
+			if (++label > 63)
+				return -1;
+		} else {
+			return -1;
+		}
+		out[i] = c;
+	}
+	if (label == 0)
+		return -1;
+	out[n] = '\0';
+	return 0;
+}
+
+static bool
+parse_addr(const char *s, struct sockaddr_storage *ss)
+{
+	char tmp[64];
+	size_t n = strlen(s);
+
+	memset(ss, 0, sizeof(*ss));
+	if (n >= 2 && s[0] == '[' && s[n - 1] == ']' && n - 2 < sizeof(tmp)) {
+		memcpy(tmp, s + 1, n - 2);
+		tmp[n - 2] = '\0';
+		s = tmp;
+	}
+	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	if (inet_pton(AF_INET, s, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		return true;
+	}
+	if (inet_pton(AF_INET6, s, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		return true;
+	}
+	return false;
+}
+
+static void
+suggest_add(struct suggest *s, const struct elog_record *r)
+{
+	struct sockaddr_storage ss;
+	char name[NAME_MAX_LEN + 2];
+	struct stat_entry *e;
+
+	if (r->type == ELOG_REC_TASK_START)
+		s->tasks++;
+	if (r->type != ELOG_REC_EVENT)
+		return;
+	s->events++;
+	if (r->host != NULL && !parse_addr(r->host, &ss)) {
+		if (normalize_name(r->host, name, sizeof(name)) < 0) {
+			s->skipped++;
+			if (s->skipped <= 10) {
+				char storage[400];
+				struct elog_buf b;
+				elog_buf_init(&b, storage, sizeof(storage) - 1);
+				elog_buf_safe_text(&b, r->host, 255);
+				elog_buf_putc(&b, '\0');
+				log_warnx("%s:%" PRIu64 ": \"%s\" is not a valid host name; "
+				          "left out of the suggestion", r->file, r->lineno,
+				          b.data);
+			}
+			return;
+		}
+		e = entry_get(s, s->names, name);
+		if (e != NULL)
+			count(e, r);
+		return;
+	}
+	const char *a = r->host != NULL ? r->host : r->ip;
+	if (a == NULL || !parse_addr(a, &ss))
+		return;
+	char canon[INET6_ADDRSTRLEN];
+	if (ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, canon, sizeof(canon));
+	else
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, canon, sizeof(canon));
+	e = entry_get(s, s->addrs, canon);
+	if (e == NULL)
+		return;
+	count(e, r);
+	if (strcmp(r->kind, "packet") == 0)
+		add_proto(s, e, r->proto);
+}
+
+static const char *
+parent_of(const char *name)
+{
+	const char *dot = strchr(name, '.');
+
+	/* The parent must itself have two labels: never "*.com". */
+	if (dot == NULL || strchr(dot + 1, '.') == NULL)
+		return NULL;
+	return dot + 1;
+}
+
+static bool
+under(const char *name, const char *parent)
+{
+	size_t n = strlen(name), p = strlen(parent);
+
+	return n > p + 1 && name[n - p - 1] == '.' && strcmp(name + n - p, parent) == 0;
+}
+
+static void
+merge_into(struct suggest *s, struct stat_entry *w, struct stat_entry *e)
+{
+	size_t have = w->members != NULL ? strlen(w->members) : 0;
+	char *m;
+
+	for (size_t i = 0; i < e->n_ports; i++)
+		add_port(w, e->ports[i]);
+	w->ports_overflow |= e->ports_overflow;
+	w->attempts += e->attempts;
+	w->allowed += e->allowed;
+	w->denied += e->denied;
+	w->dns += e->dns;
+	e->covered = true;
+	w->n_members++;
+	if (w->n_members > 6)
+		return; /* the comment lists the first few */
+	m = realloc(w->members, have + strlen(e->key) + 3);
+	if (m == NULL) {
+		s->oom = true;
+		return;
+	}
+	if (have > 0) {
+		m[have++] = ',';
+		m[have++] = ' ';
+	}
+	memcpy(m + have, e->key, strlen(e->key) + 1);
+	w->members = m;
+}
+
+/* Build the wildcard rules: count direct children per parent, then fold
+ * every name under a chosen parent (any depth) into its wildcard. */
+static int
+make_wildcards(struct suggest *s, unsigned min, struct elog_strmap *wild)
+{
+	struct elog_strmap *kids = elog_strmap_new();
+	size_t n = elog_strmap_count(s->names);
+	int rc = 0;
+
+	if (kids == NULL)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const char *p = parent_of(elog_strmap_key(s->names, i));
+		if (p == NULL)
+			continue;
+		uintptr_t c = (uintptr_t)elog_strmap_get(kids, p);
+		if (elog_strmap_put(kids, p, (void *)(c + 1)) < 0) {
+			rc = -1;
+			goto out;
+		}
+	}
+	for (size_t k = 0; k < elog_strmap_count(kids); k++) {
+		const char *p = elog_strmap_key(kids, k);
+		char key[NAME_MAX_LEN + 4];
+
+		if ((uintptr_t)elog_strmap_value(kids, k) < min)
+			continue;
+		snprintf(key, sizeof(key), "*.%s", p);
+		struct stat_entry *w = entry_get(s, wild, key);
+		if (w == NULL) {
+			rc = -1;
+			goto out;
+		}
+	}
+	/* Fold names into the longest (most specific) matching wildcard. */
+	for (size_t i = 0; i < n; i++) {
+		struct stat_entry *e = elog_strmap_value(s->names, i);
+		struct stat_entry *best = NULL;
+
+		for (const char *p = strchr(e->key, '.'); p != NULL; p = strchr(p + 1, '.')) {
+			char key[NAME_MAX_LEN + 4];
+			snprintf(key, sizeof(key), "*.%s", p + 1);
+			best = elog_strmap_get(wild, key);
+			if (best != NULL && under(e->key, p + 1))
+				break;
+			best = NULL;
+		}
+		if (best != NULL)
+			merge_into(s, best, e);
+	}
+out:
+	elog_strmap_free(kids);
+	return rc;
+}
+
+static int
+entry_cmp(const void *a, const void *b)
+{
+	const struct stat_entry *x = *(struct stat_entry *const *)a;
+	const struct stat_entry *y = *(struct stat_entry *const *)b;
+
+	/* By the name read right to left, so a domain's names sit together. */
+	const char *xk = x->key[0] == '*' ? x->key + 2 : x->key;
+	const char *yk = y->key[0] == '*' ? y->key + 2 : y->key;
+	size_t xl = strlen(xk), yl = strlen(yk);
+
+	while (xl > 0 && yl > 0) {
+		const char *xd = memrchr(xk, '.', xl), *yd = memrchr(yk, '.', yl);
+		size_t xs = xd != NULL ? (size_t)(xd - xk) + 1 : 0;
+		size_t ys = yd != NULL ? (size_t)(yd - yk) + 1 : 0;
+		size_t xn = xl - xs, yn = yl - ys;
+		int c = strncmp(xk + xs, yk + ys, xn < yn ? xn : yn);
+		if (c == 0 && xn != yn)
+			c = xn < yn ? -1 : 1;
+		if (c != 0)
+			return c;
+		xl = xs > 0 ? xs - 1 : 0;
+		yl = ys > 0 ? ys - 1 : 0;
+		if (xs == 0 || ys == 0)
+			break;
+	}
+	if (xl != yl)
+		return xl < yl ? -1 : 1;
+	/* The apex before its wildcard. */
+	return (x->key[0] == '*') - (y->key[0] == '*');
+}
+
+static void
+put_counts(FILE *out, const struct stat_entry *e)
+{
+	if (e->attempts > 0)
+		fprintf(out, "%" PRIu64 " connection%s (%" PRIu64 " allowed, %" PRIu64
+		        " denied)", e->attempts, e->attempts == 1 ? "" : "s", e->allowed,
+		        e->denied);
+	if (e->attempts > 0 && e->dns > 0)
+		fputs(", ", out);
+	if (e->dns > 0)
+		fprintf(out, "%" PRIu64 " DNS quer%s", e->dns, e->dns == 1 ? "y" : "ies");
+}
+
+static void
+put_ports(FILE *out, const struct stat_entry *e, const char *prefix)
+{
+	if (e->n_ports == 0)
+		return;
+	fprintf(out, "%sports: [", prefix);
+	for (size_t i = 0; i < e->n_ports; i++)
+		fprintf(out, "%s%u", i > 0 ? ", " : "", e->ports[i]);
+	fputs("]\n", out);
+}
+
+static void
+write_rule(FILE *out, const struct stat_entry *e)
+{
+	fputs("  # ", out);
+	if (e->key[0] == '*')
+		fprintf(out, "%zu names under %s (%s%s): ", e->n_members, e->key + 2,
+		        e->members != NULL ? e->members : "",
+		        e->n_members > 6 ? ", ..." : "");
+	put_counts(out, e);
+	fputc('\n', out);
+	if (e->n_ports == 0)
+		fputs("  # seen in DNS only: ports unknown, the default 80, 443 applies\n",
+		      out);
+	if (e->ports_overflow)
+		fprintf(out, "  # more than %d ports were seen; only the first are listed\n",
+		        MAX_PORTS);
+	if (e->key[0] == '*')
+		fprintf(out, "  - host: \"%s\"\n", e->key);
+	else
+		fprintf(out, "  - host: %s\n", e->key);
+	put_ports(out, e, "    ");
+}
+
+static void
+write_addr(FILE *out, const struct stat_entry *e)
+{
+	struct sockaddr_storage ss;
+	enum guard_class g;
+	bool v6;
+
+	parse_addr(e->key, &ss);
+	v6 = ss.ss_family == AF_INET6;
+	g = guard_classify((struct sockaddr *)&ss);
+	fprintf(out, "  # %s: ", e->key);
+	put_counts(out, e);
+	fputs(" by address, not by name", out);
+	if (e->protos != NULL)
+		fprintf(out, " (blocked packets: %s)", e->protos);
+	fputs(".\n", out);
+	if (g != GUARD_PUBLIC)
+		fprintf(out, "  # A %s address, refused by the address guard: allowing it "
+		        "can open the host's own or internal services.\n",
+		        guard_class_name(g));
+	fputs("  # Left out on purpose; enable only if this address is really needed:\n",
+	      out);
+	fprintf(out, "  # - cidr: %s/%d\n", e->key, v6 ? 128 : 32);
+	put_ports(out, e, "  #   ");
+	log_warnx("suggest: %s (%s) was contacted by address; it is left as a "
+	          "commented-out cidr rule to review", e->key, guard_class_name(g));
+}
+
+int
+review_suggest(char *const *files, int n_files, const struct review_suggest_opts *o,
+               FILE *out)
+{
+	struct suggest s = { .names = elog_strmap_new(), .addrs = elog_strmap_new() };
+	struct elog_strmap *wild = elog_strmap_new();
+	struct stat_entry **list = NULL;
+	size_t n = 0;
+	int rc = 0;
+	char now[40];
+
+	if (s.names == NULL || s.addrs == NULL || wild == NULL) {
+		s.oom = true;
+		goto out;
+	}
+	for (int f = 0; f < n_files && !s.oom; f++) {
+		char err[256];
+		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
+		struct elog_record rec;
+		int got;
+
+		if (rd == NULL) {
+			log_warnx("%s", err);
+			rc = -1;
+			continue;
+		}
+		while (!s.oom && (got = elog_reader_next(rd, &rec)) > 0)
+			suggest_add(&s, &rec);
+		if (got < 0)
+			rc = -1;
+		elog_reader_free(rd);
+	}
+	if (rc < 0 || s.oom)
+		goto out;
+	if (o->wildcard_min > 0 && make_wildcards(&s, o->wildcard_min, wild) < 0) {
+		s.oom = true;
+		goto out;
+	}
+	list = calloc(elog_strmap_count(s.names) + elog_strmap_count(wild) + 1,
+	              sizeof(*list));
+	if (list == NULL) {
+		s.oom = true;
+		goto out;
+	}
+	for (size_t i = 0; i < elog_strmap_count(s.names); i++) {
+		struct stat_entry *e = elog_strmap_value(s.names, i);
+		if (!e->covered)
+			list[n++] = e;
+	}
+	for (size_t i = 0; i < elog_strmap_count(wild); i++)
+		list[n++] = elog_strmap_value(wild, i);
+	qsort(list, n, sizeof(*list), entry_cmp);
+
+	elog_format_time((int64_t)time(NULL) * 1000, now, sizeof(now));
+	fprintf(out, "# Suggested by `airlock log suggest` at %s from %d log file%s\n"
+	        "# (%" PRIu64 " task%s, %" PRIu64 " events). Review every rule before "
+	        "enforcing it.\n",
+	        now, n_files, n_files == 1 ? "" : "s", s.tasks, s.tasks == 1 ? "" : "s",
+	        s.events);
+	fputs("version: 1\n", out);
+	fprintf(out, "name: %s\n", o->name != NULL ? o->name : "suggested");
+	fputs("description: allowlist suggested from egress logs\n", out);
+	fputs(n == 0 ? "allow: []\n" : "allow:\n", out);
+	for (size_t i = 0; i < n; i++)
+		write_rule(out, list[i]);
+	if (elog_strmap_count(s.addrs) > 0) {
+		fputs(n == 0 ? "# addresses contacted without a name (allow: stays empty):\n"
+		             : "", out);
+		for (size_t i = 0; i < elog_strmap_count(s.addrs); i++)
+			write_addr(out, elog_strmap_value(s.addrs, i));
+	}
+	fputs("mode: enforce\n", out);
+	if (s.skipped > 10)
+		log_warnx("suggest: %" PRIu64 " events with invalid host names left out",
+		          s.skipped);
+out:
+	if (s.oom) {
+		log_warnx("log suggest: out of memory");
+		rc = -1;
+	}
+	free(list);
+	for (size_t i = 0; s.names != NULL && i < elog_strmap_count(s.names); i++)
+		entry_free(elog_strmap_value(s.names, i));
+	for (size_t i = 0; s.addrs != NULL && i < elog_strmap_count(s.addrs); i++)
+		entry_free(elog_strmap_value(s.addrs, i));
+	for (size_t i = 0; wild != NULL && i < elog_strmap_count(wild); i++)
+		entry_free(elog_strmap_value(wild, i));
+	elog_strmap_free(s.names);
+	elog_strmap_free(s.addrs);
+	elog_strmap_free(wild);
+	return rc;
+}
