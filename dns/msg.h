@@ -22,7 +22,7 @@
 #define DNS_UDP_MAX 1232
 #define DNS_MSG_MAX 65535
 /* Answer records kept from one upstream response; the rest are ignored. */
-#define DNS_MAX_RR 64
+#define DNS_MAX_RR 128
 /* EXTRA-TEXT of an Extended DNS Error is capped to this many bytes. */
 #define DNS_EDE_TEXT_MAX 200
 

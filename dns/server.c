@@ -1,0 +1,1035 @@
+/* The DNS listener's event-driven shell around dns/answer.c: UDP and TCP
+ * listeners for the sandbox, one nonblocking UDP socket per upstream family
+ * (TCP when an answer comes back truncated), random query ids matched
+ * against the address they were sent to, a per-query timer, and one egress
+ * log line per query. Single-threaded on the supervisor's event base. */
+#include "dns/dns.h"
+
+#include "common/log.h"
+#include "common/util.h"
+#include "dns/answer.h"
+#include "dns/cache.h"
+#include "dns/msg.h"
+#include "elog/elog.h"
+#include "policy/policy.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define DNS_DEFAULT_TTL_CAP 300
+#define DNS_DEFAULT_TIMEOUT_MS 2000
+/* The IP -> name cache keeps an address at least this long, since
+ * programs keep using an address well past a short TTL. */
+#define DNS_CACHE_MIN_TTL 60
+#define DNS_MAX_LISTENERS 4
+#define DNS_MAX_PENDING 4096
+#define DNS_MAX_TCP_CONNS 64
+#define DNS_TCP_MAX_PENDING 16       /* queries in flight per connection */
+#define DNS_TCP_IDLE_S 10
+#define DNS_TCP_OUT_MAX (256 * 1024) /* stop reading above this backlog */
+#define DNS_UDP_BATCH 64             /* datagrams read per readiness event */
+#define DNS_ACCEPT_PAUSE_MS 200      /* pause after EMFILE */
+
+struct dns_tcp;
+
+/* Where a reply goes: a UDP peer, or a TCP connection (NULL once it has
+ * gone away; the query still finishes and is logged). */
+struct dns_client {
+	int udp_fd; /* borrowed from the listener */
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	struct dns_tcp *tcp;
+};
+
+/* A forwarded query waiting for its upstream. */
+struct dns_pending {
+	struct dns_server *p_srv;
+	struct dns_query p_q;
+	struct dns_decision p_d;
+	struct dns_client p_client;
+	struct dns_pending *p_tnext, *p_tprev; /* on p_client.tcp's list */
+	uint16_t p_id;        /* upstream id; pending[p_id] == this */
+	size_t p_up;          /* index into cfg.upstream */
+	unsigned p_tries;
+	uint64_t p_start_ms;
+	struct event *p_timer;
+	struct bufferevent *p_upbev; /* TCP fallback to the upstream */
+};
+
+/* A TCP connection from the sandbox. */
+struct dns_tcp {
+	struct dns_server *t_srv;
+	struct bufferevent *t_bev;
+	struct dns_pending *t_pending; /* list head */
+	unsigned t_n_pending;
+	bool t_eof;
+	struct dns_tcp *t_next, *t_prev;
+};
+
+struct dns_udp_listener {
+	int fd;
+	struct event *ev;
+};
+
+struct dns_server {
+	struct event_base *base;
+	struct dns_server_config cfg;
+	struct dns_udp_listener udp[DNS_MAX_LISTENERS];
+	size_t n_udp;
+	struct evconnlistener *tcpl[DNS_MAX_LISTENERS];
+	size_t n_tcpl;
+	struct event *accept_timer;
+	int up_fd[2]; /* AF_INET, AF_INET6 */
+	struct event *up_ev[2];
+	struct dns_pending **pending; /* DNS_ID_SPACE slots by upstream id */
+	size_t n_pending;
+	struct dns_tcp *tcps;
+	size_t n_tcps;
+	uint64_t n_malformed;
+	/* Scratch space for one message at a time (single-threaded). */
+	uint8_t buf[DNS_MSG_MAX + 2];  /* upstream answers */
+	uint8_t qbuf[DNS_MSG_MAX + 2]; /* queries from the sandbox */
+	uint8_t out[DNS_MSG_MAX + 2];  /* what we send */
+	struct dns_response resp;
+	struct dns_filtered filt;
+};
+
+#define DNS_ID_SPACE 65536
+
+static void pending_free(struct dns_pending *p);
+static void tcp_close(struct dns_tcp *t);
+static void tcp_maybe_resume(struct dns_tcp *t);
+
+/* ---- logging ---- */
+
+/* snprintf for texts that are cut on purpose (EDE text, reasons). */
+static void textf(char *buf, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void
+textf(char *buf, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+}
+
+static void
+log_query(struct dns_server *srv, const struct dns_query *q,
+          const struct dns_decision *d, unsigned rcode, const char *reason,
+          const char *const *answers, size_t n_answers, uint64_t start_ms)
+{
+	struct elog_event ev = {0};
+	char tbuf[16];
+
+	if (srv->cfg.log == NULL)
+		return;
+	ev.kind = "dns";
+	ev.host = d->name;
+	ev.port = -1;
+	ev.verdict = d->verdict;
+	ev.rule = d->rule;
+	ev.reason = reason;
+	ev.qtype = dns_type_str(q->qtype, tbuf, sizeof(tbuf));
+	ev.rcode = dns_rcode_str(rcode);
+	ev.answers = answers;
+	ev.n_answers = n_answers;
+	ev.duration_ms = now_ms() - start_ms;
+	if (elog_event(srv->cfg.log, &ev) != 0)
+		log_warnx("dns: egress log write failed; refusing further queries");
+}
+
+/* ---- sending replies ---- */
+
+static void
+client_send(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
+            size_t len)
+{
+	if (len == 0)
+		return;
+	if (c->tcp != NULL) {
+		uint8_t hdr[2] = {(uint8_t)(len >> 8), (uint8_t)len};
+		struct evbuffer *out = bufferevent_get_output(c->tcp->t_bev);
+
+		evbuffer_add(out, hdr, 2);
+		evbuffer_add(out, msg, len);
+		return;
+	}
+	if (c->udp_fd < 0)
+		return;
+	/* Nonblocking: on a full socket buffer the reply is dropped and the
+	 * client retries, as with any lost datagram. */
+	if (sendto(c->udp_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL,
+	           (struct sockaddr *)&c->addr, c->addrlen) < 0 &&
+	    errno != EAGAIN && errno != EWOULDBLOCK)
+		log_debug("dns: reply to client: %s", strerror(errno));
+	(void)srv;
+}
+
+static size_t
+client_limit(const struct dns_client *c, const struct dns_query *q)
+{
+	return c->tcp != NULL ? DNS_MSG_MAX : dns_udp_limit(q);
+}
+
+/* A reply with no records; ede < 0 for none. */
+static void
+reply_empty(struct dns_server *srv, struct dns_client *c,
+            const struct dns_query *q, unsigned rcode, int ede,
+            const char *ede_text)
+{
+	size_t n = dns_reply(q, NULL, rcode, ede, ede_text, client_limit(c, q),
+	                     srv->out, sizeof(srv->out));
+
+	client_send(srv, c, srv->out, n);
+}
+
+/* ---- upstream ---- */
+
+static socklen_t
+sa_len(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+	                                 : sizeof(struct sockaddr_in);
+}
+
+static bool
+sa_equal(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin_port == y->sin_port &&
+		       x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin6_port == y->sin6_port &&
+		       memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
+	}
+	return false;
+}
+
+static void
+sa_str(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *s = (const void *)ss;
+
+		inet_ntop(AF_INET, &s->sin_addr, ip, sizeof(ip));
+		port = ntohs(s->sin_port);
+		snprintf(buf, len, "%s:%u", ip, port);
+	} else {
+		const struct sockaddr_in6 *s = (const void *)ss;
+
+		inet_ntop(AF_INET6, &s->sin6_addr, ip, sizeof(ip));
+		port = ntohs(s->sin6_port);
+		snprintf(buf, len, "[%s]:%u", ip, port);
+	}
+}
+
+static int
+fam_idx(sa_family_t f)
+{
+	return f == AF_INET6 ? 1 : 0;
+}
+
+/* Finish a forwarded query: reply, cache, log, free. f NULL means failure
+ * with rcode SERVFAIL and reason. */
+static void
+pending_finish(struct dns_pending *p, const struct dns_filtered *f,
+               const char *reason)
+{
+	struct dns_server *srv = p->p_srv;
+	const char *answers[DNS_MAX_RR];
+	char abuf[DNS_MAX_RR][INET6_ADDRSTRLEN];
+	char why[512];
+	char ede_text[DNS_EDE_TEXT_MAX + 1];
+	size_t n_answers = 0, n;
+	unsigned rcode;
+	int ede = -1;
+
+	if (f == NULL) {
+		rcode = DNS_RCODE_SERVFAIL;
+		ede = DNS_EDE_NO_REACHABLE_AUTHORITY;
+		textf(ede_text, sizeof(ede_text), "airlock: %s", reason);
+		if (p->p_client.tcp != NULL || p->p_client.udp_fd >= 0)
+			reply_empty(srv, &p->p_client, &p->p_q, rcode, ede, ede_text);
+		log_query(srv, &p->p_q, &p->p_d, rcode, reason, NULL, 0, p->p_start_ms);
+		pending_free(p);
+		return;
+	}
+	rcode = f->rcode;
+	str_copy(why, f->reason != NULL ? f->reason : "", sizeof(why));
+	if (f->n_removed > 0) {
+		size_t off = strlen(why);
+
+		for (size_t i = 0; i < f->n_removed && off < sizeof(why); i++) {
+			int w = snprintf(why + off, sizeof(why) - off, "%s%s",
+			                 i == 0 ? ": " : ", ", f->removed[i]);
+			if (w < 0)
+				break;
+			off += (size_t)w;
+		}
+		ede = DNS_EDE_BLOCKED;
+		textf(ede_text, sizeof(ede_text), "airlock: %s", why);
+	} else if (f->reason != NULL) {
+		ede = rcode == DNS_RCODE_SERVFAIL ? DNS_EDE_OTHER : DNS_EDE_BLOCKED;
+		textf(ede_text, sizeof(ede_text), "airlock: %s", why);
+	}
+	for (size_t i = 0; i < f->n; i++) {
+		const struct dns_rr *rr = &f->rr[i];
+		struct sockaddr_storage ss;
+
+		if (rr->type != DNS_TYPE_A && rr->type != DNS_TYPE_AAAA)
+			continue;
+		memset(&ss, 0, sizeof(ss));
+		if (rr->type == DNS_TYPE_A) {
+			struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+
+			s->sin_family = AF_INET;
+			memcpy(&s->sin_addr, rr->addr, 4);
+		} else {
+			struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+
+			s->sin6_family = AF_INET6;
+			memcpy(&s->sin6_addr, rr->addr, 16);
+		}
+		inet_ntop(ss.ss_family, rr->addr, abuf[n_answers], sizeof(abuf[0]));
+		answers[n_answers] = abuf[n_answers];
+		n_answers++;
+		if (srv->cfg.cache != NULL)
+			dns_cache_put(srv->cfg.cache, (struct sockaddr *)&ss, p->p_d.name,
+			              rr->ttl < DNS_CACHE_MIN_TTL ? DNS_CACHE_MIN_TTL : rr->ttl,
+			              now_ms() / 1000);
+	}
+	n = dns_reply(&p->p_q, f, rcode, ede, ede >= 0 ? ede_text : NULL,
+	              client_limit(&p->p_client, &p->p_q), srv->out, sizeof(srv->out));
+	client_send(srv, &p->p_client, srv->out, n);
+	log_query(srv, &p->p_q, &p->p_d, rcode, why[0] != '\0' ? why : NULL, answers,
+	          n_answers, p->p_start_ms);
+	pending_free(p);
+}
+
+/* Handle one upstream response (UDP or TCP) for p. Returns false when it
+ * does not answer p's question (then keep waiting). */
+static bool
+pending_response(struct dns_pending *p, const uint8_t *msg, size_t len,
+                 bool via_tcp);
+
+static int pending_send(struct dns_pending *p);
+
+static void
+uptcp_read(struct bufferevent *bev, void *arg)
+{
+	struct dns_pending *p = arg;
+	struct dns_server *srv = p->p_srv;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t hdr[2];
+	size_t len;
+
+	if (evbuffer_get_length(in) < 2)
+		return;
+	evbuffer_copyout(in, hdr, 2);
+	len = (size_t)(hdr[0] << 8 | hdr[1]);
+	if (evbuffer_get_length(in) < 2 + len)
+		return;
+	evbuffer_drain(in, 2);
+	evbuffer_remove(in, srv->buf, len);
+	if (!pending_response(p, srv->buf, len, true))
+		pending_finish(p, NULL, "upstream TCP answer does not match the query");
+}
+
+static void
+uptcp_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct dns_pending *p = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED)
+		return;
+	pending_finish(p, NULL, "upstream TCP connection failed");
+}
+
+static void
+pending_to_tcp(struct dns_pending *p)
+{
+	struct dns_server *srv = p->p_srv;
+	const struct sockaddr_storage *up = &srv->cfg.upstream[p->p_up];
+	size_t qlen;
+	uint8_t hdr[2];
+	int fd;
+
+	qlen = dns_upstream_query(&p->p_q, p->p_id, srv->out, sizeof(srv->out));
+	fd = socket(up->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (qlen == 0 || fd < 0) {
+		if (fd >= 0)
+			close(fd);
+		pending_finish(p, NULL, "cannot open upstream TCP socket");
+		return;
+	}
+	p->p_upbev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (p->p_upbev == NULL) {
+		close(fd);
+		pending_finish(p, NULL, "cannot open upstream TCP socket");
+		return;
+	}
+	bufferevent_setcb(p->p_upbev, uptcp_read, NULL, uptcp_event, p);
+	bufferevent_setwatermark(p->p_upbev, EV_READ, 0, DNS_MSG_MAX + 2);
+	hdr[0] = (uint8_t)(qlen >> 8);
+	hdr[1] = (uint8_t)qlen;
+	bufferevent_write(p->p_upbev, hdr, 2);
+	bufferevent_write(p->p_upbev, srv->out, qlen);
+	if (bufferevent_socket_connect(p->p_upbev, (struct sockaddr *)up, (int)sa_len(up)) != 0) {
+		pending_finish(p, NULL, "upstream TCP connect failed");
+		return;
+	}
+	bufferevent_enable(p->p_upbev, EV_READ | EV_WRITE);
+}
+
+static bool
+pending_response(struct dns_pending *p, const uint8_t *msg, size_t len,
+                 bool via_tcp)
+{
+	struct dns_server *srv = p->p_srv;
+	enum dns_err e = dns_response_parse(msg, len, &srv->resp);
+
+	if (e != DNS_OK) {
+		/* A truncated UDP answer may be cut mid-record; the question
+		 * is still there, which is all we need to go to TCP. */
+		if (!via_tcp && len >= 4 && (msg[2] & 0x02) && (msg[2] & 0x80)) {
+			pending_to_tcp(p);
+			return true;
+		}
+		log_debug("dns: bad upstream answer for %s: %s", p->p_d.name,
+		          dns_err_str(e));
+		return false;
+	}
+	if (dns_filter(srv->cfg.policy, &p->p_q, &srv->resp, srv->cfg.ttl_cap,
+	               &srv->filt) != 0)
+		return false;
+	if (!via_tcp && (srv->resp.flags & DNS_FLAG_TC)) {
+		pending_to_tcp(p);
+		return true;
+	}
+	pending_finish(p, &srv->filt, srv->filt.reason);
+	return true;
+}
+
+static void
+pending_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_pending *p = arg;
+	struct dns_server *srv = p->p_srv;
+	char up[INET6_ADDRSTRLEN + 16], why[128];
+
+	(void)fd;
+	(void)what;
+	sa_str(&srv->cfg.upstream[p->p_up], up, sizeof(up));
+	if (p->p_tries < 2 && p->p_upbev == NULL) {
+		p->p_up = (p->p_up + 1) % srv->cfg.n_upstream;
+		if (pending_send(p) == 0)
+			return;
+		/* pending_send finished p */
+		return;
+	}
+	snprintf(why, sizeof(why), "upstream %s timed out", up);
+	pending_finish(p, NULL, why);
+}
+
+/* Pick a fresh random id, send the query to p->p_up and arm the timer.
+ * Returns 0, or -1 after finishing p with SERVFAIL. */
+static int
+pending_send(struct dns_pending *p)
+{
+	struct dns_server *srv = p->p_srv;
+	const struct sockaddr_storage *up = &srv->cfg.upstream[p->p_up];
+	int fi = fam_idx(up->ss_family);
+	struct timeval tv;
+	uint32_t budget;
+	size_t qlen;
+	char why[160], upstr[INET6_ADDRSTRLEN + 16];
+
+	if (srv->pending[p->p_id] == p)
+		srv->pending[p->p_id] = NULL;
+	for (int tries = 0;; tries++) {
+		uint16_t id = (uint16_t)arc4random();
+
+		if (srv->pending[id] == NULL) {
+			p->p_id = id;
+			break;
+		}
+		if (tries > 64) {
+			pending_finish(p, NULL, "no free query id");
+			return -1;
+		}
+	}
+	srv->pending[p->p_id] = p;
+	p->p_tries++;
+	qlen = dns_upstream_query(&p->p_q, p->p_id, srv->out, sizeof(srv->out));
+	if (srv->up_fd[fi] < 0 || qlen == 0) {
+		pending_finish(p, NULL, "no socket for the upstream's address family");
+		return -1;
+	}
+	if (sendto(srv->up_fd[fi], srv->out, qlen, MSG_DONTWAIT | MSG_NOSIGNAL,
+	           (const struct sockaddr *)up, sa_len(up)) < 0) {
+		sa_str(up, upstr, sizeof(upstr));
+		snprintf(why, sizeof(why), "upstream %s: %s", upstr, strerror(errno));
+		if (p->p_tries < 2 && srv->cfg.n_upstream > 1) {
+			p->p_up = (p->p_up + 1) % srv->cfg.n_upstream;
+			return pending_send(p);
+		}
+		pending_finish(p, NULL, why);
+		return -1;
+	}
+	/* The first try gets half the budget, the retry the rest. */
+	budget = p->p_tries == 1 ? srv->cfg.timeout_ms / 2
+	                         : srv->cfg.timeout_ms - srv->cfg.timeout_ms / 2;
+	tv.tv_sec = budget / 1000;
+	tv.tv_usec = (budget % 1000) * 1000;
+	evtimer_add(p->p_timer, &tv);
+	return 0;
+}
+
+static void
+upstream_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_server *srv = arg;
+
+	(void)what;
+	for (int i = 0; i < DNS_UDP_BATCH; i++) {
+		struct sockaddr_storage from;
+		socklen_t flen = sizeof(from);
+		struct dns_pending *p;
+		ssize_t n;
+		uint16_t id;
+
+		n = recvfrom(fd, srv->buf, sizeof(srv->buf), MSG_DONTWAIT,
+		             (struct sockaddr *)&from, &flen);
+		if (n < 0)
+			return;
+		if (n < DNS_HEADER_LEN)
+			continue;
+		id = (uint16_t)(srv->buf[0] << 8 | srv->buf[1]);
+		p = srv->pending[id];
+		/* Only the address we asked may answer (no off-path guesses
+		 * from other senders), and only once we are waiting on UDP. */
+		if (p == NULL || p->p_upbev != NULL ||
+		    !sa_equal(&from, &srv->cfg.upstream[p->p_up]))
+			continue;
+		pending_response(p, srv->buf, (size_t)n, false);
+	}
+}
+
+/* ---- queries ---- */
+
+static void
+ptr_answer(struct dns_server *srv, struct dns_client *c, const struct dns_query *q,
+           struct dns_decision *d, uint64_t start_ms)
+{
+	const char *name = NULL;
+
+	if (srv->cfg.cache != NULL)
+		name = dns_cache_lookup(srv->cfg.cache, (struct sockaddr *)&d->ptr_addr,
+		                        now_ms() / 1000);
+	if (name != NULL) {
+		const char *answers[1] = {name};
+		struct dns_filtered *f = &srv->filt;
+		size_t n;
+
+		memset(f, 0, offsetof(struct dns_filtered, rr));
+		f->rcode = DNS_RCODE_NOERROR;
+		f->n = 1;
+		str_copy(f->rr[0].name, q->qname, sizeof(f->rr[0].name));
+		f->rr[0].type = DNS_TYPE_PTR;
+		f->rr[0].rclass = DNS_CLASS_IN;
+		f->rr[0].ttl = DNS_CACHE_MIN_TTL;
+		str_copy(f->rr[0].target, name, sizeof(f->rr[0].target));
+		n = dns_reply(q, f, 0, -1, NULL, client_limit(c, q), srv->out,
+		              sizeof(srv->out));
+		client_send(srv, c, srv->out, n);
+		log_query(srv, q, d, DNS_RCODE_NOERROR, "answered from the IP cache",
+		          answers, 1, start_ms);
+		return;
+	}
+	d->verdict = "deny";
+	reply_empty(srv, c, q, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED,
+	            "airlock: no allowed name is known for this address");
+	log_query(srv, q, d, DNS_RCODE_NXDOMAIN, "reverse lookup of an unknown address",
+	          NULL, 0, start_ms);
+}
+
+static void
+query_forward(struct dns_server *srv, struct dns_client *c,
+              const struct dns_query *q, const struct dns_decision *d,
+              uint64_t start_ms)
+{
+	struct dns_pending *p;
+	struct dns_decision dd = *d;
+
+	if (srv->cfg.n_upstream == 0 || srv->n_pending >= DNS_MAX_PENDING) {
+		const char *why = srv->cfg.n_upstream == 0 ? "no upstream resolver configured"
+		                                           : "too many queries in flight";
+		char text[96];
+
+		snprintf(text, sizeof(text), "airlock: %s", why);
+		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, DNS_EDE_OTHER, text);
+		log_query(srv, q, &dd, DNS_RCODE_SERVFAIL, why, NULL, 0, start_ms);
+		return;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL ||
+	    (p->p_timer = evtimer_new(srv->base, pending_timeout, p)) == NULL) {
+		free(p);
+		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, -1, NULL);
+		log_query(srv, q, &dd, DNS_RCODE_SERVFAIL, "out of memory", NULL, 0, start_ms);
+		return;
+	}
+	p->p_srv = srv;
+	p->p_q = *q;
+	p->p_d = *d;
+	p->p_client = *c;
+	p->p_start_ms = start_ms;
+	/* Spread load: start at a random upstream, retry on the next. */
+	p->p_up = srv->cfg.n_upstream > 1 ? arc4random_uniform((uint32_t)srv->cfg.n_upstream) : 0;
+	srv->n_pending++;
+	if (c->tcp != NULL) {
+		p->p_tnext = c->tcp->t_pending;
+		if (p->p_tnext != NULL)
+			p->p_tnext->p_tprev = p;
+		c->tcp->t_pending = p;
+		c->tcp->t_n_pending++;
+	}
+	pending_send(p);
+}
+
+static void
+handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
+             size_t len)
+{
+	struct dns_query q;
+	struct dns_decision d;
+	enum dns_err e;
+	uint64_t start = now_ms();
+	char text[DNS_EDE_TEXT_MAX + 1];
+
+	e = dns_query_parse(msg, len, &q);
+	if (e == DNS_ERR_OPCODE) {
+		/* Well-formed enough to say no. */
+		uint8_t r[DNS_HEADER_LEN] = {msg[0], msg[1],
+		                             (uint8_t)(0x80 | (msg[2] & 0x79)),
+		                             DNS_RCODE_NOTIMP};
+
+		client_send(srv, c, r, sizeof(r));
+		return;
+	}
+	if (e != DNS_OK) {
+		srv->n_malformed++;
+		log_debug("dns: dropped malformed query (%s); %llu so far", dns_err_str(e),
+		          (unsigned long long)srv->n_malformed);
+		return;
+	}
+	if (q.has_opt && q.edns_version != 0) {
+		reply_empty(srv, c, &q, DNS_RCODE_BADVERS, -1, NULL);
+		return;
+	}
+	/* Fail closed: a query we cannot log is not answered. */
+	if (srv->cfg.log != NULL && elog_failed(srv->cfg.log)) {
+		reply_empty(srv, c, &q, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED,
+		            "airlock: egress log unavailable");
+		return;
+	}
+	dns_decide(srv->cfg.policy, &q, &d);
+	switch (d.action) {
+	case DNS_ACT_DENY:
+		if (d.rule != NULL)
+			textf(text, sizeof(text), "airlock: %s denied by policy '%s' (%s)",
+			         d.name, policy_name(srv->cfg.policy), d.rule);
+		else
+			textf(text, sizeof(text), "airlock: %s %s of policy '%s'", d.name,
+			         d.reason, policy_name(srv->cfg.policy));
+		reply_empty(srv, c, &q, d.rcode, DNS_EDE_BLOCKED, text);
+		log_query(srv, &q, &d, d.rcode, d.reason, NULL, 0, start);
+		return;
+	case DNS_ACT_LOCAL:
+		reply_empty(srv, c, &q, d.rcode, -1, NULL);
+		log_query(srv, &q, &d, d.rcode, d.reason, NULL, 0, start);
+		return;
+	case DNS_ACT_PTR:
+		ptr_answer(srv, c, &q, &d, start);
+		return;
+	case DNS_ACT_FORWARD:
+		query_forward(srv, c, &q, &d, start);
+		return;
+	}
+}
+
+static void
+udp_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_server *srv = arg;
+
+	(void)what;
+	for (int i = 0; i < DNS_UDP_BATCH; i++) {
+		struct dns_client c = {.udp_fd = fd, .tcp = NULL};
+		ssize_t n;
+
+		c.addrlen = sizeof(c.addr);
+		n = recvfrom(fd, srv->qbuf, sizeof(srv->qbuf), MSG_DONTWAIT,
+		             (struct sockaddr *)&c.addr, &c.addrlen);
+		if (n < 0)
+			return;
+		handle_query(srv, &c, srv->qbuf, (size_t)n);
+	}
+}
+
+/* ---- TCP from the sandbox ---- */
+
+static void
+tcp_read(struct bufferevent *bev, void *arg)
+{
+	struct dns_tcp *t = arg;
+	struct dns_server *srv = t->t_srv;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	while (t->t_n_pending < DNS_TCP_MAX_PENDING &&
+	       evbuffer_get_length(bufferevent_get_output(bev)) < DNS_TCP_OUT_MAX) {
+		struct dns_client c = {.udp_fd = -1, .tcp = t};
+		uint8_t hdr[2];
+		size_t len;
+
+		if (evbuffer_get_length(in) < 2)
+			return;
+		evbuffer_copyout(in, hdr, 2);
+		len = (size_t)(hdr[0] << 8 | hdr[1]);
+		if (evbuffer_get_length(in) < 2 + len)
+			return;
+		evbuffer_drain(in, 2);
+		evbuffer_remove(in, srv->qbuf, len);
+		handle_query(srv, &c, srv->qbuf, len);
+	}
+	/* Backpressure: resume when queries finish or output drains. */
+	bufferevent_disable(bev, EV_READ);
+}
+
+static void
+tcp_write(struct bufferevent *bev, void *arg)
+{
+	struct dns_tcp *t = arg;
+
+	(void)bev;
+	if (t->t_eof && t->t_n_pending == 0) {
+		tcp_close(t);
+		return;
+	}
+	tcp_maybe_resume(t);
+}
+
+static void
+tcp_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct dns_tcp *t = arg;
+
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
+		/* Half-close: answer what was asked, then close. */
+		t->t_eof = true;
+		bufferevent_disable(bev, EV_READ);
+		if (t->t_n_pending == 0 &&
+		    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			tcp_close(t);
+		return;
+	}
+	tcp_close(t); /* error or idle timeout */
+}
+
+static void
+tcp_maybe_resume(struct dns_tcp *t)
+{
+	if (t->t_eof)
+		return;
+	if (t->t_n_pending < DNS_TCP_MAX_PENDING &&
+	    evbuffer_get_length(bufferevent_get_output(t->t_bev)) < DNS_TCP_OUT_MAX &&
+	    !(bufferevent_get_enabled(t->t_bev) & EV_READ)) {
+		bufferevent_enable(t->t_bev, EV_READ);
+		/* Queries may already be buffered; run the read callback from
+		 * the loop, never nested inside one. */
+		if (evbuffer_get_length(bufferevent_get_input(t->t_bev)) >= 2)
+			bufferevent_trigger(t->t_bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+	}
+}
+
+static void
+tcp_close(struct dns_tcp *t)
+{
+	struct dns_server *srv = t->t_srv;
+
+	for (struct dns_pending *p = t->t_pending; p != NULL; p = p->p_tnext)
+		p->p_client.tcp = NULL;
+	if (t->t_prev != NULL)
+		t->t_prev->t_next = t->t_next;
+	else
+		srv->tcps = t->t_next;
+	if (t->t_next != NULL)
+		t->t_next->t_prev = t->t_prev;
+	srv->n_tcps--;
+	if (t->t_bev != NULL)
+		bufferevent_free(t->t_bev);
+	free(t);
+}
+
+static void
+accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_server *srv = arg;
+
+	(void)fd;
+	(void)what;
+	for (size_t i = 0; i < srv->n_tcpl; i++)
+		evconnlistener_enable(srv->tcpl[i]);
+}
+
+static void
+accept_error(struct evconnlistener *l, void *arg)
+{
+	struct dns_server *srv = arg;
+	struct timeval tv = {0, DNS_ACCEPT_PAUSE_MS * 1000};
+
+	(void)l;
+	/* EMFILE and friends: pause instead of spinning on a ready fd. */
+	log_warn("dns: accept");
+	for (size_t i = 0; i < srv->n_tcpl; i++)
+		evconnlistener_disable(srv->tcpl[i]);
+	evtimer_add(srv->accept_timer, &tv);
+}
+
+static void
+tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+           int salen, void *arg)
+{
+	struct dns_server *srv = arg;
+	struct dns_tcp *t;
+	struct timeval idle = {DNS_TCP_IDLE_S, 0};
+
+	(void)l;
+	(void)sa;
+	(void)salen;
+	if (srv->n_tcps >= DNS_MAX_TCP_CONNS || (t = calloc(1, sizeof(*t))) == NULL) {
+		close(fd);
+		return;
+	}
+	t->t_srv = srv;
+	t->t_bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (t->t_bev == NULL) {
+		close(fd);
+		free(t);
+		return;
+	}
+	t->t_next = srv->tcps;
+	if (t->t_next != NULL)
+		t->t_next->t_prev = t;
+	srv->tcps = t;
+	srv->n_tcps++;
+	bufferevent_setcb(t->t_bev, tcp_read, tcp_write, tcp_event, t);
+	bufferevent_setwatermark(t->t_bev, EV_READ, 0, 4 * (DNS_MSG_MAX + 2));
+	bufferevent_set_timeouts(t->t_bev, &idle, &idle);
+	bufferevent_enable(t->t_bev, EV_READ | EV_WRITE);
+}
+
+/* ---- lifetime ---- */
+
+static void
+pending_free(struct dns_pending *p)
+{
+	struct dns_server *srv = p->p_srv;
+	struct dns_tcp *t = p->p_client.tcp;
+
+	if (srv->pending[p->p_id] == p)
+		srv->pending[p->p_id] = NULL;
+	srv->n_pending--;
+	if (t != NULL) {
+		if (p->p_tprev != NULL)
+			p->p_tprev->p_tnext = p->p_tnext;
+		else
+			t->t_pending = p->p_tnext;
+		if (p->p_tnext != NULL)
+			p->p_tnext->p_tprev = p->p_tprev;
+		t->t_n_pending--;
+	}
+	if (p->p_timer != NULL)
+		event_free(p->p_timer);
+	if (p->p_upbev != NULL)
+		bufferevent_free(p->p_upbev);
+	free(p);
+	if (t != NULL) {
+		if (t->t_eof && t->t_n_pending == 0 &&
+		    evbuffer_get_length(bufferevent_get_output(t->t_bev)) == 0)
+			tcp_close(t);
+		else
+			tcp_maybe_resume(t);
+	}
+}
+
+static int
+upstream_socket(struct dns_server *srv, int family)
+{
+	int fi = fam_idx((sa_family_t)family);
+	int fd, size = 1 << 20;
+
+	if (srv->up_fd[fi] >= 0)
+		return 0;
+	fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		log_warn("dns: upstream socket (%s)", family == AF_INET6 ? "IPv6" : "IPv4");
+		return -1;
+	}
+	/* Room for bursts of answers; failure only costs retries. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+	srv->up_fd[fi] = fd;
+	srv->up_ev[fi] = event_new(srv->base, fd, EV_READ | EV_PERSIST, upstream_read, srv);
+	if (srv->up_ev[fi] == NULL || event_add(srv->up_ev[fi], NULL) != 0) {
+		log_warnx("dns: cannot watch the upstream socket");
+		return -1;
+	}
+	return 0;
+}
+
+struct dns_server *
+dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
+{
+	struct dns_server *srv;
+
+	if (cfg->policy == NULL || cfg->n_upstream > DNS_MAX_UPSTREAMS) {
+		log_warnx("dns: server config needs a policy and at most %d upstreams",
+		          DNS_MAX_UPSTREAMS);
+		return NULL;
+	}
+	if ((srv = calloc(1, sizeof(*srv))) == NULL) {
+		log_warn("dns: server");
+		return NULL;
+	}
+	srv->base = base;
+	srv->cfg = *cfg;
+	srv->up_fd[0] = srv->up_fd[1] = -1;
+	if (srv->cfg.ttl_cap == 0)
+		srv->cfg.ttl_cap = DNS_DEFAULT_TTL_CAP;
+	if (srv->cfg.timeout_ms == 0)
+		srv->cfg.timeout_ms = DNS_DEFAULT_TIMEOUT_MS;
+	srv->pending = calloc(DNS_ID_SPACE, sizeof(*srv->pending));
+	srv->accept_timer = evtimer_new(base, accept_resume, srv);
+	if (srv->pending == NULL || srv->accept_timer == NULL) {
+		log_warn("dns: server");
+		goto fail;
+	}
+	for (size_t i = 0; i < srv->cfg.n_upstream; i++)
+		if (upstream_socket(srv, srv->cfg.upstream[i].ss_family) != 0)
+			goto fail;
+	return srv;
+fail:
+	dns_server_free(srv);
+	return NULL;
+}
+
+int
+dns_server_add_udp(struct dns_server *srv, int fd)
+{
+	struct dns_udp_listener *u;
+
+	if (srv->n_udp >= DNS_MAX_LISTENERS) {
+		log_warnx("dns: more than %d UDP listeners", DNS_MAX_LISTENERS);
+		close(fd);
+		return -1;
+	}
+	u = &srv->udp[srv->n_udp];
+	if (fd_set_nonblock(fd, true) != 0 || fd_set_cloexec(fd, true) != 0) {
+		log_warn("dns: UDP listener fd %d", fd);
+		close(fd);
+		return -1;
+	}
+	u->fd = fd;
+	u->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, udp_read, srv);
+	if (u->ev == NULL || event_add(u->ev, NULL) != 0) {
+		log_warnx("dns: cannot watch UDP listener fd %d", fd);
+		if (u->ev != NULL)
+			event_free(u->ev);
+		u->ev = NULL;
+		close(fd);
+		return -1;
+	}
+	srv->n_udp++;
+	return 0;
+}
+
+int
+dns_server_add_tcp(struct dns_server *srv, int fd)
+{
+	struct evconnlistener *l;
+
+	if (srv->n_tcpl >= DNS_MAX_LISTENERS) {
+		log_warnx("dns: more than %d TCP listeners", DNS_MAX_LISTENERS);
+		close(fd);
+		return -1;
+	}
+	if (fd_set_nonblock(fd, true) != 0 || fd_set_cloexec(fd, true) != 0) {
+		log_warn("dns: TCP listener fd %d", fd);
+		close(fd);
+		return -1;
+	}
+	/* Backlog 0: the socket is already listening. */
+	l = evconnlistener_new(srv->base, tcp_accept, srv,
+	                       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (l == NULL) {
+		log_warnx("dns: cannot watch TCP listener fd %d", fd);
+		close(fd);
+		return -1;
+	}
+	evconnlistener_set_error_cb(l, accept_error);
+	srv->tcpl[srv->n_tcpl++] = l;
+	return 0;
+}
+
+void
+dns_server_free(struct dns_server *srv)
+{
+	if (srv == NULL)
+		return;
+	while (srv->tcps != NULL)
+		tcp_close(srv->tcps);
+	if (srv->pending != NULL) {
+		for (size_t i = 0; i < DNS_ID_SPACE; i++)
+			if (srv->pending[i] != NULL)
+				pending_free(srv->pending[i]);
+		free(srv->pending);
+	}
+	for (size_t i = 0; i < srv->n_udp; i++) {
+		event_free(srv->udp[i].ev);
+		close(srv->udp[i].fd);
+	}
+	for (size_t i = 0; i < srv->n_tcpl; i++)
+		evconnlistener_free(srv->tcpl[i]);
+	for (int i = 0; i < 2; i++) {
+		if (srv->up_ev[i] != NULL)
+			event_free(srv->up_ev[i]);
+		fd_close(&srv->up_fd[i]);
+	}
+	if (srv->accept_timer != NULL)
+		event_free(srv->accept_timer);
+	free(srv);
+}
