@@ -118,6 +118,13 @@ static void
 dest_key(const struct elog_record *r, struct elog_buf *b)
 {
 	const char *name = r->host != NULL ? r->host : r->ip;
+	char norm[256];
+	const char *why;
+
+	/* One line per name however the sandbox spelled it (case, final dot). */
+	if (r->host != NULL &&
+	    policy_name_normalize(r->host, norm, sizeof(norm), &why) == 0)
+		name = norm;
 	bool v6 = r->host == NULL && r->ip != NULL && strchr(r->ip, ':') != NULL;
 
 	if (name == NULL)
