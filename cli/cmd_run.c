@@ -1,13 +1,535 @@
-/* Placeholder until its issue lands: refuses, never pretends. */
+/* `airlock run`: the supervisor (DESIGN.md, Process model). Compiles the
+ * policy, opens the egress log, clones the sandbox, receives its listeners,
+ * serves them from one libevent loop (proxy, DNS, NFLOG) in the host's
+ * network namespace, lets CMD start, and exits with CMD's status. The
+ * reference is docs/run.md. */
+#include <errno.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cmd.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "dns/cache.h"
+#include "dns/dns.h"
+#include "elog/elog.h"
+#include "nft/nflog.h"
+#include "policy/policy.h"
+#include "proxy/proxy.h"
+#include "sandbox/env.h"
+#include "sandbox/opts.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/status.h"
+
+extern char **environ;
+
+#define DNS_CACHE_ENTRIES 4096
+#define TASK_ID_LEN 16
+
+struct run {
+	struct sbx_opts opts;
+	char task[TASK_ID_LEN + 1];
+	char logpath[PATH_MAX];
+	char logdir[PATH_MAX]; /* default log directory, hidden inside; or "" */
+	struct sbx_mount mounts[SBX_MAX_MOUNTS + 1];
+	size_t n_mounts;
+	struct sockaddr_storage upstream[DNS_MAX_UPSTREAMS];
+	size_t n_upstream;
+	uint64_t start_ms;
+	bool timed_out;
+
+	struct policy *policy;
+	struct elog *log;
+	char **env;
+	struct sbx *sbx;
+	struct sbx_listeners lst;
+	struct event_base *base;
+	struct evdns_base *evdns;
+	struct dns_cache *cache;
+	struct proxy *proxy;
+	struct dns_server *dns;
+	struct nflog_reader *nflog;
+	int sigfd;
+	struct event *ev_sig, *ev_pidfd, *ev_timeout;
+};
+
+static int
+make_task_id(char out[TASK_ID_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char b[TASK_ID_LEN / 2];
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return -1;
+	for (size_t i = 0; i < sizeof(b); i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[TASK_ID_LEN] = '\0';
+	return 0;
+}
+
+/* mkdir -p with mode for the directories we create. */
+static int
+mkdirs(const char *path, mode_t mode)
+{
+	char p[PATH_MAX];
+
+	if (str_copy(p, path, sizeof(p)) >= sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *s = p + 1; *s != '\0'; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, mode) < 0 && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	if (mkdir(p, mode) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/* The default log: $XDG_STATE_HOME/airlock/TASK.jsonl, else
+ * ~/.local/state/airlock/TASK.jsonl. Not the working directory: the
+ * sandbox can write there, and it must never touch its own log. */
+static int
+default_log_path(struct run *r)
+{
+	const char *state = getenv("XDG_STATE_HOME");
+	const char *home = getenv("HOME");
+	int n;
+
+	if (state != NULL && state[0] == '/') {
+		n = snprintf(r->logdir, sizeof(r->logdir), "%s/airlock", state);
+	} else {
+		if (home == NULL || home[0] != '/') {
+			struct passwd *pw = getpwuid(geteuid());
+			home = pw != NULL ? pw->pw_dir : NULL;
+		}
+		if (home == NULL || home[0] != '/') {
+			log_warnx("no log file: HOME is not set; use --log FILE");
+			return -1;
+		}
+		n = snprintf(r->logdir, sizeof(r->logdir), "%s/.local/state/airlock", home);
+	}
+	if (n < 0 || (size_t)n >= sizeof(r->logdir)) {
+		log_warnx("log directory path too long; use --log FILE");
+		return -1;
+	}
+	if (mkdirs(r->logdir, 0700) < 0) {
+		log_warn("log directory %s", r->logdir);
+		return -1;
+	}
+	n = snprintf(r->logpath, sizeof(r->logpath), "%s/%s.jsonl", r->logdir, r->task);
+	if (n < 0 || (size_t)n >= sizeof(r->logpath)) {
+		log_warnx("log path too long; use --log FILE");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+load_policy(struct run *r)
+{
+	struct policy_diag diag = { 0 };
+
+	r->policy = policy_load(r->opts.policy, &diag);
+	if (r->policy == NULL) {
+		for (size_t i = 0; i < diag.n_lines; i++)
+			log_warnx("%s", diag.lines[i]);
+		if (diag.n_lines == 0)
+			log_warnx("policy %s: cannot load", r->opts.policy);
+		log_warnx("refusing to run: the policy is invalid");
+		policy_diag_clear(&diag);
+		return -1;
+	}
+	policy_diag_clear(&diag);
+	if (r->opts.audit)
+		policy_set_mode(r->policy, POLICY_MODE_AUDIT);
+	return 0;
+}
+
+static int
+load_upstreams(struct run *r)
+{
+	int n;
+
+	if (r->opts.dns_upstream != NULL) {
+		if (dns_upstream_parse(r->opts.dns_upstream, &r->upstream[0]) < 0) {
+			log_warnx("--dns-upstream '%s': expected ADDR, ADDR:PORT or [V6]:PORT",
+			          r->opts.dns_upstream);
+			return -1;
+		}
+		r->n_upstream = 1;
+		return 0;
+	}
+	n = dns_upstream_from_resolv_conf("/etc/resolv.conf", r->upstream, DNS_MAX_UPSTREAMS);
+	if (n < 0) {
+		log_warn("cannot read /etc/resolv.conf for upstream DNS; use --dns-upstream");
+		return -1;
+	}
+	if (n == 0)
+		log_warnx("no nameserver in /etc/resolv.conf: allowed names will not "
+		          "resolve; use --dns-upstream ADDR");
+	r->n_upstream = (size_t)n;
+	return 0;
+}
+
+static void
+on_pidfd(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+
+	event_base_loopbreak(r->base);
+}
+
+static void
+on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+
+	log_warnx("timeout: %u s elapsed, killing the sandbox", r->opts.timeout_s);
+	r->timed_out = true;
+	sbx_kill(r->sbx, SIGKILL);
+}
+
+static void
+on_signal(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	struct signalfd_siginfo si;
+
+	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		/* The terminal sends its signals to the whole foreground
+		 * process group, CMD included: passing them on would deliver
+		 * them twice. Signals sent to airlock alone are CMD's. */
+		if (si.ssi_code == SI_KERNEL)
+			continue;
+		log_info("passing signal %u on to the sandbox", si.ssi_signo);
+		sbx_kill(r->sbx, (int)si.ssi_signo);
+	}
+}
+
+/* Serve the listeners. Takes the fds out of r->lst as each consumer
+ * accepts them; what is left is closed by the caller. */
+static int
+serve(struct run *r)
+{
+	struct proxy_config pc;
+	struct dns_server_config dc;
+
+	r->cache = dns_cache_new(DNS_CACHE_ENTRIES);
+	if (r->cache == NULL) {
+		log_warnx("DNS cache: out of memory");
+		return -1;
+	}
+	/* The proxy resolves names itself (never trusting the sandbox's
+	 * idea of an address) through the same upstreams as the DNS server. */
+	r->evdns = evdns_base_new(r->base, 0);
+	if (r->evdns == NULL) {
+		log_warnx("evdns: cannot create the resolver");
+		return -1;
+	}
+	for (size_t i = 0; i < r->n_upstream; i++) {
+		socklen_t len = r->upstream[i].ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+		                                                     : sizeof(struct sockaddr_in);
+		if (evdns_base_nameserver_sockaddr_add(r->evdns,
+		                                       (struct sockaddr *)&r->upstream[i], len,
+		                                       0) != 0) {
+			log_warnx("evdns: cannot add upstream %zu", i);
+			return -1;
+		}
+	}
+
+	memset(&pc, 0, sizeof(pc));
+	pc.policy = r->policy;
+	pc.log = r->log;
+	pc.cache = r->cache;
+	pc.dns = r->evdns;
+	r->proxy = proxy_new(r->base, &pc);
+	if (r->proxy == NULL) {
+		log_warnx("proxy: cannot start");
+		return -1;
+	}
+	if (proxy_add_listener(r->proxy, r->lst.explicit_fd, PROXY_LISTEN_EXPLICIT) < 0)
+		goto lost;
+	r->lst.explicit_fd = -1;
+	if (proxy_add_listener(r->proxy, r->lst.tproxy4_fd, PROXY_LISTEN_TRANSPARENT) < 0)
+		goto lost;
+	r->lst.tproxy4_fd = -1;
+	if (proxy_add_listener(r->proxy, r->lst.tproxy6_fd, PROXY_LISTEN_TRANSPARENT) < 0)
+		goto lost;
+	r->lst.tproxy6_fd = -1;
+
+	memset(&dc, 0, sizeof(dc));
+	dc.policy = r->policy;
+	dc.log = r->log;
+	dc.cache = r->cache;
+	memcpy(dc.upstream, r->upstream, sizeof(dc.upstream));
+	dc.n_upstream = r->n_upstream;
+	r->dns = dns_server_new(r->base, &dc);
+	if (r->dns == NULL) {
+		log_warnx("DNS server: cannot start");
+		return -1;
+	}
+	if (dns_server_add_udp(r->dns, r->lst.dns_udp_fd) < 0)
+		goto lost;
+	r->lst.dns_udp_fd = -1;
+	if (dns_server_add_tcp(r->dns, r->lst.dns_tcp_fd) < 0)
+		goto lost;
+	r->lst.dns_tcp_fd = -1;
+
+	r->nflog = nflog_reader_new(r->base, r->lst.nflog_fd, r->log);
+	r->lst.nflog_fd = -1; /* taken in every case */
+	if (r->nflog == NULL) {
+		log_warnx("NFLOG reader: cannot start");
+		return -1;
+	}
+	return 0;
+lost:
+	/* add_* took the fd even on failure: forget it. */
+	log_warnx("cannot serve a listener");
+	return -1;
+}
+
+static int
+setup_events(struct run *r)
+{
+	sigset_t sigs;
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGQUIT);
+	r->sigfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (r->sigfd < 0) {
+		log_warn("signalfd");
+		return -1;
+	}
+	r->ev_sig = event_new(r->base, r->sigfd, EV_READ | EV_PERSIST, on_signal, r);
+	r->ev_pidfd = event_new(r->base, sbx_pidfd(r->sbx), EV_READ, on_pidfd, r);
+	if (r->ev_sig == NULL || r->ev_pidfd == NULL || event_add(r->ev_sig, NULL) < 0 ||
+	    event_add(r->ev_pidfd, NULL) < 0) {
+		log_warnx("cannot watch the sandbox");
+		return -1;
+	}
+	if (r->opts.timeout_s > 0) {
+		struct timeval tv = { .tv_sec = r->opts.timeout_s };
+		r->ev_timeout = evtimer_new(r->base, on_timeout, r);
+		if (r->ev_timeout == NULL || evtimer_add(r->ev_timeout, &tv) < 0) {
+			log_warnx("cannot arm the timeout");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void
+run_free(struct run *r)
+{
+	if (r->ev_timeout != NULL)
+		event_free(r->ev_timeout);
+	if (r->ev_pidfd != NULL)
+		event_free(r->ev_pidfd);
+	if (r->ev_sig != NULL)
+		event_free(r->ev_sig);
+	fd_close(&r->sigfd);
+	nflog_reader_free(r->nflog);
+	if (r->proxy != NULL)
+		proxy_free(r->proxy);
+	if (r->dns != NULL)
+		dns_server_free(r->dns);
+	if (r->evdns != NULL)
+		evdns_base_free(r->evdns, 0);
+	if (r->cache != NULL)
+		dns_cache_free(r->cache);
+	if (r->base != NULL)
+		event_base_free(r->base);
+	sbx_listeners_close(&r->lst);
+	/* Kills and reaps the sandbox if it is still there. */
+	sbx_free(r->sbx);
+	elog_free(r->log);
+	policy_free(r->policy);
+	sbx_env_free(r->env);
+}
+
+static void
+selftest_text(const struct sbx_report *rep, int failed, char *out, size_t outlen)
+{
+	if (failed < 0)
+		str_copy(out, "pass", outlen);
+	else
+		snprintf(out, outlen, "%s: %s", sbx_check_name((enum sbx_check)failed),
+		         rep->check[failed].reason);
+}
 
 int
 cmd_run(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "airlock: 'run' is not built yet\n");
-	return 125;
+	struct run r;
+	struct sbx_config cfg;
+	struct sbx_report rep;
+	struct sbx_result res;
+	struct elog_task_start ts;
+	struct elog_task_end te;
+	char err[512], selftest[SBX_REASON_MAX + 64];
+	sigset_t sigs;
+	int failed, status = SBX_EXIT_FAILURE;
+
+	memset(&r, 0, sizeof(r));
+	r.sigfd = -1;
+	sbx_listeners_init(&r.lst);
+	r.start_ms = now_ms();
+
+	if (sbx_opts_parse(&r.opts, argc, argv, err, sizeof(err)) < 0) {
+		log_warnx("%s", err);
+		return SBX_EXIT_FAILURE;
+	}
+	if (r.opts.help) {
+		fputs(sbx_opts_usage, stdout);
+		return 0;
+	}
+	if (r.opts.verbose > 0)
+		log_set_level(r.opts.verbose > 1 ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
+
+	/* Validate everything before creating anything. */
+	if (make_task_id(r.task) < 0) {
+		log_warn("task id: getrandom");
+		return SBX_EXIT_FAILURE;
+	}
+	if (load_policy(&r) < 0 || load_upstreams(&r) < 0)
+		goto out;
+	r.env = sbx_env_build(environ, r.opts.clearenv, r.opts.env, r.opts.n_env, err,
+	                      sizeof(err));
+	if (r.env == NULL) {
+		log_warnx("%s", err);
+		goto out;
+	}
+	if (r.opts.log == NULL) {
+		if (default_log_path(&r) < 0)
+			goto out;
+	} else if (str_copy(r.logpath, r.opts.log, sizeof(r.logpath)) >= sizeof(r.logpath)) {
+		log_warnx("--log: path too long");
+		goto out;
+	}
+	memcpy(r.mounts, r.opts.mounts, r.opts.n_mounts * sizeof(r.mounts[0]));
+	r.n_mounts = r.opts.n_mounts;
+	/* The sandbox never sees the egress log, let alone writes it: hide
+	 * it last so no --rw can expose it again. */
+	if (r.logdir[0] != '\0')
+		r.mounts[r.n_mounts++] = (struct sbx_mount){ SBX_MOUNT_HIDE, r.logdir };
+	else if (strcmp(r.logpath, "-") != 0)
+		r.mounts[r.n_mounts++] = (struct sbx_mount){ SBX_MOUNT_HIDE, r.logpath };
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.argv = r.opts.cmd;
+	cfg.envp = r.env;
+	cfg.workdir = r.opts.workdir;
+	cfg.mounts = r.mounts;
+	cfg.n_mounts = r.n_mounts;
+	cfg.root = r.opts.root;
+	r.sbx = sbx_new(&cfg, err, sizeof(err));
+	if (r.sbx == NULL) {
+		log_warnx("%s", err);
+		goto out;
+	}
+
+	r.log = elog_open(r.logpath, err, sizeof(err));
+	if (r.log == NULL) {
+		log_warnx("egress log: %s", err);
+		goto out;
+	}
+	elog_set_task(r.log, r.task);
+	if (r.opts.verbose > 0)
+		elog_set_human(r.log, stderr);
+	log_info("task %s, egress log %s", r.task, r.logpath);
+
+	/* Signals wait in a signalfd from here on; init and CMD reset their
+	 * own masks. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+
+	if (sbx_start(r.sbx, err, sizeof(err)) < 0) {
+		log_warnx("%s", err);
+		goto out;
+	}
+	if (sbx_recv_listeners(r.sbx, &r.lst, &rep, err, sizeof(err)) < 0) {
+		log_warnx("%s", err);
+		goto out;
+	}
+	failed = sbx_report_first_failure(&rep, SBX_CHECK_PRE_GO);
+	selftest_text(&rep, failed, selftest, sizeof(selftest));
+
+	memset(&ts, 0, sizeof(ts));
+	ts.policy = policy_name(r.policy);
+	ts.policy_sha256 = policy_sha256(r.policy);
+	ts.mode = policy_mode(r.policy) == POLICY_MODE_AUDIT ? "audit" : "enforce";
+	ts.argv = (const char *const *)r.opts.cmd;
+	ts.argc = r.opts.cmd_argc;
+	ts.selftest = selftest;
+	if (elog_task_start(r.log, &ts) < 0) {
+		log_warnx("egress log %s: cannot write; refusing to run", r.logpath);
+		goto end;
+	}
+	if (failed >= 0) {
+		log_warnx("self-test failed, refusing to run the command: %s", selftest);
+		goto end;
+	}
+
+	r.base = event_base_new();
+	if (r.base == NULL) {
+		log_warnx("cannot create the event loop");
+		goto end;
+	}
+	if (serve(&r) < 0 || setup_events(&r) < 0)
+		goto end;
+	if (sbx_go(r.sbx, true) < 0) {
+		log_warn("cannot start the command");
+		goto end;
+	}
+	if (event_base_dispatch(r.base) < 0)
+		log_warnx("event loop failed");
+
+	if (sbx_reap(r.sbx, &res, NULL) < 0) {
+		log_warn("reap sandbox");
+		goto end;
+	}
+	status = r.timed_out ? SBX_EXIT_TIMEOUT : res.exit_status;
+	memset(&te, 0, sizeof(te));
+	elog_totals(r.log, &te);
+	te.exit_status = status;
+	te.signal = r.timed_out ? SIGKILL : res.signal;
+	te.duration_ms = now_ms() - r.start_ms;
+	if (elog_task_end(r.log, &te) < 0)
+		log_warnx("egress log %s: cannot write task-end", r.logpath);
+	goto out;
+end:
+	/* Set-up failed after task-start: close the log with the failure. */
+	memset(&te, 0, sizeof(te));
+	elog_totals(r.log, &te);
+	te.exit_status = SBX_EXIT_FAILURE;
+	te.duration_ms = now_ms() - r.start_ms;
+	(void)elog_task_end(r.log, &te);
+	status = SBX_EXIT_FAILURE;
+out:
+	run_free(&r);
+	return status;
 }

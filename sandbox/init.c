@@ -1,0 +1,291 @@
+/* Pid 1 of the sandbox. Runs in the child of the clone with every
+ * capability of its new user namespace, does the whole set-up in the order
+ * of DESIGN.md (network and listeners, hand-over, filesystem, privilege
+ * drop), forks CMD, then only reaps and forwards signals. When CMD exits,
+ * init exits and the kernel kills whatever CMD left behind in the pid
+ * namespace. Every failure here is fatal: exit 125 with the step named. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/netconst.h"
+#include "common/util.h"
+#include "nft/nft.h"
+#include "sandbox/internal.h"
+#include "sandbox/status.h"
+
+extern char **environ;
+
+static void init_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void
+init_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(LOG_LEVEL_ERROR, 0, fmt, ap);
+	va_end(ap);
+	_exit(SBX_EXIT_FAILURE);
+}
+
+static int
+write_proc(const char *path, const char *data)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+	size_t len = strlen(data);
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, data, len);
+	fd_close(&fd);
+	if (n < 0)
+		return -1;
+	if ((size_t)n != len) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+/* Map the caller's uid/gid to themselves (or to 0 with --root). Written by
+ * init itself: a one-line map of the creator's own ids needs no privilege
+ * in the parent namespace, so this works rootless and as root alike. */
+static void
+write_id_maps(const struct sbx *s)
+{
+	char line[64];
+	unsigned uin = s->cfg->root ? 0 : (unsigned)s->uid;
+	unsigned gin = s->cfg->root ? 0 : (unsigned)s->gid;
+
+	/* Required before gid_map for an unprivileged map, and it keeps CMD
+	 * from dropping supplementary groups that deny it access. */
+	if (write_proc("/proc/self/setgroups", "deny") < 0 && errno != ENOENT)
+		init_die("user namespace: /proc/self/setgroups: %s", strerror(errno));
+	snprintf(line, sizeof(line), "%u %u 1\n", uin, (unsigned)s->uid);
+	if (write_proc("/proc/self/uid_map", line) < 0)
+		init_die("user namespace: uid_map '%u %u 1': %s", uin, (unsigned)s->uid,
+		         strerror(errno));
+	snprintf(line, sizeof(line), "%u %u 1\n", gin, (unsigned)s->gid);
+	if (write_proc("/proc/self/gid_map", line) < 0)
+		init_die("user namespace: gid_map '%u %u 1': %s", gin, (unsigned)s->gid,
+		         strerror(errno));
+}
+
+/* The user-namespace check: the map is exactly the one line we wrote. */
+static void
+check_userns(const struct sbx *s, struct sbx_report *r)
+{
+	char buf[256];
+	unsigned in, out, count;
+	int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	unsigned want = s->cfg->root ? 0 : (unsigned)s->uid;
+	int consumed = 0;
+
+	fd_close(&fd);
+	if (n <= 0) {
+		sbx_check_set(r, SBX_CHECK_USERNS, false, "cannot read uid_map");
+		return;
+	}
+	buf[n] = '\0';
+	if (sscanf(buf, "%u %u %u\n%n", &in, &out, &count, &consumed) != 3 || in != want ||
+	    out != (unsigned)s->uid || count != 1 || buf[consumed] != '\0') {
+		sbx_check_set(r, SBX_CHECK_USERNS, false, "unexpected uid_map: %.80s", buf);
+		return;
+	}
+	sbx_check_set(r, SBX_CHECK_USERNS, true, NULL);
+}
+
+/* Network, ruleset and listeners. Failures are reported as failed checks
+ * so `airlock selftest` can name them; l is left all -1 on failure. */
+static void
+setup_network(struct sbx_report *r, struct sbx_listeners *l)
+{
+	struct nft_params np;
+	char err[SBX_REASON_MAX];
+
+	if (nft_net_setup(err, sizeof(err)) < 0) {
+		sbx_check_set(r, SBX_CHECK_NET, false, "set-up: %s", err);
+		return;
+	}
+	if (nft_net_verify(err, sizeof(err)) < 0) {
+		sbx_check_set(r, SBX_CHECK_NET, false, "%s", err);
+		return;
+	}
+	sbx_check_set(r, SBX_CHECK_NET, true, NULL);
+
+	nft_params_default(&np);
+	if (nft_ruleset_apply(&np, err, sizeof(err)) < 0) {
+		sbx_check_set(r, SBX_CHECK_RULESET, false, "apply: %s", err);
+		return;
+	}
+	if (nft_ruleset_verify(&np, err, sizeof(err)) < 0) {
+		sbx_check_set(r, SBX_CHECK_RULESET, false, "%s", err);
+		return;
+	}
+	sbx_check_set(r, SBX_CHECK_RULESET, true, NULL);
+
+	/* The listener check itself is the supervisor's; a failure to create
+	 * them is reported under its name. */
+	if (sbx_listeners_create(l, err, sizeof(err)) < 0)
+		sbx_check_set(r, SBX_CHECK_LISTENERS, false, "create: %s", err);
+}
+
+/* Close everything but stdio and keep. */
+static void
+close_fds_except(int keep)
+{
+	if (keep > 3)
+		close_range(3, (unsigned)keep - 1, 0);
+	close_range((unsigned)keep + 1, ~0U, 0);
+}
+
+/* The child that becomes CMD. Already unprivileged and filtered; only the
+ * signal state and fds are left to clean. */
+static void
+exec_cmd(const struct sbx *s)
+{
+	sigset_t none;
+
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL); /* SIGPIPE was ignored by the supervisor */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	close_range(3, ~0U, 0);
+	/* execvp searches the PATH of environ: make it CMD's. */
+	environ = (char **)s->cfg->envp;
+	execvp(s->cfg->argv[0], s->cfg->argv);
+	int e = errno;
+	log_warnx("cannot run '%s': %s", s->cfg->argv[0], strerror(e));
+	_exit(sbx_exec_errno_status(e));
+}
+
+/* Selftest: the post-set-up checks from where CMD would run. */
+static void
+run_checks(int sock)
+{
+	struct sbx_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = SBX_MSG_CHECKS;
+	sbx_checks_post(&m.report);
+	_exit(sbx_msg_send(sock, &m, NULL, 0) < 0 ? SBX_EXIT_FAILURE : 0);
+}
+
+void
+sbx_init_main(const struct sbx *s, int sock)
+{
+	struct sbx_listeners l;
+	struct sbx_msg m;
+	int fds[SBX_N_LISTEN_FDS];
+	size_t nfds = 0;
+	sigset_t sigs;
+	char err[512];
+	pid_t cmd;
+
+	/* airlock dying (even by SIGKILL) kills init, and with it the whole
+	 * pid namespace. If the supervisor is already gone, the first read on
+	 * sock below sees EOF. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		init_die("set-up: parent-death signal: %s", strerror(errno));
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGCHLD);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGQUIT);
+	if (sigprocmask(SIG_BLOCK, &sigs, NULL) < 0)
+		init_die("set-up: block signals: %s", strerror(errno));
+	close_fds_except(sock);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		init_die("set-up: no_new_privs: %s", strerror(errno));
+
+	write_id_maps(s);
+	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0)
+		init_die("set-up: hostname: %s", strerror(errno));
+
+	memset(&m, 0, sizeof(m));
+	m.type = SBX_MSG_READY;
+	check_userns(s, &m.report);
+	sbx_listeners_init(&l);
+	setup_network(&m.report, &l);
+	sbx_listeners_to_array(&l, fds);
+	nfds = l.nflog_fd >= 0 ? SBX_N_LISTEN_FDS : 0;
+	if (sbx_msg_send(sock, &m, fds, nfds) < 0)
+		init_die("set-up: hand listeners to the supervisor: %s", strerror(errno));
+	/* The supervisor holds them now; CMD must never see them. */
+	sbx_listeners_close(&l);
+
+	switch (sbx_msg_recv(sock, &m, fds, 0, &nfds, 0)) {
+	case 1:
+		if (m.type == SBX_MSG_GO && m.value == 1)
+			break;
+		_exit(SBX_EXIT_FAILURE); /* the supervisor said why */
+	case 0:
+		_exit(SBX_EXIT_FAILURE); /* the supervisor is gone */
+	default:
+		init_die("set-up: waiting for the supervisor: %s", strerror(errno));
+	}
+
+	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
+		init_die("%s", err);
+	/* CMD runs as our uid: without this it could ptrace init, which
+	 * still holds the sandbox's socket to the supervisor. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		init_die("set-up: dumpable: %s", strerror(errno));
+	if (sbx_caps_drop(err, sizeof(err)) < 0)
+		init_die("%s", err);
+	if (sbx_seccomp_load(err, sizeof(err)) < 0)
+		init_die("%s", err);
+
+	fflush(NULL);
+	cmd = fork();
+	if (cmd < 0)
+		init_die("fork CMD: %s", strerror(errno));
+	if (cmd == 0) {
+		if (s->cfg->selftest)
+			run_checks(sock);
+		exec_cmd(s);
+	}
+
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&sigs, &si);
+		int st;
+		pid_t pid;
+
+		if (sig < 0) {
+			if (errno == EINTR)
+				continue;
+			init_die("wait for signals: %s", strerror(errno));
+		}
+		if (sig != SIGCHLD) {
+			/* A terminal's signal already reached CMD's process
+			 * group; forward only what a process sent us (the
+			 * supervisor passing on its own SIGTERM, say). */
+			if (si.si_code != SI_KERNEL)
+				kill(cmd, sig);
+			continue;
+		}
+		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (pid != cmd)
+				continue; /* an orphan CMD left behind */
+			memset(&m, 0, sizeof(m));
+			m.type = SBX_MSG_EXIT;
+			m.value = st;
+			(void)sbx_msg_send(sock, &m, NULL, 0);
+			/* Exiting kills every process left in the namespace. */
+			_exit(sbx_exit_status(st, NULL));
+		}
+	}
+}

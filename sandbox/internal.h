@@ -1,0 +1,75 @@
+/* Shared between the supervisor side (sandbox.c) and init (init.c) of the
+ * sandbox module; not part of its interface. */
+#ifndef AIRLOCK_SANDBOX_INTERNAL_H
+#define AIRLOCK_SANDBOX_INTERNAL_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox/sandbox.h"
+
+struct sbx {
+	const struct sbx_config *cfg; /* borrowed */
+	char workdir[PATH_MAX];       /* absolute, resolved by sbx_new */
+	uid_t uid;                    /* the caller's, mapped inside */
+	gid_t gid;
+	pid_t pid;   /* init, in the supervisor's pid namespace; -1 */
+	int pidfd;   /* -1 */
+	int sock;    /* supervisor's end of the socketpair; -1 */
+	int exited;  /* init has been reaped */
+	int init_wstatus;
+};
+
+/* Messages on the SOCK_SEQPACKET socketpair, one struct per packet. */
+enum sbx_msg_type {
+	SBX_MSG_READY = 1, /* init -> sup: pre-go checks, listener fds attached */
+	SBX_MSG_GO,        /* sup -> init: value 1 = start CMD, 0 = give up */
+	SBX_MSG_CHECKS,    /* init -> sup (selftest): post-set-up checks */
+	SBX_MSG_EXIT,      /* init -> sup: value = CMD's wait status */
+};
+
+struct sbx_msg {
+	uint32_t type;
+	int32_t value;
+	struct sbx_report report;
+};
+
+#define SBX_N_LISTEN_FDS 6
+
+/* One message with up to SBX_N_LISTEN_FDS fds (SCM_RIGHTS). 0 or -1. */
+int sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds);
+/* Receive one message; fds received (CLOEXEC, ours) go to fds[*nfds].
+ * Returns 1 on a message, 0 on EOF, -1 on error or a malformed packet (any
+ * fds received with it are closed). flags: MSG_DONTWAIT or 0. */
+int sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds,
+                 size_t *nfds, int flags);
+
+/* init.c: pid 1 of the sandbox. Never returns. sock is init's end. */
+void sbx_init_main(const struct sbx *s, int sock) __attribute__((noreturn));
+
+/* listen.c: create the listeners inside the sandbox's netns. */
+int sbx_listeners_create(struct sbx_listeners *l, char *err, size_t errlen);
+/* listen.c: check received fds are the listeners they claim to be. */
+int sbx_listeners_verify(const struct sbx_listeners *l, char *err, size_t errlen);
+/* Fill / read the listener struct as an fd array in a fixed order. */
+void sbx_listeners_to_array(const struct sbx_listeners *l, int fds[SBX_N_LISTEN_FDS]);
+void sbx_listeners_from_array(struct sbx_listeners *l, const int fds[SBX_N_LISTEN_FDS]);
+
+/* mounts.c: build the filesystem view and pivot into it; cwd ends in
+ * workdir. 0 or -1 + reason naming the step and path. */
+int sbx_fs_setup(const struct sbx *s, char *err, size_t errlen);
+
+/* privs.c: drop every capability (bounding, ambient, effective, permitted,
+ * inheritable) and lock the securebits. 0 or -1 + reason. */
+int sbx_caps_drop(char *err, size_t errlen);
+/* seccomp.c: load the filter (docs/run.md, seccomp). 0 or -1 + reason. */
+int sbx_seccomp_load(char *err, size_t errlen);
+
+/* checks.c: the post-set-up checks, run by a child of init after the
+ * privilege drop (selftest only). */
+void sbx_checks_post(struct sbx_report *r);
+void sbx_check_set(struct sbx_report *r, enum sbx_check c, bool ok,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+#endif

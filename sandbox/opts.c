@@ -1,0 +1,191 @@
+#include "sandbox/opts.h"
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/util.h"
+
+const char sbx_opts_usage[] =
+	"usage: airlock run -p POLICY [OPTIONS] [--] CMD [ARGS...]\n"
+	"\n"
+	"Run CMD in a sandbox whose only way to the network is POLICY's allowlist.\n"
+	"\n"
+	"  -p, --policy FILE      policy file or preset name (required)\n"
+	"      --log FILE         egress log (JSON Lines); default\n"
+	"                         $XDG_STATE_HOME/airlock/TASKID.jsonl\n"
+	"                         (~/.local/state/airlock/); '-' = stdout\n"
+	"  -v, --verbose          a human line per event on stderr (twice: debug)\n"
+	"      --audit            allow everything, log what would be denied\n"
+	"      --dns-upstream ADDR  resolver for allowed names (default: the\n"
+	"                         host's /etc/resolv.conf)\n"
+	"      --timeout SECONDS  kill the whole sandbox after SECONDS (exit 124)\n"
+	"      --workdir DIR      read-write working directory (default: cwd)\n"
+	"      --rw PATH          bind PATH read-write\n"
+	"      --ro PATH          bind PATH read-only (e.g. inside an --rw path)\n"
+	"      --tmpfs PATH       empty writable tmpfs on PATH\n"
+	"      --hide PATH        hide PATH (empty directory or empty file)\n"
+	"      --env NAME[=VALUE] set NAME, or pass the caller's NAME\n"
+	"      --clearenv         start CMD's environment empty (PATH kept)\n"
+	"      --root             run CMD as uid 0 inside (no capabilities)\n"
+	"  -h, --help             this text\n"
+	"\n"
+	"Exit status: CMD's; 128+N if killed by signal N; 124 timeout;\n"
+	"125 airlock failed; 126 CMD not executable; 127 CMD not found.\n"
+	"See docs/run.md.\n";
+
+enum {
+	OPT_LOG = 256,
+	OPT_AUDIT,
+	OPT_DNS,
+	OPT_TIMEOUT,
+	OPT_WORKDIR,
+	OPT_RW,
+	OPT_RO,
+	OPT_TMPFS,
+	OPT_HIDE,
+	OPT_ENV,
+	OPT_CLEARENV,
+	OPT_ROOT,
+};
+
+static const struct option long_opts[] = {
+	{ "policy", required_argument, NULL, 'p' },
+	{ "log", required_argument, NULL, OPT_LOG },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "audit", no_argument, NULL, OPT_AUDIT },
+	{ "dns-upstream", required_argument, NULL, OPT_DNS },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "workdir", required_argument, NULL, OPT_WORKDIR },
+	{ "rw", required_argument, NULL, OPT_RW },
+	{ "ro", required_argument, NULL, OPT_RO },
+	{ "tmpfs", required_argument, NULL, OPT_TMPFS },
+	{ "hide", required_argument, NULL, OPT_HIDE },
+	{ "env", required_argument, NULL, OPT_ENV },
+	{ "clearenv", no_argument, NULL, OPT_CLEARENV },
+	{ "root", no_argument, NULL, OPT_ROOT },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int
+add_mount(struct sbx_opts *o, enum sbx_mount_kind kind, const char *path,
+          const char *flag, char *err, size_t errlen)
+{
+	if (o->n_mounts >= SBX_MAX_MOUNTS) {
+		snprintf(err, errlen, "too many mount flags (at most %d)", SBX_MAX_MOUNTS);
+		return -1;
+	}
+	if (path[0] == '\0') {
+		snprintf(err, errlen, "%s: empty path", flag);
+		return -1;
+	}
+	o->mounts[o->n_mounts].kind = kind;
+	o->mounts[o->n_mounts].path = path;
+	o->n_mounts++;
+	return 0;
+}
+
+int
+sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errlen)
+{
+	int c;
+	uint64_t v;
+
+	memset(o, 0, sizeof(*o));
+	/* optind 0 makes glibc re-initialise, so the parser can run twice
+	 * (tests); opterr 0 because errors are reported here, in one line. */
+	optind = 0;
+	opterr = 0;
+	/* '+': stop at the first non-option, so CMD's own flags stay its own
+	 * even without "--". */
+	while ((c = getopt_long(argc, argv, "+:p:vh", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			o->policy = optarg;
+			break;
+		case OPT_LOG:
+			o->log = optarg;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case OPT_AUDIT:
+			o->audit = true;
+			break;
+		case OPT_DNS:
+			o->dns_upstream = optarg;
+			break;
+		case OPT_TIMEOUT:
+			if (parse_uint(optarg, 1, SBX_MAX_TIMEOUT_S, &v) < 0) {
+				snprintf(err, errlen,
+				         "--timeout '%.32s': expected whole seconds, 1 to %u",
+				         optarg, SBX_MAX_TIMEOUT_S);
+				return -1;
+			}
+			o->timeout_s = (unsigned)v;
+			break;
+		case OPT_WORKDIR:
+			if (optarg[0] == '\0') {
+				snprintf(err, errlen, "--workdir: empty path");
+				return -1;
+			}
+			o->workdir = optarg;
+			break;
+		case OPT_RW:
+			if (add_mount(o, SBX_MOUNT_RW, optarg, "--rw", err, errlen) < 0)
+				return -1;
+			break;
+		case OPT_RO:
+			if (add_mount(o, SBX_MOUNT_RO, optarg, "--ro", err, errlen) < 0)
+				return -1;
+			break;
+		case OPT_TMPFS:
+			if (add_mount(o, SBX_MOUNT_TMPFS, optarg, "--tmpfs", err, errlen) < 0)
+				return -1;
+			break;
+		case OPT_HIDE:
+			if (add_mount(o, SBX_MOUNT_HIDE, optarg, "--hide", err, errlen) < 0)
+				return -1;
+			break;
+		case OPT_ENV:
+			if (o->n_env >= SBX_MAX_ENV) {
+				snprintf(err, errlen, "too many --env flags (at most %d)",
+				         SBX_MAX_ENV);
+				return -1;
+			}
+			o->env[o->n_env++] = optarg;
+			break;
+		case OPT_CLEARENV:
+			o->clearenv = true;
+			break;
+		case OPT_ROOT:
+			o->root = true;
+			break;
+		case 'h':
+			o->help = true;
+			return 0;
+		case ':':
+			snprintf(err, errlen, "option '%.64s' needs an argument",
+			         argv[optind - 1]);
+			return -1;
+		default:
+			snprintf(err, errlen, "unknown option '%.64s'; see 'airlock run --help'",
+			         argv[optind - 1]);
+			return -1;
+		}
+	}
+	if (o->policy == NULL) {
+		snprintf(err, errlen, "no policy: -p POLICY is required (policies/none.yaml "
+		                      "allows nothing)");
+		return -1;
+	}
+	if (optind >= argc) {
+		snprintf(err, errlen, "no command: airlock run -p POLICY -- CMD [ARGS...]");
+		return -1;
+	}
+	o->cmd = &argv[optind];
+	o->cmd_argc = argc - optind;
+	return 0;
+}

@@ -1,0 +1,303 @@
+/* The supervisor's side of the sandbox: validation, the clone, the
+ * hand-over of the listeners, and the end. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "sandbox/internal.h"
+#include "sandbox/status.h"
+
+/* How long init may take from clone to handing over the listeners. */
+#define READY_TIMEOUT_MS 30000
+
+struct sbx *
+sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
+{
+	struct sbx *s;
+	struct stat st;
+	const char *wd = cfg->workdir != NULL ? cfg->workdir : ".";
+
+	if (!cfg->selftest && (cfg->argv == NULL || cfg->argv[0] == NULL ||
+	                       cfg->argv[0][0] == '\0')) {
+		snprintf(err, errlen, "no command to run");
+		return NULL;
+	}
+	if (cfg->envp == NULL) {
+		snprintf(err, errlen, "no environment for the command");
+		return NULL;
+	}
+	if (cfg->n_mounts > SBX_MAX_MOUNTS) {
+		snprintf(err, errlen, "too many mounts (at most %d)", SBX_MAX_MOUNTS);
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->n_mounts; i++) {
+		if (cfg->mounts[i].path == NULL || cfg->mounts[i].path[0] == '\0' ||
+		    (unsigned)cfg->mounts[i].kind > SBX_MOUNT_HIDE) {
+			snprintf(err, errlen, "mount %zu: empty path or unknown kind", i);
+			return NULL;
+		}
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->cfg = cfg;
+	s->pid = -1;
+	s->pidfd = -1;
+	s->sock = -1;
+	s->uid = geteuid();
+	s->gid = getegid();
+	if (realpath(wd, s->workdir) == NULL || stat(s->workdir, &st) < 0) {
+		snprintf(err, errlen, "workdir %s: %s", wd, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "workdir %s: not a directory", s->workdir);
+		goto fail;
+	}
+	if (strcmp(s->workdir, "/") == 0) {
+		snprintf(err, errlen, "workdir is /: that would make the whole filesystem "
+		                      "writable; run from a project directory or use --workdir");
+		goto fail;
+	}
+	return s;
+fail:
+	free(s);
+	return NULL;
+}
+
+/* clone3 without a new stack behaves like fork: the child returns 0 here
+ * and carries on with a copy of our memory. */
+static pid_t
+clone_sandbox(int *pidfd)
+{
+	struct clone_args args;
+
+	memset(&args, 0, sizeof(args));
+	args.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
+	             CLONE_NEWIPC | CLONE_PIDFD;
+	args.pidfd = (uint64_t)(uintptr_t)pidfd;
+	args.exit_signal = SIGCHLD;
+	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+}
+
+static void
+clone_advice(int e, char *err, size_t errlen)
+{
+	if (e == EPERM || e == EACCES)
+		snprintf(err, errlen,
+		         "cannot create the sandbox's namespaces: clone: %s; unprivileged user "
+		         "namespaces are disabled here: check sysctl user.max_user_namespaces "
+		         "(must be > 0), kernel.apparmor_restrict_unprivileged_userns (must "
+		         "be 0, or give airlock an AppArmor profile with 'userns,'), and on "
+		         "older Debian/Ubuntu kernel.unprivileged_userns_clone (must be 1)",
+		         strerror(e));
+	else if (e == ENOSPC || e == EUSERS)
+		snprintf(err, errlen,
+		         "cannot create the sandbox's namespaces: clone: %s; the namespace "
+		         "limit is reached: raise sysctl user.max_user_namespaces "
+		         "(and user.max_net_namespaces, user.max_mnt_namespaces)",
+		         strerror(e));
+	else
+		snprintf(err, errlen, "cannot create the sandbox's namespaces: clone: %s",
+		         strerror(e));
+}
+
+int
+sbx_start(struct sbx *s, char *err, size_t errlen)
+{
+	int sv[2];
+	pid_t pid;
+
+	if (s->pid > 0) {
+		snprintf(err, errlen, "sandbox already started");
+		return -1;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+		return -1;
+	}
+	/* Buffered output would otherwise be written twice. */
+	fflush(NULL);
+	pid = clone_sandbox(&s->pidfd);
+	if (pid < 0) {
+		int e = errno;
+		close(sv[0]);
+		close(sv[1]);
+		s->pidfd = -1;
+		clone_advice(e, err, errlen);
+		return -1;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		sbx_init_main(s, sv[1]);
+	}
+	close(sv[1]);
+	s->sock = sv[0];
+	s->pid = pid;
+	return 0;
+}
+
+int
+sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *rep,
+                   char *err, size_t errlen)
+{
+	struct pollfd pfd = { .fd = s->sock, .events = POLLIN };
+	struct sbx_msg m;
+	int fds[SBX_N_LISTEN_FDS];
+	size_t nfds = 0;
+	int rc;
+
+	sbx_listeners_init(out);
+	memset(rep, 0, sizeof(*rep));
+	do
+		rc = poll(&pfd, 1, READY_TIMEOUT_MS);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0) {
+		snprintf(err, errlen, "sandbox set-up did not finish within %d s",
+		         READY_TIMEOUT_MS / 1000);
+		return -1;
+	}
+	rc = sbx_msg_recv(s->sock, &m, fds, SBX_N_LISTEN_FDS, &nfds, 0);
+	if (rc == 0) {
+		snprintf(err, errlen, "sandbox set-up failed (the reason is above)");
+		return -1;
+	}
+	if (rc < 0 || m.type != SBX_MSG_READY) {
+		for (size_t i = 0; i < nfds; i++)
+			fd_close(&fds[i]);
+		snprintf(err, errlen, "sandbox set-up: bad message from init: %s",
+		         rc < 0 ? strerror(errno) : "not READY");
+		return -1;
+	}
+	*rep = m.report;
+	/* Never trust what came in the message blindly: reasons are printed. */
+	for (int i = 0; i < SBX_CHECK_COUNT; i++)
+		rep->check[i].reason[SBX_REASON_MAX - 1] = '\0';
+	if (nfds == SBX_N_LISTEN_FDS) {
+		sbx_listeners_from_array(out, fds);
+	} else {
+		for (size_t i = 0; i < nfds; i++)
+			fd_close(&fds[i]);
+	}
+	if (!rep->check[SBX_CHECK_LISTENERS].ran) {
+		char why[SBX_REASON_MAX];
+		if (sbx_listeners_verify(out, why, sizeof(why)) < 0)
+			sbx_check_set(rep, SBX_CHECK_LISTENERS, false, "%s", why);
+		else
+			sbx_check_set(rep, SBX_CHECK_LISTENERS, true, NULL);
+	}
+	return 0;
+}
+
+int
+sbx_go(struct sbx *s, bool ok)
+{
+	struct sbx_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = SBX_MSG_GO;
+	m.value = ok ? 1 : 0;
+	return sbx_msg_send(s->sock, &m, NULL, 0);
+}
+
+int
+sbx_pidfd(const struct sbx *s)
+{
+	return s->pidfd;
+}
+
+int
+sbx_kill(struct sbx *s, int sig)
+{
+	if (s->pidfd < 0 || s->exited)
+		return 0;
+	return pidfd_send_signal(s->pidfd, sig, NULL, 0);
+}
+
+static int
+wait_init(struct sbx *s, int flags)
+{
+	siginfo_t si;
+
+	if (s->exited)
+		return 1;
+	memset(&si, 0, sizeof(si));
+	for (;;) {
+		if (waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | flags) == 0)
+			break;
+		if (errno != EINTR)
+			return -1;
+	}
+	if (si.si_pid == 0)
+		return 0; /* WNOHANG: still running */
+	s->exited = 1;
+	if (si.si_code == CLD_EXITED)
+		s->init_wstatus = W_EXITCODE(si.si_status, 0);
+	else
+		s->init_wstatus = si.si_status & 0x7f;
+	return 1;
+}
+
+int
+sbx_reap(struct sbx *s, struct sbx_result *res, struct sbx_report *rep)
+{
+	struct sbx_msg m;
+	int fds[1];
+	size_t nfds;
+
+	memset(res, 0, sizeof(*res));
+	if (s->pidfd < 0 || wait_init(s, 0) < 0)
+		return -1;
+	res->init_code = sbx_exit_status(s->init_wstatus, NULL);
+	/* Init sent its last words before exiting; they are queued. */
+	while (s->sock >= 0 && sbx_msg_recv(s->sock, &m, fds, 0, &nfds, MSG_DONTWAIT) == 1) {
+		if (m.type == SBX_MSG_EXIT) {
+			res->have_cmd_status = true;
+			res->cmd_wstatus = m.value;
+		} else if (m.type == SBX_MSG_CHECKS && rep != NULL) {
+			for (int i = SBX_CHECK_PRE_GO; i < SBX_CHECK_COUNT; i++) {
+				rep->check[i] = m.report.check[i];
+				rep->check[i].reason[SBX_REASON_MAX - 1] = '\0';
+			}
+		}
+	}
+	if (res->have_cmd_status)
+		res->exit_status = sbx_exit_status(res->cmd_wstatus, &res->signal);
+	else if (WIFEXITED(s->init_wstatus))
+		res->exit_status = WEXITSTATUS(s->init_wstatus);
+	else
+		res->exit_status = SBX_EXIT_FAILURE; /* init killed before CMD ended */
+	return 0;
+}
+
+void
+sbx_free(struct sbx *s)
+{
+	if (s == NULL)
+		return;
+	if (s->pidfd >= 0 && !s->exited) {
+		/* One SIGKILL to init ends the whole pid namespace. */
+		(void)pidfd_send_signal(s->pidfd, SIGKILL, NULL, 0);
+		(void)wait_init(s, 0);
+	}
+	fd_close(&s->pidfd);
+	fd_close(&s->sock);
+	free(s);
+}

@@ -1,0 +1,141 @@
+/* The sandbox (DESIGN.md, Process model): one clone into new user, mount,
+ * pid, net, uts and ipc namespaces whose pid 1 ("init", sandbox/init.c)
+ * sets up the network and its listeners, hands the listeners to the
+ * supervisor over a socketpair, waits for "go", builds the filesystem view,
+ * drops every privilege and runs CMD.
+ *
+ * The supervisor side is this header: sbx_new() validates, sbx_start()
+ * clones, sbx_recv_listeners() blocks until init has handed over its
+ * listeners and self-test results, sbx_go() lets CMD start, and the pidfd
+ * tells the event loop when the sandbox is gone. sbx_free() kills and reaps
+ * whatever is left, so every path out of the supervisor leaves nothing
+ * behind. */
+#ifndef AIRLOCK_SANDBOX_SANDBOX_H
+#define AIRLOCK_SANDBOX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct sbx;
+
+enum sbx_mount_kind {
+	SBX_MOUNT_RW,    /* host path bound read-write */
+	SBX_MOUNT_RO,    /* host path bound read-only (e.g. inside an rw path) */
+	SBX_MOUNT_TMPFS, /* fresh empty writable tmpfs */
+	SBX_MOUNT_HIDE,  /* empty read-only tmpfs over a dir, /dev/null over a file */
+};
+
+struct sbx_mount {
+	enum sbx_mount_kind kind;
+	const char *path; /* borrowed; relative paths are taken from the cwd */
+};
+
+#define SBX_MAX_MOUNTS 64
+
+/* Everything init needs; borrowed by sbx_new() and valid until sbx_free().
+ * Validated by sbx_new() before anything is created. */
+struct sbx_config {
+	char *const *argv;   /* CMD, NULL-terminated; NULL with selftest */
+	char *const *envp;   /* CMD's whole environment (sbx_env_build) */
+	const char *workdir; /* read-write and CMD's cwd; NULL = current dir */
+	const struct sbx_mount *mounts; /* applied in order, after the defaults */
+	size_t n_mounts;
+	bool root;           /* CMD runs as uid 0 inside (still no capabilities) */
+	bool selftest;       /* no CMD: run the post-set-up checks and exit */
+};
+
+/* The listening sockets init created in the sandbox's netns. Each field is
+ * an fd owned by whoever holds the struct, or -1. */
+struct sbx_listeners {
+	int explicit_fd; /* TCP 127.0.0.1:AIRLOCK_PROXY_PORT */
+	int tproxy4_fd;  /* TCP 127.0.0.1:AIRLOCK_TPROXY_PORT */
+	int tproxy6_fd;  /* TCP [::1]:AIRLOCK_TPROXY_PORT */
+	int dns_udp_fd;  /* UDP 127.0.0.1:AIRLOCK_DNS_PORT */
+	int dns_tcp_fd;  /* TCP 127.0.0.1:AIRLOCK_DNS_PORT */
+	int nflog_fd;    /* NFLOG netlink socket bound to AIRLOCK_NFLOG_GROUP */
+};
+
+/* Set every fd to -1 / close every fd that is not -1. */
+void sbx_listeners_init(struct sbx_listeners *l);
+void sbx_listeners_close(struct sbx_listeners *l);
+
+/* The self-test: what the sandbox checks about its own enforcement. The
+ * first SBX_CHECK_PRE_GO run before every CMD; the rest only in
+ * `airlock selftest` (they need the finished sandbox). */
+enum sbx_check {
+	SBX_CHECK_USERNS = 0,
+	SBX_CHECK_NET,
+	SBX_CHECK_RULESET,
+	SBX_CHECK_LISTENERS,
+	SBX_CHECK_PRE_GO, /* marker, also the first post-set-up check */
+	SBX_CHECK_FS = SBX_CHECK_PRE_GO,
+	SBX_CHECK_PROC,
+	SBX_CHECK_PRIVS,
+	SBX_CHECK_SECCOMP,
+	SBX_CHECK_CAPTURE,
+	SBX_CHECK_COUNT,
+};
+
+#define SBX_REASON_MAX 200
+
+struct sbx_check_result {
+	bool ran;
+	bool ok;
+	char reason[SBX_REASON_MAX]; /* why it failed; empty when ok */
+};
+
+struct sbx_report {
+	struct sbx_check_result check[SBX_CHECK_COUNT];
+};
+
+/* Human name of a check ("user namespace", ...). */
+const char *sbx_check_name(enum sbx_check c);
+/* The first check that ran and failed in [0, upto), or -1 if all passed. */
+int sbx_report_first_failure(const struct sbx_report *r, enum sbx_check upto);
+
+/* Validate cfg (paths, mounts, argv). Returns NULL with a one-line reason
+ * in err. cfg and everything it points to are borrowed until sbx_free(). */
+struct sbx *sbx_new(const struct sbx_config *cfg, char *err, size_t errlen);
+
+/* Clone the sandbox. In the supervisor returns 0, or -1 with the reason
+ * (EPERM from clone comes with advice on the sysctl / AppArmor settings
+ * that disable user namespaces). The child never returns from here. */
+int sbx_start(struct sbx *s, char *err, size_t errlen);
+
+/* Block until init has created the listeners and run the pre-go checks;
+ * the received fds (ours now) go to *out, init's check results to *rep.
+ * Then check the listeners themselves (SBX_CHECK_LISTENERS). Returns 0 when
+ * everything was received (checks may still have failed: see rep), -1 if
+ * init died or sent garbage. */
+int sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out,
+                       struct sbx_report *rep, char *err, size_t errlen);
+
+/* Tell init the supervisor is serving the listeners: CMD may start. With
+ * ok false init exits 125 without running anything. 0 or -1. */
+int sbx_go(struct sbx *s, bool ok);
+
+/* The pidfd of init: readable once the whole sandbox has exited. */
+int sbx_pidfd(const struct sbx *s);
+
+/* Signal init (SIGKILL ends the whole sandbox). 0 or -1. */
+int sbx_kill(struct sbx *s, int sig);
+
+/* How the sandbox ended, filled by sbx_reap(). */
+struct sbx_result {
+	bool have_cmd_status; /* init reported CMD's wait status */
+	int cmd_wstatus;      /* CMD's wait status (waitpid), if reported */
+	int init_code;        /* init's exit code, or 128+signal */
+	int exit_status;      /* airlock's exit status (sbx_exit_status) */
+	int signal;           /* signal that killed CMD, 0 if none */
+};
+
+/* After the pidfd is readable (or to wait for the end): reap init, read its
+ * last messages (CMD's status; in selftest mode the post-set-up checks into
+ * rep, which may be NULL) and fill *res. Blocks until init exits. 0 or -1. */
+int sbx_reap(struct sbx *s, struct sbx_result *res, struct sbx_report *rep);
+
+/* Kill and reap init if still running, close everything. NULL is fine. */
+void sbx_free(struct sbx *s);
+
+#endif

@@ -1,0 +1,117 @@
+/* The seccomp filter CMD runs under (docs/run.md, seccomp): default allow,
+ * EPERM for the syscalls a build never needs and that widen the kernel
+ * attack surface or could undo the sandbox. */
+#include <errno.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "common/util.h"
+#include "sandbox/internal.h"
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+/* Refused outright with EPERM. */
+static const char *const denied[] = {
+	/* kernel code and kernel-side programs */
+	"kexec_load", "kexec_file_load", "init_module", "finit_module",
+	"delete_module", "bpf", "perf_event_open",
+	/* the kernel keyring is not namespaced: keep CMD out of it */
+	"keyctl", "add_key", "request_key",
+	/* a classic exploit helper; builds do not use it */
+	"userfaultfd",
+	/* the filesystem view is final once set up */
+	"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen",
+	"fsmount", "fsconfig", "fspick", "mount_setattr", "chroot",
+	/* no joining other namespaces */
+	"setns",
+	/* io_uring bypasses per-syscall filtering; its users fall back */
+	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	/* host-wide administration nobody in a sandbox needs */
+	"acct", "swapon", "swapoff", "reboot", "syslog", "quotactl",
+	"open_by_handle_at", "lookup_dcookie", "uselib", "vhangup",
+	"iopl", "ioperm", "settimeofday", "clock_settime", "clock_adjtime",
+	"adjtimex",
+};
+
+/* Namespace flags: any of them in clone/unshare is refused. A new user
+ * namespace would give CMD capabilities again; the others need one. */
+static const unsigned long ns_flags[] = {
+	CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUTS,
+	CLONE_NEWIPC, CLONE_NEWCGROUP, CLONE_NEWTIME,
+};
+
+static int
+add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
+         const struct scmp_arg_cmp *args, char *err, size_t errlen)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+	int rc;
+
+	/* A syscall this architecture does not have needs no rule. */
+	if (nr == __NR_SCMP_ERROR)
+		return 0;
+	rc = seccomp_rule_add_array(ctx, action, nr, nargs, args);
+	if (rc < 0) {
+		snprintf(err, errlen, "seccomp: rule for %s: %s", name, strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+int
+sbx_seccomp_load(char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx;
+	struct scmp_arg_cmp a;
+	int rc;
+
+	ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (ctx == NULL) {
+		snprintf(err, errlen, "seccomp: init failed");
+		return -1;
+	}
+	/* 32-bit x86 programs get the same rules instead of a kill; x32 and
+	 * any other ABI hit the default bad-arch action (kill). */
+	if (seccomp_arch_native() == SCMP_ARCH_X86_64 &&
+	    (rc = seccomp_arch_add(ctx, SCMP_ARCH_X86)) < 0 && rc != -EEXIST) {
+		snprintf(err, errlen, "seccomp: add x86 arch: %s", strerror(-rc));
+		goto fail;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
+		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0, NULL, err, errlen) < 0)
+			goto fail;
+	for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
+		a = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
+		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "unshare", 1, &a, err, errlen) < 0 ||
+		    add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "clone", 1, &a, err, errlen) < 0)
+			goto fail;
+	}
+	/* clone3 passes its flags in memory seccomp cannot read: ENOSYS makes
+	 * libc fall back to clone, whose flags are checked above. */
+	if (add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, err, errlen) < 0)
+		goto fail;
+	/* Typing into the terminal CMD shares with the caller's shell would
+	 * run commands outside the sandbox (TIOCSTI); TIOCLINUX can too.
+	 * Compare the low 32 bits only: the kernel ignores the rest. */
+	a = (struct scmp_arg_cmp)SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI);
+	if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &a, err, errlen) < 0)
+		goto fail;
+	a = (struct scmp_arg_cmp)SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX);
+	if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &a, err, errlen) < 0)
+		goto fail;
+	rc = seccomp_load(ctx);
+	if (rc < 0) {
+		snprintf(err, errlen, "seccomp: load: %s", strerror(-rc));
+		goto fail;
+	}
+	seccomp_release(ctx);
+	return 0;
+fail:
+	seccomp_release(ctx);
+	return -1;
+}
