@@ -1,0 +1,361 @@
+/* Matching rules: exact names, wildcards (any depth, never the apex),
+ * ports (default 80 and 443, lists, ranges), cidr v4 and v6, deny wins,
+ * no match is deny, IP literals only match cidr rules, includes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "tests/policy/util.h"
+
+static const char *const base_yaml =
+	"version: 1\n"                           /* 1 */
+	"allow:\n"                               /* 2 */
+	"  - host: pypi.org\n"                   /* 3 */
+	"  - host: \"*.pythonhosted.org\"\n"     /* 4 */
+	"    ports: [443]\n"                     /* 5 */
+	"  - host: Ssh.Example.COM.\n"           /* 6 */
+	"    ports: [22, \"8000-8100\", 9000-9001]\n" /* 7 */
+	"  - cidr: 203.0.113.0/24\n"             /* 8 */
+	"    ports: [22]\n"                      /* 9 */
+	"  - cidr: 2001:db8::/32\n"              /* 10 */
+	"  - cidr: 198.51.100.7\n"               /* 11 */
+	"  - host: \"*.example.net\"\n"          /* 12 */
+	"  - host: example.net\n"                /* 13 */
+	"    ports: [8080]\n"                    /* 14 */
+	"deny:\n"                                /* 15 */
+	"  - host: upload.pypi.org\n"            /* 16 */
+	"  - host: \"*.bad.pythonhosted.org\"\n" /* 17 */
+	"  - host: pypi.org\n"                   /* 18 */
+	"    ports: [80]\n"                      /* 19 */
+	"  - cidr: 203.0.113.128/25\n"           /* 20 */
+	"  - cidr: 2001:db8:dead::/48\n"         /* 21 */
+	"    ports: [443]\n";                    /* 22 */
+
+static int
+setup(void **state)
+{
+	struct policy_diag d = { 0 };
+	struct policy *p = load_str(base_yaml, &d);
+
+	for (size_t i = 0; i < d.n_lines; i++)
+		fprintf(stderr, "%s\n", d.lines[i]);
+	policy_diag_clear(&d);
+	*state = p;
+	return p == NULL ? -1 : 0;
+}
+
+static int
+teardown(void **state)
+{
+	policy_free(*state);
+	return 0;
+}
+
+static void
+expect_host(const struct policy *p, const char *name, uint16_t port,
+            enum policy_action want, const char *where)
+{
+	struct policy_verdict v;
+
+	policy_match_host(p, name, port, &v);
+	if (v.action != want)
+		fail_msg("%s:%u: action %d, expected %d", name, port, v.action, want);
+	if (where == NULL)
+		assert_null(v.where);
+	else
+		assert_string_equal(v.where, where);
+}
+
+static void
+expect_addr(const struct policy *p, const char *a, uint16_t port,
+            enum policy_action want, const char *where)
+{
+	struct sockaddr_storage ss;
+	struct policy_verdict v;
+
+	policy_match_addr(p, addr(&ss, a), port, &v);
+	if (v.action != want)
+		fail_msg("%s:%u: action %d, expected %d", a, port, v.action, want);
+	if (where == NULL)
+		assert_null(v.where);
+	else
+		assert_string_equal(v.where, where);
+}
+
+static void
+test_exact(void **state)
+{
+	expect_host(*state, "pypi.org", 443, POLICY_ALLOW, "t.yaml:3");
+	/* exact names do not cover subdomains */
+	expect_host(*state, "www.pypi.org", 443, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "pypi.org.evil.test", 443, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "xpypi.org", 443, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "org", 443, POLICY_NO_MATCH, NULL);
+	/* the rule was normalised (case, trailing dot) at load */
+	expect_host(*state, "ssh.example.com", 22, POLICY_ALLOW, "t.yaml:6");
+}
+
+static void
+test_wildcard(void **state)
+{
+	expect_host(*state, "files.pythonhosted.org", 443, POLICY_ALLOW, "t.yaml:4");
+	expect_host(*state, "a.b.c.pythonhosted.org", 443, POLICY_ALLOW, "t.yaml:4");
+	/* never the apex */
+	expect_host(*state, "pythonhosted.org", 443, POLICY_NO_MATCH, NULL);
+	/* a suffix match must be on a label boundary */
+	expect_host(*state, "evilpythonhosted.org", 443, POLICY_NO_MATCH, NULL);
+	/* wildcard and exact for the apex combine */
+	expect_host(*state, "www.example.net", 80, POLICY_ALLOW, "t.yaml:12");
+	expect_host(*state, "example.net", 80, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "example.net", 8080, POLICY_ALLOW, "t.yaml:13");
+}
+
+static void
+test_ports(void **state)
+{
+	/* default ports are 80 and 443 and nothing else */
+	expect_host(*state, "upload.example.net", 80, POLICY_ALLOW, "t.yaml:12");
+	expect_host(*state, "upload.example.net", 443, POLICY_ALLOW, "t.yaml:12");
+	expect_host(*state, "upload.example.net", 8443, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "upload.example.net", 0, POLICY_NO_MATCH, NULL);
+	/* an explicit list replaces the default */
+	expect_host(*state, "files.pythonhosted.org", 80, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "ssh.example.com", 443, POLICY_NO_MATCH, NULL);
+	/* ranges, inclusive at both ends, quoted or plain */
+	expect_host(*state, "ssh.example.com", 8000, POLICY_ALLOW, "t.yaml:6");
+	expect_host(*state, "ssh.example.com", 8100, POLICY_ALLOW, "t.yaml:6");
+	expect_host(*state, "ssh.example.com", 8101, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "ssh.example.com", 7999, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "ssh.example.com", 9001, POLICY_ALLOW, "t.yaml:6");
+	expect_host(*state, "ssh.example.com", 9002, POLICY_NO_MATCH, NULL);
+}
+
+static void
+test_deny_wins(void **state)
+{
+	/* deny exact over allow exact, only on the deny's ports */
+	expect_host(*state, "pypi.org", 80, POLICY_DENY, "t.yaml:18");
+	expect_host(*state, "pypi.org", 443, POLICY_ALLOW, "t.yaml:3");
+	expect_host(*state, "upload.pypi.org", 443, POLICY_DENY, "t.yaml:16");
+	/* deny wildcard over allow wildcard, any depth */
+	expect_host(*state, "x.bad.pythonhosted.org", 443, POLICY_DENY, "t.yaml:17");
+	expect_host(*state, "y.x.bad.pythonhosted.org", 443, POLICY_DENY, "t.yaml:17");
+	expect_host(*state, "bad.pythonhosted.org", 443, POLICY_ALLOW, "t.yaml:4");
+	/* deny cidr over allow cidr, on the deny's ports (default 80, 443) */
+	expect_addr(*state, "203.0.113.200", 443, POLICY_DENY, "t.yaml:20");
+	expect_addr(*state, "203.0.113.200", 22, POLICY_ALLOW, "t.yaml:8");
+	expect_addr(*state, "203.0.113.5", 22, POLICY_ALLOW, "t.yaml:8");
+	expect_addr(*state, "2001:db8:dead::1", 443, POLICY_DENY, "t.yaml:21");
+	expect_addr(*state, "2001:db8:dead::1", 80, POLICY_ALLOW, "t.yaml:10");
+}
+
+static void
+test_no_match(void **state)
+{
+	expect_host(*state, "evil.test", 443, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "", 443, POLICY_NO_MATCH, NULL);
+	expect_addr(*state, "192.0.2.1", 443, POLICY_NO_MATCH, NULL);
+	expect_addr(*state, "2001:db9::1", 443, POLICY_NO_MATCH, NULL);
+}
+
+static void
+test_cidr(void **state)
+{
+	expect_addr(*state, "203.0.113.0", 22, POLICY_ALLOW, "t.yaml:8");
+	expect_addr(*state, "203.0.113.127", 22, POLICY_ALLOW, "t.yaml:8");
+	expect_addr(*state, "203.0.114.1", 22, POLICY_NO_MATCH, NULL);
+	expect_addr(*state, "203.0.113.5", 443, POLICY_NO_MATCH, NULL);
+	/* a bare address is a /32 */
+	expect_addr(*state, "198.51.100.7", 443, POLICY_ALLOW, "t.yaml:11");
+	expect_addr(*state, "198.51.100.8", 443, POLICY_NO_MATCH, NULL);
+	/* v6 */
+	expect_addr(*state, "2001:db8::1", 443, POLICY_ALLOW, "t.yaml:10");
+	expect_addr(*state, "2001:db8:ffff:ffff::1", 80, POLICY_ALLOW, "t.yaml:10");
+	/* a v4-mapped v6 address matches the v4 rules */
+	expect_addr(*state, "::ffff:203.0.113.5", 22, POLICY_ALLOW, "t.yaml:8");
+	expect_addr(*state, "::ffff:203.0.113.200", 80, POLICY_DENY, "t.yaml:20");
+	/* other families never match */
+	expect_addr(*state, "not-an-address", 22, POLICY_NO_MATCH, NULL);
+}
+
+static void
+test_cidr_allows(void **state)
+{
+	struct sockaddr_storage ss;
+
+	assert_true(policy_cidr_allows(*state, addr(&ss, "203.0.113.5"), 22));
+	assert_false(policy_cidr_allows(*state, addr(&ss, "203.0.113.5"), 443));
+	assert_false(policy_cidr_allows(*state, addr(&ss, "203.0.113.200"), 443));
+	assert_false(policy_cidr_allows(*state, addr(&ss, "10.0.0.1"), 22));
+}
+
+static void
+test_ip_literal_never_matches_host(void **state)
+{
+	struct policy_diag d = { 0 };
+	struct policy *p = load_str("version: 1\nallow:\n  - host: \"*.2.3.4.example\"\n"
+	                            "  - host: \"*.in-addr.arpa\"\n", &d);
+
+	assert_non_null(p);
+	/* names never end in a numeric label: IP literals are refused here */
+	expect_host(*state, "203.0.113.5", 443, POLICY_NO_MATCH, NULL);
+	expect_host(*state, "198.51.100.7", 443, POLICY_NO_MATCH, NULL);
+	expect_host(p, "1.2.3.4", 443, POLICY_NO_MATCH, NULL);
+	expect_host(p, "2001:db8::1", 443, POLICY_NO_MATCH, NULL);
+	expect_host(p, "x.2.3.4.example", 443, POLICY_ALLOW, "t.yaml:3");
+	policy_free(p);
+	policy_diag_clear(&d);
+}
+
+static void
+test_first_rule_decides(void **state)
+{
+	struct policy_diag d = { 0 };
+	struct policy *p = load_str("version: 1\nallow:\n  - host: \"*.a.test\"\n  - host: \"*.b.a.test\"\n"
+	                            "  - host: c.b.a.test\n"
+	                            "deny:\n  - host: \"*.z.test\"\n  - host: \"*.y.z.test\"\n", &d);
+
+	assert_non_null(p);
+	expect_host(p, "c.b.a.test", 443, POLICY_ALLOW, "t.yaml:3");
+	expect_host(p, "x.y.z.test", 443, POLICY_DENY, "t.yaml:7");
+	policy_free(p);
+	policy_diag_clear(&d);
+}
+
+static void
+test_empty_policy_denies(void **state)
+{
+	struct policy_diag d = { 0 };
+	struct policy *p = load_str("version: 1\n", &d);
+	struct sockaddr_storage ss;
+	struct policy_verdict v;
+
+	assert_non_null(p);
+	assert_string_equal(policy_name(p), "t");
+	assert_int_equal(policy_mode(p), POLICY_MODE_ENFORCE);
+	expect_host(p, "pypi.org", 443, POLICY_NO_MATCH, NULL);
+	policy_match_addr(p, addr(&ss, "203.0.113.1"), 443, &v);
+	assert_int_equal(v.action, POLICY_NO_MATCH);
+	policy_free(p);
+	policy_diag_clear(&d);
+}
+
+static void
+test_mode_and_meta(void **state)
+{
+	struct policy_diag d = { 0 };
+	struct policy *p = load_str("version: 1\nname: my-pol\ndescription: x\nmode: audit\n", &d);
+
+	assert_non_null(p);
+	assert_string_equal(policy_name(p), "my-pol");
+	assert_int_equal(policy_mode(p), POLICY_MODE_AUDIT);
+	policy_set_mode(p, POLICY_MODE_ENFORCE);
+	assert_int_equal(policy_mode(p), POLICY_MODE_ENFORCE);
+	/* sha256 of the bytes: printf 'version: 1\nname: my-pol\n...' | sha256sum */
+	assert_int_equal(strlen(policy_sha256(p)), 64);
+	policy_free(p);
+	policy_diag_clear(&d);
+}
+
+static void
+test_sha256(void **state)
+{
+	struct policy_diag d = { 0 };
+	struct policy *p = load_str("version: 1\n", &d);
+
+	assert_non_null(p);
+	/* echo 'version: 1' | sha256sum */
+	assert_string_equal(policy_sha256(p),
+	                    "09bfcc6a14b83e2192b8673677725c84883ee9cd0c70e45c9ec09daa8f2b2847");
+	policy_free(p);
+	policy_diag_clear(&d);
+}
+
+/* Includes: relative to the including file, diamonds loaded once, mode
+ * only from the top file, and the sha256 covers every file in load order
+ * (each file, then its includes). */
+static void
+write_file(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void
+test_includes(void **state)
+{
+	char dir[] = "/tmp/airlock-policy-test.XXXXXX", path[512], where[600];
+	struct policy_diag d = { 0 };
+	struct policy *p;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	write_file(dir, "top.yaml", "version: 1\ninclude: [sub/a.yaml, ./b.yaml]\nallow:\n  - host: top.test\n");
+	write_file(dir, "sub/a.yaml", "version: 1\nmode: audit\ninclude: [../b.yaml]\nallow:\n  - host: a.test\n");
+	write_file(dir, "b.yaml", "version: 1\ndeny:\n  - host: top.test\n");
+
+	snprintf(path, sizeof(path), "%s/top.yaml", dir);
+	p = policy_load(path, &d);
+	for (size_t i = 0; i < d.n_lines; i++)
+		fprintf(stderr, "%s\n", d.lines[i]);
+	assert_non_null(p);
+	assert_string_equal(policy_name(p), "top");
+	/* an included file's mode never changes the includer's */
+	assert_int_equal(policy_mode(p), POLICY_MODE_ENFORCE);
+	snprintf(where, sizeof(where), "%s/sub/a.yaml:5", dir);
+	expect_host(p, "a.test", 443, POLICY_ALLOW, where);
+	/* the deny comes from b.yaml, reached through sub/a.yaml first */
+	snprintf(where, sizeof(where), "%s/sub/../b.yaml:3", dir);
+	expect_host(p, "top.test", 443, POLICY_DENY, where);
+	assert_string_equal(policy_sha256(p),
+	                    "31026df7bb3f342108de83b4a1980928b56e31051b4f0c70e480b3076bd6748f");
+	policy_free(p);
+	policy_diag_clear(&d);
+
+	/* the same file twice is not a cycle; a file including itself is */
+	write_file(dir, "self.yaml", "version: 1\ninclude: [self.yaml]\n");
+	snprintf(path, sizeof(path), "%s/self.yaml", dir);
+	assert_null(policy_load(path, &d));
+	assert_int_equal(d.n_lines, 1);
+	assert_non_null(strstr(d.lines[0], "self.yaml:2:11: include cycle: "));
+	policy_diag_clear(&d);
+
+	snprintf(path, sizeof(path), "rm -r '%s'", dir);
+	assert_int_equal(system(path), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exact),
+		cmocka_unit_test(test_wildcard),
+		cmocka_unit_test(test_ports),
+		cmocka_unit_test(test_deny_wins),
+		cmocka_unit_test(test_no_match),
+		cmocka_unit_test(test_cidr),
+		cmocka_unit_test(test_cidr_allows),
+		cmocka_unit_test(test_ip_literal_never_matches_host),
+		cmocka_unit_test(test_first_rule_decides),
+		cmocka_unit_test(test_empty_policy_denies),
+		cmocka_unit_test(test_mode_and_meta),
+		cmocka_unit_test(test_sha256),
+		cmocka_unit_test(test_includes),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
