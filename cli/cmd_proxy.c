@@ -1,13 +1,308 @@
-/* Placeholder until its issue lands: refuses, never pretends. */
+/* `airlock proxy`: the allowlist proxy alone, explicit mode, for containers
+ * and VMs that bring their own isolation (docs/proxy.md). */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
 
 #include "cli/cmd.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "dns/dns.h"
+#include "elog/elog.h"
+#include "policy/policy.h"
+#include "proxy/proxy.h"
+
+static void
+proxy_usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: airlock proxy -p POLICY --listen ADDR:PORT [OPTIONS]\n"
+	        "\n"
+	        "Run the allowlist proxy alone (explicit mode: HTTP CONNECT and absolute-form\n"
+	        "HTTP/1.1), for containers and VMs that bring their own isolation. Every\n"
+	        "connection is checked against POLICY and logged as JSON Lines.\n"
+	        "\n"
+	        "  -p, --policy POLICY       policy file or preset name (required)\n"
+	        "  -l, --listen ADDR:PORT    address to listen on, e.g. 127.0.0.1:3128 or\n"
+	        "                            [::1]:3128 (required)\n"
+	        "      --log FILE            egress log (JSON Lines); default '-' (stdout)\n"
+	        "  -v, --verbose             also a human line per connection on stderr\n"
+	        "      --dns-upstream ADDR   resolver to use (ADDR or ADDR:PORT, repeatable);\n"
+	        "                            default: the nameservers in /etc/resolv.conf\n"
+	        "      --audit               allow everything the address guard permits and\n"
+	        "                            log 'audit-deny' for what enforce would refuse\n"
+	        "      --max-conns N         concurrent connections (default 8192)\n"
+	        "  -h, --help                this text\n"
+	        "\n"
+	        "Runs until SIGINT or SIGTERM. Exit status: 0 after a signal, 1 when the\n"
+	        "policy is invalid or the proxy cannot start, 2 on a usage error.\n");
+}
+
+static void
+proxy_on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	log_info("proxy: signal %d, stopping", (int)sig);
+	event_base_loopbreak(arg);
+}
+
+/* A listening socket for ADDR:PORT; -1 with a message on failure. */
+static int
+proxy_listen_on(const char *spec)
+{
+	struct sockaddr_storage ss;
+	int len = sizeof(ss), fd, one = 1;
+
+	memset(&ss, 0, sizeof(ss));
+	if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)&ss, &len) != 0 ||
+	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
+	    (ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_port == 0) ||
+	    (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port == 0)) {
+		fprintf(stderr, "airlock proxy: --listen '%s': expected ADDR:PORT, e.g. 127.0.0.1:3128\n",
+		        spec);
+		return -1;
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		fprintf(stderr, "airlock proxy: socket: %s\n", strerror(errno));
+		return -1;
+	}
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (ss.ss_family == AF_INET6)
+		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, (socklen_t)len) != 0 || listen(fd, 4096) != 0) {
+		fprintf(stderr, "airlock proxy: listening on %s: %s\n", spec, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The resolver: --dns-upstream addresses, else /etc/resolv.conf's. */
+static struct evdns_base *
+proxy_resolver(struct event_base *base, char **upstreams, size_t n_up)
+{
+	struct sockaddr_storage addrs[DNS_MAX_UPSTREAMS];
+	struct evdns_base *dns;
+	int n = 0;
+
+	if (n_up > 0) {
+		for (size_t i = 0; i < n_up; i++) {
+			if (dns_upstream_parse(upstreams[i], &addrs[n]) != 0) {
+				fprintf(stderr, "airlock proxy: --dns-upstream '%s': expected ADDR or ADDR:PORT\n",
+				        upstreams[i]);
+				return NULL;
+			}
+			n++;
+		}
+	} else {
+		n = dns_upstream_from_resolv_conf("/etc/resolv.conf", addrs, DNS_MAX_UPSTREAMS);
+		if (n <= 0) {
+			fprintf(stderr, "airlock proxy: no nameserver in /etc/resolv.conf; use --dns-upstream\n");
+			return NULL;
+		}
+	}
+	/* No /etc/hosts, no search domains: names are resolved as given. */
+	dns = evdns_base_new(base, 0);
+	if (dns == NULL) {
+		fprintf(stderr, "airlock proxy: cannot create the resolver\n");
+		return NULL;
+	}
+	for (int i = 0; i < n; i++) {
+		socklen_t sl = addrs[i].ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+		                                              : sizeof(struct sockaddr_in);
+		if (evdns_base_nameserver_sockaddr_add(dns, (struct sockaddr *)&addrs[i], sl, 0) != 0) {
+			fprintf(stderr, "airlock proxy: cannot use nameserver %d\n", i + 1);
+			evdns_base_free(dns, 0);
+			return NULL;
+		}
+	}
+	evdns_base_set_option(dns, "timeout:", "3");
+	evdns_base_set_option(dns, "attempts:", "2");
+	return dns;
+}
+
+static void
+proxy_task_id(char *out, size_t outlen)
+{
+	uint8_t r[8];
+
+	if (getrandom(r, sizeof(r), 0) != sizeof(r))
+		memset(r, 0, sizeof(r));
+	snprintf(out, outlen, "proxy-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3],
+	         r[4], r[5], r[6], r[7]);
+}
 
 int
 cmd_proxy(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "airlock: 'proxy' is not built yet\n");
-	return 125;
+	static const struct option opts[] = {
+		{ "policy", required_argument, NULL, 'p' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "log", required_argument, NULL, 'L' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "dns-upstream", required_argument, NULL, 'd' },
+		{ "audit", no_argument, NULL, 'a' },
+		{ "max-conns", required_argument, NULL, 'm' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *policy_path = NULL, *listen_spec = NULL, *log_path = "-";
+	char *upstreams[DNS_MAX_UPSTREAMS];
+	size_t n_up = 0;
+	bool verbose = false, audit = false;
+	uint64_t max_conns = 0;
+	struct policy *pol = NULL;
+	struct policy_diag diag = { 0 };
+	struct elog *elog = NULL;
+	struct event_base *base = NULL;
+	struct evdns_base *dns = NULL;
+	struct proxy *px = NULL;
+	struct event *sigint = NULL, *sigterm = NULL;
+	struct proxy_config cfg;
+	char err[256], task[32];
+	int opt, fd = -1, status = 1;
+	uint64_t start = now_ms();
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "p:l:vh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'p': policy_path = optarg; break;
+		case 'l': listen_spec = optarg; break;
+		case 'L': log_path = optarg; break;
+		case 'v': verbose = true; break;
+		case 'a': audit = true; break;
+		case 'd':
+			if (n_up == DNS_MAX_UPSTREAMS) {
+				fprintf(stderr, "airlock proxy: at most %d --dns-upstream\n", DNS_MAX_UPSTREAMS);
+				return EXIT_USAGE;
+			}
+			upstreams[n_up++] = optarg;
+			break;
+		case 'm':
+			if (parse_uint(optarg, 1, 1000000, &max_conns) != 0) {
+				fprintf(stderr, "airlock proxy: --max-conns '%s': expected 1..1000000\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'h': proxy_usage(stdout); return 0;
+		default: proxy_usage(stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind != argc || policy_path == NULL || listen_spec == NULL) {
+		fprintf(stderr, "airlock proxy: -p POLICY and --listen ADDR:PORT are required%s\n",
+		        optind != argc ? " (and no other arguments)" : "");
+		proxy_usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (verbose)
+		log_set_level(LOG_LEVEL_INFO);
+
+	pol = policy_load(policy_path, &diag);
+	if (pol == NULL) {
+		for (size_t i = 0; i < diag.n_lines; i++)
+			fprintf(stderr, "%s\n", diag.lines[i]);
+		fprintf(stderr, "airlock proxy: policy '%s' is invalid; not starting\n", policy_path);
+		policy_diag_clear(&diag);
+		return 1;
+	}
+	policy_diag_clear(&diag);
+	if (audit)
+		policy_set_mode(pol, POLICY_MODE_AUDIT);
+
+	elog = elog_open(log_path, err, sizeof(err));
+	if (elog == NULL) {
+		fprintf(stderr, "airlock proxy: egress log: %s\n", err);
+		goto out;
+	}
+	proxy_task_id(task, sizeof(task));
+	elog_set_task(elog, task);
+	if (verbose)
+		elog_set_human(elog, stderr);
+
+	if ((fd = proxy_listen_on(listen_spec)) < 0)
+		goto out;
+	signal(SIGPIPE, SIG_IGN);
+	base = event_base_new();
+	if (base == NULL) {
+		fprintf(stderr, "airlock proxy: cannot create the event loop\n");
+		goto out;
+	}
+	if ((dns = proxy_resolver(base, upstreams, n_up)) == NULL)
+		goto out;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.policy = pol;
+	cfg.log = elog;
+	cfg.dns = dns;
+	cfg.max_conns = (unsigned)max_conns;
+	if ((px = proxy_new(base, &cfg)) == NULL)
+		goto out;
+	if (proxy_add_listener(px, fd, PROXY_LISTEN_EXPLICIT) != 0) {
+		fd = -1;
+		goto out;
+	}
+	fd = -1;
+	sigint = evsignal_new(base, SIGINT, proxy_on_signal, base);
+	sigterm = evsignal_new(base, SIGTERM, proxy_on_signal, base);
+	if (sigint == NULL || sigterm == NULL || evsignal_add(sigint, NULL) != 0 ||
+	    evsignal_add(sigterm, NULL) != 0) {
+		fprintf(stderr, "airlock proxy: cannot watch signals\n");
+		goto out;
+	}
+	{
+		const char *const targv[] = { "airlock", "proxy", "--listen", listen_spec };
+		struct elog_task_start ts = {
+			.policy = policy_name(pol),
+			.policy_sha256 = policy_sha256(pol),
+			.mode = policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce",
+			.argv = targv,
+			.argc = 4,
+		};
+		if (elog_task_start(elog, &ts) != 0) {
+			fprintf(stderr, "airlock proxy: cannot write the egress log\n");
+			goto out;
+		}
+	}
+	fprintf(stderr, "airlock proxy: listening on %s (policy %s, %s)\n", listen_spec,
+	        policy_name(pol), policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce");
+	event_base_dispatch(base);
+	status = 0;
+out:
+	/* Connections still open are closed and logged before task-end. */
+	proxy_free(px);
+	if (elog != NULL && base != NULL) {
+		struct elog_task_end te;
+
+		memset(&te, 0, sizeof(te));
+		elog_totals(elog, &te);
+		te.exit_status = status;
+		te.duration_ms = now_ms() - start;
+		(void)elog_task_end(elog, &te);
+	}
+	if (sigint != NULL)
+		event_free(sigint);
+	if (sigterm != NULL)
+		event_free(sigterm);
+	if (dns != NULL)
+		evdns_base_free(dns, 1);
+	if (base != NULL)
+		event_base_free(base);
+	fd_close(&fd);
+	elog_free(elog);
+	policy_free(pol);
+	return status;
 }

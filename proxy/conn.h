@@ -1,0 +1,191 @@
+/* Internal to proxy/: the proxy object, one connection with its two
+ * symmetric halves, and the functions the files of this module share.
+ *
+ *   proxy.c     listeners, accept, limits, the host's own addresses
+ *   conn.c      the per-connection state machine, decisions, replies, log
+ *   upstream.c  resolution (evdns), the address guard, connect with timeout
+ *   relay.c     tunnel bytes both ways: bufferevents, then splice(2)
+ *   http.c      request/response heads (pure)   sni.c  ClientHello (pure)
+ */
+#ifndef AIRLOCK_PROXY_CONN_H
+#define AIRLOCK_PROXY_CONN_H
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include "proxy/http.h"
+#include "proxy/proxy.h"
+
+struct bufferevent;
+struct event;
+struct evconnlistener;
+struct evdns_getaddrinfo_request;
+struct relay;
+
+#define PROXY_DEFAULT_MAX_CONNS 8192
+#define PROXY_DEFAULT_CONNECT_MS 10000
+#define PROXY_DEFAULT_IDLE_MS 300000
+#define PROXY_DEFAULT_HEADER_MS 10000
+/* Transparent: how long a silent client is given before it is taken for a
+ * server-speaks-first protocol (ssh banner exchange, SMTP, ...). */
+#define PROXY_SNIFF_SILENT_MS 300
+/* Most addresses tried per name (v6 first, then v4). */
+#define CONN_MAX_ADDRS 8
+/* A reply (403, 502, alert) gets this long to drain before a hard close. */
+#define CONN_REPLY_MS 5000
+/* Per-direction buffering cap before reading that side pauses. */
+#define CONN_HIGH_WATER (256 * 1024)
+
+union conn_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
+
+struct proxy_listener {
+	struct proxy *px;
+	struct evconnlistener *lev;
+	enum proxy_listener_kind kind;
+};
+
+TAILQ_HEAD(conn_list, conn);
+
+struct proxy {
+	struct event_base *px_base;
+	struct proxy_config px_cfg;
+	struct proxy_listener *px_listeners;
+	size_t px_n_listeners;
+	struct event *px_resume;   /* re-enables accepting after EMFILE */
+	struct conn_list px_conns;
+	unsigned px_n_conns;
+	uint64_t px_next_id;
+	union conn_addr *px_own;   /* the host's own addresses (getifaddrs) */
+	size_t px_n_own;
+	bool px_said_log_failed;
+};
+
+enum conn_state {
+	CONN_HEAD,    /* explicit: reading a request head */
+	CONN_SNIFF,   /* transparent: peeking at the first bytes */
+	CONN_RESOLVE, /* waiting for evdns */
+	CONN_CONNECT, /* waiting for the upstream connect */
+	CONN_TUNNEL,  /* relaying bytes both ways (CONNECT, transparent) */
+	CONN_HTTP,    /* forwarding one request and its response */
+	CONN_REPLY,   /* our own reply (403, 502, TLS alert) drains, then close */
+};
+
+/* One side of a connection. The half owns fd; bev borrows it. */
+struct conn_half {
+	struct conn *c;
+	struct conn_half *peer;
+	int fd;
+	struct bufferevent *bev;
+	uint64_t bytes; /* bytes written towards this side */
+	bool eof;       /* this side sent FIN */
+	bool shut;      /* we shut down writing towards this side */
+};
+
+/* HTTP forwarding state for one request/response exchange. */
+struct conn_http {
+	enum http_framing req_framing, resp_framing;
+	uint64_t req_left, resp_left; /* Content-Length bytes still to move */
+	struct http_chunked req_chunks, resp_chunks;
+	bool req_done;       /* request body fully forwarded */
+	bool resp_head_done; /* final response head sent to the client */
+	bool head_request;
+	bool client_close;   /* client asked to close, or HTTP/1.0 */
+	bool server_close;   /* close-delimited body or Connection: close */
+	char *out_head;      /* rewritten request head awaiting the connect */
+	size_t out_len;
+};
+
+struct conn {
+	TAILQ_ENTRY(conn) entry;
+	struct proxy *px;
+	uint64_t id;
+	enum conn_state state;
+	enum proxy_listener_kind lkind;
+	struct conn_half down; /* the sandbox (client) side */
+	struct conn_half up;   /* the upstream side, fd -1 until connected */
+	struct event *timer;   /* header deadline, sniff wait, idle, reply */
+	uint64_t start_ms, last_ms;
+	struct relay *relay;   /* splice state once the tunnel switched */
+	struct evdns_getaddrinfo_request *dnsreq;
+	bool in_resolve_call;  /* evdns may answer before it returns */
+	int resolve_err;       /* evdns result stored during that call */
+	struct addrinfo *resolve_res;
+	bool resolve_ready;
+
+	/* What is being asked, for the decision and the log. */
+	const char *kind;      /* "connect" | "http" | "tls" | "tcp" */
+	char host[HTTP_HOST_MAX];
+	uint16_t port;
+	bool ip_literal;
+	bool has_name;         /* transparent: SNI or Host found */
+	bool tls;              /* transparent: the client speaks TLS */
+	bool logged;           /* the log line for this exchange is written */
+	char method[16];
+	char *url;             /* malloc'd, capped; HTTP only */
+	union conn_addr orig;  /* transparent: SO_ORIGINAL_DST */
+	bool has_orig;
+	union conn_addr addrs[CONN_MAX_ADDRS];
+	size_t n_addrs, next_addr;
+	union conn_addr dst;   /* the address dialled */
+	bool has_dst;
+	char up_host[HTTP_HOST_MAX]; /* host:port the open upstream serves */
+	uint16_t up_port;
+
+	/* The decision, copied so the policy may go away first. */
+	const char *verdict;   /* "allow" | "deny" | "audit-deny" */
+	char rule[128];
+	char reason[320];
+
+	struct conn_http http;
+};
+
+/* conn.c */
+void conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind);
+void conn_close(struct conn *c);
+void conn_touch(struct conn *c);
+/* Enter the tunnel state with the idle timer running (relay.c). */
+void conn_enter_tunnel(struct conn *c);
+/* Called by upstream.c. */
+void conn_resolved(struct conn *c);
+void conn_connected(struct conn *c);
+/* Refuse with an HTTP status / TLS alert / reset as fits the connection,
+ * log, drain, close. error is an RFC 9209 Proxy-Status error token. */
+void conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Called by relay.c when both directions are finished or failed. */
+void conn_tunnel_done(struct conn *c, const char *why);
+
+/* upstream.c */
+/* Resolve c->host (or take the literal) into c->addrs, then call
+ * conn_resolved(). Returns 0, or -1 after refusing the connection. */
+int upstream_resolve(struct conn *c);
+/* Keep only the addresses the guard and policy permit; the first refused
+ * class is described in why. Returns how many remain. */
+size_t upstream_filter(struct conn *c, char *why, size_t whylen);
+/* Whether one address passes the guard (or a cidr rule). */
+bool upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why,
+                             size_t whylen);
+/* Connect to c->addrs[c->next_addr...] in turn, then conn_connected().
+ * Returns 0, or -1 after refusing the connection. */
+int upstream_connect(struct conn *c);
+void upstream_cancel(struct conn *c);
+bool proxy_is_own_addr(const struct proxy *px, const struct sockaddr *sa);
+socklen_t conn_addr_len(const union conn_addr *a);
+/* "ip" text of an address. */
+void conn_addr_str(const union conn_addr *a, char *out, size_t outlen);
+bool conn_addr_eq(const union conn_addr *a, const union conn_addr *b);
+
+/* relay.c */
+/* Relay bytes between c->down and c->up until both sides are done. */
+void relay_start(struct conn *c);
+void relay_free(struct conn *c);
+
+#endif

@@ -1,0 +1,209 @@
+/* Listeners, accepting, limits and the host's own addresses. */
+#include "proxy/conn.h"
+
+#include <errno.h>
+#include <ifaddrs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "elog/elog.h"
+
+/* After EMFILE/ENFILE, stop accepting this long rather than spin on a
+ * listener the kernel keeps reporting readable. */
+#define PROXY_ACCEPT_PAUSE_MS 200
+
+static void
+proxy_load_own(struct proxy *px)
+{
+	struct ifaddrs *ifa = NULL, *i;
+	size_t n = 0;
+
+	if (getifaddrs(&ifa) != 0) {
+		log_warn("proxy: getifaddrs; the host's own addresses are guarded by class only");
+		return;
+	}
+	for (i = ifa; i != NULL; i = i->ifa_next)
+		if (i->ifa_addr != NULL &&
+		    (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+			n++;
+	px->px_own = calloc(n ? n : 1, sizeof(*px->px_own));
+	if (px->px_own == NULL) {
+		freeifaddrs(ifa);
+		return;
+	}
+	for (i = ifa; i != NULL; i = i->ifa_next) {
+		if (i->ifa_addr == NULL)
+			continue;
+		if (i->ifa_addr->sa_family == AF_INET)
+			memcpy(&px->px_own[px->px_n_own++].in, i->ifa_addr, sizeof(struct sockaddr_in));
+		else if (i->ifa_addr->sa_family == AF_INET6)
+			memcpy(&px->px_own[px->px_n_own++].in6, i->ifa_addr, sizeof(struct sockaddr_in6));
+	}
+	freeifaddrs(ifa);
+}
+
+bool
+proxy_is_own_addr(const struct proxy *px, const struct sockaddr *sa)
+{
+	for (size_t i = 0; i < px->px_n_own; i++) {
+		const union conn_addr *o = &px->px_own[i];
+
+		if (o->sa.sa_family != sa->sa_family)
+			continue;
+		if (sa->sa_family == AF_INET &&
+		    o->in.sin_addr.s_addr == ((const struct sockaddr_in *)sa)->sin_addr.s_addr)
+			return true;
+		if (sa->sa_family == AF_INET6 &&
+		    memcmp(&o->in6.sin6_addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void
+proxy_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy *px = arg;
+	(void)fd;
+	(void)what;
+
+	for (size_t i = 0; i < px->px_n_listeners; i++)
+		evconnlistener_enable(px->px_listeners[i].lev);
+}
+
+static void
+proxy_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+             int salen, void *arg)
+{
+	struct proxy_listener *pl = arg;
+	(void)lev;
+	(void)sa;
+	(void)salen;
+
+	conn_accept(pl->px, fd, pl->kind);
+}
+
+static void
+proxy_accept_error(struct evconnlistener *lev, void *arg)
+{
+	struct proxy_listener *pl = arg;
+	struct proxy *px = pl->px;
+	int err = EVUTIL_SOCKET_ERROR();
+	struct timeval tv = { 0, PROXY_ACCEPT_PAUSE_MS * 1000 };
+	(void)lev;
+
+	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+		log_warnx("proxy: accept: %s; pausing new connections for %d ms", strerror(err),
+		          PROXY_ACCEPT_PAUSE_MS);
+		for (size_t i = 0; i < px->px_n_listeners; i++)
+			evconnlistener_disable(px->px_listeners[i].lev);
+		evtimer_add(px->px_resume, &tv);
+		return;
+	}
+	/* ECONNABORTED and friends concern one client, not the listener. */
+	log_debug("proxy: accept: %s", strerror(err));
+}
+
+struct proxy *
+proxy_new(struct event_base *base, const struct proxy_config *cfg)
+{
+	struct proxy *px = calloc(1, sizeof(*px));
+
+	if (px == NULL) {
+		log_warn("proxy: allocating the proxy");
+		return NULL;
+	}
+	px->px_base = base;
+	px->px_cfg = *cfg;
+	TAILQ_INIT(&px->px_conns);
+	if (px->px_cfg.max_conns == 0)
+		px->px_cfg.max_conns = PROXY_DEFAULT_MAX_CONNS;
+	if (px->px_cfg.connect_timeout_ms == 0)
+		px->px_cfg.connect_timeout_ms = PROXY_DEFAULT_CONNECT_MS;
+	if (px->px_cfg.idle_timeout_ms == 0)
+		px->px_cfg.idle_timeout_ms = PROXY_DEFAULT_IDLE_MS;
+	if (px->px_cfg.header_timeout_ms == 0)
+		px->px_cfg.header_timeout_ms = PROXY_DEFAULT_HEADER_MS;
+	if (cfg->policy == NULL || cfg->log == NULL || cfg->dns == NULL) {
+		log_warnx("proxy: a policy, an egress log and a resolver are required");
+		free(px);
+		return NULL;
+	}
+	px->px_resume = evtimer_new(base, proxy_resume, px);
+	if (px->px_resume == NULL) {
+		log_warnx("proxy: creating the accept timer failed");
+		free(px);
+		return NULL;
+	}
+	proxy_load_own(px);
+	return px;
+}
+
+int
+proxy_add_listener(struct proxy *px, int fd, enum proxy_listener_kind kind)
+{
+	struct proxy_listener *arr;
+	struct evconnlistener *lev;
+
+	if (fd_set_nonblock(fd, true) != 0 || fd_set_cloexec(fd, true) != 0) {
+		log_warn("proxy: listener fd %d", fd);
+		close(fd);
+		return -1;
+	}
+	/* Each listener's callback argument must not move: grow a fresh
+	 * array and re-point every listener at its new slot. */
+	arr = calloc(px->px_n_listeners + 1, sizeof(*arr));
+	if (arr == NULL) {
+		log_warn("proxy: adding a listener");
+		close(fd);
+		return -1;
+	}
+	/* backlog 0: the socket already listens (made by the caller). */
+	lev = evconnlistener_new(px->px_base, proxy_accept, NULL,
+	                         LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (lev == NULL) {
+		log_warnx("proxy: cannot serve listener fd %d", fd);
+		free(arr);
+		close(fd);
+		return -1;
+	}
+	if (px->px_n_listeners > 0)
+		memcpy(arr, px->px_listeners, px->px_n_listeners * sizeof(*arr));
+	free(px->px_listeners);
+	px->px_listeners = arr;
+	arr[px->px_n_listeners].px = px;
+	arr[px->px_n_listeners].lev = lev;
+	arr[px->px_n_listeners].kind = kind;
+	px->px_n_listeners++;
+	for (size_t i = 0; i < px->px_n_listeners; i++) {
+		evconnlistener_set_cb(arr[i].lev, proxy_accept, &arr[i]);
+		evconnlistener_set_error_cb(arr[i].lev, proxy_accept_error);
+	}
+	return 0;
+}
+
+void
+proxy_free(struct proxy *px)
+{
+	struct conn *c;
+
+	if (px == NULL)
+		return;
+	for (size_t i = 0; i < px->px_n_listeners; i++)
+		evconnlistener_free(px->px_listeners[i].lev);
+	free(px->px_listeners);
+	/* Connections still open at exit are closed and logged. */
+	while ((c = TAILQ_FIRST(&px->px_conns)) != NULL)
+		conn_close(c);
+	if (px->px_resume != NULL)
+		event_free(px->px_resume);
+	free(px->px_own);
+	free(px);
+}

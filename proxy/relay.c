@@ -1,0 +1,303 @@
+/* Tunnel relay. It starts on the bufferevents the connection already has
+ * (they may hold a CONNECT reply or pipelined bytes), with watermarks for
+ * backpressure; as soon as every buffer is empty it drops them and moves
+ * bytes kernel-side with splice(2) through one pipe per direction, created
+ * on first use, so an idle tunnel costs two sockets and a few events.
+ * Half-close is kept: EOF from one side becomes shutdown(SHUT_WR) on the
+ * other once everything before it is delivered. */
+#include "proxy/conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+/* Bytes moved per splice call, and calls per wake-up before yielding to
+ * other connections. */
+#define RELAY_CHUNK (64 * 1024)
+#define RELAY_ROUNDS 16
+
+/* One direction: from src's socket to dst's socket. */
+struct relay_dir {
+	struct conn_half *src, *dst;
+	struct event *ev_read;  /* src readable */
+	struct event *ev_write; /* dst writable */
+	int pipe[2];
+	size_t in_pipe;
+	bool eof, done;
+};
+
+struct relay {
+	struct conn *c;
+	struct relay_dir dir[2]; /* [0] down -> up, [1] up -> down */
+};
+
+static void relay_bev_read(struct bufferevent *bev, void *arg);
+static void relay_bev_write(struct bufferevent *bev, void *arg);
+static void relay_bev_event(struct bufferevent *bev, short what, void *arg);
+
+static struct conn_half *
+half_of(struct conn *c, struct bufferevent *bev)
+{
+	return bev == c->down.bev ? &c->down : &c->up;
+}
+
+static void
+relay_dir_free(struct relay_dir *d)
+{
+	if (d->ev_read != NULL)
+		event_free(d->ev_read);
+	if (d->ev_write != NULL)
+		event_free(d->ev_write);
+	fd_close(&d->pipe[0]);
+	fd_close(&d->pipe[1]);
+}
+
+void
+relay_free(struct conn *c)
+{
+	if (c->relay == NULL)
+		return;
+	relay_dir_free(&c->relay->dir[0]);
+	relay_dir_free(&c->relay->dir[1]);
+	free(c->relay);
+	c->relay = NULL;
+}
+
+/* ---- splice mode ---- */
+
+/* Move what can be moved in one direction. Returns -1 if the connection
+ * was closed (c is gone), 0 otherwise. */
+static int
+relay_pump(struct relay *r, struct relay_dir *d)
+{
+	struct conn *c = r->c;
+
+	for (int round = 0; round < RELAY_ROUNDS; round++) {
+		ssize_t n;
+
+		if (d->in_pipe > 0) {
+			n = splice(d->pipe[0], NULL, d->dst->fd, NULL, d->in_pipe,
+			           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n < 0 && errno == EAGAIN) {
+				/* dst is full: stop reading src until it drains. */
+				event_del(d->ev_read);
+				event_add(d->ev_write, NULL);
+				return 0;
+			}
+			if (n <= 0) {
+				conn_tunnel_done(c, d->dst == &c->up ? "upstream write failed"
+				                                      : "client write failed");
+				return -1;
+			}
+			d->in_pipe -= (size_t)n;
+			d->dst->bytes += (uint64_t)n;
+			conn_touch(c);
+			continue;
+		}
+		event_del(d->ev_write);
+		if (d->eof) {
+			/* Everything before the FIN is delivered: pass it on. */
+			shutdown(d->dst->fd, SHUT_WR);
+			d->dst->shut = true;
+			d->done = true;
+			event_del(d->ev_read);
+			if (r->dir[0].done && r->dir[1].done) {
+				conn_tunnel_done(c, NULL);
+				return -1;
+			}
+			return 0;
+		}
+		if (d->pipe[0] < 0 && pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+			log_warn("proxy: pipe2 for splice");
+			conn_tunnel_done(c, "out of file descriptors");
+			return -1;
+		}
+		n = splice(d->src->fd, NULL, d->pipe[1], NULL, RELAY_CHUNK,
+		           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n < 0 && errno == EAGAIN) {
+			event_add(d->ev_read, NULL);
+			return 0;
+		}
+		if (n < 0) {
+			conn_tunnel_done(c, d->src == &c->up ? "upstream connection reset"
+			                                      : "client connection reset");
+			return -1;
+		}
+		if (n == 0) {
+			d->eof = true;
+			d->src->eof = true;
+			continue;
+		}
+		d->in_pipe = (size_t)n;
+		conn_touch(c);
+	}
+	/* Yield; the socket is still readable and level-triggered. */
+	event_add(d->ev_read, NULL);
+	return 0;
+}
+
+static void
+relay_ready0(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay *r = arg;
+	(void)fd;
+	(void)what;
+	relay_pump(r, &r->dir[0]);
+}
+
+static void
+relay_ready1(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay *r = arg;
+	(void)fd;
+	(void)what;
+	relay_pump(r, &r->dir[1]);
+}
+
+/* Swap the bufferevents for splice. Only called with every buffer empty
+ * and neither side at EOF, so no byte is lost or reordered. */
+static void
+relay_to_splice(struct conn *c)
+{
+	struct relay *r = calloc(1, sizeof(*r));
+	struct event_base *base = c->px->px_base;
+
+	if (r == NULL)
+		return; /* stay on bufferevents */
+	r->c = c;
+	for (int i = 0; i < 2; i++) {
+		struct relay_dir *d = &r->dir[i];
+		event_callback_fn fn = i == 0 ? relay_ready0 : relay_ready1;
+
+		d->src = i == 0 ? &c->down : &c->up;
+		d->dst = i == 0 ? &c->up : &c->down;
+		d->pipe[0] = d->pipe[1] = -1;
+		d->ev_read = event_new(base, d->src->fd, EV_READ | EV_PERSIST, fn, r);
+		d->ev_write = event_new(base, d->dst->fd, EV_WRITE | EV_PERSIST, fn, r);
+		if (d->ev_read == NULL || d->ev_write == NULL) {
+			relay_dir_free(&r->dir[0]);
+			relay_dir_free(&r->dir[1]);
+			free(r);
+			return;
+		}
+	}
+	bufferevent_free(c->down.bev);
+	c->down.bev = NULL;
+	bufferevent_free(c->up.bev);
+	c->up.bev = NULL;
+	c->relay = r;
+	event_add(r->dir[0].ev_read, NULL);
+	event_add(r->dir[1].ev_read, NULL);
+}
+
+static void
+relay_maybe_splice(struct conn *c)
+{
+	if (c->relay != NULL || c->down.eof || c->up.eof || c->down.bev == NULL ||
+	    c->up.bev == NULL)
+		return;
+	if (evbuffer_get_length(bufferevent_get_input(c->down.bev)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_output(c->down.bev)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_input(c->up.bev)) != 0 ||
+	    evbuffer_get_length(bufferevent_get_output(c->up.bev)) != 0)
+		return;
+	relay_to_splice(c);
+}
+
+/* ---- bufferevent mode ---- */
+
+/* Everything before an EOF has been written: pass the FIN on. Returns -1
+ * if the connection is finished (and closed). */
+static int
+relay_bev_shut(struct conn *c, struct conn_half *to)
+{
+	if (!to->peer->eof || to->shut ||
+	    evbuffer_get_length(bufferevent_get_output(to->bev)) != 0)
+		return 0;
+	shutdown(to->fd, SHUT_WR);
+	to->shut = true;
+	if (c->down.shut && c->up.shut) {
+		conn_tunnel_done(c, NULL);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+relay_bev_read(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct conn_half *from = half_of(c, bev), *to = from->peer;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *out = bufferevent_get_output(to->bev);
+	size_t n = evbuffer_get_length(in);
+
+	conn_touch(c);
+	to->bytes += n;
+	evbuffer_add_buffer(out, in);
+	if (evbuffer_get_length(out) >= CONN_HIGH_WATER)
+		bufferevent_disable(bev, EV_READ); /* resumed by relay_bev_write */
+}
+
+static void
+relay_bev_write(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct conn_half *to = half_of(c, bev), *from = to->peer;
+
+	conn_touch(c);
+	if (!from->eof)
+		bufferevent_enable(from->bev, EV_READ);
+	if (relay_bev_shut(c, to) != 0)
+		return;
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		relay_maybe_splice(c);
+}
+
+static void
+relay_bev_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct conn_half *from = half_of(c, bev);
+
+	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
+		from->eof = true;
+		/* Anything read before the FIN is already queued. */
+		relay_bev_read(bev, c);
+		relay_bev_shut(c, from->peer);
+		return;
+	}
+	conn_tunnel_done(c, from == &c->up ? "upstream connection error"
+	                                   : "client connection error");
+}
+
+void
+relay_start(struct conn *c)
+{
+	conn_enter_tunnel(c);
+	bufferevent_setcb(c->down.bev, relay_bev_read, relay_bev_write, relay_bev_event, c);
+	bufferevent_setcb(c->up.bev, relay_bev_read, relay_bev_write, relay_bev_event, c);
+	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	bufferevent_setwatermark(c->up.bev, EV_READ, 0, 0);
+	/* Write callbacks fire when the peer's queue is half drained. */
+	bufferevent_setwatermark(c->down.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
+	bufferevent_setwatermark(c->up.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
+	bufferevent_enable(c->down.bev, EV_READ | EV_WRITE);
+	bufferevent_enable(c->up.bev, EV_READ | EV_WRITE);
+	/* Bytes the client sent early (after CONNECT, or the sniffed
+	 * ClientHello) go first. */
+	if (evbuffer_get_length(bufferevent_get_input(c->down.bev)) > 0)
+		relay_bev_read(c->down.bev, c);
+	else
+		relay_maybe_splice(c);
+}

@@ -1,0 +1,316 @@
+/* Upstream side: resolve in the supervisor (never trusting the sandbox's
+ * idea of an address), apply the address guard, connect with a timeout,
+ * trying v6 then v4 addresses in turn. */
+#include "proxy/conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/bufferevent.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "policy/guard.h"
+#include "policy/policy.h"
+
+socklen_t
+conn_addr_len(const union conn_addr *a)
+{
+	return a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in);
+}
+
+void
+conn_addr_str(const union conn_addr *a, char *out, size_t outlen)
+{
+	const void *p = a->sa.sa_family == AF_INET6 ? (const void *)&a->in6.sin6_addr
+	                                            : (const void *)&a->in.sin_addr;
+
+	if (inet_ntop(a->sa.sa_family, p, out, (socklen_t)outlen) == NULL)
+		str_copy(out, "?", outlen);
+}
+
+bool
+conn_addr_eq(const union conn_addr *a, const union conn_addr *b)
+{
+	if (a->sa.sa_family != b->sa.sa_family)
+		return false;
+	if (a->sa.sa_family == AF_INET)
+		return a->in.sin_addr.s_addr == b->in.sin_addr.s_addr;
+	return memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, 16) == 0;
+}
+
+static void
+set_port(union conn_addr *a, uint16_t port)
+{
+	if (a->sa.sa_family == AF_INET6)
+		a->in6.sin6_port = htons(port);
+	else
+		a->in.sin_port = htons(port);
+}
+
+bool
+upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why, size_t whylen)
+{
+	const struct policy *p = c->px->px_cfg.policy;
+	enum guard_class cls = guard_classify(&a->sa);
+	char ip[INET6_ADDRSTRLEN];
+
+	if (cls == GUARD_PUBLIC && !proxy_is_own_addr(c->px, &a->sa))
+		return true;
+	/* An explicit cidr rule is the only way to private ranges, loopback
+	 * and the host's own addresses. */
+	if (policy_cidr_allows(p, &a->sa, c->port))
+		return true;
+	conn_addr_str(a, ip, sizeof(ip));
+	if (why != NULL)
+		snprintf(why, whylen, "%s is %s%s", ip,
+		         cls == GUARD_PUBLIC ? "one of this host's addresses" : guard_class_name(cls),
+		         cls == GUARD_PUBLIC ? "" : " (address guard)");
+	return false;
+}
+
+size_t
+upstream_filter(struct conn *c, char *why, size_t whylen)
+{
+	size_t kept = 0;
+	bool said = false;
+
+	for (size_t i = 0; i < c->n_addrs; i++) {
+		if (upstream_addr_permitted(c, &c->addrs[i], said ? NULL : why, whylen))
+			c->addrs[kept++] = c->addrs[i];
+		else
+			said = true;
+	}
+	c->n_addrs = kept;
+	return kept;
+}
+
+/* Keep v6 first, then v4, each in resolver order, at most CONN_MAX_ADDRS. */
+static void
+take_addrs(struct conn *c, const struct evutil_addrinfo *res)
+{
+	c->n_addrs = 0;
+	for (int fam = 0; fam < 2; fam++) {
+		int want = fam == 0 ? AF_INET6 : AF_INET;
+
+		for (const struct evutil_addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+			union conn_addr a;
+			bool dup = false;
+
+			if (ai->ai_family != want || c->n_addrs == CONN_MAX_ADDRS)
+				continue;
+			memset(&a, 0, sizeof(a));
+			memcpy(&a, ai->ai_addr, want == AF_INET6 ? sizeof(a.in6) : sizeof(a.in));
+			set_port(&a, c->port);
+			for (size_t i = 0; i < c->n_addrs; i++)
+				dup = dup || conn_addr_eq(&c->addrs[i], &a);
+			if (!dup)
+				c->addrs[c->n_addrs++] = a;
+		}
+	}
+}
+
+static void
+upstream_dns_done(int result, struct evutil_addrinfo *res, void *arg)
+{
+	struct conn *c = arg;
+
+	/* Cancelled from conn_close(): c is being freed; touch nothing. */
+	if (result == EVUTIL_EAI_CANCEL) {
+		if (res != NULL)
+			evutil_freeaddrinfo(res);
+		return;
+	}
+	c->dnsreq = NULL;
+	c->resolve_err = result;
+	c->resolve_res = res;
+	c->resolve_ready = true;
+	/* Answered inside evdns_getaddrinfo(): the caller takes it from here
+	 * once the call has returned. */
+	if (c->in_resolve_call)
+		return;
+	conn_resolved(c);
+}
+
+int
+upstream_resolve(struct conn *c)
+{
+	struct evutil_addrinfo hints;
+	union conn_addr a;
+
+	memset(&a, 0, sizeof(a));
+	c->n_addrs = 0;
+	c->next_addr = 0;
+	c->resolve_ready = false;
+	c->resolve_res = NULL;
+	c->resolve_err = 0;
+	if (c->ip_literal) {
+		if (inet_pton(AF_INET6, c->host, &a.in6.sin6_addr) == 1)
+			a.sa.sa_family = AF_INET6;
+		else if (inet_pton(AF_INET, c->host, &a.in.sin_addr) == 1)
+			a.sa.sa_family = AF_INET;
+		else {
+			conn_refuse(c, 400, "http_request_error", "bad IP literal");
+			return -1;
+		}
+		set_port(&a, c->port);
+		c->addrs[0] = a;
+		c->n_addrs = 1;
+		c->resolve_ready = true;
+		conn_resolved(c);
+		return 0;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_protocol = IPPROTO_TCP;
+	c->in_resolve_call = true;
+	c->dnsreq = evdns_getaddrinfo(c->px->px_cfg.dns, c->host, NULL, &hints,
+	                              upstream_dns_done, c);
+	c->in_resolve_call = false;
+	if (c->resolve_ready) {
+		c->dnsreq = NULL;
+		conn_resolved(c);
+	}
+	return 0;
+}
+
+/* Turn the stored evdns answer into c->addrs; returns 0, or -1 after
+ * refusing (the error to the client names the resolver's answer). */
+int upstream_take_answer(struct conn *c);
+
+int
+upstream_take_answer(struct conn *c)
+{
+	int err = c->resolve_err;
+
+	if (c->resolve_res != NULL) {
+		take_addrs(c, c->resolve_res);
+		evutil_freeaddrinfo(c->resolve_res);
+		c->resolve_res = NULL;
+	}
+	if (c->ip_literal)
+		return 0;
+	if (err == EVUTIL_EAI_AGAIN) {
+		conn_refuse(c, 504, "dns_timeout", "resolving %s timed out", c->host);
+		return -1;
+	}
+	if (err != 0 || c->n_addrs == 0) {
+		conn_refuse(c, 502, "dns_error", "%s does not resolve (%s)", c->host,
+		            err != 0 ? evutil_gai_strerror(err) : "no addresses");
+		return -1;
+	}
+	return 0;
+}
+
+void
+upstream_cancel(struct conn *c)
+{
+	if (c->dnsreq != NULL) {
+		struct evdns_getaddrinfo_request *r = c->dnsreq;
+		c->dnsreq = NULL;
+		evdns_getaddrinfo_cancel(r);
+	}
+	if (c->resolve_res != NULL) {
+		evutil_freeaddrinfo(c->resolve_res);
+		c->resolve_res = NULL;
+	}
+}
+
+static void upstream_event(struct bufferevent *bev, short what, void *arg);
+
+static int
+upstream_try(struct conn *c)
+{
+	union conn_addr *a;
+	struct timeval tv;
+	int fd;
+
+	if (c->up.bev != NULL) {
+		bufferevent_free(c->up.bev);
+		c->up.bev = NULL;
+	}
+	fd_close(&c->up.fd);
+	if (c->next_addr >= c->n_addrs)
+		return -1;
+	a = &c->addrs[c->next_addr++];
+	c->dst = *a;
+	c->has_dst = true;
+	fd = socket(a->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	c->up.fd = fd;
+	/* connect() here, not in libevent, so an immediate failure keeps
+	 * its errno for the message. */
+	if (connect(fd, &a->sa, conn_addr_len(a)) != 0 && errno != EINPROGRESS)
+		return -1;
+	c->up.bev = bufferevent_socket_new(c->px->px_base, fd, 0);
+	if (c->up.bev == NULL)
+		return -1;
+	bufferevent_setcb(c->up.bev, NULL, NULL, upstream_event, c);
+	tv.tv_sec = c->px->px_cfg.connect_timeout_ms / 1000;
+	tv.tv_usec = (c->px->px_cfg.connect_timeout_ms % 1000) * 1000;
+	bufferevent_set_timeouts(c->up.bev, NULL, &tv);
+	/* NULL address: the fd is already connecting; report when done. */
+	if (bufferevent_socket_connect(c->up.bev, NULL, 0) != 0)
+		return -1;
+	return 0;
+}
+
+/* Try the next address; after the last, refuse with the last error. */
+static void
+upstream_next(struct conn *c, int err, bool timeout)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	while (c->next_addr < c->n_addrs) {
+		if (upstream_try(c) == 0)
+			return;
+		err = errno;
+	}
+	if (c->up.bev != NULL) {
+		bufferevent_free(c->up.bev);
+		c->up.bev = NULL;
+	}
+	fd_close(&c->up.fd);
+	conn_addr_str(&c->dst, ip, sizeof(ip));
+	if (timeout)
+		conn_refuse(c, 504, "connection_timeout", "connecting to %s port %u timed out",
+		            ip, (unsigned)c->port);
+	else if (err == ECONNREFUSED)
+		conn_refuse(c, 502, "connection_refused", "%s port %u refused the connection", ip,
+		            (unsigned)c->port);
+	else
+		conn_refuse(c, 502, "destination_ip_unroutable", "connecting to %s port %u: %s", ip,
+		            (unsigned)c->port, strerror(err));
+}
+
+static void
+upstream_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	(void)bev;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		bufferevent_set_timeouts(c->up.bev, NULL, NULL);
+		conn_connected(c);
+		return;
+	}
+	upstream_next(c, EVUTIL_SOCKET_ERROR(), (what & BEV_EVENT_TIMEOUT) != 0);
+}
+
+int
+upstream_connect(struct conn *c)
+{
+	if (upstream_try(c) == 0)
+		return 0;
+	upstream_next(c, errno, false);
+	return -1;
+}
