@@ -125,14 +125,14 @@ expect_canaries_silent() {
 # Fails when the lab's dnsmasq was asked about a name matching REGEX.
 expect_dns_never_saw() {
 	local what=$1 re=$2
-	if grep -E "query\[[A-Z0-9]+\] [^ ]*($re)" "$LAB_LOG/dnsmasq.log" >/dev/null; then
-		fail "$what: the lab's resolver was asked: $(grep -E "query\[[A-Z0-9]+\] [^ ]*($re)" "$LAB_LOG/dnsmasq.log" | head -n 3)"
+	if grep -Ei "query\[[A-Z0-9]+\] [^ ]*($re)" "$LAB_LOG/dnsmasq.log" >/dev/null; then
+		fail "$what: the lab's resolver was asked: $(grep -Ei "query\[[A-Z0-9]+\] [^ ]*($re)" "$LAB_LOG/dnsmasq.log" | head -n 3)"
 	fi
 }
 
 expect_dns_saw() {
 	local what=$1 re=$2
-	grep -Eq "query\[[A-Z0-9]+\] [^ ]*($re)" "$LAB_LOG/dnsmasq.log" ||
+	grep -Eqi "query\[[A-Z0-9]+\] [^ ]*($re)" "$LAB_LOG/dnsmasq.log" ||
 		fail "$what: the lab's resolver was never asked for /$re/"
 }
 
