@@ -211,6 +211,15 @@ cmd_proxy(int argc, char **argv)
 	}
 	if (verbose)
 		log_set_level(LOG_LEVEL_INFO);
+	{
+		/* Two sockets per tunnel: take every descriptor we may. */
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			(void)setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 
 	pol = policy_load(policy_path, &diag);
 	if (pol == NULL) {

@@ -700,7 +700,6 @@ conn_http_next(struct conn *c)
 	c->verdict = NULL;
 	c->rule[0] = c->reason[0] = c->method[0] = c->host[0] = '\0';
 	c->port = 0;
-	c->has_dst = false;
 	free(c->url);
 	c->url = NULL;
 	c->up.bytes = c->down.bytes = 0;
