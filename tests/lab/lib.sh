@@ -148,7 +148,7 @@ log_count() {
 		    lines = []
 		for line in lines:
 		    e = json.loads(line)
-		    if eval(sys.argv[2], {}, {"e": e}):
+		    if eval("(" + sys.argv[2] + "\n)", {}, {"e": e}):
 		        n += 1
 		print(n)
 	EOF
