@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "dns/acache.h"
 #include "dns/answer.h"
 #include "dns/cache.h"
 #include "dns/msg.h"
@@ -40,6 +41,7 @@
 #define DNS_TCP_OUT_MAX (256 * 1024) /* stop reading above this backlog */
 #define DNS_UDP_BATCH 64             /* datagrams read per readiness event */
 #define DNS_ACCEPT_PAUSE_MS 200      /* pause after EMFILE */
+#define DNS_ACACHE_ENTRIES 4096
 
 struct dns_tcp;
 
@@ -97,6 +99,7 @@ struct dns_server {
 	struct dns_tcp *tcps;
 	size_t n_tcps;
 	uint64_t n_malformed;
+	struct dns_acache *acache; /* answers already filtered */
 	/* Scratch space for one message at a time (single-threaded). */
 	uint8_t buf[DNS_MSG_MAX + 2];  /* upstream answers */
 	uint8_t qbuf[DNS_MSG_MAX + 2]; /* queries from the sandbox */
@@ -253,47 +256,23 @@ fam_idx(sa_family_t f)
 	return f == AF_INET6 ? 1 : 0;
 }
 
-/* Finish a forwarded query: reply, cache, log, free. f NULL means failure
- * with rcode SERVFAIL and reason. */
+/* Send filtered records f to c, record the addresses in the IP -> name
+ * cache and log. why is the full reason ("" if none); a non-empty reason
+ * on an answer means something was withheld, said with an EDE. */
 static void
-pending_finish(struct dns_pending *p, const struct dns_filtered *f,
-               const char *reason)
+answer_send(struct dns_server *srv, struct dns_client *c,
+            const struct dns_query *q, const struct dns_decision *d,
+            const struct dns_filtered *f, const char *why, uint64_t start_ms)
 {
-	struct dns_server *srv = p->p_srv;
 	const char *answers[DNS_MAX_RR];
 	char abuf[DNS_MAX_RR][INET6_ADDRSTRLEN];
-	char why[512];
 	char ede_text[DNS_EDE_TEXT_MAX + 1];
 	size_t n_answers = 0, n;
-	unsigned rcode;
+	uint64_t now_s = now_ms() / 1000;
 	int ede = -1;
 
-	if (f == NULL) {
-		rcode = DNS_RCODE_SERVFAIL;
-		ede = DNS_EDE_NO_REACHABLE_AUTHORITY;
-		textf(ede_text, sizeof(ede_text), "airlock: %s", reason);
-		if (p->p_client.tcp != NULL || p->p_client.udp_fd >= 0)
-			reply_empty(srv, &p->p_client, &p->p_q, rcode, ede, ede_text);
-		log_query(srv, &p->p_q, &p->p_d, rcode, reason, NULL, 0, p->p_start_ms);
-		pending_free(p);
-		return;
-	}
-	rcode = f->rcode;
-	str_copy(why, f->reason != NULL ? f->reason : "", sizeof(why));
-	if (f->n_removed > 0) {
-		size_t off = strlen(why);
-
-		for (size_t i = 0; i < f->n_removed && off < sizeof(why); i++) {
-			int w = snprintf(why + off, sizeof(why) - off, "%s%s",
-			                 i == 0 ? ": " : ", ", f->removed[i]);
-			if (w < 0)
-				break;
-			off += (size_t)w;
-		}
-		ede = DNS_EDE_BLOCKED;
-		textf(ede_text, sizeof(ede_text), "airlock: %s", why);
-	} else if (f->reason != NULL) {
-		ede = rcode == DNS_RCODE_SERVFAIL ? DNS_EDE_OTHER : DNS_EDE_BLOCKED;
+	if (why[0] != '\0') {
+		ede = f->rcode == DNS_RCODE_SERVFAIL ? DNS_EDE_OTHER : DNS_EDE_BLOCKED;
 		textf(ede_text, sizeof(ede_text), "airlock: %s", why);
 	}
 	for (size_t i = 0; i < f->n; i++) {
@@ -317,16 +296,52 @@ pending_finish(struct dns_pending *p, const struct dns_filtered *f,
 		inet_ntop(ss.ss_family, rr->addr, abuf[n_answers], sizeof(abuf[0]));
 		answers[n_answers] = abuf[n_answers];
 		n_answers++;
+		/* Keyed to the name the sandbox asked for (not a CNAME
+		 * target): that is the name the proxy must check. */
 		if (srv->cfg.cache != NULL)
-			dns_cache_put(srv->cfg.cache, (struct sockaddr *)&ss, p->p_d.name,
+			dns_cache_put(srv->cfg.cache, (struct sockaddr *)&ss, d->name,
 			              rr->ttl < DNS_CACHE_MIN_TTL ? DNS_CACHE_MIN_TTL : rr->ttl,
-			              now_ms() / 1000);
+			              now_s);
 	}
-	n = dns_reply(&p->p_q, f, rcode, ede, ede >= 0 ? ede_text : NULL,
-	              client_limit(&p->p_client, &p->p_q), srv->out, sizeof(srv->out));
-	client_send(srv, &p->p_client, srv->out, n);
-	log_query(srv, &p->p_q, &p->p_d, rcode, why[0] != '\0' ? why : NULL, answers,
-	          n_answers, p->p_start_ms);
+	n = dns_reply(q, f, f->rcode, ede, ede >= 0 ? ede_text : NULL,
+	              client_limit(c, q), srv->out, sizeof(srv->out));
+	client_send(srv, c, srv->out, n);
+	log_query(srv, q, d, f->rcode, why[0] != '\0' ? why : NULL, answers,
+	          n_answers, start_ms);
+}
+
+/* Finish a forwarded query: reply, cache, log, free. f NULL means failure
+ * with rcode SERVFAIL and reason. */
+static void
+pending_finish(struct dns_pending *p, const struct dns_filtered *f,
+               const char *reason)
+{
+	struct dns_server *srv = p->p_srv;
+	char why[512];
+
+	if (f == NULL) {
+		char ede_text[DNS_EDE_TEXT_MAX + 1];
+
+		textf(ede_text, sizeof(ede_text), "airlock: %s", reason);
+		reply_empty(srv, &p->p_client, &p->p_q, DNS_RCODE_SERVFAIL,
+		            DNS_EDE_NO_REACHABLE_AUTHORITY, ede_text);
+		log_query(srv, &p->p_q, &p->p_d, DNS_RCODE_SERVFAIL, reason, NULL, 0,
+		          p->p_start_ms);
+		pending_free(p);
+		return;
+	}
+	str_copy(why, f->reason != NULL ? f->reason : "", sizeof(why));
+	for (size_t i = 0, off = strlen(why); i < f->n_removed && off < sizeof(why); i++) {
+		int w = snprintf(why + off, sizeof(why) - off, "%s%s",
+		                 i == 0 ? ": " : ", ", f->removed[i]);
+		if (w < 0)
+			break;
+		off += (size_t)w;
+	}
+	if (srv->acache != NULL)
+		(void)dns_acache_put(srv->acache, p->p_d.name, p->p_q.qtype, f,
+		                     why[0] != '\0' ? why : NULL, now_ms());
+	answer_send(srv, &p->p_client, &p->p_q, &p->p_d, f, why, p->p_start_ms);
 	pending_free(p);
 }
 
@@ -676,9 +691,17 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
 	case DNS_ACT_PTR:
 		ptr_answer(srv, c, &q, &d, start);
 		return;
-	case DNS_ACT_FORWARD:
+	case DNS_ACT_FORWARD: {
+		const char *why = NULL;
+
+		if (dns_acache_get(srv->acache, d.name, q.qtype, start, &srv->filt,
+		                   &why) == 0) {
+			answer_send(srv, c, &q, &d, &srv->filt, why != NULL ? why : "", start);
+			return;
+		}
 		query_forward(srv, c, &q, &d, start);
 		return;
+	}
 	}
 }
 
@@ -934,7 +957,8 @@ dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
 		srv->cfg.timeout_ms = DNS_DEFAULT_TIMEOUT_MS;
 	srv->pending = calloc(DNS_ID_SPACE, sizeof(*srv->pending));
 	srv->accept_timer = evtimer_new(base, accept_resume, srv);
-	if (srv->pending == NULL || srv->accept_timer == NULL) {
+	srv->acache = dns_acache_new(DNS_ACACHE_ENTRIES);
+	if (srv->pending == NULL || srv->accept_timer == NULL || srv->acache == NULL) {
 		log_warn("dns: server");
 		goto fail;
 	}
@@ -1031,5 +1055,6 @@ dns_server_free(struct dns_server *srv)
 	}
 	if (srv->accept_timer != NULL)
 		event_free(srv->accept_timer);
+	dns_acache_free(srv->acache);
 	free(srv);
 }

@@ -255,6 +255,8 @@ if command -v dnsperf >/dev/null; then
 	lost=$(printf '%s\n' "$out" | awk '/Queries lost:/{print $3}')
 	sent=$(printf '%s\n' "$out" | awk '/Queries sent:/{print $3}')
 	expect_eq "queries lost" 0 "$lost"
-	[ "$sent" -ge 28000 ] || fail "only $sent queries sent in 3 s"
+	# dnsperf itself paces the sending; on a loaded 2-core CI machine (tests
+	# run in parallel, sanitizers) it may fall a little short of the rate.
+	[ "$sent" -ge 24000 ] || fail "only $sent queries sent in 3 s"
 fi
 echo "PASS"
