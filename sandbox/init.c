@@ -278,7 +278,7 @@ sbx_init_main(const struct sbx *s, int sock)
 			continue;
 		}
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-			if (pid != cmd)
+			if (pid != cmd || !(WIFEXITED(st) || WIFSIGNALED(st)))
 				continue; /* an orphan CMD left behind */
 			memset(&m, 0, sizeof(m));
 			m.type = SBX_MSG_EXIT;

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# airlock run end to end: identity and namespaces inside, the network view,
+# /proc, hostname, environment, exit statuses, signals and --timeout.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+need_prog setpriv ip python3
+sbx_setup
+
+body() {
+	local role=$1 out uid gid rc t0 t1
+
+	uid=$(as "$role" id -u)
+	gid=$(as "$role" id -g)
+
+	# CMD runs as the caller's uid/gid, or uid 0 with --root.
+	expect_eq "$role: uid inside" "$uid:$gid" "$(al "$role" -- sh -c 'echo $(id -u):$(id -g)')"
+	expect_eq "$role: --root" "0:0" "$(al "$role" --root -- sh -c 'echo $(id -u):$(id -g)')"
+
+	# Only lo, with the egress addresses; no other interface.
+	out=$(al "$role" -- ip -o link show)
+	expect_eq "$role: interfaces" "lo" "$(printf '%s\n' "$out" | awk -F': ' '{print $2}' | tr -d '\n')"
+	expect_match "$role: egress address" "198\.18\.0\.1" "$(al "$role" -- ip -o addr show dev lo)"
+
+	# /proc is the sandbox's: pid 1 is init, CMD is pid 2, nothing else.
+	expect_eq "$role: pids" "1 2" "$(al "$role" -- sh -c 'cd /proc && echo [0-9]*')"
+	expect_eq "$role: own pid" "2" "$(al "$role" -- sh -c 'echo $$')"
+	expect_eq "$role: hostname" "airlock" "$(al "$role" -- cat /proc/sys/kernel/hostname)"
+
+	# Environment: the proxy variables, the caller's others, --env, --clearenv.
+	out=$(AIRLOCK_T1=v1 al "$role" --env NEWV=x -- env)
+	expect_match "$role: HTTP_PROXY" "^HTTP_PROXY=http://127\.0\.0\.1:3128$" "$(grep '^HTTP_PROXY=' <<<"$out")"
+	expect_match "$role: https_proxy" "^https_proxy=http://127\.0\.0\.1:3128$" "$(grep '^https_proxy=' <<<"$out")"
+	expect_match "$role: NO_PROXY" "^NO_PROXY=localhost,127\.0\.0\.1,::1$" "$(grep '^NO_PROXY=' <<<"$out")"
+	expect_eq "$role: caller's variable" "AIRLOCK_T1=v1" "$(grep '^AIRLOCK_T1=' <<<"$out")"
+	expect_eq "$role: --env" "NEWV=x" "$(grep '^NEWV=' <<<"$out")"
+	out=$(AIRLOCK_T1=v1 AIRLOCK_T2=v2 al "$role" --clearenv --env AIRLOCK_T2 -- env)
+	grep -q '^AIRLOCK_T1=' <<<"$out" && fail "$role: --clearenv kept AIRLOCK_T1"
+	expect_eq "$role: --clearenv --env NAME" "AIRLOCK_T2=v2" "$(grep '^AIRLOCK_T2=' <<<"$out")"
+
+	# Exit statuses.
+	expect_eq "$role: exit code" 3 "$(status_of al "$role" -- sh -c 'exit 3')"
+	expect_eq "$role: killed by signal" 143 "$(status_of al "$role" -- sh -c 'kill -TERM $$')"
+	expect_eq "$role: not found" 127 "$(status_of al "$role" -- /nonexistent/cmd 2>/dev/null)"
+	expect_eq "$role: not executable" 126 "$(status_of al "$role" -- /etc/passwd 2>/dev/null)"
+	expect_eq "$role: bad policy" 125 "$(status_of al "$role" -p /nonexistent.yaml -- true 2>/dev/null)"
+	expect_eq "$role: bad flag" 125 "$(status_of al "$role" --bogus -- true 2>/dev/null)"
+	out=$(al "$role" -- /nonexistent/cmd 2>&1 || true)
+	expect_match "$role: error names the command" "^airlock: cannot run '/nonexistent/cmd'" "$out"
+
+	# --timeout kills the whole sandbox: 124, promptly.
+	t0=$(date +%s%N)
+	expect_eq "$role: timeout" 124 "$(status_of al "$role" --timeout 1 -- sleep 30 2>/dev/null)"
+	t1=$(date +%s%N)
+	[ $(((t1 - t0) / 1000000)) -lt 5000 ] || fail "$role: --timeout 1 took $(((t1 - t0) / 1000000)) ms"
+
+	# A signal sent to airlock reaches CMD (which may handle it).
+	(al "$role" -- sh -c 'trap "exit 9" TERM; while :; do sleep 0.1; done') &
+	local bg=$!
+	sleep 0.5
+	# The oldest match is the supervisor (init is its clone, same command line).
+	local apid
+	apid=$(pgrep -o -f "$SCRATCH/airlock run .*exit 9" || true)
+	[ -n "$apid" ] || fail "$role: cannot find the airlock process"
+	kill -TERM "$apid"
+	rc=0
+	wait $bg || rc=$?
+	expect_eq "$role: SIGTERM forwarded, CMD's handler's status" 9 "$rc"
+
+	# task-start carries the self-test result; task-end the exit status.
+	al "$role" -- sh -c 'exit 4' || true
+	expect_match "$role: task-start selftest" '"kind":"task-start".*"selftest":"pass"' "$(grep task-start "$(logf "$role")" | tail -1)"
+	expect_match "$role: task-end status" '"kind":"task-end".*"exit_status":4' "$(grep task-end "$(logf "$role")" | tail -1)"
+}
+
+for role in $ROLES; do
+	body "$role"
+done
+echo "ok: run ($ROLES)"
