@@ -231,6 +231,10 @@ conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
 	safe_text(c->reason);
 	if (policy_denial || c->verdict == NULL)
 		c->verdict = "deny";
+	/* A rule allowed the name; something else refused it: the rule is
+	 * not the reason, so it is not reported as one. */
+	if (strcmp(error, "destination_ip_prohibited") == 0)
+		c->rule[0] = '\0';
 	log_info("conn %llu: %s %s:%u: %s", (unsigned long long)c->id, c->verdict, c->host,
 	         (unsigned)c->port, c->reason);
 	if (c->down.bev == NULL) {
@@ -441,6 +445,20 @@ conn_start_resolve(struct conn *c)
 
 /* ---- transparent: sniffing the first bytes ---- */
 
+/* Whether the first bytes start an HTTP/1 request line: an upper-case
+ * method and a space (1), could still (0), or cannot (-1). */
+static int
+sniff_looks_http(const uint8_t *buf, size_t n)
+{
+	for (size_t i = 0; i < n && i < 16; i++) {
+		if (buf[i] == ' ')
+			return i > 0 ? 1 : -1;
+		if (buf[i] < 'A' || buf[i] > 'Z')
+			return -1;
+	}
+	return n < 16 ? 0 : -1;
+}
+
 static void
 conn_sniff_decide(struct conn *c, bool timed_out)
 {
@@ -487,20 +505,24 @@ conn_sniff_decide(struct conn *c, bool timed_out)
 		return;
 	} else {
 		static struct http_head h; /* one loop, one thread: no re-entry */
-		enum http_result hr = http_parse_request((const char *)buf, n, &h);
+		enum http_result hr;
 		const char *s = (const char *)buf;
-		int hi;
+		int hi, looks = sniff_looks_http(buf, n);
 
+		if (looks == 0 && !timed_out)
+			return;
+		if (looks <= 0) {
+			/* Not HTTP/1 nor TLS: a protocol we cannot name. */
+			c->kind = "tcp";
+			conn_decide_noname(c);
+			return;
+		}
+		hr = http_parse_request(s, n, &h);
 		if (hr == HTTP_INCOMPLETE && !timed_out)
 			return;
 		if (hr != HTTP_OK) {
-			/* Not HTTP, or not a head we can read: no name. A slow
-			 * or oversized HTTP head is refused like a bad one. */
-			if (hr == HTTP_BAD_SYNTAX && !(n >= 4 && memcmp(buf, "GET ", 4) == 0)) {
-				c->kind = "tcp";
-				conn_decide_noname(c);
-				return;
-			}
+			/* HTTP, but not a head we can read in time: refused
+			 * like a bad one. */
 			c->kind = "http";
 			conn_refuse(c, hr == HTTP_INCOMPLETE ? 408 : 400, "http_request_error", "%s",
 			            hr == HTTP_INCOMPLETE ? "request head not complete in time"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The transparent listener through `airlock run` in the test lab: clients
+# that ignore the proxy variables are redirected by nftables, and the proxy
+# decides on SNI / Host / the original destination (DESIGN.md, decisions
+# 1-4): allowed names work, SNI and Host spoofing (a name pointed at another
+# address) are refused, name-less TCP is allowed only to addresses learned
+# from DNS for an allowed name, everything else is reset and logged.
+. "$(dirname "$0")/../lib.sh"
+. "$TESTS_DIR/lab/lib.sh"
+lab_start
+
+POL=$LAB_WORK/transparent.yaml
+cat >"$POL" <<-'YAML'
+	version: 1
+	name: transparent-e2e
+	allow:
+	  - host: pypi.org
+	    ports: [80, 443, 7]
+YAML
+
+"$LAB_SH" inet "$LAB" "$LAB_PYTHON" "$SOURCE_ROOT/tests/proxy/echo.py" "$LAB_PYPI_V4" 7 \
+	>"$LAB_LOG/echo.out" 2>&1 &
+for _ in $(seq 100); do grep -q ready "$LAB_LOG/echo.out" 2>/dev/null && break; sleep 0.05; done
+
+# Everything inside one sandbox; each step prints a marker the test checks.
+cat >"$LAB_WORK/inside.sh" <<-'SH'
+	unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
+	c() { curl -sS --max-time 5 "$@"; }
+	c https://pypi.org/simple/labpkg/ | grep -q labpkg-1.0 && echo "tls-allowed"
+	c --resolve pypi.org:443:203.0.113.66 https://pypi.org/ 2>&1 | grep -qi "alert access denied" && echo "sni-spoof-refused"
+	c http://pypi.org/simple/labpkg/ | grep -q labpkg-1.0 && echo "http-allowed"
+	[ "$(c -o /dev/null -w '%{http_code}' --resolve pypi.org:80:203.0.113.66 http://pypi.org/)" = 403 ] && echo "host-spoof-refused"
+	c --resolve evil.test:443:203.0.113.66 https://evil.test/ 2>&1 | grep -qi "alert access denied" && echo "sni-denied"
+	python3 - <<-'PY'
+		import socket, time
+		# No name, an address learned from DNS for an allowed name and port.
+		s = socket.create_connection(("pypi.org", 7), timeout=5)
+		s.sendall(b"hello\n")
+		print("tcp-learned" if s.recv(100) == b"hello\n" else "tcp-learned-FAILED")
+		s.close()
+		# The same, the client silent first (as for server-speaks-first).
+		s = socket.create_connection(("pypi.org", 7), timeout=5)
+		time.sleep(0.6)
+		s.sendall(b"late\n")
+		print("tcp-silent" if s.recv(100) == b"late\n" else "tcp-silent-FAILED")
+		s.close()
+		# No name, an address nobody allowed: reset.
+		try:
+		    s = socket.create_connection(("203.0.113.66", 4444), timeout=5)
+		    s.sendall(b"x")
+		    print("tcp-unknown-FAILED" if s.recv(100) else "tcp-unknown-refused")
+		except OSError:
+		    print("tcp-unknown-refused")
+	PY
+SH
+out=$(airlock_lab "$POL" -- sh "$LAB_WORK/inside.sh" 2>&1) || true
+for m in tls-allowed sni-spoof-refused http-allowed host-spoof-refused sni-denied \
+	tcp-learned tcp-silent tcp-unknown-refused; do
+	printf '%s\n' "$out" | grep -qx "$m" || fail "transparent: '$m' missing; output: $out"
+done
+
+expect_logged "tls allowed" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("verdict") == "allow" and e.get("ip") == "198.51.100.10"'
+expect_logged "SNI spoof logged with both" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("ip") == "203.0.113.66" and e.get("verdict") == "deny" and "does not resolve to the original destination" in e.get("reason", "")'
+expect_logged "Host spoof logged" 'e.get("kind") == "http" and e.get("host") == "pypi.org" and e.get("ip") == "203.0.113.66" and e.get("verdict") == "deny"'
+expect_logged "denied SNI logged" 'e.get("kind") == "tls" and e.get("sni") == "evil.test" and e.get("verdict") == "deny"'
+expect_logged "learned tcp logged" 'e.get("kind") == "tcp" and e.get("host") == "pypi.org" and e.get("port") == 7 and e.get("verdict") == "allow"'
+expect_logged "unknown tcp logged" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 4444 and e.get("verdict") == "deny"'
+expect_canaries_silent "transparent"
+echo "ok"
