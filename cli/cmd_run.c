@@ -394,6 +394,7 @@ cmd_run(int argc, char **argv)
 	r.sigfd = -1;
 	sbx_listeners_init(&r.lst);
 	r.start_ms = now_ms();
+	log_debug("supervisor: start, %llu ms", (unsigned long long)r.start_ms);
 
 	if (sbx_opts_parse(&r.opts, argc, argv, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
@@ -467,6 +468,7 @@ cmd_run(int argc, char **argv)
 	sigaddset(&sigs, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 
+	log_debug("supervisor: started %llu, cloning %llu ms", (unsigned long long)r.start_ms, (unsigned long long)now_ms());
 	if (sbx_start(r.sbx, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
 		goto out;
@@ -475,6 +477,7 @@ cmd_run(int argc, char **argv)
 		log_warnx("%s", err);
 		goto out;
 	}
+	log_debug("supervisor: listeners received, %llu ms", (unsigned long long)now_ms());
 	failed = sbx_report_first_failure(&rep, SBX_CHECK_PRE_GO);
 	selftest_text(&rep, failed, selftest, sizeof(selftest));
 
@@ -505,9 +508,11 @@ cmd_run(int argc, char **argv)
 		log_warn("cannot start the command");
 		goto end;
 	}
+	log_debug("supervisor: go sent, %llu ms", (unsigned long long)now_ms());
 	if (event_base_dispatch(r.base) < 0)
 		log_warnx("event loop failed");
 
+	log_debug("supervisor: sandbox ended, %llu ms", (unsigned long long)now_ms());
 	if (sbx_reap(r.sbx, &res, NULL) < 0) {
 		log_warn("reap sandbox");
 		goto end;

@@ -123,17 +123,20 @@ setup_network(struct sbx_report *r, struct sbx_listeners *l)
 		return;
 	}
 	sbx_check_set(r, SBX_CHECK_NET, true, NULL);
+	log_debug("init: lo ready, %llu ms", (unsigned long long)now_ms());
 
 	nft_params_default(&np);
 	if (nft_ruleset_apply(&np, err, sizeof(err)) < 0) {
 		sbx_check_set(r, SBX_CHECK_RULESET, false, "apply: %s", err);
 		return;
 	}
+	log_debug("init: ruleset applied, %llu ms", (unsigned long long)now_ms());
 	if (nft_ruleset_verify(&np, err, sizeof(err)) < 0) {
 		sbx_check_set(r, SBX_CHECK_RULESET, false, "%s", err);
 		return;
 	}
 	sbx_check_set(r, SBX_CHECK_RULESET, true, NULL);
+	log_debug("init: ruleset verified, %llu ms", (unsigned long long)now_ms());
 
 	/* The listener check itself is the supervisor's; a failure to create
 	 * them is reported under its name. */
@@ -210,6 +213,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		init_die("set-up: no_new_privs: %s", strerror(errno));
 
+	log_debug("init: started, %llu ms", (unsigned long long)now_ms());
 	write_id_maps(s);
 	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0)
 		init_die("set-up: hostname: %s", strerror(errno));
@@ -219,6 +223,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	check_userns(s, &m.report);
 	sbx_listeners_init(&l);
 	setup_network(&m.report, &l);
+	log_debug("init: network ready, %llu ms", (unsigned long long)now_ms());
 	sbx_listeners_to_array(&l, fds);
 	nfds = l.nflog_fd >= 0 ? SBX_N_LISTEN_FDS : 0;
 	if (sbx_msg_send(sock, &m, fds, nfds) < 0)
@@ -226,6 +231,11 @@ sbx_init_main(const struct sbx *s, int sock)
 	/* The supervisor holds them now; CMD must never see them. */
 	sbx_listeners_close(&l);
 
+	/* The filesystem while the supervisor starts serving: CMD still
+	 * waits for its go. */
+	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
+		init_die("%s", err);
+	log_debug("init: filesystem ready, %llu ms", (unsigned long long)now_ms());
 	switch (sbx_msg_recv(sock, &m, fds, 0, &nfds, 0)) {
 	case 1:
 		if (m.type == SBX_MSG_GO && m.value == 1)
@@ -237,8 +247,7 @@ sbx_init_main(const struct sbx *s, int sock)
 		init_die("set-up: waiting for the supervisor: %s", strerror(errno));
 	}
 
-	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
-		init_die("%s", err);
+	log_debug("init: go, %llu ms", (unsigned long long)now_ms());
 	/* CMD runs as our uid: without this it could ptrace init, which
 	 * still holds the sandbox's socket to the supervisor. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
@@ -248,6 +257,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	if (sbx_seccomp_load(err, sizeof(err)) < 0)
 		init_die("%s", err);
 
+	log_debug("init: privileges dropped, %llu ms", (unsigned long long)now_ms());
 	fflush(NULL);
 	cmd = fork();
 	if (cmd < 0)
@@ -280,6 +290,7 @@ sbx_init_main(const struct sbx *s, int sock)
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 			if (pid != cmd || !(WIFEXITED(st) || WIFSIGNALED(st)))
 				continue; /* an orphan CMD left behind */
+			log_debug("init: CMD ended, %llu ms", (unsigned long long)now_ms());
 			memset(&m, 0, sizeof(m));
 			m.type = SBX_MSG_EXIT;
 			m.value = st;
