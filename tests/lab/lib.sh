@@ -33,6 +33,7 @@ lab_start() {
 	. "$LAB/lab.env"
 	mkdir -p "$LAB_WORK/home"
 	LOGF=$LAB_WORK/egress.jsonl
+	case $AIRLOCK in */*) AIRLOCK=$(realpath "$AIRLOCK") ;; esac
 	lab_client_env
 }
 
@@ -94,12 +95,16 @@ in_lab_as() {
 airlock_lab() {
 	local policy=$1
 	shift
+	# The run happens in $LAB_WORK: a relative path given here must not
+	# change meaning (a bare name is a preset, looked up by airlock).
+	[ -e "$policy" ] && policy=$(realpath "$policy")
 	(cd "$LAB_WORK" && in_lab "$AIRLOCK" run -p "$policy" --dns-upstream "$LAB_DNS" --log "$LOGF" "$@")
 }
 
 airlock_lab_as() {
 	local user=$1 policy=$2
 	shift 2
+	[ -e "$policy" ] && policy=$(realpath "$policy")
 	(cd "$LAB_WORK" && in_lab_as "$user" "$AIRLOCK" run -p "$policy" --dns-upstream "$LAB_DNS" --log "$LOGF" "$@")
 }
 

@@ -28,7 +28,7 @@ fi
 expect_logged "pip: evil.test denied" 'e.get("host") == "evil.test" and e["verdict"] == "deny"'
 # What the user sees: airlock's -v line names the denied destination and
 # why; pip's own error shows the proxy refused the tunnel.
-grep -Eq 'deny .*evil\.test:443.*(no match|policy)' "$err" ||
+grep -Eqi 'deny .*evil\.test:443.*(no match|no rule|not allowed|allowlist|policy)' "$err" ||
 	fail "no -v deny line for evil.test:443 on stderr: $(tail -n 5 "$err")"
 grep -Eqi '403|forbidden|tunnel connection failed' "$err" "$LAB_WORK/pip-evil.out" ||
 	fail "pip's error does not show the proxy's refusal: $(tail -n 5 "$err")"
