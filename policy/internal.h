@@ -69,21 +69,31 @@ struct prule {
 };
 #define PRULE_NONE UINT32_MAX
 
-/* Open-addressing table of names (exact names, or wildcard suffixes). */
+/* Open-addressing table of names (exact names, or wildcard suffixes).
+ * The key pointer lives in the slot so that a hit can fetch the key text
+ * and the first rule at the same time. */
 struct pname_slot {
 	uint64_t hash;
-	const char *key; /* NULL: empty slot */
-	uint32_t len;
+	const char *key;
+	uint32_t len;   /* 0: empty slot (names are never empty) */
 	uint32_t first; /* first rule of the chain */
 };
 
-struct pcidr_slot {
-	uint8_t addr[16]; /* masked; v4 in the first 4 bytes */
+/* IPv4 cidr: key is (prefix length << 32 | masked address). */
+struct pcidr4_slot {
+	uint64_t key;
+	uint32_t first;
+	uint32_t used;
+};
+
+/* IPv6 cidr: masked address and prefix length. */
+struct pcidr6_slot {
+	uint64_t hi, lo;
+	uint32_t first;
 	uint8_t used;
 	uint8_t plen;
-	uint8_t fam; /* 4 or 6 */
-	uint32_t first;
 };
+
 
 struct policy {
 	struct policy_arena *p_arena;
@@ -100,9 +110,13 @@ struct policy {
 	uint64_t p_exact_mask;
 	struct pname_slot *p_suffix;
 	uint64_t p_suffix_mask;
+	uint64_t *p_filter; /* bit per name and suffix: probe only if set */
+	unsigned p_filter_shift;
 	uint32_t p_n_wild;
-	struct pcidr_slot *p_cidr;
-	uint64_t p_cidr_mask;
+	struct pcidr4_slot *p_cidr4;
+	unsigned p_cidr4_shift; /* index = hash >> shift */
+	struct pcidr6_slot *p_cidr6;
+	unsigned p_cidr6_shift;
 	/* Prefix lengths present, so a lookup probes only those. */
 	uint8_t p_plen4[33];
 	uint8_t p_n_plen4;

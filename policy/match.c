@@ -1,9 +1,10 @@
 /* The compiled matcher. Names: one hash table of exact names and one of
  * wildcard suffixes ("*.example.com" is stored as "example.com"); a query
  * is hashed once, right to left, and every proper suffix's hash falls out
- * of that one pass at each dot, so a lookup costs one pass over the name
- * plus one probe per label. CIDRs: one table keyed by (family, prefix
- * length, masked address), probed once per prefix length present.
+ * of that one pass at each dot, so a lookup costs one pass over the name,
+ * one bit test per label (the suffix filter) and a probe only where a
+ * wildcard may end. CIDRs: per family one table keyed by (prefix length,
+ * masked address), probed once per prefix length present in the policy.
  * Nothing here allocates after policy_compile(). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,8 +14,9 @@
 
 #define FNV_OFFSET 14695981039346656037ull
 #define FNV_PRIME 1099511628211ull
+#define GOLDEN 0x9e3779b97f4a7c15ull
 
-/* FNV's low bits are weak; the table index is taken after this mix. */
+/* FNV's low bits are weak; table indexes are taken after this mix. */
 static inline uint64_t
 hash_mix(uint64_t h)
 {
@@ -38,75 +40,105 @@ hash_name_rev(const char *s, size_t len)
 	return h;
 }
 
+/* The filter: one bit per exact name and per wildcard suffix, at least 16
+ * bits per key, indexed by the high bits of the mixed hash (tables use
+ * the low bits, so the two are independent). A label boundary whose bit
+ * is clear costs one bit test instead of a probe into a big table. */
+#define SALT_EXACT 0x2545f4914f6cdd1dull
+
+static inline bool
+filter_has(const struct policy *p, uint64_t m)
+{
+	uint64_t b = m >> p->p_filter_shift;
+
+	return (p->p_filter[b / 64] >> (b % 64)) & 1;
+}
+
+static inline void
+filter_set(struct policy *p, uint64_t m)
+{
+	uint64_t b = m >> p->p_filter_shift;
+
+	p->p_filter[b / 64] |= 1ull << (b % 64);
+}
+
+/* Power-of-two size with load factor at most one half; *bits = log2. */
 static uint64_t
-table_size(uint32_t n)
+table_size(uint32_t n, unsigned *bits)
 {
 	uint64_t size = 16;
+	unsigned b = 4;
 
-	/* Load factor at most one half keeps probe chains short. */
-	while (size < (uint64_t)n * 2)
+	while (size < (uint64_t)n * 2) {
 		size <<= 1;
+		b++;
+	}
+	if (bits != NULL)
+		*bits = b;
 	return size;
 }
 
 static struct pname_slot *
-name_find(struct pname_slot *tab, uint64_t mask, uint64_t h, const char *key,
-          size_t len)
+name_find(struct pname_slot *tab, uint64_t mask, uint64_t m, uint64_t h,
+          const char *key, size_t len)
 {
-	uint64_t i = hash_mix(h) & mask;
-
-	for (;; i = (i + 1) & mask) {
+	for (uint64_t i = m & mask;; i = (i + 1) & mask) {
 		struct pname_slot *s = &tab[i];
 
-		if (s->key == NULL)
+		if (s->len == 0)
 			return s;
 		if (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0)
 			return s;
 	}
 }
 
-static void
-cidr_mask(uint8_t *addr, unsigned plen, unsigned bytes)
+static inline uint32_t
+mask4(uint32_t a, unsigned plen)
 {
-	for (unsigned i = 0; i < bytes; i++) {
-		unsigned bits = plen > i * 8 ? plen - i * 8 : 0;
+	return plen == 0 ? 0 : a & (~0u << (32 - plen));
+}
 
-		if (bits < 8)
-			addr[i] &= (uint8_t)(0xff00u >> bits);
+static inline void
+mask6(uint64_t *hi, uint64_t *lo, unsigned plen)
+{
+	if (plen == 0) {
+		*hi = *lo = 0;
+	} else if (plen < 64) {
+		*hi &= ~0ull << (64 - plen);
+		*lo = 0;
+	} else if (plen < 128) {
+		*lo &= plen == 64 ? 0 : ~0ull << (128 - plen);
 	}
 }
 
-static uint64_t
-cidr_hash(const uint8_t *addr, unsigned fam, unsigned plen)
+static inline uint64_t
+load_be64(const uint8_t *b)
 {
-	uint64_t a, b;
+	uint64_t v = 0;
 
-	memcpy(&a, addr, 8);
-	memcpy(&b, addr + 8, 8);
-	return hash_mix(a ^ hash_mix(b ^ ((uint64_t)fam << 8 | plen)));
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | b[i];
+	return v;
 }
 
-static struct pcidr_slot *
-cidr_find(struct pcidr_slot *tab, uint64_t mask, const uint8_t *addr,
-          unsigned fam, unsigned plen)
+static inline uint64_t
+cidr4_hash(uint64_t key)
 {
-	uint64_t i = cidr_hash(addr, fam, plen) & mask;
+	return (key + 1) * GOLDEN;
+}
 
-	for (;; i = (i + 1) & mask) {
-		struct pcidr_slot *s = &tab[i];
-
-		if (!s->used)
-			return s;
-		if (s->fam == fam && s->plen == plen && memcmp(s->addr, addr, 16) == 0)
-			return s;
-	}
+static inline uint64_t
+cidr6_hash(uint64_t hi, uint64_t lo, unsigned plen)
+{
+	return ((hi * GOLDEN) ^ (lo + plen) * 0xc2b2ae3d27d4eb4full) * GOLDEN;
 }
 
 int
 policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n)
 {
-	uint32_t n_exact = 0, n_wild = 0, n_cidr = 0;
+	uint32_t n_exact = 0, n_wild = 0, n_c4 = 0, n_c6 = 0;
 	bool seen4[33] = { false }, seen6[129] = { false };
+	unsigned bits4, bits6, fbits;
 
 	p->p_rules = policy_arena_alloc(p->p_arena, sizeof(*p->p_rules) * (n ? n : 1));
 	if (p->p_rules == NULL)
@@ -117,17 +149,29 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 			n_exact++;
 		else if (rules[i].kind == PRULE_WILDCARD)
 			n_wild++;
+		else if (rules[i].kind == PRULE_CIDR4)
+			n_c4++;
 		else
-			n_cidr++;
+			n_c6++;
 	}
-	p->p_exact_mask = table_size(n_exact) - 1;
-	p->p_suffix_mask = table_size(n_wild) - 1;
-	p->p_cidr_mask = table_size(n_cidr) - 1;
+	p->p_exact_mask = table_size(n_exact, NULL) - 1;
+	p->p_suffix_mask = table_size(n_wild, NULL) - 1;
 	p->p_n_wild = n_wild;
+	table_size(n_c4, &bits4);
+	table_size(n_c6, &bits6);
+	p->p_cidr4_shift = 64 - bits4;
+	p->p_cidr6_shift = 64 - bits6;
 	p->p_exact = policy_arena_alloc(p->p_arena, sizeof(struct pname_slot) * (p->p_exact_mask + 1));
 	p->p_suffix = policy_arena_alloc(p->p_arena, sizeof(struct pname_slot) * (p->p_suffix_mask + 1));
-	p->p_cidr = policy_arena_alloc(p->p_arena, sizeof(struct pcidr_slot) * (p->p_cidr_mask + 1));
-	if (p->p_exact == NULL || p->p_suffix == NULL || p->p_cidr == NULL)
+	table_size((n_exact + n_wild) * 8, &fbits);
+	if (fbits < 16)
+		fbits = 16;
+	p->p_filter_shift = 64 - fbits;
+	p->p_filter = policy_arena_alloc(p->p_arena, (size_t)1 << (fbits - 3));
+	p->p_cidr4 = policy_arena_alloc(p->p_arena, sizeof(struct pcidr4_slot) << bits4);
+	p->p_cidr6 = policy_arena_alloc(p->p_arena, sizeof(struct pcidr6_slot) << bits6);
+	if (p->p_exact == NULL || p->p_suffix == NULL || p->p_filter == NULL || p->p_cidr4 == NULL ||
+	    p->p_cidr6 == NULL)
 		return -1;
 
 	/* Walk backwards and push on the front of each chain so that every
@@ -135,6 +179,7 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 	for (uint32_t i = n; i-- > 0;) {
 		const struct policy_rule_src *r = &rules[i];
 		struct prule *pr = &p->p_rules[i];
+		uint32_t *first;
 
 		pr->pattern = r->pattern;
 		pr->where = r->where;
@@ -145,42 +190,60 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 		if (r->kind == PRULE_EXACT || r->kind == PRULE_WILDCARD) {
 			size_t len = strlen(r->key);
 			uint64_t h = hash_name_rev(r->key, len);
+			uint64_t m = hash_mix(r->kind == PRULE_EXACT ? h ^ SALT_EXACT : h);
 			struct pname_slot *s = r->kind == PRULE_EXACT ?
-				name_find(p->p_exact, p->p_exact_mask, h, r->key, len) :
-				name_find(p->p_suffix, p->p_suffix_mask, h, r->key, len);
+				name_find(p->p_exact, p->p_exact_mask, m, h, r->key, len) :
+				name_find(p->p_suffix, p->p_suffix_mask, m, h, r->key, len);
 
-			if (s->key == NULL) {
-				s->key = r->key;
-				s->len = (uint32_t)len;
-				s->hash = h;
-				s->first = PRULE_NONE;
-			}
-			pr->next = s->first;
+			pr->next = s->len == 0 ? PRULE_NONE : s->first;
+			s->key = r->key;
+			s->len = (uint32_t)len;
+			s->hash = h;
 			s->first = i;
-		} else {
-			unsigned fam = r->kind == PRULE_CIDR4 ? 4 : 6;
-			uint8_t addr[16];
-			struct pcidr_slot *s;
+			filter_set(p, m);
+			continue;
+		} else if (r->kind == PRULE_CIDR4) {
+			uint32_t a = (uint32_t)r->addr[0] << 24 | (uint32_t)r->addr[1] << 16 |
+			             (uint32_t)r->addr[2] << 8 | r->addr[3];
+			uint64_t key = (uint64_t)r->plen << 32 | mask4(a, r->plen);
+			uint64_t k = cidr4_hash(key) >> p->p_cidr4_shift, m = ((uint64_t)1 << bits4) - 1;
+			struct pcidr4_slot *s;
 
-			memcpy(addr, r->addr, 16);
-			cidr_mask(addr, r->plen, fam == 4 ? 4 : 16);
-			if (fam == 4)
-				memset(addr + 4, 0, 12);
-			s = cidr_find(p->p_cidr, p->p_cidr_mask, addr, fam, r->plen);
+			for (;; k = (k + 1) & m) {
+				s = &p->p_cidr4[k];
+				if (!s->used || s->key == key)
+					break;
+			}
 			if (!s->used) {
 				s->used = 1;
-				memcpy(s->addr, addr, 16);
-				s->fam = (uint8_t)fam;
+				s->key = key;
+				s->first = PRULE_NONE;
+			}
+			seen4[r->plen] = true;
+			first = &s->first;
+		} else {
+			uint64_t hi = load_be64(r->addr), lo = load_be64(r->addr + 8);
+			uint64_t k, m = ((uint64_t)1 << bits6) - 1;
+			struct pcidr6_slot *s;
+
+			mask6(&hi, &lo, r->plen);
+			for (k = cidr6_hash(hi, lo, r->plen) >> p->p_cidr6_shift;; k = (k + 1) & m) {
+				s = &p->p_cidr6[k];
+				if (!s->used || (s->hi == hi && s->lo == lo && s->plen == r->plen))
+					break;
+			}
+			if (!s->used) {
+				s->used = 1;
+				s->hi = hi;
+				s->lo = lo;
 				s->plen = r->plen;
 				s->first = PRULE_NONE;
 			}
-			pr->next = s->first;
-			s->first = i;
-			if (fam == 4)
-				seen4[r->plen] = true;
-			else
-				seen6[r->plen] = true;
+			seen6[r->plen] = true;
+			first = &s->first;
 		}
+		pr->next = *first;
+		*first = i;
 	}
 	p->p_n_plen4 = 0;
 	for (int l = 32; l >= 0; l--)
@@ -241,18 +304,20 @@ verdict(const struct policy *p, uint32_t deny, uint32_t allow,
 }
 
 static inline const struct pname_slot *
-name_lookup(const struct pname_slot *tab, uint64_t mask, uint64_t h,
-            const char *key, size_t len)
+name_lookup(const struct policy *p, const struct pname_slot *tab,
+            uint64_t mask, uint64_t m, uint64_t h, const char *key, size_t len)
 {
-	uint64_t i = hash_mix(h) & mask;
-
-	for (;; i = (i + 1) & mask) {
+	for (uint64_t i = m & mask;; i = (i + 1) & mask) {
 		const struct pname_slot *s = &tab[i];
 
-		if (s->key == NULL)
+		if (s->len == 0)
 			return NULL;
-		if (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0)
-			return s;
+		if (s->hash == h && s->len == len) {
+			/* Fetch the rule while the key text is compared. */
+			__builtin_prefetch(&p->p_rules[s->first]);
+			if (memcmp(s->key, key, len) == 0)
+				return s;
+		}
 	}
 }
 
@@ -281,14 +346,18 @@ policy_match_host(const struct policy *p, const char *name, uint16_t port,
 				return;
 			last_label = false;
 			if (p->p_n_wild > 0 && i + 1 < len) {
-				s = name_lookup(p->p_suffix, p->p_suffix_mask, h,
-				                name + i + 1, len - i - 1);
-				if (s != NULL)
-					chain_scan(p, s->first, port, &deny, &allow);
+				uint64_t m = hash_mix(h);
+
+				if (filter_has(p, m)) {
+					s = name_lookup(p, p->p_suffix, p->p_suffix_mask, m, h, name + i + 1,
+					                len - i - 1);
+					if (s != NULL)
+						chain_scan(p, s->first, port, &deny, &allow);
+				}
 			}
 		} else if (c == ':') {
 			return;
-		} else if (c < '0' || c > '9') {
+		} else if ((unsigned)(c - '0') > 9u) {
 			numeric = false;
 		}
 		h ^= c;
@@ -296,36 +365,16 @@ policy_match_host(const struct policy *p, const char *name, uint16_t port,
 	}
 	if (last_label && numeric)
 		return;
-	s = name_lookup(p->p_exact, p->p_exact_mask, h, name, len);
-	if (s != NULL)
-		chain_scan(p, s->first, port, &deny, &allow);
-	verdict(p, deny, allow, out);
-}
+	{
+		uint64_t m = hash_mix(h ^ SALT_EXACT);
 
-/* Extract the address to match: v4, v4-mapped v6 as v4 (a dual-stack
- * socket reports IPv4 peers that way), or v6. Returns the family (4 or 6),
- * or 0 for anything else. */
-static unsigned
-addr_of(const struct sockaddr *sa, uint8_t addr[16])
-{
-	memset(addr, 0, 16);
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)sa;
-
-		memcpy(addr, &sin->sin_addr, 4);
-		return 4;
-	}
-	if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)(const void *)sa;
-
-		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
-			memcpy(addr, sin6->sin6_addr.s6_addr + 12, 4);
-			return 4;
+		if (filter_has(p, m)) {
+			s = name_lookup(p, p->p_exact, p->p_exact_mask, m, h, name, len);
+			if (s != NULL)
+				chain_scan(p, s->first, port, &deny, &allow);
 		}
-		memcpy(addr, sin6->sin6_addr.s6_addr, 16);
-		return 6;
 	}
-	return 0;
+	verdict(p, deny, allow, out);
 }
 
 void
@@ -333,26 +382,64 @@ policy_match_addr(const struct policy *p, const struct sockaddr *sa,
                   uint16_t port, struct policy_verdict *out)
 {
 	uint32_t deny = PRULE_NONE, allow = PRULE_NONE;
-	uint8_t addr[16], key[16];
-	unsigned fam = addr_of(sa, addr);
-	const uint8_t *plens = fam == 4 ? p->p_plen4 : p->p_plen6;
-	unsigned n = fam == 4 ? p->p_n_plen4 : fam == 6 ? p->p_n_plen6 : 0;
+	const uint8_t *a6 = NULL;
+	uint32_t a4 = 0;
+	bool v4 = false;
 
-	for (unsigned k = 0; k < n; k++) {
-		uint64_t i;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)sa;
 
-		memcpy(key, addr, 16);
-		cidr_mask(key, plens[k], fam == 4 ? 4 : 16);
-		i = cidr_hash(key, fam, plens[k]) & p->p_cidr_mask;
-		for (;; i = (i + 1) & p->p_cidr_mask) {
-			const struct pcidr_slot *s = &p->p_cidr[i];
+		a4 = ntohl(sin->sin_addr.s_addr);
+		v4 = true;
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)(const void *)sa;
 
-			if (!s->used)
-				break;
-			if (s->fam == fam && s->plen == plens[k] &&
-			    memcmp(s->addr, key, 16) == 0) {
-				chain_scan(p, s->first, port, &deny, &allow);
-				break;
+		/* A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d;
+		 * they match the IPv4 rules. */
+		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+			const uint8_t *b = sin6->sin6_addr.s6_addr + 12;
+
+			a4 = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+			v4 = true;
+		} else {
+			a6 = sin6->sin6_addr.s6_addr;
+		}
+	}
+	if (v4) {
+		uint64_t m = (UINT64_MAX >> p->p_cidr4_shift);
+
+		for (unsigned k = 0; k < p->p_n_plen4; k++) {
+			uint64_t key = (uint64_t)p->p_plen4[k] << 32 | mask4(a4, p->p_plen4[k]);
+
+			for (uint64_t i = cidr4_hash(key) >> p->p_cidr4_shift;; i = (i + 1) & m) {
+				const struct pcidr4_slot *s = &p->p_cidr4[i];
+
+				if (!s->used)
+					break;
+				if (s->key == key) {
+					chain_scan(p, s->first, port, &deny, &allow);
+					break;
+				}
+			}
+		}
+	} else if (a6 != NULL) {
+		uint64_t m = (UINT64_MAX >> p->p_cidr6_shift);
+		uint64_t hi0 = load_be64(a6), lo0 = load_be64(a6 + 8);
+
+		for (unsigned k = 0; k < p->p_n_plen6; k++) {
+			uint64_t hi = hi0, lo = lo0;
+			unsigned plen = p->p_plen6[k];
+
+			mask6(&hi, &lo, plen);
+			for (uint64_t i = cidr6_hash(hi, lo, plen) >> p->p_cidr6_shift;; i = (i + 1) & m) {
+				const struct pcidr6_slot *s = &p->p_cidr6[i];
+
+				if (!s->used)
+					break;
+				if (s->hi == hi && s->lo == lo && s->plen == plen) {
+					chain_scan(p, s->first, port, &deny, &allow);
+					break;
+				}
 			}
 		}
 	}
