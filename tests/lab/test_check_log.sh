@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# check_log.py, the schema v1 checker the lab tests rely on, can fail: it
+# accepts docs/log.md's own examples and rejects each kind of defect.
+. "$(dirname "$0")/../lib.sh"
+[ -x /usr/bin/python3 ] || skip "/usr/bin/python3 is not installed"
+scratch_dir
+CHECK="/usr/bin/python3 $TESTS_DIR/lab/check_log.py"
+
+start='{"ts":"2026-11-30T10:24:40.001Z","task":"7f3a","kind":"task-start","airlock":"0.1.0","pid":4242,"policy":"pypi","policy_sha256":"9f2c000000000000000000000000000000000000000000000000000000000000","mode":"enforce","command":["pip","install","requests"],"selftest":"pass"}'
+tls='{"ts":"2026-11-30T10:24:48.123Z","task":"7f3a","kind":"tls","host":"evil.test","ip":"203.0.113.66","port":443,"verdict":"deny","reason":"no match","bytes_up":517,"bytes_down":0,"duration_ms":2,"sni":"evil.test"}'
+dns='{"ts":"2026-11-30T10:24:49.001Z","task":"7f3a","kind":"dns","host":"pypi.org","verdict":"allow","rule":"policies/pypi.yaml:6","bytes_up":0,"bytes_down":0,"duration_ms":3,"qtype":"A","rcode":"NOERROR","answers":["192.0.2.10"]}'
+pkt='{"ts":"2026-11-30T10:24:49.200Z","task":"7f3a","kind":"packet","ip":"198.51.100.53","port":443,"verdict":"deny","reason":"udp is not proxied","bytes_up":0,"bytes_down":0,"duration_ms":0,"proto":"udp"}'
+end='{"ts":"2026-11-30T10:24:43.500Z","task":"7f3a","kind":"task-end","exit_status":0,"signal":0,"duration_ms":3499,"totals":{"connections":3,"allowed":1,"denied":2,"bytes_up":517,"bytes_down":0}}'
+
+good=$SCRATCH/good.jsonl
+printf '%s\n' "$start" "$tls" "$dns" "$pkt" "$end" >"$good"
+$CHECK "$good" >/dev/null || fail "the documented examples are rejected: $($CHECK "$good")"
+
+# bad NAME EXPECTED-MESSAGE-REGEX LINE...: a log made of LINEs is rejected
+# with a message matching the regex.
+bad() {
+	local name=$1 re=$2 out
+	shift 2
+	printf '%s\n' "$@" >"$SCRATCH/$name.jsonl"
+	if out=$($CHECK "$SCRATCH/$name.jsonl"); then
+		fail "$name: accepted"
+	fi
+	expect_match "$name" "$re" "$out"
+}
+bad wrong-type 'port must be a non-negative integer' "$start" "${tls/\"port\":443/\"port\":\"443\"}"
+bad unknown-field "undocumented field 'color'" "$start" "${tls/\"sni\"/\"color\":\"red\",\"sni\"}"
+bad order "out of the documented order" "$start" "${tls/\"host\":\"evil.test\",\"ip\":\"203.0.113.66\"/\"ip\":\"203.0.113.66\",\"host\":\"evil.test\"}"
+bad no-verdict "without verdict" "$start" "${tls/\"verdict\":\"deny\",/}"
+bad bad-verdict "verdict 'maybe'" "$start" "${tls/\"deny\"/\"maybe\"}"
+bad no-reason "neither rule nor reason" "$start" "${tls/\"reason\":\"no match\",/}"
+bad allow-no-rule "allow without the rule" "$start" "${dns/\"rule\":\"policies\/pypi.yaml:6\",/}"
+bad sni-on-dns "sni on a dns line" "$start" "${dns/\"answers\"/\"sni\":\"x\",\"answers\"}"
+bad ts "not RFC 3339" "$start" "${tls/10:24:48.123Z/10:24:48Z}"
+bad dup-key "duplicate key" "$start" "${tls/\"sni\":\"evil.test\"/\"sni\":\"evil.test\",\"sni\":\"x\"}"
+bad not-json "not JSON" "$start" '{"ts": '
+bad totals "totals.connections is 3, the task's lines add up to 2" "$start" "$tls" "$dns" "$end"
+bad after-end "after the task's task-end" "$start" "$tls" "$dns" "$pkt" "$end" "$pkt"
+bad no-start "has no task-start" "$tls"
+long=$(printf 'a%.0s' $(seq 300))
+bad cap "host is 300 bytes, over its cap of 255" "$start" "${tls/\"host\":\"evil.test\"/\"host\":\"$long\"}"
+printf '%s' "$start" >"$SCRATCH/cut.jsonl"
+out=$($CHECK "$SCRATCH/cut.jsonl") && fail "a cut last line is accepted"
+expect_match "cut line" "not terminated" "$out"
+echo "check_log.py accepts docs/log.md's examples and rejects 16 kinds of defect"
