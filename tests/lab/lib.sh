@@ -164,3 +164,10 @@ expect_logged() {
 	n=$(log_count "$expr")
 	[ "$n" -gt 0 ] || fail "$what: no egress log line where $expr; log: $(cat "$LOGF" 2>/dev/null | tail -n 20)"
 }
+
+# expect_logged_n N WHAT EXPR: at least N lines match.
+expect_logged_n() {
+	local want=$1 what=$2 expr=$3 n
+	n=$(log_count "$expr")
+	[ "$n" -ge "$want" ] || fail "$what: $n egress log lines where $expr, expected at least $want"
+}

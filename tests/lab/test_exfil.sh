@@ -46,7 +46,15 @@ expect_dns_never_saw "exfiltration" 'evil'
 
 # Every attempt is in the log, denied, with its rule or reason.
 denied() { expect_logged "$1" "e.get('verdict') == 'deny' and ($2)"; }
-denied "curl via CONNECT" "e['kind'] == 'connect' and e.get('host') == 'evil.test'"
+# Counts: one line per attempt at least (curl and python via CONNECT; two
+# clients resolving evil.test directly, A and AAAA each; nc and python raw
+# TCP to port 4444).
+expect_logged_n 2 "CONNECT evil.test (curl, python)" \
+	"e.get('verdict') == 'deny' and e['kind'] == 'connect' and e.get('host') == 'evil.test'"
+expect_logged_n 4 "evil.test lookups (curl --noproxy, curl without proxy variables)" \
+	"e.get('verdict') == 'deny' and e['kind'] == 'dns' and e.get('host', '').lower() == 'evil.test'"
+expect_logged_n 2 "raw TCP to evil:4444 (python, nc)" \
+	"e.get('verdict') == 'deny' and e.get('ip') == '$LAB_EVIL_V4' and e.get('port') == 4444 and e['kind'] != 'packet'"
 denied "curl via absolute-form" "e['kind'] == 'http' and e.get('host') == 'evil.test'"
 denied "resolving evil.test" "e['kind'] == 'dns' and e.get('host', '').lower() == 'evil.test'"
 denied "TXT tunnel" "e['kind'] == 'dns' and e.get('host', '').lower() == 'secret.evil.test' and e.get('qtype') == 'TXT'"
@@ -108,4 +116,4 @@ fi
 out=$("$AIRLOCK" log summary "$LOGF") || fail "airlock log summary failed"
 expect_match "log summary" "evil\.test" "$out"
 expect_match "log summary" "pypi\.org" "$out"
-echo "exfiltration: $(grep -c . "$LAB_WORK/results-exfil") attempts blocked and logged; rebinding refused; log valid"
+echo "exfiltration: $(( $(grep -c . "$LAB_WORK/results-exfil") - 1 )) attempts blocked and logged; rebinding refused; log valid and reviewed"
