@@ -759,10 +759,14 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 		for (i = 0; i < 7; i++)
 			if (key->type == YNODE_SCALAR && strcmp(ks, keys[i]) == 0)
 				break;
+		if (key->type != YNODE_SCALAR) {
+			lerr(ld, file, key->line, key->col,
+			     "keys must be plain words (version, allow, ...), got %s", type_name(key));
+			continue;
+		}
 		if (i == 7) {
 			lerr(ld, file, key->line, key->col,
-			     "unknown key '%s'; expected version, name, description, include, allow, deny or mode",
-			     key->type == YNODE_SCALAR ? ks : type_name(key));
+			     "unknown key '%s'; expected version, name, description, include, allow, deny or mode", ks);
 			continue;
 		}
 		if (seen[i] != NULL) {

@@ -40,10 +40,12 @@ int ytree_parse(struct ytree *t, const void *data, size_t len, char *err,
                 size_t errlen);
 void ytree_free(struct ytree *t);
 
+/* A scalar's text; "" for a list or mapping (so a caller may compare a
+ * key before checking its type). */
 static inline const char *
 ytree_str(const struct ytree *t, const struct ynode *n)
 {
-	return t->strs + n->str;
+	return n->type == YNODE_SCALAR ? t->strs + n->str : "";
 }
 
 #endif

@@ -57,6 +57,15 @@ test_top_level(void **state)
 	(void)state;
 	expect_error("", "t.yaml:1:1: empty policy; expected a mapping starting with `version: 1`");
 	expect_error("- a\n", "t.yaml:1:1: expected a mapping of keys (version, allow, ...), got a list");
+	expect_error("version: 1\n{}: {}\n", "t.yaml:2:1: keys must be plain words (version, allow, ...), got a mapping");
+	{
+		static const char *const want[] = {
+			"t.yaml:3:6: allow: rule keys must be plain words (host, cidr, ports)",
+			"t.yaml:3:5: allow: rule without host or cidr; expected `host: NAME` or `cidr: NET/LEN`",
+		};
+
+		expect_errors("version: 1\nallow:\n  - {[a]: b}\n", 2, want);
+	}
 	expect_error("version: 1\nalow: []\n",
 	             "t.yaml:2:1: unknown key 'alow'; expected version, name, description, include, allow, deny or mode");
 	expect_error("version: 1\nmode: permissive\n", "t.yaml:2:7: mode: expected enforce or audit, got permissive");
