@@ -246,7 +246,17 @@ cmd_proxy(int argc, char **argv)
 	if ((fd = proxy_listen_on(listen_spec)) < 0)
 		goto out;
 	signal(SIGPIPE, SIG_IGN);
-	base = event_base_new();
+	{
+		/* The changelist folds the add/del pairs of one loop turn (a
+		 * tunnel switching to splice) into one epoll_ctl each. */
+		struct event_config *ec = event_config_new();
+
+		if (ec != NULL) {
+			event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+			base = event_base_new_with_config(ec);
+			event_config_free(ec);
+		}
+	}
 	if (base == NULL) {
 		fprintf(stderr, "airlock proxy: cannot create the event loop\n");
 		goto out;

@@ -382,6 +382,7 @@ conn_resolved(struct conn *c)
 		conn_refuse(c, 403, "destination_ip_prohibited", "%s", why);
 		return;
 	}
+	evtimer_del(c->timer);
 	conn_enter(c, CONN_CONNECT);
 	upstream_connect(c);
 }
@@ -438,7 +439,10 @@ conn_decide_noname(struct conn *c)
 static void
 conn_start_resolve(struct conn *c)
 {
+	/* evdns has its own timeouts, but a resolver without a reachable
+	 * nameserver must not hold a client forever. */
 	evtimer_del(c->timer);
+	timer_in(c, c->px->px_cfg.connect_timeout_ms);
 	conn_enter(c, CONN_RESOLVE);
 	upstream_resolve(c);
 }
@@ -1098,6 +1102,11 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	case CONN_REPLY:
 		conn_close(c);
+		return;
+	case CONN_RESOLVE:
+		upstream_cancel(c);
+		conn_refuse(c, 504, "dns_timeout", "resolving %s took longer than %u ms", c->host,
+		            (unsigned)c->px->px_cfg.connect_timeout_ms);
 		return;
 	default:
 		return;

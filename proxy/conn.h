@@ -39,6 +39,8 @@ struct relay;
 #define CONN_REPLY_MS 5000
 /* Per-direction buffering cap before reading that side pauses. */
 #define CONN_HIGH_WATER (256 * 1024)
+/* Spare empty pipes kept for splice. */
+#define PROXY_PIPE_POOL 32
 
 union conn_addr {
 	struct sockaddr sa;
@@ -66,6 +68,10 @@ struct proxy {
 	union conn_addr *px_own;   /* the host's own addresses (getifaddrs) */
 	size_t px_n_own;
 	bool px_said_log_failed;
+	/* Empty pipes for splice, shared: a tunnel holds one only while
+	 * bytes wait in it, so idle tunnels cost no pipe descriptors. */
+	int px_pipes[PROXY_PIPE_POOL][2];
+	size_t px_n_pipes;
 };
 
 enum conn_state {

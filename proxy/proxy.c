@@ -204,6 +204,10 @@ proxy_free(struct proxy *px)
 		conn_close(c);
 	if (px->px_resume != NULL)
 		event_free(px->px_resume);
+	for (size_t i = 0; i < px->px_n_pipes; i++) {
+		close(px->px_pipes[i][0]);
+		close(px->px_pipes[i][1]);
+	}
 	free(px->px_own);
 	free(px);
 }

@@ -51,15 +51,45 @@ half_of(struct conn *c, struct bufferevent *bev)
 	return bev == c->down.bev ? &c->down : &c->up;
 }
 
+/* Take an empty pipe from the proxy's pool, or make one. */
+static int
+relay_pipe_get(struct proxy *px, struct relay_dir *d)
+{
+	if (px->px_n_pipes > 0) {
+		px->px_n_pipes--;
+		d->pipe[0] = px->px_pipes[px->px_n_pipes][0];
+		d->pipe[1] = px->px_pipes[px->px_n_pipes][1];
+		return 0;
+	}
+	return pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK);
+}
+
+/* Give the direction's pipe back once it is empty; a pipe with bytes in
+ * it (or unknown contents) is closed instead. */
 static void
-relay_dir_free(struct relay_dir *d)
+relay_pipe_put(struct proxy *px, struct relay_dir *d)
+{
+	if (d->pipe[0] < 0)
+		return;
+	if (d->in_pipe == 0 && px->px_n_pipes < PROXY_PIPE_POOL) {
+		px->px_pipes[px->px_n_pipes][0] = d->pipe[0];
+		px->px_pipes[px->px_n_pipes][1] = d->pipe[1];
+		px->px_n_pipes++;
+		d->pipe[0] = d->pipe[1] = -1;
+		return;
+	}
+	fd_close(&d->pipe[0]);
+	fd_close(&d->pipe[1]);
+}
+
+static void
+relay_dir_free(struct proxy *px, struct relay_dir *d)
 {
 	if (d->ev_read != NULL)
 		event_free(d->ev_read);
 	if (d->ev_write != NULL)
 		event_free(d->ev_write);
-	fd_close(&d->pipe[0]);
-	fd_close(&d->pipe[1]);
+	relay_pipe_put(px, d);
 }
 
 void
@@ -67,8 +97,8 @@ relay_free(struct conn *c)
 {
 	if (c->relay == NULL)
 		return;
-	relay_dir_free(&c->relay->dir[0]);
-	relay_dir_free(&c->relay->dir[1]);
+	relay_dir_free(c->px, &c->relay->dir[0]);
+	relay_dir_free(c->px, &c->relay->dir[1]);
 	free(c->relay);
 	c->relay = NULL;
 }
@@ -107,6 +137,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 		event_del(d->ev_write);
 		if (d->eof) {
 			/* Everything before the FIN is delivered: pass it on. */
+			relay_pipe_put(c->px, d);
 			shutdown(d->dst->fd, SHUT_WR);
 			d->dst->shut = true;
 			d->done = true;
@@ -117,7 +148,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			}
 			return 0;
 		}
-		if (d->pipe[0] < 0 && pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		if (d->pipe[0] < 0 && relay_pipe_get(c->px, d) != 0) {
 			log_warn("proxy: pipe2 for splice");
 			conn_tunnel_done(c, "out of file descriptors");
 			return -1;
@@ -125,6 +156,8 @@ relay_pump(struct relay *r, struct relay_dir *d)
 		n = splice(d->src->fd, NULL, d->pipe[1], NULL, RELAY_CHUNK,
 		           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n < 0 && errno == EAGAIN) {
+			/* Nothing to read and the pipe is empty: return it. */
+			relay_pipe_put(c->px, d);
 			event_add(d->ev_read, NULL);
 			return 0;
 		}
@@ -185,8 +218,8 @@ relay_to_splice(struct conn *c)
 		d->ev_read = event_new(base, d->src->fd, EV_READ | EV_PERSIST, fn, r);
 		d->ev_write = event_new(base, d->dst->fd, EV_WRITE | EV_PERSIST, fn, r);
 		if (d->ev_read == NULL || d->ev_write == NULL) {
-			relay_dir_free(&r->dir[0]);
-			relay_dir_free(&r->dir[1]);
+			relay_dir_free(c->px, &r->dir[0]);
+			relay_dir_free(c->px, &r->dir[1]);
 			free(r);
 			return;
 		}

@@ -1,0 +1,349 @@
+/* The proxy's deny paths without a network: a real proxy object on an
+ * AF_UNIX listener, a compiled policy, an egress log in a memfd, and a
+ * resolver with no nameserver. Each test sends bytes as a client would and
+ * checks the reply (status, Proxy-Status) and the one log line. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+
+#include "elog/elog.h"
+#include "policy/policy.h"
+#include "proxy/proxy.h"
+
+static const char policy_text[] =
+	"version: 1\n"
+	"name: unit\n"
+	"allow:\n"
+	"  - host: a.test\n"
+	"  - host: \"*.d.test\"\n"
+	"deny:\n"
+	"  - host: x.d.test\n";
+
+struct fixture {
+	struct event_base *base;
+	struct evdns_base *dns;
+	struct policy *pol;
+	struct elog *log;
+	int log_fd; /* a dup of the log's memfd, to read it back */
+	struct proxy *px;
+	struct sockaddr_un addr;
+};
+
+static int
+setup_with(void **state, unsigned max_conns, uint32_t header_ms, const char *log_path)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct proxy_config cfg;
+	int lfd, mfd;
+
+	assert_non_null(f);
+	f->base = event_base_new();
+	f->dns = evdns_base_new(f->base, 0); /* no nameserver: every lookup fails */
+	f->pol = policy_load_buffer("unit.yaml", policy_text, sizeof(policy_text) - 1, NULL);
+	assert_non_null(f->pol);
+	if (log_path != NULL) {
+		char err[128];
+		f->log = elog_open(log_path, err, sizeof(err));
+		f->log_fd = -1;
+	} else {
+		mfd = memfd_create("elog", MFD_CLOEXEC);
+		f->log_fd = dup(mfd);
+		f->log = elog_open_fd(mfd);
+	}
+	assert_non_null(f->log);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.policy = f->pol;
+	cfg.log = f->log;
+	cfg.dns = f->dns;
+	cfg.max_conns = max_conns;
+	cfg.header_timeout_ms = header_ms;
+	cfg.connect_timeout_ms = 500; /* also the resolution deadline */
+	f->px = proxy_new(f->base, &cfg);
+	assert_non_null(f->px);
+
+	f->addr.sun_family = AF_UNIX;
+	/* abstract socket: nothing on disk, unique per process and test */
+	snprintf(f->addr.sun_path + 1, sizeof(f->addr.sun_path) - 1, "airlock-test-conn-%d-%p",
+	         (int)getpid(), (void *)f);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
+	assert_int_equal(listen(lfd, 16), 0);
+	assert_int_equal(proxy_add_listener(f->px, lfd, PROXY_LISTEN_EXPLICIT), 0);
+	*state = f;
+	return 0;
+}
+
+static int
+setup(void **state)
+{
+	return setup_with(state, 0, 0, NULL);
+}
+
+static int
+setup_limit(void **state)
+{
+	return setup_with(state, 1, 300, NULL);
+}
+
+static int
+setup_full_log(void **state)
+{
+	return setup_with(state, 0, 0, "/dev/full");
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	proxy_free(f->px);
+	evdns_base_free(f->dns, 0);
+	event_base_free(f->base);
+	elog_free(f->log);
+	policy_free(f->pol);
+	if (f->log_fd >= 0)
+		close(f->log_fd);
+	free(f);
+	return 0;
+}
+
+static int
+client(struct fixture *f)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_int_equal(connect(fd, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
+	return fd;
+}
+
+/* Run the loop until the proxy closes fd (EOF) or max_ms pass; returns the
+ * bytes received, NUL-terminated, in a static buffer. */
+static const char *
+exchange(struct fixture *f, int fd, const char *send_text, int max_ms)
+{
+	static char buf[8192];
+	size_t got = 0;
+	struct timespec t0, t;
+
+	if (send_text != NULL)
+		assert_int_equal(send(fd, send_text, strlen(send_text), 0), (ssize_t)strlen(send_text));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		ssize_t n;
+
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		n = recv(fd, buf + got, sizeof(buf) - 1 - got, MSG_DONTWAIT);
+		if (n > 0) {
+			got += (size_t)n;
+			continue;
+		}
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > max_ms)
+			break;
+		usleep(1000);
+	}
+	buf[got] = '\0';
+	return buf;
+}
+
+static const char *
+log_text(struct fixture *f)
+{
+	static char buf[16384];
+	ssize_t n = pread(f->log_fd, buf, sizeof(buf) - 1, 0);
+
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+static size_t
+log_lines(struct fixture *f)
+{
+	size_t n = 0;
+
+	for (const char *p = log_text(f); *p != '\0'; p++)
+		n += *p == '\n';
+	return n;
+}
+
+static void
+test_denied_by_rule(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	const char *r = exchange(f, fd, "CONNECT x.d.test:443 HTTP/1.1\r\nHost: x.d.test\r\n\r\n", 2000);
+
+	assert_non_null(strstr(r, "HTTP/1.1 403 Forbidden\r\n"));
+	assert_non_null(strstr(r, "Proxy-Status: airlock; error=http_request_denied; details=\"denied by rule\""));
+	assert_non_null(strstr(r, "denied x.d.test port 443"));
+	close(fd);
+	assert_int_equal(log_lines(f), 1);
+	assert_non_null(strstr(log_text(f), "\"kind\":\"connect\""));
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"deny\""));
+	assert_non_null(strstr(log_text(f), "\"rule\":\"unit.yaml:7\""));
+}
+
+static void
+test_no_match(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	const char *r = exchange(f, fd, "GET http://b.test/x HTTP/1.1\r\nHost: b.test\r\n\r\n", 2000);
+
+	assert_non_null(strstr(r, "HTTP/1.1 403"));
+	assert_non_null(strstr(r, "no rule allows b.test port 80"));
+	close(fd);
+	assert_int_equal(log_lines(f), 1);
+	assert_non_null(strstr(log_text(f), "\"url\":\"http://b.test/x\""));
+}
+
+static void
+test_ip_literal_needs_cidr(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	const char *r = exchange(f, fd, "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n", 2000);
+
+	assert_non_null(strstr(r, "HTTP/1.1 403"));
+	close(fd);
+}
+
+static void
+test_malformed(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const bad[] = {
+		"GET http://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n",    /* Host disagrees */
+		"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n",                 /* origin-form */
+		"CONNECT a.test HTTP/1.1\r\n\r\n",                        /* no port */
+		"GET http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n",
+		"\x16\x03\x01\x02\x00\x01",                               /* TLS to a proxy */
+		"GET http://a.test/ HTTP/1.1\r\nX y: z\r\n\r\n",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int fd = client(f);
+		const char *r = exchange(f, fd, bad[i], 2000);
+
+		assert_true(strncmp(r, "HTTP/1.1 400 Bad Request\r\n", 26) == 0);
+		assert_non_null(strstr(r, "error=http_request_error"));
+		close(fd);
+	}
+	assert_int_equal(log_lines(f), sizeof(bad) / sizeof(bad[0]));
+}
+
+static void
+test_too_large(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	char *big = malloc(20000);
+	const char *r;
+
+	memset(big, 'a', 19999);
+	big[19999] = '\0';
+	memcpy(big, "GET http://a.test/ HTTP/1.1\r\nX: ", 32);
+	r = exchange(f, fd, big, 2000);
+	assert_true(strncmp(r, "HTTP/1.1 431", 12) == 0);
+	free(big);
+	close(fd);
+}
+
+static void
+test_dns_failure(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	const char *r = exchange(f, fd, "CONNECT a.test:443 HTTP/1.1\r\n\r\n", 3000);
+
+	/* no nameserver: the lookup fails (or times out), never hangs */
+	assert_true(strncmp(r, "HTTP/1.1 502", 12) == 0 || strncmp(r, "HTTP/1.1 504", 12) == 0);
+	assert_true(strstr(r, "error=dns_error") != NULL || strstr(r, "error=dns_timeout") != NULL);
+	close(fd);
+	assert_int_equal(log_lines(f), 1);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"allow\""));
+}
+
+static void
+test_silent_client_not_logged(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+
+	exchange(f, fd, NULL, 50);
+	close(fd);
+	exchange(f, client(f), NULL, 50); /* let the proxy see the close */
+	assert_int_equal(log_lines(f), 0);
+}
+
+/* header timeout 300 ms, at most one connection */
+static void
+test_slowloris_and_limit(void **state)
+{
+	struct fixture *f = *state;
+	int slow = client(f), second;
+	const char *r;
+
+	exchange(f, slow, "GET http://a.test/ HTTP/1.1\r\nX: ", 50);
+	second = client(f);
+	r = exchange(f, second, NULL, 1000);
+	assert_true(strncmp(r, "HTTP/1.1 503", 12) == 0);
+	assert_non_null(strstr(r, "connection_limit_reached"));
+	close(second);
+	r = exchange(f, slow, NULL, 3000);
+	assert_true(strncmp(r, "HTTP/1.1 408", 12) == 0);
+	close(slow);
+	assert_int_equal(log_lines(f), 2);
+	assert_non_null(strstr(log_text(f), "too many connections"));
+}
+
+/* /dev/full: the first line fails; from then on connections are refused */
+static void
+test_log_failure_fails_closed(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	const char *r = exchange(f, fd, "CONNECT x.d.test:443 HTTP/1.1\r\n\r\n", 2000);
+
+	assert_true(strncmp(r, "HTTP/1.1 403", 12) == 0);
+	close(fd);
+	assert_true(elog_failed(f->log));
+	fd = client(f);
+	r = exchange(f, fd, "CONNECT a.test:443 HTTP/1.1\r\n\r\n", 2000);
+	assert_true(strncmp(r, "HTTP/1.1 503", 12) == 0);
+	close(fd);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_denied_by_rule, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_match, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ip_literal_needs_cidr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dns_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_silent_client_not_logged, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slowloris_and_limit, setup_limit, teardown),
+		cmocka_unit_test_setup_teardown(test_log_failure_fails_closed, setup_full_log, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
