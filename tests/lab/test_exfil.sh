@@ -79,6 +79,13 @@ denied "Host forged as pypi.org on port 80" "e.get('host') == 'pypi.org' and e.g
 [ "$(log_count "e.get('verdict') == 'allow' and e.get('ip') in ('$LAB_EVIL_V4', '$LAB_EVIL_V6')")" = 0 ] ||
 	fail "a connection to evil.test's address was allowed (SNI/Host forged as pypi.org?)"
 
+# What a client is told: the proxy's 403 names the decision.
+out=$(airlock_lab "$SOURCE_ROOT/policies/pypi.yaml" -- curl -sS -i http://evil.test/x) ||
+	fail "curl through airlock failed outright"
+expect_match "403 status line" "^HTTP/1\.1 403" "$out"
+expect_match "403 body names the destination and the decision" \
+	"denied evil\.test port 80: .*(no rule|no match|not allowed)" "$out"
+
 # --- rebinding: names the policy allows, answers it must not use -------
 cat >"$LAB_WORK/rebind.yaml" <<EOF
 version: 1
