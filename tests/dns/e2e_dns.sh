@@ -18,6 +18,7 @@ fi
 scratch_dir
 S=$SCRATCH
 PIDS=()
+DNSD_PIDS=()
 cleanup() {
 	local p
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -71,6 +72,7 @@ start_dnsd() { # LOG POLICY PORT UPSTREAM...
 	"$DNSD" -p "$pol" -l "127.0.0.1:$port" -o "$log" -t 2000 "${args[@]}" \
 		2>>"$S/dnsd.err" &
 	PIDS+=($!)
+	DNSD_PIDS+=($!)
 }
 
 start_dnsd "$S/egress.jsonl" "$S/policy.yaml" 5353 192.0.2.53
@@ -258,5 +260,15 @@ if command -v dnsperf >/dev/null; then
 	# dnsperf itself paces the sending; on a loaded 2-core CI machine (tests
 	# run in parallel, sanitizers) it may fall a little short of the rate.
 	[ "$sent" -ge 24000 ] || fail "only $sent queries sent in 3 s"
+fi
+echo "# clean shutdown (under ASan: no leaks, no errors)"
+for p in "${DNSD_PIDS[@]}"; do
+	kill -TERM "$p"
+	rc=0
+	wait "$p" || rc=$?
+	[ "$rc" -eq 0 ] || fail "dnsd $p exited with $rc: $(tail -n 30 "$S/dnsd.err")"
+done
+if grep -E 'Sanitizer|runtime error' "$S/dnsd.err"; then
+	fail "sanitizer report from dnsd"
 fi
 echo "PASS"
