@@ -461,9 +461,12 @@ lab_down() {
 		lab_die "$dir does not look like a lab directory; not removing it"
 	# The servers first, politely, so they reap their own children; then
 	# anything still inside either namespace (a test's stray process).
+	# shellcheck disable=SC2046 # pid lists, split on purpose
 	lab_stop_pids TERM $(cat "$dir/procs" 2>/dev/null || true)
+	# shellcheck disable=SC2046
 	lab_stop_pids KILL $(lab_pids_in_ns "$dir" client) $(lab_pids_in_ns "$dir" inet)
 	# The holders last: with nothing else inside, the namespaces go with them.
+	# shellcheck disable=SC2046
 	lab_stop_pids KILL $(cat "$dir/client.pid" "$dir/inet.pid" 2>/dev/null || true)
 	rm -rf "$dir"
 }
@@ -489,7 +492,7 @@ lab_main() {
 	up)
 		# On any failure, leave nothing half-built behind.
 		LAB_UP_DIR=$1
-		trap 'rc=$?; if [ $rc != 0 ]; then echo "lab: set-up failed, tearing down" >&2; lab_down "$LAB_UP_DIR"; fi' EXIT
+		trap 'if [ $? != 0 ]; then echo "lab: set-up failed, tearing down" >&2; lab_down "$LAB_UP_DIR"; fi' EXIT
 		lab_up "$1"
 		;;
 	down) lab_down "$1" ;;

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the lab's end-to-end tests. Source after tests/lib.sh:
 #   . "$(dirname "$0")/../lib.sh"; . "$(dirname "$0")/lib.sh"
 #   lab_start                  # a fresh lab, torn down when the test exits

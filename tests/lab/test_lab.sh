@@ -55,7 +55,7 @@ in_lab sh -c "echo udp-probe | nc -u -q 0 $LAB_EVIL_V4 443" || true
 in_lab sh -c "echo udp6-probe | nc -u -q 0 $LAB_EVIL_V6 53" || true
 in_lab curl -s -o /dev/null http://127.0.0.1/ || true
 # The canaries log asynchronously; give them a moment.
-for i in $(seq 40); do
+for _ in $(seq 40); do
 	[ "$(wc -l <"$LAB_LOG/canary.log")" -ge 6 ] && break
 	sleep 0.05
 done
