@@ -91,7 +91,7 @@ done
 # Many sandboxes in a row, bounded in time: nothing accumulates.
 for role in $ROLES; do
 	count=200
-	[ "$role" = user ] && count=50
+	[ "$role" = user ] && count=20
 	t0=$(date +%s)
 	for i in $(seq "$count"); do
 		al "$role" -- true || fail "$role: run $i failed"
