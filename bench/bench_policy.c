@@ -65,8 +65,7 @@ struct buf {
 	size_t len, cap;
 };
 
-static void
-buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 buf_printf(struct buf *b, const char *fmt, ...)
@@ -109,8 +108,9 @@ gen_rules(uint32_t n, struct buf *yaml)
 			r[i].plen = 16 + rng() % 17; /* /16 .. /32 */
 			r[i].v4 = (rng() | 0x0b000000u) & 0x7fffffffu;
 			r[i].v4 &= r[i].plen == 0 ? 0 : ~0u << (32 - r[i].plen);
-			snprintf(r[i].text, sizeof(r[i].text), "%u.%u.%u.%u/%u", r[i].v4 >> 24, (r[i].v4 >> 16) & 255,
-			         (r[i].v4 >> 8) & 255, r[i].v4 & 255, r[i].plen);
+			snprintf(r[i].text, sizeof(r[i].text), "%u.%u.%u.%u/%u", r[i].v4 >> 24,
+			         (r[i].v4 >> 16) & 255, (r[i].v4 >> 8) & 255, r[i].v4 & 255,
+			         r[i].plen);
 			buf_printf(yaml, "  - cidr: %s\n", r[i].text);
 		}
 		if (rng() % 10 == 0)
@@ -136,7 +136,8 @@ gen_queries(const struct gen_rule *r, uint32_t n)
 		q[i].v4 = rng();
 		if (g->kind == K_CIDR) {
 			/* an address inside (hit) or just random (mostly miss) */
-			q[i].v4 = miss ? rng() : g->v4 | (rng() & (g->plen == 32 ? 0 : ~0u >> g->plen));
+			q[i].v4 = miss ? rng()
+			               : g->v4 | (rng() & (g->plen == 32 ? 0 : ~0u >> g->plen));
 			snprintf(q[i].name, sizeof(q[i].name), "cdn%u.example.org", rng() % 100000);
 		} else if (!miss && g->kind == K_EXACT) {
 			snprintf(q[i].name, sizeof(q[i].name), "%s", g->text);
@@ -144,22 +145,27 @@ gen_queries(const struct gen_rule *r, uint32_t n)
 			unsigned depth = 1 + rng() % 3;
 
 			if (depth == 1)
-				snprintf(q[i].name, sizeof(q[i].name), "a%u.%s", rng() % 100, g->text);
+				snprintf(q[i].name, sizeof(q[i].name), "a%u.%s", rng() % 100,
+				         g->text);
 			else if (depth == 2)
-				snprintf(q[i].name, sizeof(q[i].name), "b.a%u.%s", rng() % 100, g->text);
+				snprintf(q[i].name, sizeof(q[i].name), "b.a%u.%s", rng() % 100,
+				         g->text);
 			else
-				snprintf(q[i].name, sizeof(q[i].name), "c.b.a%u.%s", rng() % 100, g->text);
+				snprintf(q[i].name, sizeof(q[i].name), "c.b.a%u.%s", rng() % 100,
+				         g->text);
 		} else {
 			switch (rng() % 3) {
 			case 0: /* unknown name */
-				snprintf(q[i].name, sizeof(q[i].name), "x%u.y%u.example.net", rng(), rng() % 1000);
+				snprintf(q[i].name, sizeof(q[i].name), "x%u.y%u.example.net", rng(),
+				         rng() % 1000);
 				break;
 			case 1: /* apex of a wildcard or a parent of an exact name */
 				snprintf(q[i].name, sizeof(q[i].name), "%s",
 				         g->kind == K_WILD ? g->text : strchr(g->text, '.') + 1);
 				break;
 			default: /* look-alike suffix */
-				snprintf(q[i].name, sizeof(q[i].name), "evil%s.attacker.test", g->text);
+				snprintf(q[i].name, sizeof(q[i].name), "evil%s.attacker.test",
+				         g->text);
 				break;
 			}
 		}
@@ -181,7 +187,8 @@ naive_match(const struct gen_rule *r, uint32_t n, const char *name)
 		} else if (r[i].kind == K_WILD) {
 			size_t sl = strlen(r[i].text);
 
-			if (nl > sl + 1 && name[nl - sl - 1] == '.' && memcmp(name + nl - sl, r[i].text, sl) == 0)
+			if (nl > sl + 1 && name[nl - sl - 1] == '.' &&
+			    memcmp(name + nl - sl, r[i].text, sl) == 0)
 				return 1;
 		}
 	}
@@ -191,10 +198,10 @@ naive_match(const struct gen_rule *r, uint32_t n, const char *name)
 static void
 run_size(uint32_t n, double secs)
 {
-	struct buf yaml = { 0 };
+	struct buf yaml = {0};
 	struct gen_rule *rules;
 	struct query *q;
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p;
 	struct rusage ru0, ru1;
 	struct mallinfo2 m0, m1;
@@ -214,7 +221,8 @@ run_size(uint32_t n, double secs)
 	getrusage(RUSAGE_SELF, &ru1);
 	m1 = mallinfo2();
 	if (p == NULL) {
-		fprintf(stderr, "bench-policy: generated policy refused: %s\n", d.n_lines ? d.lines[0] : "?");
+		fprintf(stderr, "bench-policy: generated policy refused: %s\n",
+		        d.n_lines ? d.lines[0] : "?");
 		exit(1);
 	}
 	load_ms = (t1 - t0) * 1e3;
@@ -240,7 +248,7 @@ run_size(uint32_t n, double secs)
 	t0 = now_s();
 	do {
 		for (uint32_t i = 0; i < N_QUERIES; i++) {
-			struct sockaddr_in sin = { .sin_family = AF_INET };
+			struct sockaddr_in sin = {.sin_family = AF_INET};
 			struct policy_verdict v;
 
 			sin.sin_addr.s_addr = htonl(q[i].v4);
@@ -264,10 +272,11 @@ run_size(uint32_t n, double secs)
 	naive_rate = (double)iters / (t1 - t0);
 	(void)sink;
 
-	printf("%8u %9.2f %9.1f %9.1f %9.1f %12.2f %12.2f %12.3f %9.0fx\n", n, (double)yaml.len / 1048576.0,
-	       load_ms, (double)(ru1.ru_maxrss - ru0.ru_maxrss) / 1024.0,
-	       (double)(m1.uordblks - m0.uordblks) / 1048576.0, host_rate / 1e6, addr_rate / 1e6, naive_rate / 1e6,
-	       host_rate / naive_rate);
+	printf("%8u %9.2f %9.1f %9.1f %9.1f %12.2f %12.2f %12.3f %9.0fx\n", n,
+	       (double)yaml.len / 1048576.0, load_ms,
+	       (double)(ru1.ru_maxrss - ru0.ru_maxrss) / 1024.0,
+	       (double)(m1.uordblks - m0.uordblks) / 1048576.0, host_rate / 1e6, addr_rate / 1e6,
+	       naive_rate / 1e6, host_rate / naive_rate);
 	fflush(stdout);
 	policy_free(p);
 	policy_diag_clear(&d);
@@ -279,17 +288,18 @@ run_size(uint32_t n, double secs)
 int
 main(int argc, char **argv)
 {
-	static const uint32_t sizes[] = { 1000, 10000, 100000 };
+	static const uint32_t sizes[] = {1000, 10000, 100000};
 	double secs = argc > 1 ? strtod(argv[1], NULL) : 0.5;
 
 	if (secs <= 0 || secs > 60) {
 		fprintf(stderr, "usage: bench-policy [SECONDS-PER-MEASUREMENT (0-60]]\n");
 		return 2;
 	}
-	printf("policy matcher, one core; lookups/s over %u precomputed queries (half hits)\n", N_QUERIES);
+	printf("policy matcher, one core; lookups/s over %u precomputed queries (half hits)\n",
+	       N_QUERIES);
 	printf("baseline: linear scan with suffix compare (names only)\n\n");
-	printf("%8s %9s %9s %9s %9s %12s %12s %12s %10s\n", "rules", "yaml MiB", "load ms", "peak MiB", "heap MiB",
-	       "host Mlook/s", "addr Mlook/s", "naive Mlk/s", "vs naive");
+	printf("%8s %9s %9s %9s %9s %12s %12s %12s %10s\n", "rules", "yaml MiB", "load ms",
+	       "peak MiB", "heap MiB", "host Mlook/s", "addr Mlook/s", "naive Mlk/s", "vs naive");
 	fflush(stdout);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		pid_t pid = fork();

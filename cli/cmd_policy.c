@@ -15,58 +15,55 @@
 static void
 usage_policy(FILE *out)
 {
-	fprintf(out,
-	        "usage: airlock policy check [--policy-dir DIR] FILE...\n"
-	        "       airlock policy test [--policy-dir DIR] FILE HOST[:PORT]...\n"
-	        "\n"
-	        "  check   load each policy; print valid and a summary of what it allows,\n"
-	        "          or every error as FILE:LINE:COLUMN; warn about upload sinks\n"
-	        "  test    print allow or deny for each destination, with the deciding\n"
-	        "          rule as FILE:LINE (or 'no match')\n"
-	        "\n"
-	        "FILE is a path or a preset name (pypi, npm, none, ...).\n"
-	        "Exit status: 0 all valid / all allowed, 1 an invalid policy or a\n"
-	        "denied destination, 2 a usage error.\n");
+	fprintf(out, "usage: airlock policy check [--policy-dir DIR] FILE...\n"
+	             "       airlock policy test [--policy-dir DIR] FILE HOST[:PORT]...\n"
+	             "\n"
+	             "  check   load each policy; print valid and a summary of what it allows,\n"
+	             "          or every error as FILE:LINE:COLUMN; warn about upload sinks\n"
+	             "  test    print allow or deny for each destination, with the deciding\n"
+	             "          rule as FILE:LINE (or 'no match')\n"
+	             "\n"
+	             "FILE is a path or a preset name (pypi, npm, none, ...).\n"
+	             "Exit status: 0 all valid / all allowed, 1 an invalid policy or a\n"
+	             "denied destination, 2 a usage error.\n");
 }
 
 static void
 usage_check(FILE *out)
 {
-	fprintf(out,
-	        "usage: airlock policy check [--policy-dir DIR] FILE...\n"
-	        "\n"
-	        "Load each policy (a path, or a preset name) with all its includes.\n"
-	        "Prints 'FILE: valid', its name, mode, sha256 and one line per rule;\n"
-	        "or every error, one per line as FILE:LINE:COLUMN: what; expected.\n"
-	        "Warnings (not errors) name allowed destinations that accept uploads\n"
-	        "from anyone: paste sites, webhook catchers, public buckets, tunnels,\n"
-	        "DNS-over-HTTPS resolvers.\n"
-	        "\n"
-	        "  --policy-dir DIR  search DIR for preset names first (repeatable)\n"
-	        "  --help            this text\n"
-	        "\n"
-	        "Exit status: 0 every file is valid, 1 any is not, 2 usage error.\n");
+	fprintf(out, "usage: airlock policy check [--policy-dir DIR] FILE...\n"
+	             "\n"
+	             "Load each policy (a path, or a preset name) with all its includes.\n"
+	             "Prints 'FILE: valid', its name, mode, sha256 and one line per rule;\n"
+	             "or every error, one per line as FILE:LINE:COLUMN: what; expected.\n"
+	             "Warnings (not errors) name allowed destinations that accept uploads\n"
+	             "from anyone: paste sites, webhook catchers, public buckets, tunnels,\n"
+	             "DNS-over-HTTPS resolvers.\n"
+	             "\n"
+	             "  --policy-dir DIR  search DIR for preset names first (repeatable)\n"
+	             "  --help            this text\n"
+	             "\n"
+	             "Exit status: 0 every file is valid, 1 any is not, 2 usage error.\n");
 }
 
 static void
 usage_test(FILE *out)
 {
-	fprintf(out,
-	        "usage: airlock policy test [--policy-dir DIR] FILE HOST[:PORT]...\n"
-	        "\n"
-	        "For each destination print one line:\n"
-	        "  allow|deny DESTINATION RULE\n"
-	        "where RULE is the deciding rule as FILE:LINE, or 'no match' (deny).\n"
-	        "HOST is a DNS name, an IPv4 address, or [IPv6]; PORT defaults to 443.\n"
-	        "IP addresses only match cidr rules. The result is what the rules say;\n"
-	        "a policy in audit mode (see 'check') would let a denied one through\n"
-	        "and log it.\n"
-	        "\n"
-	        "  --policy-dir DIR  search DIR for preset names first (repeatable)\n"
-	        "  --help            this text\n"
-	        "\n"
-	        "Exit status: 0 every destination is allowed, 1 any is denied or the\n"
-	        "policy is invalid, 2 usage error.\n");
+	fprintf(out, "usage: airlock policy test [--policy-dir DIR] FILE HOST[:PORT]...\n"
+	             "\n"
+	             "For each destination print one line:\n"
+	             "  allow|deny DESTINATION RULE\n"
+	             "where RULE is the deciding rule as FILE:LINE, or 'no match' (deny).\n"
+	             "HOST is a DNS name, an IPv4 address, or [IPv6]; PORT defaults to 443.\n"
+	             "IP addresses only match cidr rules. The result is what the rules say;\n"
+	             "a policy in audit mode (see 'check') would let a denied one through\n"
+	             "and log it.\n"
+	             "\n"
+	             "  --policy-dir DIR  search DIR for preset names first (repeatable)\n"
+	             "  --help            this text\n"
+	             "\n"
+	             "Exit status: 0 every destination is allowed, 1 any is denied or the\n"
+	             "policy is invalid, 2 usage error.\n");
 }
 
 /* Common options; returns the index of the first operand, or -1 (usage
@@ -75,9 +72,9 @@ static int
 parse_opts(int argc, char **argv, void (*help)(FILE *))
 {
 	static const struct option opts[] = {
-		{ "policy-dir", required_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"policy-dir", required_argument, NULL, 'd'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -95,8 +92,8 @@ parse_opts(int argc, char **argv, void (*help)(FILE *))
 			}
 			break;
 		default:
-			fprintf(stderr, "airlock: policy %s: unknown option '%s'; see --help\n", argv[0],
-			        argv[optind - 1]);
+			fprintf(stderr, "airlock: policy %s: unknown option '%s'; see --help\n",
+			        argv[0], argv[optind - 1]);
 			return -1;
 		}
 	}
@@ -124,20 +121,23 @@ cmd_check(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	for (int i = first; i < argc; i++) {
-		struct policy_diag d = { 0 };
+		struct policy_diag d = {0};
 		struct policy *p = policy_load(argv[i], &d);
 		char *desc;
 
 		if (p == NULL) {
 			print_errors(&d);
-			printf("%s: invalid (%zu error%s)\n", argv[i], d.n_lines, d.n_lines == 1 ? "" : "s");
+			printf("%s: invalid (%zu error%s)\n", argv[i], d.n_lines,
+			       d.n_lines == 1 ? "" : "s");
 			policy_diag_clear(&d);
 			status = 1;
 			continue;
 		}
 		printf("%s: valid\n", argv[i]);
 		printf("  name %s, mode %s, sha256 %s\n", policy_name(p),
-		       policy_mode(p) == POLICY_MODE_AUDIT ? "audit (denials are logged, not enforced)" : "enforce",
+		       policy_mode(p) == POLICY_MODE_AUDIT
+		               ? "audit (denials are logged, not enforced)"
+		               : "enforce",
 		       policy_sha256(p));
 		if ((desc = policy_describe(p)) != NULL) {
 			for (char *line = desc, *nl; *line != '\0'; line = nl + 1) {
@@ -159,8 +159,7 @@ cmd_check(int argc, char **argv)
 /* Split HOST[:PORT] / [IPv6]:PORT / bare IPv6. host gets the host part
  * without brackets. Returns 0, or -1 with *why set. */
 static int
-parse_dest(const char *s, char *host, size_t hostlen, uint16_t *port,
-           const char **why)
+parse_dest(const char *s, char *host, size_t hostlen, uint16_t *port, const char **why)
 {
 	const char *colon, *end;
 	uint64_t v;
@@ -211,7 +210,7 @@ static int
 cmd_test(int argc, char **argv)
 {
 	int first = parse_opts(argc, argv, usage_test), status = 0;
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p;
 
 	if (first == -2)
@@ -219,7 +218,8 @@ cmd_test(int argc, char **argv)
 	if (first < 0)
 		return EXIT_USAGE;
 	if (argc - first < 2) {
-		fprintf(stderr, "airlock: policy test: expected FILE and at least one HOST[:PORT]; see --help\n");
+		fprintf(stderr, "airlock: policy test: expected FILE and at least one HOST[:PORT]; "
+		                "see --help\n");
 		return EXIT_USAGE;
 	}
 	/* Check every destination's syntax before loading anything, so a
@@ -236,7 +236,8 @@ cmd_test(int argc, char **argv)
 	}
 	if ((p = policy_load(argv[first], &d)) == NULL) {
 		print_errors(&d);
-		printf("%s: invalid (%zu error%s)\n", argv[first], d.n_lines, d.n_lines == 1 ? "" : "s");
+		printf("%s: invalid (%zu error%s)\n", argv[first], d.n_lines,
+		       d.n_lines == 1 ? "" : "s");
 		policy_diag_clear(&d);
 		return 1;
 	}
@@ -270,8 +271,9 @@ cmd_test(int argc, char **argv)
 			status = 1;
 			continue;
 		}
-		printf("%s %s%s%s:%u %s\n", v.action == POLICY_ALLOW ? "allow" : "deny", v6 ? "[" : "", name,
-		       v6 ? "]" : "", port, v.where != NULL ? v.where : "no match");
+		printf("%s %s%s%s:%u %s\n", v.action == POLICY_ALLOW ? "allow" : "deny",
+		       v6 ? "[" : "", name, v6 ? "]" : "", port,
+		       v.where != NULL ? v.where : "no match");
 		if (v.action != POLICY_ALLOW)
 			status = 1;
 	}
@@ -286,7 +288,8 @@ cmd_policy(int argc, char **argv)
 		usage_policy(stderr);
 		return EXIT_USAGE;
 	}
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
 		usage_policy(stdout);
 		return 0;
 	}
@@ -294,6 +297,7 @@ cmd_policy(int argc, char **argv)
 		return cmd_check(argc - 1, argv + 1);
 	if (strcmp(argv[1], "test") == 0)
 		return cmd_test(argc - 1, argv + 1);
-	fprintf(stderr, "airlock: policy: unknown subcommand '%s'; expected check or test\n", argv[1]);
+	fprintf(stderr, "airlock: policy: unknown subcommand '%s'; expected check or test\n",
+	        argv[1]);
 	return EXIT_USAGE;
 }

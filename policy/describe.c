@@ -34,9 +34,11 @@ policy_describe(const struct policy *p)
 	for (uint32_t i = 0; i < p->p_n_rules; i++) {
 		const struct prule *r = &p->p_rules[i];
 
-		fprintf(f, "%-5s %s ports ", r->action == POLICY_DENY ? "deny" : "allow", r->pattern);
+		fprintf(f, "%-5s %s ports ", r->action == POLICY_DENY ? "deny" : "allow",
+		        r->pattern);
 		put_ports(f, p, r);
-		fprintf(f, "%s  (%s)\n", r->kind == PRULE_WILDCARD ? " (subdomains only)" : "", r->where);
+		fprintf(f, "%s  (%s)\n", r->kind == PRULE_WILDCARD ? " (subdomains only)" : "",
+		        r->where);
 	}
 	if (fclose(f) != 0) {
 		free(buf);

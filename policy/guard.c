@@ -22,22 +22,22 @@ classify4(uint32_t a)
 		unsigned plen;
 		enum guard_class cls;
 	} ranges[] = {
-		/* Listed before the broader ranges they sit in. */
-		{ 0xc0000200u, 24, GUARD_PUBLIC },    /* 192.0.2.0/24 TEST-NET-1 (lab) */
-		{ 0xc6336400u, 24, GUARD_PUBLIC },    /* 198.51.100.0/24 TEST-NET-2 (lab) */
-		{ 0xcb007100u, 24, GUARD_PUBLIC },    /* 203.0.113.0/24 TEST-NET-3 (lab) */
-		{ 0x00000000u, 8, GUARD_UNSPECIFIED }, /* 0.0.0.0/8 "this network" */
-		{ 0x0a000000u, 8, GUARD_PRIVATE },    /* 10.0.0.0/8 */
-		{ 0x64400000u, 10, GUARD_CGNAT },     /* 100.64.0.0/10 */
-		{ 0x7f000000u, 8, GUARD_LOOPBACK },   /* 127.0.0.0/8 */
-		{ 0xa9fe0000u, 16, GUARD_LINK_LOCAL }, /* 169.254.0.0/16 (metadata) */
-		{ 0xac100000u, 12, GUARD_PRIVATE },   /* 172.16.0.0/12 */
-		{ 0xc0000000u, 24, GUARD_RESERVED },  /* 192.0.0.0/24 IETF protocol */
-		{ 0xc0586300u, 24, GUARD_RESERVED },  /* 192.88.99.0/24 6to4 relay */
-		{ 0xc0a80000u, 16, GUARD_PRIVATE },   /* 192.168.0.0/16 */
-		{ 0xc6120000u, 15, GUARD_RESERVED },  /* 198.18.0.0/15 benchmark, egress source */
-		{ 0xe0000000u, 4, GUARD_MULTICAST },  /* 224.0.0.0/4 */
-		{ 0xf0000000u, 4, GUARD_RESERVED },   /* 240.0.0.0/4 incl. broadcast */
+	        /* Listed before the broader ranges they sit in. */
+	        {0xc0000200u, 24, GUARD_PUBLIC},     /* 192.0.2.0/24 TEST-NET-1 (lab) */
+	        {0xc6336400u, 24, GUARD_PUBLIC},     /* 198.51.100.0/24 TEST-NET-2 (lab) */
+	        {0xcb007100u, 24, GUARD_PUBLIC},     /* 203.0.113.0/24 TEST-NET-3 (lab) */
+	        {0x00000000u, 8, GUARD_UNSPECIFIED}, /* 0.0.0.0/8 "this network" */
+	        {0x0a000000u, 8, GUARD_PRIVATE},     /* 10.0.0.0/8 */
+	        {0x64400000u, 10, GUARD_CGNAT},      /* 100.64.0.0/10 */
+	        {0x7f000000u, 8, GUARD_LOOPBACK},    /* 127.0.0.0/8 */
+	        {0xa9fe0000u, 16, GUARD_LINK_LOCAL}, /* 169.254.0.0/16 (metadata) */
+	        {0xac100000u, 12, GUARD_PRIVATE},    /* 172.16.0.0/12 */
+	        {0xc0000000u, 24, GUARD_RESERVED},   /* 192.0.0.0/24 IETF protocol */
+	        {0xc0586300u, 24, GUARD_RESERVED},   /* 192.88.99.0/24 6to4 relay */
+	        {0xc0a80000u, 16, GUARD_PRIVATE},    /* 192.168.0.0/16 */
+	        {0xc6120000u, 15, GUARD_RESERVED},   /* 198.18.0.0/15 benchmark, egress source */
+	        {0xe0000000u, 4, GUARD_MULTICAST},   /* 224.0.0.0/4 */
+	        {0xf0000000u, 4, GUARD_RESERVED},    /* 240.0.0.0/4 incl. broadcast */
 	};
 
 	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
@@ -68,15 +68,15 @@ prefix_is(const uint8_t *a, const uint8_t *net, unsigned plen)
 static enum guard_class
 classify6(const uint8_t *a)
 {
-	static const uint8_t zero[16] = { 0 };
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b };
-	static const uint8_t nat64_local[6] = { 0, 0x64, 0xff, 0x9b, 0, 1 };
-	static const uint8_t doc[4] = { 0x20, 0x01, 0x0d, 0xb8 };
-	static const uint8_t teredo[4] = { 0x20, 0x01, 0, 0 };
-	static const uint8_t proto[3] = { 0x20, 0x01, 0x00 };
-	static const uint8_t sixtofour[2] = { 0x20, 0x02 };
-	static const uint8_t discard[8] = { 0x01, 0x00 };
+	static const uint8_t zero[16] = {0};
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+	static const uint8_t nat64_local[6] = {0, 0x64, 0xff, 0x9b, 0, 1};
+	static const uint8_t doc[4] = {0x20, 0x01, 0x0d, 0xb8};
+	static const uint8_t teredo[4] = {0x20, 0x01, 0, 0};
+	static const uint8_t proto[3] = {0x20, 0x01, 0x00};
+	static const uint8_t sixtofour[2] = {0x20, 0x02};
+	static const uint8_t discard[8] = {0x01, 0x00};
 
 	if (memcmp(a, zero, 15) == 0 && a[15] <= 1)
 		return a[15] == 0 ? GUARD_UNSPECIFIED : GUARD_LOOPBACK;
@@ -89,8 +89,7 @@ classify6(const uint8_t *a)
 		return classify4(load_be32(a + 2)); /* 2002:V4ADDR::/48 */
 	if (prefix_is(a, doc, 32))
 		return GUARD_PUBLIC; /* 2001:db8::/32, the lab (see the top) */
-	if (prefix_is(a, nat64_local, 48) || prefix_is(a, teredo, 32) ||
-	    prefix_is(a, discard, 64))
+	if (prefix_is(a, nat64_local, 48) || prefix_is(a, teredo, 32) || prefix_is(a, discard, 64))
 		return GUARD_RESERVED;
 	if (prefix_is(a, proto, 23))
 		return GUARD_RESERVED; /* 2001::/23 IETF protocol assignments */
@@ -104,7 +103,7 @@ classify6(const uint8_t *a)
 		return GUARD_PRIVATE; /* fec0::/10 site-local, deprecated */
 	if ((a[0] & 0xe0) == 0x20)
 		return GUARD_PUBLIC; /* 2000::/3 global unicast */
-	return GUARD_RESERVED; /* everything else is unassigned or special */
+	return GUARD_RESERVED;       /* everything else is unassigned or special */
 }
 
 enum guard_class

@@ -8,14 +8,14 @@
 #include <sys/socket.h>
 
 enum guard_class {
-	GUARD_PUBLIC = 0,   /* an ordinary routable address: allowed */
-	GUARD_UNSPECIFIED,  /* 0.0.0.0/8, :: */
-	GUARD_LOOPBACK,     /* 127.0.0.0/8, ::1 */
-	GUARD_PRIVATE,      /* 10/8, 172.16/12, 192.168/16, fc00::/7 */
-	GUARD_CGNAT,        /* 100.64.0.0/10 */
-	GUARD_LINK_LOCAL,   /* 169.254.0.0/16 (cloud metadata), fe80::/10 */
-	GUARD_MULTICAST,    /* 224.0.0.0/4, ff00::/8 */
-	GUARD_RESERVED,     /* 240.0.0.0/4, broadcast, benchmark 198.18/15 ... */
+	GUARD_PUBLIC = 0,  /* an ordinary routable address: allowed */
+	GUARD_UNSPECIFIED, /* 0.0.0.0/8, :: */
+	GUARD_LOOPBACK,    /* 127.0.0.0/8, ::1 */
+	GUARD_PRIVATE,     /* 10/8, 172.16/12, 192.168/16, fc00::/7 */
+	GUARD_CGNAT,       /* 100.64.0.0/10 */
+	GUARD_LINK_LOCAL,  /* 169.254.0.0/16 (cloud metadata), fe80::/10 */
+	GUARD_MULTICAST,   /* 224.0.0.0/4, ff00::/8 */
+	GUARD_RESERVED,    /* 240.0.0.0/4, broadcast, benchmark 198.18/15 ... */
 };
 
 /* Classify an AF_INET or AF_INET6 address. Any other family is

@@ -21,15 +21,15 @@
  *    as one entry, so any set of ports can still be written);
  *  - includes nest at most 8 deep and load at most 64 files;
  *  - at most 50 error lines are kept; the file is rejected either way. */
-#define POLICY_MAX_FILE_SIZE (4u * 1024u * 1024u)
-#define POLICY_MAX_DEPTH 8
-#define POLICY_MAX_NODES 1000000u
-#define POLICY_MAX_RULES 200000u
-#define POLICY_MAX_PORTS 64u
+#define POLICY_MAX_FILE_SIZE     (4u * 1024u * 1024u)
+#define POLICY_MAX_DEPTH         8
+#define POLICY_MAX_NODES         1000000u
+#define POLICY_MAX_RULES         200000u
+#define POLICY_MAX_PORTS         64u
 #define POLICY_MAX_INCLUDE_DEPTH 8
-#define POLICY_MAX_FILES 64u
-#define POLICY_MAX_ERRORS 50u
-#define POLICY_MAX_PRESET_DIRS 16u
+#define POLICY_MAX_FILES         64u
+#define POLICY_MAX_ERRORS        50u
+#define POLICY_MAX_PRESET_DIRS   16u
 
 /* ---- arena: everything a compiled policy owns dies with it ---- */
 
@@ -94,7 +94,6 @@ struct pcidr6_slot {
 	uint8_t plen;
 };
 
-
 struct policy {
 	struct policy_arena *p_arena;
 	char *p_name;
@@ -139,14 +138,13 @@ struct policy_rule_src {
 
 /* Build the match tables of p from rules[0..n) (ports already in
  * p->p_ports, strings in p->p_arena). Returns 0 or -1 (out of memory). */
-int policy_compile(struct policy *p, const struct policy_rule_src *rules,
-                   uint32_t n);
+int policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n);
 
 /* Append a warning line for every catalog destination p admits. */
 int policy_catalog_check(const struct policy *p, struct policy_diag *diag);
 
 /* Append a formatted line to a diag list; tolerates list == NULL. */
 int policy_diag_add(char ***lines, size_t *n, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 #endif

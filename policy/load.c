@@ -63,15 +63,13 @@ policy_diag_add(char ***lines, size_t *n, const char *fmt, ...)
 	return 0;
 }
 
-static void lerr(struct loader *ld, const char *file, uint32_t line,
-                 uint32_t col, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+static void lerr(struct loader *ld, const char *file, uint32_t line, uint32_t col, const char *fmt,
+                 ...) __attribute__((format(printf, 5, 6)));
 
 /* One error: "FILE:LINE:COLUMN: message". Past POLICY_MAX_ERRORS only
  * counted, so a file of 100,000 bad lines costs 50 lines of output. */
 static void
-lerr(struct loader *ld, const char *file, uint32_t line, uint32_t col,
-     const char *fmt, ...)
+lerr(struct loader *ld, const char *file, uint32_t line, uint32_t col, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -141,19 +139,21 @@ parse_port(const char *s, uint16_t *out)
 /* ports: [443, 8000-8100, "9000-9100"]. Returns 0 with the rule's slice
  * of ld->ports, or -1 after reporting. */
 static int
-parse_ports(struct loader *ld, const char *file, const struct ytree *t,
-            const struct ynode *n, uint32_t *off, uint16_t *count)
+parse_ports(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n,
+            uint32_t *off, uint16_t *count)
 {
 	uint32_t start = ld->n_ports;
 	int bad = 0;
 
 	if (n->type != YNODE_SEQ) {
-		lerr(ld, file, n->line, n->col, "ports: expected a list of ports like [443] or [\"8000-8100\"], got %s",
+		lerr(ld, file, n->line, n->col,
+		     "ports: expected a list of ports like [443] or [\"8000-8100\"], got %s",
 		     type_name(n));
 		return -1;
 	}
 	if (n->len == 0) {
-		lerr(ld, file, n->line, n->col, "ports: empty list; leave ports out for the default [80, 443]");
+		lerr(ld, file, n->line, n->col,
+		     "ports: empty list; leave ports out for the default [80, 443]");
 		return -1;
 	}
 	if (n->len > POLICY_MAX_PORTS) {
@@ -168,7 +168,9 @@ parse_ports(struct loader *ld, const char *file, const struct ytree *t,
 		uint16_t lo, hi;
 
 		if (e->type != YNODE_SCALAR) {
-			lerr(ld, file, e->line, e->col, "ports: expected a port number 1-65535 or a range \"LOW-HIGH\", got %s",
+			lerr(ld, file, e->line, e->col,
+			     "ports: expected a port number 1-65535 or a range \"LOW-HIGH\", got "
+			     "%s",
 			     type_name(e));
 			bad = -1;
 			continue;
@@ -187,14 +189,17 @@ parse_ports(struct loader *ld, const char *file, const struct ytree *t,
 			}
 			if (lo == 0 || parse_port(dash + 1, &hi) != 0 || hi < lo) {
 				lerr(ld, file, e->line, e->col,
-				     "ports: bad range '%s'; expected \"LOW-HIGH\" with 1 <= LOW <= HIGH <= 65535", s);
+				     "ports: bad range '%s'; expected \"LOW-HIGH\" with 1 <= LOW "
+				     "<= HIGH <= 65535",
+				     s);
 				bad = -1;
 				continue;
 			}
 		} else if (parse_port(s, &lo) == 0) {
 			hi = lo;
 		} else {
-			lerr(ld, file, e->line, e->col, "ports: bad port '%s'; expected a number 1-65535", s);
+			lerr(ld, file, e->line, e->col,
+			     "ports: bad port '%s'; expected a number 1-65535", s);
 			bad = -1;
 			continue;
 		}
@@ -228,15 +233,17 @@ last_label_numeric(const char *s)
 
 /* Fills r->kind and r->key; -1 after reporting. */
 static int
-parse_host(struct loader *ld, const char *file, const struct ynode *n,
-           const char *s, struct policy_rule_src *r)
+parse_host(struct loader *ld, const char *file, const struct ynode *n, const char *s,
+           struct policy_rule_src *r)
 {
 	char buf[256], addr[16];
 	const char *why = NULL, *name = s;
 
 	if (inet_pton(AF_INET, s, addr) == 1) {
 		lerr(ld, file, n->line, n->col,
-		     "host: '%s' is an IP address; IP literals only match cidr rules: write `cidr: %s/32`", s, s);
+		     "host: '%s' is an IP address; IP literals only match cidr rules: write `cidr: "
+		     "%s/32`",
+		     s, s);
 		return -1;
 	}
 	if (strchr(s, ':') != NULL) {
@@ -251,17 +258,20 @@ parse_host(struct loader *ld, const char *file, const struct ynode *n,
 		}
 		if (inet_pton(AF_INET6, inner, addr) == 1) {
 			lerr(ld, file, n->line, n->col,
-			     "host: '%s' is an IP address; IP literals only match cidr rules: write `cidr: %s/128`",
+			     "host: '%s' is an IP address; IP literals only match cidr rules: "
+			     "write `cidr: %s/128`",
 			     s, inner);
 			return -1;
 		}
-		lerr(ld, file, n->line, n->col, "host: '%s' contains ':'; expected a DNS name (ports go in `ports:`)", s);
+		lerr(ld, file, n->line, n->col,
+		     "host: '%s' contains ':'; expected a DNS name (ports go in `ports:`)", s);
 		return -1;
 	}
 	r->kind = PRULE_EXACT;
 	if (strcmp(s, "*") == 0 || strcmp(s, "*.") == 0) {
 		lerr(ld, file, n->line, n->col,
-		     "host: '*' alone would allow every name; expected a name or a wildcard like *.example.com");
+		     "host: '*' alone would allow every name; expected a name or a wildcard like "
+		     "*.example.com");
 		return -1;
 	}
 	if (s[0] == '*' && s[1] == '.') {
@@ -274,7 +284,9 @@ parse_host(struct loader *ld, const char *file, const struct ynode *n,
 	}
 	if (last_label_numeric(buf)) {
 		lerr(ld, file, n->line, n->col,
-		     "host: '%s' ends in a numeric label, which no DNS name does; for addresses write a cidr rule", s);
+		     "host: '%s' ends in a numeric label, which no DNS name does; for addresses "
+		     "write a cidr rule",
+		     s);
 		return -1;
 	}
 	r->key = policy_arena_strndup(ld->p->p_arena, buf, strlen(buf));
@@ -294,8 +306,8 @@ parse_host(struct loader *ld, const char *file, const struct ynode *n,
 }
 
 static int
-parse_cidr(struct loader *ld, const char *file, const struct ynode *n,
-           const char *s, struct policy_rule_src *r)
+parse_cidr(struct loader *ld, const char *file, const struct ynode *n, const char *s,
+           struct policy_rule_src *r)
 {
 	char addr[64], shown[128];
 	const char *slash = strchr(s, '/');
@@ -315,11 +327,13 @@ parse_cidr(struct loader *ld, const char *file, const struct ynode *n,
 	} else if (inet_pton(AF_INET6, addr, r->addr) == 1) {
 		r->kind = PRULE_CIDR6;
 		maxlen = 128;
-		static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 		if (memcmp(r->addr, mapped, sizeof(mapped)) == 0) {
 			lerr(ld, file, n->line, n->col,
-			     "cidr: '%s' is IPv4-mapped IPv6; write the IPv4 form (mapped addresses are matched as IPv4)", s);
+			     "cidr: '%s' is IPv4-mapped IPv6; write the IPv4 form (mapped "
+			     "addresses are matched as IPv4)",
+			     s);
 			return -1;
 		}
 	} else {
@@ -342,7 +356,8 @@ parse_cidr(struct loader *ld, const char *file, const struct ynode *n,
 
 		inet_ntop(r->kind == PRULE_CIDR4 ? AF_INET : AF_INET6, masked, net, sizeof(net));
 		lerr(ld, file, n->line, n->col,
-		     "cidr: '%s' has bits set after the prefix; did you mean %s/%u?", s, net, (unsigned)plen);
+		     "cidr: '%s' has bits set after the prefix; did you mean %s/%u?", s, net,
+		     (unsigned)plen);
 		return -1;
 	}
 	inet_ntop(r->kind == PRULE_CIDR4 ? AF_INET : AF_INET6, r->addr, addr, sizeof(addr));
@@ -356,7 +371,8 @@ parse_cidr(struct loader *ld, const char *file, const struct ynode *n,
 	return 0;
 bad:
 	lerr(ld, file, n->line, n->col,
-	     "cidr: bad network '%s'; expected ADDRESS/PREFIX like 203.0.113.0/24 or 2001:db8::/32", s);
+	     "cidr: bad network '%s'; expected ADDRESS/PREFIX like 203.0.113.0/24 or 2001:db8::/32",
+	     s);
 	return -1;
 }
 
@@ -380,8 +396,8 @@ rule_push(struct loader *ld, const struct policy_rule_src *r)
 
 /* One entry of allow: or deny:. */
 static void
-parse_rule(struct loader *ld, const char *file, const struct ytree *t,
-           const struct ynode *n, uint8_t action, const char *list)
+parse_rule(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n,
+           uint8_t action, const char *list)
 {
 	struct policy_rule_src r;
 	const struct ynode *host = NULL, *cidr = NULL, *ports = NULL;
@@ -392,7 +408,8 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t,
 	r.action = action;
 	if (n->type != YNODE_MAP) {
 		lerr(ld, file, n->line, n->col,
-		     "%s: expected a rule like `- host: example.com` or `- cidr: 203.0.113.0/24`, got %s",
+		     "%s: expected a rule like `- host: example.com` or `- cidr: 203.0.113.0/24`, "
+		     "got %s",
 		     list, type_name(n));
 		return;
 	}
@@ -404,7 +421,8 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t,
 		const struct ynode **slot = NULL;
 
 		if (key->type != YNODE_SCALAR)
-			lerr(ld, file, key->line, key->col, "%s: rule keys must be plain words (host, cidr, ports)", list);
+			lerr(ld, file, key->line, key->col,
+			     "%s: rule keys must be plain words (host, cidr, ports)", list);
 		else if (strcmp(ks, "host") == 0)
 			slot = &host;
 		else if (strcmp(ks, "cidr") == 0)
@@ -412,11 +430,13 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t,
 		else if (strcmp(ks, "ports") == 0)
 			slot = &ports;
 		else
-			lerr(ld, file, key->line, key->col, "%s: unknown key '%s' in a rule; expected host, cidr or ports",
-			     list, ks);
+			lerr(ld, file, key->line, key->col,
+			     "%s: unknown key '%s' in a rule; expected host, cidr or ports", list,
+			     ks);
 		if (slot != NULL) {
 			if (*slot != NULL)
-				lerr(ld, file, key->line, key->col, "%s: '%s' given twice in one rule", list, ks);
+				lerr(ld, file, key->line, key->col,
+				     "%s: '%s' given twice in one rule", list, ks);
 			else
 				*slot = val;
 		} else {
@@ -425,26 +445,32 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t,
 		k = v != YNODE_NONE ? t->nodes[v].next : YNODE_NONE;
 	}
 	if (host != NULL && cidr != NULL) {
-		lerr(ld, file, n->line, n->col, "%s: a rule has either host or cidr, not both; write two rules", list);
+		lerr(ld, file, n->line, n->col,
+		     "%s: a rule has either host or cidr, not both; write two rules", list);
 		return;
 	}
 	if (host == NULL && cidr == NULL) {
-		lerr(ld, file, n->line, n->col, "%s: rule without host or cidr; expected `host: NAME` or `cidr: NET/LEN`",
+		lerr(ld, file, n->line, n->col,
+		     "%s: rule without host or cidr; expected `host: NAME` or `cidr: NET/LEN`",
 		     list);
 		return;
 	}
 	if (host != NULL) {
 		if (host->type != YNODE_SCALAR || host->len == 0) {
-			lerr(ld, file, host->line, host->col, "host: expected a DNS name like example.com, got %s",
-			     host->len == 0 && host->type == YNODE_SCALAR ? "nothing" : type_name(host));
+			lerr(ld, file, host->line, host->col,
+			     "host: expected a DNS name like example.com, got %s",
+			     host->len == 0 && host->type == YNODE_SCALAR ? "nothing"
+			                                                  : type_name(host));
 			bad = 1;
 		} else if (parse_host(ld, file, host, node_str(t, host), &r) != 0) {
 			bad = 1;
 		}
 	} else {
 		if (cidr->type != YNODE_SCALAR || cidr->len == 0) {
-			lerr(ld, file, cidr->line, cidr->col, "cidr: expected a network like 203.0.113.0/24, got %s",
-			     cidr->len == 0 && cidr->type == YNODE_SCALAR ? "nothing" : type_name(cidr));
+			lerr(ld, file, cidr->line, cidr->col,
+			     "cidr: expected a network like 203.0.113.0/24, got %s",
+			     cidr->len == 0 && cidr->type == YNODE_SCALAR ? "nothing"
+			                                                  : type_name(cidr));
 			bad = 1;
 		} else if (parse_cidr(ld, file, cidr, node_str(t, cidr), &r) != 0) {
 			bad = 1;
@@ -461,7 +487,8 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t,
 		return;
 	if (ld->n_rules >= POLICY_MAX_RULES) {
 		if (!ld->rules_full)
-			lerr(ld, file, n->line, n->col, "more than %u rules in all; that is the limit", POLICY_MAX_RULES);
+			lerr(ld, file, n->line, n->col,
+			     "more than %u rules in all; that is the limit", POLICY_MAX_RULES);
 		ld->rules_full = true;
 		return;
 	}
@@ -491,7 +518,8 @@ static bool
 valid_preset_name(const char *s)
 {
 	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '-' ||
+		      *s == '_'))
 			return false;
 	return true;
 }
@@ -561,12 +589,15 @@ read_file(const char *path, size_t *len, char *why, size_t whylen)
 		goto fail;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		snprintf(why, whylen, "%s", S_ISDIR(st.st_mode) ? "is a directory; expected a policy file"
-		                                                : "not a regular file; expected a policy file");
+		snprintf(why, whylen, "%s",
+		         S_ISDIR(st.st_mode) ? "is a directory; expected a policy file"
+		                             : "not a regular file; expected a policy file");
 		goto fail;
 	}
 	if ((uint64_t)st.st_size > POLICY_MAX_FILE_SIZE) {
-		snprintf(why, whylen, "file is %llu bytes; policies are limited to %u bytes (4 MiB), split it with include",
+		snprintf(why, whylen,
+		         "file is %llu bytes; policies are limited to %u bytes (4 MiB), split it "
+		         "with include",
 		         (unsigned long long)st.st_size, POLICY_MAX_FILE_SIZE);
 		goto fail;
 	}
@@ -589,7 +620,9 @@ read_file(const char *path, size_t *len, char *why, size_t whylen)
 			break;
 		got += (size_t)r;
 		if (got > POLICY_MAX_FILE_SIZE) {
-			snprintf(why, whylen, "file is over %u bytes (4 MiB); split it with include", POLICY_MAX_FILE_SIZE);
+			snprintf(why, whylen,
+			         "file is over %u bytes (4 MiB); split it with include",
+			         POLICY_MAX_FILE_SIZE);
 			goto fail;
 		}
 	}
@@ -606,8 +639,7 @@ fail:
  * from/line/col say where it was named, for messages (from may be NULL
  * for the top-level file). */
 static void
-load_path(struct loader *ld, const char *path, const char *from, uint32_t line,
-          uint32_t col)
+load_path(struct loader *ld, const char *path, const char *from, uint32_t line, uint32_t col)
 {
 	char why[256], real[PATH_MAX];
 	unsigned char *data;
@@ -627,7 +659,8 @@ load_path(struct loader *ld, const char *path, const char *from, uint32_t line,
 
 			chain[0] = '\0';
 			for (int j = i; j < ld->depth; j++) {
-				int w = snprintf(chain + used, sizeof(chain) - used, "%s -> ", ld->stack[j]);
+				int w = snprintf(chain + used, sizeof(chain) - used, "%s -> ",
+				                 ld->stack[j]);
 
 				if (w > 0 && (size_t)w < sizeof(chain) - used)
 					used += (size_t)w;
@@ -641,8 +674,8 @@ load_path(struct loader *ld, const char *path, const char *from, uint32_t line,
 		if (strcmp(ld->loaded[i], real) == 0)
 			return;
 	if (ld->n_files >= POLICY_MAX_FILES) {
-		lerr(ld, from ? from : path, line, col, "include '%s': more than %u files in one policy", path,
-		     POLICY_MAX_FILES);
+		lerr(ld, from ? from : path, line, col,
+		     "include '%s': more than %u files in one policy", path, POLICY_MAX_FILES);
 		return;
 	}
 	if ((data = read_file(path, &len, why, sizeof(why))) == NULL) {
@@ -657,8 +690,7 @@ load_path(struct loader *ld, const char *path, const char *from, uint32_t line,
 }
 
 static void
-load_include(struct loader *ld, const char *file, const struct ytree *t,
-             const struct ynode *n)
+load_include(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n)
 {
 	const char *s = node_str(t, n);
 	char path[PATH_MAX], tried[1024];
@@ -669,19 +701,22 @@ load_include(struct loader *ld, const char *file, const struct ytree *t,
 		return;
 	}
 	if (ld->depth > POLICY_MAX_INCLUDE_DEPTH) {
-		lerr(ld, file, n->line, n->col, "include '%s': includes nested more than %d deep", s,
-		     POLICY_MAX_INCLUDE_DEPTH);
+		lerr(ld, file, n->line, n->col, "include '%s': includes nested more than %d deep",
+		     s, POLICY_MAX_INCLUDE_DEPTH);
 		return;
 	}
 	if (is_preset_name(s)) {
 		if (!valid_preset_name(s)) {
 			lerr(ld, file, n->line, n->col,
-			     "include: '%s' is not a preset name (lowercase letters, digits, '-', '_'); "
-			     "write a path like ./%s.yaml for a file", s, s);
+			     "include: '%s' is not a preset name (lowercase letters, digits, '-', "
+			     "'_'); "
+			     "write a path like ./%s.yaml for a file",
+			     s, s);
 			return;
 		}
 		if (preset_find(s, path, sizeof(path), tried, sizeof(tried)) != 0) {
-			lerr(ld, file, n->line, n->col, "include: no preset named '%s' (looked in %s)", s, tried);
+			lerr(ld, file, n->line, n->col,
+			     "include: no preset named '%s' (looked in %s)", s, tried);
 			return;
 		}
 	} else if (s[0] == '/') {
@@ -711,19 +746,21 @@ valid_policy_name(const char *s)
 	if (l == 0 || l > 64)
 		return false;
 	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-		      *s == '-' || *s == '_' || *s == '.'))
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
 			return false;
 	return true;
 }
 
 static void
-load_rules(struct loader *ld, const char *file, const struct ytree *t,
-           const struct ynode *n, uint8_t action, const char *list)
+load_rules(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n,
+           uint8_t action, const char *list)
 {
 	if (n->type != YNODE_SEQ) {
-		lerr(ld, file, n->line, n->col, "%s: expected a list of rules (`- host: example.com`), got %s", list,
-		     n->type == YNODE_SCALAR && n->len == 0 ? "nothing (write [] for none)" : type_name(n));
+		lerr(ld, file, n->line, n->col,
+		     "%s: expected a list of rules (`- host: example.com`), got %s", list,
+		     n->type == YNODE_SCALAR && n->len == 0 ? "nothing (write [] for none)"
+		                                            : type_name(n));
 		return;
 	}
 	for (uint32_t c = n->child; c != YNODE_NONE; c = t->nodes[c].next)
@@ -734,8 +771,9 @@ load_rules(struct loader *ld, const char *file, const struct ytree *t,
 static void
 load_tree(struct loader *ld, const char *file, const struct ytree *t)
 {
-	static const char *const keys[] = { "version", "name", "description", "include", "allow", "deny", "mode" };
-	const struct ynode *root, *seen[7] = { NULL };
+	static const char *const keys[] = {"version", "name", "description", "include",
+	                                   "allow",   "deny", "mode"};
+	const struct ynode *root, *seen[7] = {NULL};
 	bool top = ld->depth == 1;
 
 	if (t->n_nodes == 0) {
@@ -744,8 +782,8 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 	}
 	root = &t->nodes[0];
 	if (root->type != YNODE_MAP) {
-		lerr(ld, file, root->line, root->col, "expected a mapping of keys (version, allow, ...), got %s",
-		     type_name(root));
+		lerr(ld, file, root->line, root->col,
+		     "expected a mapping of keys (version, allow, ...), got %s", type_name(root));
 		return;
 	}
 	for (uint32_t k = root->child; k != YNODE_NONE;) {
@@ -761,41 +799,53 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 				break;
 		if (key->type != YNODE_SCALAR) {
 			lerr(ld, file, key->line, key->col,
-			     "keys must be plain words (version, allow, ...), got %s", type_name(key));
+			     "keys must be plain words (version, allow, ...), got %s",
+			     type_name(key));
 			continue;
 		}
 		if (i == 7) {
 			lerr(ld, file, key->line, key->col,
-			     "unknown key '%s'; expected version, name, description, include, allow, deny or mode", ks);
+			     "unknown key '%s'; expected version, name, description, include, "
+			     "allow, deny or mode",
+			     ks);
 			continue;
 		}
 		if (seen[i] != NULL) {
-			lerr(ld, file, key->line, key->col, "'%s' given twice (first at line %u)", ks, seen[i]->line);
+			lerr(ld, file, key->line, key->col, "'%s' given twice (first at line %u)",
+			     ks, seen[i]->line);
 			continue;
 		}
 		seen[i] = key;
 		switch (i) {
 		case 0: /* version */
-			if (val->type != YNODE_SCALAR || !val->plain || strcmp(node_str(t, val), "1") != 0)
-				lerr(ld, file, val->line, val->col, "version: expected 1 (the only schema version), got %s",
+			if (val->type != YNODE_SCALAR || !val->plain ||
+			    strcmp(node_str(t, val), "1") != 0)
+				lerr(ld, file, val->line, val->col,
+				     "version: expected 1 (the only schema version), got %s",
 				     val->type == YNODE_SCALAR ? node_str(t, val) : type_name(val));
 			break;
 		case 1: /* name */
 			if (val->type != YNODE_SCALAR || !valid_policy_name(node_str(t, val)))
 				lerr(ld, file, val->line, val->col,
 				     "name: expected 1-64 letters, digits, '-', '_' or '.'");
-			else if (top && (ld->p->p_name = policy_arena_strndup(ld->p->p_arena, node_str(t, val), val->len)) == NULL)
+			else if (top &&
+			         (ld->p->p_name = policy_arena_strndup(
+			                  ld->p->p_arena, node_str(t, val), val->len)) == NULL)
 				ld->oom = true;
 			break;
 		case 2: /* description */
 			if (val->type != YNODE_SCALAR || val->len > 1024)
-				lerr(ld, file, val->line, val->col, "description: expected one string of at most 1024 characters");
-			else if (top && (ld->p->p_description = policy_arena_strndup(ld->p->p_arena, node_str(t, val), val->len)) == NULL)
+				lerr(ld, file, val->line, val->col,
+				     "description: expected one string of at most 1024 characters");
+			else if (top &&
+			         (ld->p->p_description = policy_arena_strndup(
+			                  ld->p->p_arena, node_str(t, val), val->len)) == NULL)
 				ld->oom = true;
 			break;
 		case 3: /* include: later, after this file's own rules */
 			if (val->type != YNODE_SEQ)
-				lerr(ld, file, val->line, val->col, "include: expected a list like [base], got %s",
+				lerr(ld, file, val->line, val->col,
+				     "include: expected a list like [base], got %s",
 				     type_name(val));
 			break;
 		case 4:
@@ -808,20 +858,23 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 			if (val->type == YNODE_SCALAR && strcmp(node_str(t, val), "enforce") == 0) {
 				if (top)
 					ld->p->p_mode = POLICY_MODE_ENFORCE;
-			} else if (val->type == YNODE_SCALAR && strcmp(node_str(t, val), "audit") == 0) {
+			} else if (val->type == YNODE_SCALAR &&
+			           strcmp(node_str(t, val), "audit") == 0) {
 				/* An included file's mode never changes the
 				 * includer's: only the top file decides. */
 				if (top)
 					ld->p->p_mode = POLICY_MODE_AUDIT;
 			} else {
-				lerr(ld, file, val->line, val->col, "mode: expected enforce or audit, got %s",
+				lerr(ld, file, val->line, val->col,
+				     "mode: expected enforce or audit, got %s",
 				     val->type == YNODE_SCALAR ? node_str(t, val) : type_name(val));
 			}
 			break;
 		}
 	}
 	if (seen[0] == NULL)
-		lerr(ld, file, root->line, root->col, "missing `version: 1`; every policy starts with it");
+		lerr(ld, file, root->line, root->col,
+		     "missing `version: 1`; every policy starts with it");
 	if (seen[3] != NULL) {
 		const struct ynode *inc = &t->nodes[seen[3]->next];
 
@@ -832,8 +885,8 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 }
 
 static int
-load_bytes(struct loader *ld, const char *file, const char *real,
-           const unsigned char *data, size_t len)
+load_bytes(struct loader *ld, const char *file, const char *real, const unsigned char *data,
+           size_t len)
 {
 	struct ytree t;
 	char err[512];
@@ -850,13 +903,15 @@ load_bytes(struct loader *ld, const char *file, const char *real,
 		ld->n_loaded++;
 	}
 	if (len > POLICY_MAX_FILE_SIZE) {
-		lerr(ld, file, 1, 1, "%zu bytes; policies are limited to %u bytes (4 MiB), split it with include", len,
-		     POLICY_MAX_FILE_SIZE);
+		lerr(ld, file, 1, 1,
+		     "%zu bytes; policies are limited to %u bytes (4 MiB), split it with include",
+		     len, POLICY_MAX_FILE_SIZE);
 		return -1;
 	}
 	/* libyaml would call a NUL a "control character"; say what it is. */
 	if ((nul = memchr(data, '\0', len)) != NULL) {
-		lerr(ld, file, 1, 1, "binary data (NUL byte at offset %zu); expected a YAML text policy",
+		lerr(ld, file, 1, 1,
+		     "binary data (NUL byte at offset %zu); expected a YAML text policy",
 		     (size_t)(nul - data));
 		return -1;
 	}
@@ -897,11 +952,11 @@ default_name(struct loader *ld, const char *file)
 	return ld->p->p_name ? 0 : -1;
 }
 
-static const struct pport default_ports[] = { { 80, 80 }, { 443, 443 } };
+static const struct pport default_ports[] = {{80, 80}, {443, 443}};
 
 static struct policy *
-load_common(const char *file, const unsigned char *data, size_t len,
-            bool from_path, struct policy_diag *diag)
+load_common(const char *file, const unsigned char *data, size_t len, bool from_path,
+            struct policy_diag *diag)
 {
 	struct loader ld;
 	struct policy *p = NULL;
@@ -911,7 +966,8 @@ load_common(const char *file, const unsigned char *data, size_t len,
 
 	memset(&ld, 0, sizeof(ld));
 	if ((p = calloc(1, sizeof(*p))) == NULL || (p->p_arena = policy_arena_new()) == NULL ||
-	    (ld.sha = EVP_MD_CTX_new()) == NULL || EVP_DigestInit_ex(ld.sha, EVP_sha256(), NULL) != 1) {
+	    (ld.sha = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(ld.sha, EVP_sha256(), NULL) != 1) {
 		ld.oom = true;
 		goto out;
 	}
@@ -934,7 +990,8 @@ load_common(const char *file, const unsigned char *data, size_t len,
 	}
 	for (unsigned i = 0; i < mdlen && i < 32; i++)
 		snprintf(p->p_sha256 + 2 * i, 3, "%02x", md[i]);
-	if ((p->p_ports = policy_arena_alloc(p->p_arena, sizeof(struct pport) * ld.n_ports)) == NULL) {
+	if ((p->p_ports = policy_arena_alloc(p->p_arena, sizeof(struct pport) * ld.n_ports)) ==
+	    NULL) {
 		ld.oom = true;
 		goto out;
 	}
@@ -991,15 +1048,21 @@ policy_load(const char *path, struct policy_diag *diag)
 
 	if (path == NULL || *path == '\0') {
 		if (diag != NULL)
-			policy_diag_add(&diag->lines, &diag->n_lines, "(none):1:1: no policy file given");
+			policy_diag_add(&diag->lines, &diag->n_lines,
+			                "(none):1:1: no policy file given");
 		return NULL;
 	}
 	if (is_preset_name(path)) {
-		if (!valid_preset_name(path) || preset_find(path, found, sizeof(found), tried, sizeof(tried)) != 0) {
+		if (!valid_preset_name(path) ||
+		    preset_find(path, found, sizeof(found), tried, sizeof(tried)) != 0) {
 			if (diag != NULL)
 				policy_diag_add(&diag->lines, &diag->n_lines,
-				                "%s:1:1: no preset named '%s' (looked in %s); for a file here write ./%s",
-				                path, path, valid_preset_name(path) ? tried : "no directory: not a preset name",
+				                "%s:1:1: no preset named '%s' (looked in %s); for "
+				                "a file here write ./%s",
+				                path, path,
+				                valid_preset_name(path)
+				                        ? tried
+				                        : "no directory: not a preset name",
 				                path);
 			return NULL;
 		}
@@ -1009,8 +1072,7 @@ policy_load(const char *path, struct policy_diag *diag)
 }
 
 struct policy *
-policy_load_buffer(const char *name, const void *data, size_t len,
-                   struct policy_diag *diag)
+policy_load_buffer(const char *name, const void *data, size_t len, struct policy_diag *diag)
 {
 	return load_common(name ? name : "(buffer)", data, len, false, diag);
 }

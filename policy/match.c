@@ -13,8 +13,8 @@
 #include "policy/internal.h"
 
 #define FNV_OFFSET 14695981039346656037ull
-#define FNV_PRIME 1099511628211ull
-#define GOLDEN 0x9e3779b97f4a7c15ull
+#define FNV_PRIME  1099511628211ull
+#define GOLDEN     0x9e3779b97f4a7c15ull
 
 /* FNV's low bits are weak; table indexes are taken after this mix. */
 static inline uint64_t
@@ -79,8 +79,8 @@ table_size(uint32_t n, unsigned *bits)
 }
 
 static struct pname_slot *
-name_find(struct pname_slot *tab, uint64_t mask, uint64_t m, uint64_t h,
-          const char *key, size_t len)
+name_find(struct pname_slot *tab, uint64_t mask, uint64_t m, uint64_t h, const char *key,
+          size_t len)
 {
 	for (uint64_t i = m & mask;; i = (i + 1) & mask) {
 		struct pname_slot *s = &tab[i];
@@ -137,7 +137,7 @@ int
 policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n)
 {
 	uint32_t n_exact = 0, n_wild = 0, n_c4 = 0, n_c6 = 0;
-	bool seen4[33] = { false }, seen6[129] = { false };
+	bool seen4[33] = {false}, seen6[129] = {false};
 	unsigned bits4, bits6, fbits;
 
 	p->p_rules = policy_arena_alloc(p->p_arena, sizeof(*p->p_rules) * (n ? n : 1));
@@ -161,8 +161,10 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 	table_size(n_c6, &bits6);
 	p->p_cidr4_shift = 64 - bits4;
 	p->p_cidr6_shift = 64 - bits6;
-	p->p_exact = policy_arena_alloc(p->p_arena, sizeof(struct pname_slot) * (p->p_exact_mask + 1));
-	p->p_suffix = policy_arena_alloc(p->p_arena, sizeof(struct pname_slot) * (p->p_suffix_mask + 1));
+	p->p_exact =
+	        policy_arena_alloc(p->p_arena, sizeof(struct pname_slot) * (p->p_exact_mask + 1));
+	p->p_suffix =
+	        policy_arena_alloc(p->p_arena, sizeof(struct pname_slot) * (p->p_suffix_mask + 1));
 	table_size((n_exact + n_wild) * 8, &fbits);
 	if (fbits < 16)
 		fbits = 16;
@@ -170,8 +172,8 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 	p->p_filter = policy_arena_alloc(p->p_arena, (size_t)1 << (fbits - 3));
 	p->p_cidr4 = policy_arena_alloc(p->p_arena, sizeof(struct pcidr4_slot) << bits4);
 	p->p_cidr6 = policy_arena_alloc(p->p_arena, sizeof(struct pcidr6_slot) << bits6);
-	if (p->p_exact == NULL || p->p_suffix == NULL || p->p_filter == NULL || p->p_cidr4 == NULL ||
-	    p->p_cidr6 == NULL)
+	if (p->p_exact == NULL || p->p_suffix == NULL || p->p_filter == NULL ||
+	    p->p_cidr4 == NULL || p->p_cidr6 == NULL)
 		return -1;
 
 	/* Walk backwards and push on the front of each chain so that every
@@ -191,9 +193,11 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 			size_t len = strlen(r->key);
 			uint64_t h = hash_name_rev(r->key, len);
 			uint64_t m = hash_mix(r->kind == PRULE_EXACT ? h ^ SALT_EXACT : h);
-			struct pname_slot *s = r->kind == PRULE_EXACT ?
-				name_find(p->p_exact, p->p_exact_mask, m, h, r->key, len) :
-				name_find(p->p_suffix, p->p_suffix_mask, m, h, r->key, len);
+			struct pname_slot *s =
+			        r->kind == PRULE_EXACT
+			                ? name_find(p->p_exact, p->p_exact_mask, m, h, r->key, len)
+			                : name_find(p->p_suffix, p->p_suffix_mask, m, h, r->key,
+			                            len);
 
 			pr->next = s->len == 0 ? PRULE_NONE : s->first;
 			s->key = r->key;
@@ -206,7 +210,8 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 			uint32_t a = (uint32_t)r->addr[0] << 24 | (uint32_t)r->addr[1] << 16 |
 			             (uint32_t)r->addr[2] << 8 | r->addr[3];
 			uint64_t key = (uint64_t)r->plen << 32 | mask4(a, r->plen);
-			uint64_t k = cidr4_hash(key) >> p->p_cidr4_shift, m = ((uint64_t)1 << bits4) - 1;
+			uint64_t k = cidr4_hash(key) >> p->p_cidr4_shift,
+			         m = ((uint64_t)1 << bits4) - 1;
 			struct pcidr4_slot *s;
 
 			for (;; k = (k + 1) & m) {
@@ -227,7 +232,8 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 			struct pcidr6_slot *s;
 
 			mask6(&hi, &lo, r->plen);
-			for (k = cidr6_hash(hi, lo, r->plen) >> p->p_cidr6_shift;; k = (k + 1) & m) {
+			for (k = cidr6_hash(hi, lo, r->plen) >> p->p_cidr6_shift;;
+			     k = (k + 1) & m) {
 				s = &p->p_cidr6[k];
 				if (!s->used || (s->hi == hi && s->lo == lo && s->plen == r->plen))
 					break;
@@ -270,8 +276,7 @@ rule_has_port(const struct policy *p, const struct prule *r, uint16_t port)
 /* Every rule of a chain that covers the port competes: the lowest-numbered
  * deny, else the lowest-numbered allow, decides. */
 static inline void
-chain_scan(const struct policy *p, uint32_t i, uint16_t port, uint32_t *deny,
-           uint32_t *allow)
+chain_scan(const struct policy *p, uint32_t i, uint16_t port, uint32_t *deny, uint32_t *allow)
 {
 	for (; i != PRULE_NONE; i = p->p_rules[i].next) {
 		const struct prule *r = &p->p_rules[i];
@@ -288,8 +293,7 @@ chain_scan(const struct policy *p, uint32_t i, uint16_t port, uint32_t *deny,
 }
 
 static void
-verdict(const struct policy *p, uint32_t deny, uint32_t allow,
-        struct policy_verdict *out)
+verdict(const struct policy *p, uint32_t deny, uint32_t allow, struct policy_verdict *out)
 {
 	if (deny != PRULE_NONE) {
 		out->action = POLICY_DENY;
@@ -304,8 +308,8 @@ verdict(const struct policy *p, uint32_t deny, uint32_t allow,
 }
 
 static inline const struct pname_slot *
-name_lookup(const struct policy *p, const struct pname_slot *tab,
-            uint64_t mask, uint64_t m, uint64_t h, const char *key, size_t len)
+name_lookup(const struct policy *p, const struct pname_slot *tab, uint64_t mask, uint64_t m,
+            uint64_t h, const char *key, size_t len)
 {
 	for (uint64_t i = m & mask;; i = (i + 1) & mask) {
 		const struct pname_slot *s = &tab[i];
@@ -349,8 +353,8 @@ policy_match_host(const struct policy *p, const char *name, uint16_t port,
 				uint64_t m = hash_mix(h);
 
 				if (filter_has(p, m)) {
-					s = name_lookup(p, p->p_suffix, p->p_suffix_mask, m, h, name + i + 1,
-					                len - i - 1);
+					s = name_lookup(p, p->p_suffix, p->p_suffix_mask, m, h,
+					                name + i + 1, len - i - 1);
 					if (s != NULL)
 						chain_scan(p, s->first, port, &deny, &allow);
 				}
@@ -378,8 +382,8 @@ policy_match_host(const struct policy *p, const char *name, uint16_t port,
 }
 
 void
-policy_match_addr(const struct policy *p, const struct sockaddr *sa,
-                  uint16_t port, struct policy_verdict *out)
+policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port,
+                  struct policy_verdict *out)
 {
 	uint32_t deny = PRULE_NONE, allow = PRULE_NONE;
 	const uint8_t *a6 = NULL;
@@ -399,7 +403,8 @@ policy_match_addr(const struct policy *p, const struct sockaddr *sa,
 		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
 			const uint8_t *b = sin6->sin6_addr.s6_addr + 12;
 
-			a4 = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+			a4 = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
+			     b[3];
 			v4 = true;
 		} else {
 			a6 = sin6->sin6_addr.s6_addr;
@@ -431,7 +436,8 @@ policy_match_addr(const struct policy *p, const struct sockaddr *sa,
 			unsigned plen = p->p_plen6[k];
 
 			mask6(&hi, &lo, plen);
-			for (uint64_t i = cidr6_hash(hi, lo, plen) >> p->p_cidr6_shift;; i = (i + 1) & m) {
+			for (uint64_t i = cidr6_hash(hi, lo, plen) >> p->p_cidr6_shift;;
+			     i = (i + 1) & m) {
 				const struct pcidr6_slot *s = &p->p_cidr6[i];
 
 				if (!s->used)
@@ -447,8 +453,7 @@ policy_match_addr(const struct policy *p, const struct sockaddr *sa,
 }
 
 bool
-policy_cidr_allows(const struct policy *p, const struct sockaddr *sa,
-                   uint16_t port)
+policy_cidr_allows(const struct policy *p, const struct sockaddr *sa, uint16_t port)
 {
 	struct policy_verdict v;
 

@@ -6,8 +6,7 @@
 #include "policy/policy.h"
 
 int
-policy_name_normalize(const char *in, char *out, size_t outlen,
-                      const char **why)
+policy_name_normalize(const char *in, char *out, size_t outlen, const char **why)
 {
 	size_t len = strnlen(in, 256), label = 0;
 	const char *reason = NULL;
@@ -52,9 +51,10 @@ policy_name_normalize(const char *in, char *out, size_t outlen,
 		}
 		if (c >= 'A' && c <= 'Z')
 			c = (char)(c - 'A' + 'a');
-		else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		           c == '-' || c == '_')) {
-			reason = "character not allowed in a name (letters, digits, '-', '_' and '.')";
+		else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+		           c == '_')) {
+			reason = "character not allowed in a name (letters, digits, '-', '_' and "
+			         "'.')";
 			goto fail;
 		}
 		if (++label > 63) {

@@ -46,8 +46,8 @@ struct policy_diag {
 struct policy *policy_load(const char *path, struct policy_diag *diag);
 
 /* Same, from bytes in memory; name is used in messages as the file name. */
-struct policy *policy_load_buffer(const char *name, const void *data,
-                                  size_t len, struct policy_diag *diag);
+struct policy *policy_load_buffer(const char *name, const void *data, size_t len,
+                                  struct policy_diag *diag);
 
 void policy_free(struct policy *p);
 void policy_diag_clear(struct policy_diag *diag);
@@ -71,20 +71,20 @@ void policy_match_host(const struct policy *p, const char *name, uint16_t port,
 
 /* Match an address (AF_INET or AF_INET6, port ignored) against cidr rules
  * only, with the given port. */
-void policy_match_addr(const struct policy *p, const struct sockaddr *sa,
-                       uint16_t port, struct policy_verdict *out);
+void policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port,
+                       struct policy_verdict *out);
 
-/* True when some cidr rule (allow, any port) covers sa; the address guard
- * lets such addresses through. */
-bool policy_cidr_allows(const struct policy *p, const struct sockaddr *sa,
-                        uint16_t port);
+/* True when the cidr rules allow sa on port: an allow cidr rule covers
+ * the address and that port, and no deny cidr rule does (the same verdict
+ * as policy_match_addr). The address guard lets such addresses through,
+ * so allowing 10.0.0.0/8 on port 22 opens nothing else of 10/8. */
+bool policy_cidr_allows(const struct policy *p, const struct sockaddr *sa, uint16_t port);
 
 /* Normalise a DNS name for matching: lowercase, one trailing dot removed.
  * Writes at most outlen bytes (NUL included) to out. Returns 0, or -1 with
  * *why set to a static reason ("empty label", "label longer than 63
  * characters", "non-ASCII name; write it as punycode (xn--...)", ...). */
-int policy_name_normalize(const char *in, char *out, size_t outlen,
-                          const char **why);
+int policy_name_normalize(const char *in, char *out, size_t outlen, const char **why);
 
 /* Human summary for `airlock policy check`: one line per rule. Writes into
  * a malloc'd string the caller frees. */

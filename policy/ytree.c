@@ -59,8 +59,8 @@ str_add(struct ytree *t, const char *s, size_t len, uint32_t *off)
 /* libyaml's own message for a reader error on binary input is accurate but
  * cryptic; say what the file looks like instead. */
 static void
-parser_error(const yaml_parser_t *ps, const unsigned char *data, size_t len,
-             char *err, size_t errlen)
+parser_error(const yaml_parser_t *ps, const unsigned char *data, size_t len, char *err,
+             size_t errlen)
 {
 	const char *problem = ps->problem ? ps->problem : "malformed YAML";
 	size_t line = ps->problem_mark.line + 1, col = ps->problem_mark.column + 1;
@@ -78,21 +78,22 @@ parser_error(const yaml_parser_t *ps, const unsigned char *data, size_t len,
 			}
 		}
 		snprintf(err, errlen,
-		         "%zu:%zu: not a text file (%s at byte %zu); expected a YAML policy",
-		         line, col, problem, ps->problem_offset);
+		         "%zu:%zu: not a text file (%s at byte %zu); expected a YAML policy", line,
+		         col, problem, ps->problem_offset);
 		return;
 	}
 	if (ps->context != NULL)
-		snprintf(err, errlen, "%zu:%zu: invalid YAML: %s %s; expected a YAML policy (docs/policy.md)",
+		snprintf(err, errlen,
+		         "%zu:%zu: invalid YAML: %s %s; expected a YAML policy (docs/policy.md)",
 		         line, col, problem, ps->context);
 	else
-		snprintf(err, errlen, "%zu:%zu: invalid YAML: %s; expected a YAML policy (docs/policy.md)",
-		         line, col, problem);
+		snprintf(err, errlen,
+		         "%zu:%zu: invalid YAML: %s; expected a YAML policy (docs/policy.md)", line,
+		         col, problem);
 }
 
 int
-ytree_parse(struct ytree *t, const void *data, size_t len, char *err,
-            size_t errlen)
+ytree_parse(struct ytree *t, const void *data, size_t len, char *err, size_t errlen)
 {
 	yaml_parser_t ps;
 	yaml_event_t ev;
@@ -122,13 +123,17 @@ ytree_parse(struct ytree *t, const void *data, size_t len, char *err,
 			break;
 		case YAML_DOCUMENT_START_EVENT:
 			if (++docs > 1) {
-				snprintf(err, errlen, "%zu:%zu: a second YAML document; expected one policy per file",
+				snprintf(err, errlen,
+				         "%zu:%zu: a second YAML document; expected one policy per "
+				         "file",
 				         m->line + 1, m->column + 1);
 				goto bad;
 			}
 			break;
 		case YAML_ALIAS_EVENT:
-			snprintf(err, errlen, "%zu:%zu: YAML aliases (*name) are not allowed; write the value out",
+			snprintf(err, errlen,
+			         "%zu:%zu: YAML aliases (*name) are not allowed; write the value "
+			         "out",
 			         m->line + 1, m->column + 1);
 			goto bad;
 		case YAML_SCALAR_EVENT:
@@ -150,17 +155,23 @@ ytree_parse(struct ytree *t, const void *data, size_t len, char *err,
 				type = YNODE_MAP;
 			}
 			if (anchor != NULL) {
-				snprintf(err, errlen, "%zu:%zu: YAML anchors (&name) are not allowed; write each value out",
+				snprintf(err, errlen,
+				         "%zu:%zu: YAML anchors (&name) are not allowed; write "
+				         "each value out",
 				         m->line + 1, m->column + 1);
 				goto bad;
 			}
 			if (tag != NULL) {
-				snprintf(err, errlen, "%zu:%zu: YAML tags (!tag) are not allowed; expected plain values",
+				snprintf(err, errlen,
+				         "%zu:%zu: YAML tags (!tag) are not allowed; expected "
+				         "plain values",
 				         m->line + 1, m->column + 1);
 				goto bad;
 			}
 			if (t->n_nodes >= POLICY_MAX_NODES) {
-				snprintf(err, errlen, "%zu:%zu: more than %u YAML values in one file; split the policy with include",
+				snprintf(err, errlen,
+				         "%zu:%zu: more than %u YAML values in one file; split the "
+				         "policy with include",
 				         m->line + 1, m->column + 1, POLICY_MAX_NODES);
 				goto bad;
 			}
@@ -171,11 +182,14 @@ ytree_parse(struct ytree *t, const void *data, size_t len, char *err,
 				size_t sl = ev.data.scalar.length;
 
 				if (memchr(ev.data.scalar.value, '\0', sl) != NULL) {
-					snprintf(err, errlen, "%zu:%zu: NUL character in a string; expected text",
-					         m->line + 1, m->column + 1);
+					snprintf(
+					        err, errlen,
+					        "%zu:%zu: NUL character in a string; expected text",
+					        m->line + 1, m->column + 1);
 					goto bad;
 				}
-				if (str_add(t, (const char *)ev.data.scalar.value, sl, &n->str) != 0)
+				if (str_add(t, (const char *)ev.data.scalar.value, sl, &n->str) !=
+				    0)
 					goto oom;
 				n->len = (uint32_t)sl;
 				n->plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
@@ -192,7 +206,9 @@ ytree_parse(struct ytree *t, const void *data, size_t len, char *err,
 			}
 			if (type != YNODE_SCALAR) {
 				if (depth >= POLICY_MAX_DEPTH) {
-					snprintf(err, errlen, "%zu:%zu: nesting deeper than %d levels; a policy needs 4",
+					snprintf(err, errlen,
+					         "%zu:%zu: nesting deeper than %d levels; a policy "
+					         "needs 4",
 					         m->line + 1, m->column + 1, POLICY_MAX_DEPTH);
 					goto bad;
 				}
@@ -213,8 +229,8 @@ ytree_parse(struct ytree *t, const void *data, size_t len, char *err,
 	rc = 0;
 	goto out;
 oom:
-	snprintf(err, errlen, "%zu:%zu: out of memory reading the policy",
-	         ev.start_mark.line + 1, ev.start_mark.column + 1);
+	snprintf(err, errlen, "%zu:%zu: out of memory reading the policy", ev.start_mark.line + 1,
+	         ev.start_mark.column + 1);
 bad:
 	yaml_event_delete(&ev);
 out:

@@ -18,12 +18,12 @@ enum ynode_type {
 
 struct ynode {
 	uint8_t type;
-	uint8_t plain;     /* scalar written without quotes */
+	uint8_t plain;      /* scalar written without quotes */
 	uint32_t line, col; /* 1-based */
-	uint32_t str;      /* scalar: offset of its NUL-terminated text */
-	uint32_t len;      /* scalar: length; seq/map: number of children */
-	uint32_t child;    /* first child (maps: key, value, key, ...) */
-	uint32_t next;     /* next sibling */
+	uint32_t str;       /* scalar: offset of its NUL-terminated text */
+	uint32_t len;       /* scalar: length; seq/map: number of children */
+	uint32_t child;     /* first child (maps: key, value, key, ...) */
+	uint32_t next;      /* next sibling */
 };
 
 struct ytree {
@@ -36,8 +36,7 @@ struct ytree {
 /* Parse data[0..len) into t. On failure returns -1 and writes one message
  * ("LINE:COLUMN: what; what was expected") into err; the tree is then
  * partial and only good for ytree_free. t must be zeroed on entry. */
-int ytree_parse(struct ytree *t, const void *data, size_t len, char *err,
-                size_t errlen);
+int ytree_parse(struct ytree *t, const void *data, size_t len, char *err, size_t errlen);
 void ytree_free(struct ytree *t);
 
 /* A scalar's text; "" for a list or mapping (so a caller may compare a

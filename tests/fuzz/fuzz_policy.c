@@ -15,10 +15,16 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const names[] = {
-		"pypi.org", "files.pythonhosted.org", "a.b.c.example.com", "example.com",
-		"com", "evil.test", "1.2.3.4", "x",
+	        "pypi.org",
+	        "files.pythonhosted.org",
+	        "a.b.c.example.com",
+	        "example.com",
+	        "com",
+	        "evil.test",
+	        "1.2.3.4",
+	        "x",
 	};
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p;
 	char in[300], norm[256];
 	const char *why;
@@ -32,8 +38,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* The guard on the first 16 bytes, as v4 and v6. */
 	if (size >= 16) {
-		struct sockaddr_in sin = { .sin_family = AF_INET };
-		struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+		struct sockaddr_in sin = {.sin_family = AF_INET};
+		struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6};
 
 		memcpy(&sin.sin_addr, data, 4);
 		memcpy(&sin6.sin6_addr, data, 16);
@@ -44,8 +50,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	p = policy_load_buffer("fuzz.yaml", data, size, &d);
 	if (p != NULL) {
 		struct policy_verdict v;
-		struct sockaddr_in sin = { .sin_family = AF_INET };
-		struct sockaddr_in6 sin6 = { .sin6_family = AF_INET6 };
+		struct sockaddr_in sin = {.sin_family = AF_INET};
+		struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6};
 		char *desc;
 
 		if (d.n_lines != 0)

@@ -17,7 +17,8 @@ expect_class(const char *text, enum guard_class want)
 	enum guard_class got = guard_classify(addr(&ss, text));
 
 	if (got != want)
-		fail_msg("%s: %s, expected %s", text, guard_class_name(got), guard_class_name(want));
+		fail_msg("%s: %s, expected %s", text, guard_class_name(got),
+		         guard_class_name(want));
 }
 
 static void
@@ -27,32 +28,52 @@ test_v4(void **state)
 		const char *a;
 		enum guard_class c;
 	} cases[] = {
-		{ "0.0.0.0", GUARD_UNSPECIFIED }, { "0.255.255.255", GUARD_UNSPECIFIED },
-		{ "1.0.0.0", GUARD_PUBLIC },
-		{ "9.255.255.255", GUARD_PUBLIC }, { "10.0.0.0", GUARD_PRIVATE }, { "10.255.255.255", GUARD_PRIVATE },
-		{ "11.0.0.0", GUARD_PUBLIC },
-		{ "100.63.255.255", GUARD_PUBLIC }, { "100.64.0.0", GUARD_CGNAT }, { "100.127.255.255", GUARD_CGNAT },
-		{ "100.128.0.0", GUARD_PUBLIC },
-		{ "126.255.255.255", GUARD_PUBLIC }, { "127.0.0.1", GUARD_LOOPBACK }, { "127.255.255.255", GUARD_LOOPBACK },
-		{ "128.0.0.0", GUARD_PUBLIC },
-		{ "169.253.255.255", GUARD_PUBLIC }, { "169.254.169.254", GUARD_LINK_LOCAL },
-		{ "169.254.0.0", GUARD_LINK_LOCAL }, { "169.255.0.0", GUARD_PUBLIC },
-		{ "172.15.255.255", GUARD_PUBLIC }, { "172.16.0.0", GUARD_PRIVATE }, { "172.31.255.255", GUARD_PRIVATE },
-		{ "172.32.0.0", GUARD_PUBLIC },
-		{ "192.0.0.1", GUARD_RESERVED }, { "192.0.1.255", GUARD_PUBLIC },
-		/* TEST-NET-1/2/3: the lab's fake internet, public on purpose */
-		{ "192.0.2.0", GUARD_PUBLIC }, { "192.0.2.255", GUARD_PUBLIC },
-		{ "198.51.100.1", GUARD_PUBLIC }, { "203.0.113.254", GUARD_PUBLIC },
-		{ "192.88.99.1", GUARD_RESERVED },
-		{ "192.167.255.255", GUARD_PUBLIC }, { "192.168.0.0", GUARD_PRIVATE },
-		{ "192.168.255.255", GUARD_PRIVATE }, { "192.169.0.0", GUARD_PUBLIC },
-		/* benchmark range: the sandbox's own egress source */
-		{ "198.17.255.255", GUARD_PUBLIC }, { "198.18.0.1", GUARD_RESERVED }, { "198.19.255.255", GUARD_RESERVED },
-		{ "198.20.0.0", GUARD_PUBLIC },
-		{ "223.255.255.255", GUARD_PUBLIC }, { "224.0.0.1", GUARD_MULTICAST },
-		{ "239.255.255.255", GUARD_MULTICAST },
-		{ "240.0.0.0", GUARD_RESERVED }, { "255.255.255.255", GUARD_RESERVED },
-		{ "8.8.8.8", GUARD_PUBLIC },
+	        {"0.0.0.0", GUARD_UNSPECIFIED},
+	        {"0.255.255.255", GUARD_UNSPECIFIED},
+	        {"1.0.0.0", GUARD_PUBLIC},
+	        {"9.255.255.255", GUARD_PUBLIC},
+	        {"10.0.0.0", GUARD_PRIVATE},
+	        {"10.255.255.255", GUARD_PRIVATE},
+	        {"11.0.0.0", GUARD_PUBLIC},
+	        {"100.63.255.255", GUARD_PUBLIC},
+	        {"100.64.0.0", GUARD_CGNAT},
+	        {"100.127.255.255", GUARD_CGNAT},
+	        {"100.128.0.0", GUARD_PUBLIC},
+	        {"126.255.255.255", GUARD_PUBLIC},
+	        {"127.0.0.1", GUARD_LOOPBACK},
+	        {"127.255.255.255", GUARD_LOOPBACK},
+	        {"128.0.0.0", GUARD_PUBLIC},
+	        {"169.253.255.255", GUARD_PUBLIC},
+	        {"169.254.169.254", GUARD_LINK_LOCAL},
+	        {"169.254.0.0", GUARD_LINK_LOCAL},
+	        {"169.255.0.0", GUARD_PUBLIC},
+	        {"172.15.255.255", GUARD_PUBLIC},
+	        {"172.16.0.0", GUARD_PRIVATE},
+	        {"172.31.255.255", GUARD_PRIVATE},
+	        {"172.32.0.0", GUARD_PUBLIC},
+	        {"192.0.0.1", GUARD_RESERVED},
+	        {"192.0.1.255", GUARD_PUBLIC},
+	        /* TEST-NET-1/2/3: the lab's fake internet, public on purpose */
+	        {"192.0.2.0", GUARD_PUBLIC},
+	        {"192.0.2.255", GUARD_PUBLIC},
+	        {"198.51.100.1", GUARD_PUBLIC},
+	        {"203.0.113.254", GUARD_PUBLIC},
+	        {"192.88.99.1", GUARD_RESERVED},
+	        {"192.167.255.255", GUARD_PUBLIC},
+	        {"192.168.0.0", GUARD_PRIVATE},
+	        {"192.168.255.255", GUARD_PRIVATE},
+	        {"192.169.0.0", GUARD_PUBLIC},
+	        /* benchmark range: the sandbox's own egress source */
+	        {"198.17.255.255", GUARD_PUBLIC},
+	        {"198.18.0.1", GUARD_RESERVED},
+	        {"198.19.255.255", GUARD_RESERVED},
+	        {"198.20.0.0", GUARD_PUBLIC},
+	        {"223.255.255.255", GUARD_PUBLIC},
+	        {"224.0.0.1", GUARD_MULTICAST},
+	        {"239.255.255.255", GUARD_MULTICAST},
+	        {"240.0.0.0", GUARD_RESERVED},
+	        {"255.255.255.255", GUARD_RESERVED},
+	        {"8.8.8.8", GUARD_PUBLIC},
 	};
 
 	(void)state;
@@ -67,15 +88,29 @@ test_v6(void **state)
 		const char *a;
 		enum guard_class c;
 	} cases[] = {
-		{ "::", GUARD_UNSPECIFIED }, { "::1", GUARD_LOOPBACK }, { "::2", GUARD_RESERVED },
-		{ "2001:db8::1", GUARD_PUBLIC }, { "2001:db8:ffff::1", GUARD_PUBLIC },
-		{ "2606:4700::1", GUARD_PUBLIC }, { "2a00::1", GUARD_PUBLIC }, { "3fff::1", GUARD_PUBLIC },
-		{ "fc00::1", GUARD_PRIVATE }, { "fd00:a1::1", GUARD_PRIVATE }, { "fdff::1", GUARD_PRIVATE },
-		{ "fe80::1", GUARD_LINK_LOCAL }, { "febf::1", GUARD_LINK_LOCAL }, { "fec0::1", GUARD_PRIVATE },
-		{ "ff02::1", GUARD_MULTICAST }, { "ff0e::1", GUARD_MULTICAST },
-		{ "100::1", GUARD_RESERVED }, { "2001::1", GUARD_RESERVED }, { "2001:10::1", GUARD_RESERVED },
-		{ "64:ff9b:1::1", GUARD_RESERVED }, { "4000::1", GUARD_RESERVED }, { "1::", GUARD_RESERVED },
-		{ "::10.0.0.1", GUARD_RESERVED },
+	        {"::", GUARD_UNSPECIFIED},
+	        {"::1", GUARD_LOOPBACK},
+	        {"::2", GUARD_RESERVED},
+	        {"2001:db8::1", GUARD_PUBLIC},
+	        {"2001:db8:ffff::1", GUARD_PUBLIC},
+	        {"2606:4700::1", GUARD_PUBLIC},
+	        {"2a00::1", GUARD_PUBLIC},
+	        {"3fff::1", GUARD_PUBLIC},
+	        {"fc00::1", GUARD_PRIVATE},
+	        {"fd00:a1::1", GUARD_PRIVATE},
+	        {"fdff::1", GUARD_PRIVATE},
+	        {"fe80::1", GUARD_LINK_LOCAL},
+	        {"febf::1", GUARD_LINK_LOCAL},
+	        {"fec0::1", GUARD_PRIVATE},
+	        {"ff02::1", GUARD_MULTICAST},
+	        {"ff0e::1", GUARD_MULTICAST},
+	        {"100::1", GUARD_RESERVED},
+	        {"2001::1", GUARD_RESERVED},
+	        {"2001:10::1", GUARD_RESERVED},
+	        {"64:ff9b:1::1", GUARD_RESERVED},
+	        {"4000::1", GUARD_RESERVED},
+	        {"1::", GUARD_RESERVED},
+	        {"::10.0.0.1", GUARD_RESERVED},
 	};
 
 	(void)state;
@@ -99,7 +134,7 @@ test_embedded_v4(void **state)
 	expect_class("64:ff9b::100.64.0.1", GUARD_CGNAT);
 	expect_class("64:ff9b::198.18.0.1", GUARD_RESERVED);
 	expect_class("64:ff9b::8.8.8.8", GUARD_PUBLIC);
-	expect_class("2002:7f00:1::", GUARD_LOOPBACK);    /* 6to4 of 127.0.0.1 */
+	expect_class("2002:7f00:1::", GUARD_LOOPBACK); /* 6to4 of 127.0.0.1 */
 	expect_class("2002:a9fe:a9fe::1", GUARD_LINK_LOCAL);
 	expect_class("2002:cb00:7101::", GUARD_PUBLIC);
 }
@@ -107,7 +142,7 @@ test_embedded_v4(void **state)
 static void
 test_other_family(void **state)
 {
-	struct sockaddr_storage ss = { .ss_family = AF_UNIX };
+	struct sockaddr_storage ss = {.ss_family = AF_UNIX};
 
 	(void)state;
 	assert_int_equal(guard_classify((struct sockaddr *)&ss), GUARD_RESERVED);
@@ -132,11 +167,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_v4),
-		cmocka_unit_test(test_v6),
-		cmocka_unit_test(test_embedded_v4),
-		cmocka_unit_test(test_other_family),
-		cmocka_unit_test(test_names),
+	        cmocka_unit_test(test_v4),          cmocka_unit_test(test_v6),
+	        cmocka_unit_test(test_embedded_v4), cmocka_unit_test(test_other_family),
+	        cmocka_unit_test(test_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,7 +19,7 @@
 static void
 expect_errors(const char *yaml, size_t n, const char *const *want)
 {
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p = load_str(yaml, &d);
 
 	if (p != NULL)
@@ -44,11 +44,16 @@ static void
 test_version(void **state)
 {
 	(void)state;
-	expect_error("allow: []\n", "t.yaml:1:1: missing `version: 1`; every policy starts with it");
-	expect_error("version: 2\n", "t.yaml:1:10: version: expected 1 (the only schema version), got 2");
-	expect_error("version: \"1\"\n", "t.yaml:1:10: version: expected 1 (the only schema version), got 1");
-	expect_error("version: [1]\n", "t.yaml:1:10: version: expected 1 (the only schema version), got a list");
-	expect_error("version: 1\nversion: 1\n", "t.yaml:2:1: 'version' given twice (first at line 1)");
+	expect_error("allow: []\n",
+	             "t.yaml:1:1: missing `version: 1`; every policy starts with it");
+	expect_error("version: 2\n",
+	             "t.yaml:1:10: version: expected 1 (the only schema version), got 2");
+	expect_error("version: \"1\"\n",
+	             "t.yaml:1:10: version: expected 1 (the only schema version), got 1");
+	expect_error("version: [1]\n",
+	             "t.yaml:1:10: version: expected 1 (the only schema version), got a list");
+	expect_error("version: 1\nversion: 1\n",
+	             "t.yaml:2:1: 'version' given twice (first at line 1)");
 }
 
 static void
@@ -56,27 +61,35 @@ test_top_level(void **state)
 {
 	(void)state;
 	expect_error("", "t.yaml:1:1: empty policy; expected a mapping starting with `version: 1`");
-	expect_error("- a\n", "t.yaml:1:1: expected a mapping of keys (version, allow, ...), got a list");
-	expect_error("version: 1\n{}: {}\n", "t.yaml:2:1: keys must be plain words (version, allow, ...), got a mapping");
+	expect_error("- a\n",
+	             "t.yaml:1:1: expected a mapping of keys (version, allow, ...), got a list");
+	expect_error("version: 1\n{}: {}\n",
+	             "t.yaml:2:1: keys must be plain words (version, allow, ...), got a mapping");
 	{
 		static const char *const want[] = {
-			"t.yaml:3:6: allow: rule keys must be plain words (host, cidr, ports)",
-			"t.yaml:3:5: allow: rule without host or cidr; expected `host: NAME` or `cidr: NET/LEN`",
+		        "t.yaml:3:6: allow: rule keys must be plain words (host, cidr, ports)",
+		        "t.yaml:3:5: allow: rule without host or cidr; expected `host: NAME` or "
+		        "`cidr: NET/LEN`",
 		};
 
 		expect_errors("version: 1\nallow:\n  - {[a]: b}\n", 2, want);
 	}
-	expect_error("version: 1\nalow: []\n",
-	             "t.yaml:2:1: unknown key 'alow'; expected version, name, description, include, allow, deny or mode");
-	expect_error("version: 1\nmode: permissive\n", "t.yaml:2:7: mode: expected enforce or audit, got permissive");
-	expect_error("version: 1\nname: \"a b\"\n", "t.yaml:2:7: name: expected 1-64 letters, digits, '-', '_' or '.'");
+	expect_error("version: 1\nalow: []\n", "t.yaml:2:1: unknown key 'alow'; expected version, "
+	                                       "name, description, include, allow, deny or mode");
+	expect_error("version: 1\nmode: permissive\n",
+	             "t.yaml:2:7: mode: expected enforce or audit, got permissive");
+	expect_error("version: 1\nname: \"a b\"\n",
+	             "t.yaml:2:7: name: expected 1-64 letters, digits, '-', '_' or '.'");
 	expect_error("version: 1\ndescription: [x]\n",
 	             "t.yaml:2:14: description: expected one string of at most 1024 characters");
-	expect_error("version: 1\nallow:\n", "t.yaml:2:7: allow: expected a list of rules (`- host: example.com`), "
-	                                     "got nothing (write [] for none)");
+	expect_error("version: 1\nallow:\n",
+	             "t.yaml:2:7: allow: expected a list of rules (`- host: example.com`), "
+	             "got nothing (write [] for none)");
 	expect_error("version: 1\ndeny: {host: a.com}\n",
-	             "t.yaml:2:7: deny: expected a list of rules (`- host: example.com`), got a mapping");
-	expect_error("version: 1\ninclude: base\n", "t.yaml:2:10: include: expected a list like [base], got a string");
+	             "t.yaml:2:7: deny: expected a list of rules (`- host: example.com`), got a "
+	             "mapping");
+	expect_error("version: 1\ninclude: base\n",
+	             "t.yaml:2:10: include: expected a list like [base], got a string");
 }
 
 static void
@@ -87,14 +100,18 @@ test_rules(void **state)
 	             "t.yaml:3:5: allow: expected a rule like `- host: example.com` or "
 	             "`- cidr: 203.0.113.0/24`, got a string");
 	expect_error("version: 1\nallow:\n  - {}\n",
-	             "t.yaml:3:5: allow: rule without host or cidr; expected `host: NAME` or `cidr: NET/LEN`");
-	expect_error("version: 1\nallow:\n  - host: a.com\n    cidr: 10.0.0.0/8\n",
-	             "t.yaml:3:5: allow: a rule has either host or cidr, not both; write two rules");
-	expect_error("version: 1\ndeny:\n  - host: a.com\n    port: 22\n",
-	             "t.yaml:4:5: deny: unknown key 'port' in a rule; expected host, cidr or ports");
+	             "t.yaml:3:5: allow: rule without host or cidr; expected `host: NAME` or "
+	             "`cidr: NET/LEN`");
+	expect_error(
+	        "version: 1\nallow:\n  - host: a.com\n    cidr: 10.0.0.0/8\n",
+	        "t.yaml:3:5: allow: a rule has either host or cidr, not both; write two rules");
+	expect_error(
+	        "version: 1\ndeny:\n  - host: a.com\n    port: 22\n",
+	        "t.yaml:4:5: deny: unknown key 'port' in a rule; expected host, cidr or ports");
 	expect_error("version: 1\nallow:\n  - host: a.com\n    host: b.com\n",
 	             "t.yaml:4:5: allow: 'host' given twice in one rule");
-	expect_error("version: 1\nallow:\n  - host:\n", "t.yaml:3:10: host: expected a DNS name like example.com, got nothing");
+	expect_error("version: 1\nallow:\n  - host:\n",
+	             "t.yaml:3:10: host: expected a DNS name like example.com, got nothing");
 	expect_error("version: 1\nallow:\n  - cidr: [1]\n",
 	             "t.yaml:3:11: cidr: expected a network like 203.0.113.0/24, got a list");
 }
@@ -104,33 +121,45 @@ test_hosts(void **state)
 {
 	(void)state;
 	expect_error("version: 1\nallow:\n  - host: 203.0.113.9\n",
-	             "t.yaml:3:11: host: '203.0.113.9' is an IP address; IP literals only match cidr rules: "
+	             "t.yaml:3:11: host: '203.0.113.9' is an IP address; IP literals only match "
+	             "cidr rules: "
 	             "write `cidr: 203.0.113.9/32`");
 	expect_error("version: 1\nallow:\n  - host: \"2001:db8::1\"\n",
-	             "t.yaml:3:11: host: '2001:db8::1' is an IP address; IP literals only match cidr rules: "
+	             "t.yaml:3:11: host: '2001:db8::1' is an IP address; IP literals only match "
+	             "cidr rules: "
 	             "write `cidr: 2001:db8::1/128`");
 	expect_error("version: 1\nallow:\n  - host: \"[2001:db8::1]\"\n",
-	             "t.yaml:3:11: host: '[2001:db8::1]' is an IP address; IP literals only match cidr rules: "
+	             "t.yaml:3:11: host: '[2001:db8::1]' is an IP address; IP literals only match "
+	             "cidr rules: "
 	             "write `cidr: 2001:db8::1/128`");
 	expect_error("version: 1\nallow:\n  - host: \"a.com:443\"\n",
-	             "t.yaml:3:11: host: 'a.com:443' contains ':'; expected a DNS name (ports go in `ports:`)");
+	             "t.yaml:3:11: host: 'a.com:443' contains ':'; expected a DNS name (ports go "
+	             "in `ports:`)");
 	expect_error("version: 1\nallow:\n  - host: \"*\"\n",
-	             "t.yaml:3:11: host: '*' alone would allow every name; expected a name or a wildcard like "
+	             "t.yaml:3:11: host: '*' alone would allow every name; expected a name or a "
+	             "wildcard like "
 	             "*.example.com");
 	expect_error("version: 1\nallow:\n  - host: \"a.*.com\"\n",
-	             "t.yaml:3:11: host: bad name 'a.*.com': '*' is only allowed as a whole leading label "
+	             "t.yaml:3:11: host: bad name 'a.*.com': '*' is only allowed as a whole "
+	             "leading label "
 	             "(*.example.com)");
 	expect_error("version: 1\nallow:\n  - host: \"*a.com\"\n",
-	             "t.yaml:3:11: host: bad name '*a.com': '*' is only allowed as a whole leading label "
+	             "t.yaml:3:11: host: bad name '*a.com': '*' is only allowed as a whole leading "
+	             "label "
 	             "(*.example.com)");
 	expect_error("version: 1\nallow:\n  - host: \"*.*.com\"\n",
-	             "t.yaml:3:11: host: bad name '*.*.com': '*' is only allowed as a whole leading label "
+	             "t.yaml:3:11: host: bad name '*.*.com': '*' is only allowed as a whole "
+	             "leading label "
 	             "(*.example.com)");
 	expect_error("version: 1\nallow:\n  - host: bücher.de\n",
-	             "t.yaml:3:11: host: bad name 'bücher.de': non-ASCII name; write it as punycode (xn--...)");
-	expect_error("version: 1\nallow:\n  - host: a..com\n", "t.yaml:3:11: host: bad name 'a..com': empty label");
-	expect_error("version: 1\nallow:\n  - host: .a.com\n", "t.yaml:3:11: host: bad name '.a.com': empty label");
-	expect_error("version: 1\nallow:\n  - host: a.com..\n", "t.yaml:3:11: host: bad name 'a.com..': empty label");
+	             "t.yaml:3:11: host: bad name 'bücher.de': non-ASCII name; write it as "
+	             "punycode (xn--...)");
+	expect_error("version: 1\nallow:\n  - host: a..com\n",
+	             "t.yaml:3:11: host: bad name 'a..com': empty label");
+	expect_error("version: 1\nallow:\n  - host: .a.com\n",
+	             "t.yaml:3:11: host: bad name '.a.com': empty label");
+	expect_error("version: 1\nallow:\n  - host: a.com..\n",
+	             "t.yaml:3:11: host: bad name 'a.com..': empty label");
 	expect_error("version: 1\nallow:\n  - host: a_b!.com\n",
 	             "t.yaml:3:11: host: bad name 'a_b!.com': character not allowed in a name "
 	             "(letters, digits, '-', '_' and '.')");
@@ -148,13 +177,14 @@ test_long_names(void **state)
 	memset(label, 'a', 64);
 	label[64] = '\0';
 	snprintf(yaml, sizeof(yaml), "version: 1\nallow:\n  - host: %s.com\n", label);
-	snprintf(want, sizeof(want), "t.yaml:3:11: host: bad name '%s.com': label longer than 63 characters", label);
+	snprintf(want, sizeof(want),
+	         "t.yaml:3:11: host: bad name '%s.com': label longer than 63 characters", label);
 	expect_error(yaml, want);
 	/* 63 is fine */
 	label[63] = '\0';
 	snprintf(yaml, sizeof(yaml), "version: 1\nallow:\n  - host: %s.com\n", label);
 	{
-		struct policy_diag d = { 0 };
+		struct policy_diag d = {0};
 		struct policy *p = load_str(yaml, &d);
 
 		assert_non_null(p);
@@ -166,7 +196,8 @@ test_long_names(void **state)
 	name[63] = name[127] = name[191] = '.';
 	name[254] = '\0';
 	snprintf(yaml, sizeof(yaml), "version: 1\nallow:\n  - host: %s\n", name);
-	snprintf(want, sizeof(want), "t.yaml:3:11: host: bad name '%s': name longer than 253 characters", name);
+	snprintf(want, sizeof(want),
+	         "t.yaml:3:11: host: bad name '%s': name longer than 253 characters", name);
 	expect_error(yaml, want);
 }
 
@@ -175,21 +206,27 @@ test_cidrs(void **state)
 {
 	(void)state;
 	expect_error("version: 1\nallow:\n  - cidr: 10.0.0.1/8\n",
-	             "t.yaml:3:11: cidr: '10.0.0.1/8' has bits set after the prefix; did you mean 10.0.0.0/8?");
+	             "t.yaml:3:11: cidr: '10.0.0.1/8' has bits set after the prefix; did you mean "
+	             "10.0.0.0/8?");
 	expect_error("version: 1\nallow:\n  - cidr: \"2001:db8::1/32\"\n",
-	             "t.yaml:3:11: cidr: '2001:db8::1/32' has bits set after the prefix; did you mean 2001:db8::/32?");
+	             "t.yaml:3:11: cidr: '2001:db8::1/32' has bits set after the prefix; did you "
+	             "mean 2001:db8::/32?");
 	expect_error("version: 1\nallow:\n  - cidr: 10.0.0.0/33\n",
-	             "t.yaml:3:11: cidr: bad network '10.0.0.0/33'; expected ADDRESS/PREFIX like 203.0.113.0/24 or "
+	             "t.yaml:3:11: cidr: bad network '10.0.0.0/33'; expected ADDRESS/PREFIX like "
+	             "203.0.113.0/24 or "
 	             "2001:db8::/32");
 	expect_error("version: 1\nallow:\n  - cidr: example.com/24\n",
-	             "t.yaml:3:11: cidr: bad network 'example.com/24'; expected ADDRESS/PREFIX like 203.0.113.0/24 or "
+	             "t.yaml:3:11: cidr: bad network 'example.com/24'; expected ADDRESS/PREFIX "
+	             "like 203.0.113.0/24 or "
 	             "2001:db8::/32");
 	expect_error("version: 1\nallow:\n  - cidr: 10.0.0.0/\n",
-	             "t.yaml:3:11: cidr: bad network '10.0.0.0/'; expected ADDRESS/PREFIX like 203.0.113.0/24 or "
+	             "t.yaml:3:11: cidr: bad network '10.0.0.0/'; expected ADDRESS/PREFIX like "
+	             "203.0.113.0/24 or "
 	             "2001:db8::/32");
-	expect_error("version: 1\nallow:\n  - cidr: \"::ffff:10.0.0.0/104\"\n",
-	             "t.yaml:3:11: cidr: '::ffff:10.0.0.0/104' is IPv4-mapped IPv6; write the IPv4 form "
-	             "(mapped addresses are matched as IPv4)");
+	expect_error(
+	        "version: 1\nallow:\n  - cidr: \"::ffff:10.0.0.0/104\"\n",
+	        "t.yaml:3:11: cidr: '::ffff:10.0.0.0/104' is IPv4-mapped IPv6; write the IPv4 form "
+	        "(mapped addresses are matched as IPv4)");
 }
 
 static void
@@ -197,20 +234,25 @@ test_ports(void **state)
 {
 	(void)state;
 	expect_error("version: 1\nallow:\n  - host: a.com\n    ports: 443\n",
-	             "t.yaml:4:12: ports: expected a list of ports like [443] or [\"8000-8100\"], got a string");
+	             "t.yaml:4:12: ports: expected a list of ports like [443] or [\"8000-8100\"], "
+	             "got a string");
 	expect_error("version: 1\nallow:\n  - host: a.com\n    ports: []\n",
 	             "t.yaml:4:12: ports: empty list; leave ports out for the default [80, 443]");
 	{
 		static const char *const want[] = {
-			"t.yaml:4:13: ports: bad port '0'; expected a number 1-65535",
-			"t.yaml:4:16: ports: bad port '65536'; expected a number 1-65535",
-			"t.yaml:4:23: ports: bad range '10-5'; expected \"LOW-HIGH\" with 1 <= LOW <= HIGH <= 65535",
-			"t.yaml:4:31: ports: bad port 'https'; expected a number 1-65535",
-			"t.yaml:4:38: ports: bad range '-1'; expected \"LOW-HIGH\" with 1 <= LOW <= HIGH <= 65535",
-			"t.yaml:4:44: ports: expected a port number 1-65535 or a range \"LOW-HIGH\", got a list",
+		        "t.yaml:4:13: ports: bad port '0'; expected a number 1-65535",
+		        "t.yaml:4:16: ports: bad port '65536'; expected a number 1-65535",
+		        "t.yaml:4:23: ports: bad range '10-5'; expected \"LOW-HIGH\" with 1 <= LOW "
+		        "<= HIGH <= 65535",
+		        "t.yaml:4:31: ports: bad port 'https'; expected a number 1-65535",
+		        "t.yaml:4:38: ports: bad range '-1'; expected \"LOW-HIGH\" with 1 <= LOW "
+		        "<= HIGH <= 65535",
+		        "t.yaml:4:44: ports: expected a port number 1-65535 or a range "
+		        "\"LOW-HIGH\", got a list",
 		};
 
-		expect_errors("version: 1\nallow:\n  - host: a.com\n    ports: [0, 65536, \"10-5\", https, \"-1\", [1]]\n",
+		expect_errors("version: 1\nallow:\n  - host: a.com\n    ports: [0, 65536, "
+		              "\"10-5\", https, \"-1\", [1]]\n",
 		              6, want);
 	}
 }
@@ -220,16 +262,20 @@ static void
 test_all_errors_collected(void **state)
 {
 	static const char *const want[] = {
-		"t.yaml:2:1: unknown key 'bogus'; expected version, name, description, include, allow, deny or mode",
-		"t.yaml:4:11: host: bad name 'a..b': empty label",
-		"t.yaml:5:11: cidr: bad network 'x'; expected ADDRESS/PREFIX like 203.0.113.0/24 or 2001:db8::/32",
-		"t.yaml:7:11: host: '1.2.3.4' is an IP address; IP literals only match cidr rules: write `cidr: 1.2.3.4/32`",
-		"t.yaml:8:7: mode: expected enforce or audit, got x",
-		"t.yaml:9:1: 'allow' given twice (first at line 3)",
+	        "t.yaml:2:1: unknown key 'bogus'; expected version, name, description, include, "
+	        "allow, deny or mode",
+	        "t.yaml:4:11: host: bad name 'a..b': empty label",
+	        "t.yaml:5:11: cidr: bad network 'x'; expected ADDRESS/PREFIX like 203.0.113.0/24 "
+	        "or 2001:db8::/32",
+	        "t.yaml:7:11: host: '1.2.3.4' is an IP address; IP literals only match cidr rules: "
+	        "write `cidr: 1.2.3.4/32`",
+	        "t.yaml:8:7: mode: expected enforce or audit, got x",
+	        "t.yaml:9:1: 'allow' given twice (first at line 3)",
 	};
 
 	(void)state;
-	expect_errors("version: 1\nbogus: 1\nallow:\n  - host: a..b\n  - cidr: x\ndeny:\n  - host: 1.2.3.4\nmode: x\n"
+	expect_errors("version: 1\nbogus: 1\nallow:\n  - host: a..b\n  - cidr: x\ndeny:\n  - host: "
+	              "1.2.3.4\nmode: x\n"
 	              "allow: []\n",
 	              6, want);
 }
@@ -237,7 +283,7 @@ test_all_errors_collected(void **state)
 static void
 test_error_cap(void **state)
 {
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	char *yaml = malloc(2000 * 20 + 32);
 	size_t off;
 
@@ -258,14 +304,17 @@ test_yaml_safety(void **state)
 	(void)state;
 	expect_error("version: 1\nallow: &a []\n",
 	             "t.yaml:2:8: YAML anchors (&name) are not allowed; write each value out");
-	expect_error("version: 1\nx: *a\n", "t.yaml:2:4: YAML aliases (*name) are not allowed; write the value out");
-	expect_error("version: !!int 1\n", "t.yaml:1:10: YAML tags (!tag) are not allowed; expected plain values");
+	expect_error("version: 1\nx: *a\n",
+	             "t.yaml:2:4: YAML aliases (*name) are not allowed; write the value out");
+	expect_error("version: !!int 1\n",
+	             "t.yaml:1:10: YAML tags (!tag) are not allowed; expected plain values");
 	expect_error("version: 1\n---\nversion: 1\n",
 	             "t.yaml:2:1: a second YAML document; expected one policy per file");
 	expect_error("version: 1\nallow:\n  - host: \"a\\0b.com\"\n",
 	             "t.yaml:3:11: NUL character in a string; expected text");
-	expect_error("version: 1\nallow: [\n", "t.yaml:3:1: invalid YAML: did not find expected node content "
-	                                      "while parsing a flow node; expected a YAML policy (docs/policy.md)");
+	expect_error("version: 1\nallow: [\n",
+	             "t.yaml:3:1: invalid YAML: did not find expected node content "
+	             "while parsing a flow node; expected a YAML policy (docs/policy.md)");
 	expect_error("version: 1\n\x01\n",
 	             "t.yaml:2:1: not a text file (control characters are not allowed at byte 11); "
 	             "expected a YAML policy");
@@ -275,15 +324,17 @@ test_yaml_safety(void **state)
 static void
 test_alias_bomb(void **state)
 {
-	const char *bomb = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
-	                   "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
-	                   "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-	                   "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
-	                   "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
-	                   "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n";
+	const char *bomb =
+	        "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+	        "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+	        "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+	        "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+	        "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+	        "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n";
 
 	(void)state;
-	expect_error(bomb, "t.yaml:1:4: YAML anchors (&name) are not allowed; write each value out");
+	expect_error(bomb,
+	             "t.yaml:1:4: YAML anchors (&name) are not allowed; write each value out");
 }
 
 static void
@@ -301,20 +352,22 @@ test_deep_nesting(void **state)
 static void
 test_binary(void **state)
 {
-	static const unsigned char junk[] = { 0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0xff, 0xfe };
-	struct policy_diag d = { 0 };
+	static const unsigned char junk[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0xff, 0xfe};
+	struct policy_diag d = {0};
 
 	(void)state;
 	assert_null(policy_load_buffer("t.yaml", junk, sizeof(junk), &d));
 	assert_int_equal(d.n_lines, 1);
-	assert_string_equal(d.lines[0], "t.yaml:1:1: binary data (NUL byte at offset 7); expected a YAML text policy");
+	assert_string_equal(
+	        d.lines[0],
+	        "t.yaml:1:1: binary data (NUL byte at offset 7); expected a YAML text policy");
 	policy_diag_clear(&d);
 }
 
 static void
 test_too_big(void **state)
 {
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	size_t len = 4u * 1024u * 1024u + 1;
 	char *big = malloc(len);
 
@@ -322,8 +375,10 @@ test_too_big(void **state)
 	memset(big, ' ', len);
 	assert_null(policy_load_buffer("t.yaml", big, len, &d));
 	assert_int_equal(d.n_lines, 1);
-	assert_string_equal(d.lines[0], "t.yaml:1:1: 4194305 bytes; policies are limited to 4194304 bytes (4 MiB), "
-	                                "split it with include");
+	assert_string_equal(
+	        d.lines[0],
+	        "t.yaml:1:1: 4194305 bytes; policies are limited to 4194304 bytes (4 MiB), "
+	        "split it with include");
 	policy_diag_clear(&d);
 	free(big);
 }
@@ -340,7 +395,8 @@ test_many_ports(void **state)
 		off += (size_t)snprintf(yaml + off, 8, "%d,", i % 65535 + 1);
 	yaml[off - 1] = ']';
 	yaml[off] = '\0';
-	expect_error(yaml, "t.yaml:4:12: ports: 10000 entries; at most 64 are allowed (write a range like \"8000-8999\")");
+	expect_error(yaml, "t.yaml:4:12: ports: 10000 entries; at most 64 are allowed (write a "
+	                   "range like \"8000-8999\")");
 	free(yaml);
 }
 
@@ -349,25 +405,30 @@ test_include_errors(void **state)
 {
 	(void)state;
 	expect_error("version: 1\ninclude: [no-such-preset-xyz]\n",
-	             "t.yaml:2:11: include: no preset named 'no-such-preset-xyz' (looked in " AIRLOCK_TEST_PRESET_DIRS ")");
+	             "t.yaml:2:11: include: no preset named 'no-such-preset-xyz' (looked "
+	             "in " AIRLOCK_TEST_PRESET_DIRS ")");
 	expect_error("version: 1\ninclude: [\"Bad Name\"]\n",
-	             "t.yaml:2:11: include: 'Bad Name' is not a preset name (lowercase letters, digits, '-', '_'); "
+	             "t.yaml:2:11: include: 'Bad Name' is not a preset name (lowercase letters, "
+	             "digits, '-', '_'); "
 	             "write a path like ./Bad Name.yaml for a file");
 	expect_error("version: 1\ninclude: [/nonexistent/x.yaml]\n",
 	             "t.yaml:2:11: include '/nonexistent/x.yaml': No such file or directory");
-	expect_error("version: 1\ninclude: [/]\n", "t.yaml:2:11: include '/': is a directory; expected a policy file");
-	expect_error("version: 1\ninclude: [[a]]\n", "t.yaml:2:11: include: expected a preset name or a path, got a list");
+	expect_error("version: 1\ninclude: [/]\n",
+	             "t.yaml:2:11: include '/': is a directory; expected a policy file");
+	expect_error("version: 1\ninclude: [[a]]\n",
+	             "t.yaml:2:11: include: expected a preset name or a path, got a list");
 }
 
 static void
 test_load_path_errors(void **state)
 {
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 
 	(void)state;
 	assert_null(policy_load("/nonexistent/p.yaml", &d));
 	assert_int_equal(d.n_lines, 1);
-	assert_string_equal(d.lines[0], "/nonexistent/p.yaml:1:1: cannot open: No such file or directory");
+	assert_string_equal(d.lines[0],
+	                    "/nonexistent/p.yaml:1:1: cannot open: No such file or directory");
 	policy_diag_clear(&d);
 	assert_null(policy_load("/dev/null/x.yaml", &d));
 	assert_int_equal(d.n_lines, 1);
@@ -380,23 +441,23 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_version),
-		cmocka_unit_test(test_top_level),
-		cmocka_unit_test(test_rules),
-		cmocka_unit_test(test_hosts),
-		cmocka_unit_test(test_long_names),
-		cmocka_unit_test(test_cidrs),
-		cmocka_unit_test(test_ports),
-		cmocka_unit_test(test_all_errors_collected),
-		cmocka_unit_test(test_error_cap),
-		cmocka_unit_test(test_yaml_safety),
-		cmocka_unit_test(test_alias_bomb),
-		cmocka_unit_test(test_deep_nesting),
-		cmocka_unit_test(test_binary),
-		cmocka_unit_test(test_too_big),
-		cmocka_unit_test(test_many_ports),
-		cmocka_unit_test(test_include_errors),
-		cmocka_unit_test(test_load_path_errors),
+	        cmocka_unit_test(test_version),
+	        cmocka_unit_test(test_top_level),
+	        cmocka_unit_test(test_rules),
+	        cmocka_unit_test(test_hosts),
+	        cmocka_unit_test(test_long_names),
+	        cmocka_unit_test(test_cidrs),
+	        cmocka_unit_test(test_ports),
+	        cmocka_unit_test(test_all_errors_collected),
+	        cmocka_unit_test(test_error_cap),
+	        cmocka_unit_test(test_yaml_safety),
+	        cmocka_unit_test(test_alias_bomb),
+	        cmocka_unit_test(test_deep_nesting),
+	        cmocka_unit_test(test_binary),
+	        cmocka_unit_test(test_too_big),
+	        cmocka_unit_test(test_many_ports),
+	        cmocka_unit_test(test_include_errors),
+	        cmocka_unit_test(test_load_path_errors),
 	};
 
 	/* Keep the preset search to the built-in directories. */

@@ -13,34 +13,33 @@
 
 #include "tests/policy/util.h"
 
-static const char *const base_yaml =
-	"version: 1\n"                           /* 1 */
-	"allow:\n"                               /* 2 */
-	"  - host: pypi.org\n"                   /* 3 */
-	"  - host: \"*.pythonhosted.org\"\n"     /* 4 */
-	"    ports: [443]\n"                     /* 5 */
-	"  - host: Ssh.Example.COM.\n"           /* 6 */
-	"    ports: [22, \"8000-8100\", 9000-9001]\n" /* 7 */
-	"  - cidr: 203.0.113.0/24\n"             /* 8 */
-	"    ports: [22]\n"                      /* 9 */
-	"  - cidr: 2001:db8::/32\n"              /* 10 */
-	"  - cidr: 198.51.100.7\n"               /* 11 */
-	"  - host: \"*.example.net\"\n"          /* 12 */
-	"  - host: example.net\n"                /* 13 */
-	"    ports: [8080]\n"                    /* 14 */
-	"deny:\n"                                /* 15 */
-	"  - host: upload.pypi.org\n"            /* 16 */
-	"  - host: \"*.bad.pythonhosted.org\"\n" /* 17 */
-	"  - host: pypi.org\n"                   /* 18 */
-	"    ports: [80]\n"                      /* 19 */
-	"  - cidr: 203.0.113.128/25\n"           /* 20 */
-	"  - cidr: 2001:db8:dead::/48\n"         /* 21 */
-	"    ports: [443]\n";                    /* 22 */
+static const char *const base_yaml = "version: 1\n"                                /* 1 */
+                                     "allow:\n"                                    /* 2 */
+                                     "  - host: pypi.org\n"                        /* 3 */
+                                     "  - host: \"*.pythonhosted.org\"\n"          /* 4 */
+                                     "    ports: [443]\n"                          /* 5 */
+                                     "  - host: Ssh.Example.COM.\n"                /* 6 */
+                                     "    ports: [22, \"8000-8100\", 9000-9001]\n" /* 7 */
+                                     "  - cidr: 203.0.113.0/24\n"                  /* 8 */
+                                     "    ports: [22]\n"                           /* 9 */
+                                     "  - cidr: 2001:db8::/32\n"                   /* 10 */
+                                     "  - cidr: 198.51.100.7\n"                    /* 11 */
+                                     "  - host: \"*.example.net\"\n"               /* 12 */
+                                     "  - host: example.net\n"                     /* 13 */
+                                     "    ports: [8080]\n"                         /* 14 */
+                                     "deny:\n"                                     /* 15 */
+                                     "  - host: upload.pypi.org\n"                 /* 16 */
+                                     "  - host: \"*.bad.pythonhosted.org\"\n"      /* 17 */
+                                     "  - host: pypi.org\n"                        /* 18 */
+                                     "    ports: [80]\n"                           /* 19 */
+                                     "  - cidr: 203.0.113.128/25\n"                /* 20 */
+                                     "  - cidr: 2001:db8:dead::/48\n"              /* 21 */
+                                     "    ports: [443]\n";                         /* 22 */
 
 static int
 setup(void **state)
 {
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p = load_str(base_yaml, &d);
 
 	for (size_t i = 0; i < d.n_lines; i++)
@@ -58,8 +57,8 @@ teardown(void **state)
 }
 
 static void
-expect_host(const struct policy *p, const char *name, uint16_t port,
-            enum policy_action want, const char *where)
+expect_host(const struct policy *p, const char *name, uint16_t port, enum policy_action want,
+            const char *where)
 {
 	struct policy_verdict v;
 
@@ -73,8 +72,8 @@ expect_host(const struct policy *p, const char *name, uint16_t port,
 }
 
 static void
-expect_addr(const struct policy *p, const char *a, uint16_t port,
-            enum policy_action want, const char *where)
+expect_addr(const struct policy *p, const char *a, uint16_t port, enum policy_action want,
+            const char *where)
 {
 	struct sockaddr_storage ss;
 	struct policy_verdict v;
@@ -198,9 +197,10 @@ test_cidr_allows(void **state)
 static void
 test_ip_literal_never_matches_host(void **state)
 {
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p = load_str("version: 1\nallow:\n  - host: \"*.2.3.4.example\"\n"
-	                            "  - host: \"*.in-addr.arpa\"\n", &d);
+	                            "  - host: \"*.in-addr.arpa\"\n",
+	                            &d);
 
 	assert_non_null(p);
 	/* names never end in a numeric label: IP literals are refused here */
@@ -216,10 +216,12 @@ test_ip_literal_never_matches_host(void **state)
 static void
 test_first_rule_decides(void **state)
 {
-	struct policy_diag d = { 0 };
-	struct policy *p = load_str("version: 1\nallow:\n  - host: \"*.a.test\"\n  - host: \"*.b.a.test\"\n"
-	                            "  - host: c.b.a.test\n"
-	                            "deny:\n  - host: \"*.z.test\"\n  - host: \"*.y.z.test\"\n", &d);
+	struct policy_diag d = {0};
+	struct policy *p =
+	        load_str("version: 1\nallow:\n  - host: \"*.a.test\"\n  - host: \"*.b.a.test\"\n"
+	                 "  - host: c.b.a.test\n"
+	                 "deny:\n  - host: \"*.z.test\"\n  - host: \"*.y.z.test\"\n",
+	                 &d);
 
 	assert_non_null(p);
 	expect_host(p, "c.b.a.test", 443, POLICY_ALLOW, "t.yaml:3");
@@ -231,7 +233,7 @@ test_first_rule_decides(void **state)
 static void
 test_empty_policy_denies(void **state)
 {
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p = load_str("version: 1\n", &d);
 	struct sockaddr_storage ss;
 	struct policy_verdict v;
@@ -249,7 +251,7 @@ test_empty_policy_denies(void **state)
 static void
 test_mode_and_meta(void **state)
 {
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p = load_str("version: 1\nname: my-pol\ndescription: x\nmode: audit\n", &d);
 
 	assert_non_null(p);
@@ -266,7 +268,7 @@ test_mode_and_meta(void **state)
 static void
 test_sha256(void **state)
 {
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p = load_str("version: 1\n", &d);
 
 	assert_non_null(p);
@@ -297,15 +299,17 @@ static void
 test_includes(void **state)
 {
 	char dir[] = "/tmp/airlock-policy-test.XXXXXX", path[512], where[600];
-	struct policy_diag d = { 0 };
+	struct policy_diag d = {0};
 	struct policy *p;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/sub", dir);
 	assert_int_equal(mkdir(path, 0700), 0);
-	write_file(dir, "top.yaml", "version: 1\ninclude: [sub/a.yaml, ./b.yaml]\nallow:\n  - host: top.test\n");
-	write_file(dir, "sub/a.yaml", "version: 1\nmode: audit\ninclude: [../b.yaml]\nallow:\n  - host: a.test\n");
+	write_file(dir, "top.yaml",
+	           "version: 1\ninclude: [sub/a.yaml, ./b.yaml]\nallow:\n  - host: top.test\n");
+	write_file(dir, "sub/a.yaml",
+	           "version: 1\nmode: audit\ninclude: [../b.yaml]\nallow:\n  - host: a.test\n");
 	write_file(dir, "b.yaml", "version: 1\ndeny:\n  - host: top.test\n");
 
 	snprintf(path, sizeof(path), "%s/top.yaml", dir);
@@ -342,19 +346,19 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exact),
-		cmocka_unit_test(test_wildcard),
-		cmocka_unit_test(test_ports),
-		cmocka_unit_test(test_deny_wins),
-		cmocka_unit_test(test_no_match),
-		cmocka_unit_test(test_cidr),
-		cmocka_unit_test(test_cidr_allows),
-		cmocka_unit_test(test_ip_literal_never_matches_host),
-		cmocka_unit_test(test_first_rule_decides),
-		cmocka_unit_test(test_empty_policy_denies),
-		cmocka_unit_test(test_mode_and_meta),
-		cmocka_unit_test(test_sha256),
-		cmocka_unit_test(test_includes),
+	        cmocka_unit_test(test_exact),
+	        cmocka_unit_test(test_wildcard),
+	        cmocka_unit_test(test_ports),
+	        cmocka_unit_test(test_deny_wins),
+	        cmocka_unit_test(test_no_match),
+	        cmocka_unit_test(test_cidr),
+	        cmocka_unit_test(test_cidr_allows),
+	        cmocka_unit_test(test_ip_literal_never_matches_host),
+	        cmocka_unit_test(test_first_rule_decides),
+	        cmocka_unit_test(test_empty_policy_denies),
+	        cmocka_unit_test(test_mode_and_meta),
+	        cmocka_unit_test(test_sha256),
+	        cmocka_unit_test(test_includes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

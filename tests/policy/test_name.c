@@ -100,9 +100,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_accepts),
-		cmocka_unit_test(test_rejects),
-		cmocka_unit_test(test_small_buffer),
+	        cmocka_unit_test(test_accepts),
+	        cmocka_unit_test(test_rejects),
+	        cmocka_unit_test(test_small_buffer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

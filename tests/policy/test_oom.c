@@ -51,14 +51,14 @@ __wrap_realloc(void *p, size_t n)
 }
 
 static const char *const yaml_head =
-	"version: 1\nname: torture\n"
-	"allow:\n"
-	"  - host: pypi.org\n"
-	"  - host: \"*.pythonhosted.org\"\n    ports: [443, \"8000-8100\"]\n"
-	"  - cidr: 203.0.113.0/24\n"
-	"  - cidr: 2001:db8::/32\n"
-	"  - host: pastebin.com\n"
-	"deny:\n  - host: upload.pypi.org\n";
+        "version: 1\nname: torture\n"
+        "allow:\n"
+        "  - host: pypi.org\n"
+        "  - host: \"*.pythonhosted.org\"\n    ports: [443, \"8000-8100\"]\n"
+        "  - cidr: 203.0.113.0/24\n"
+        "  - cidr: 2001:db8::/32\n"
+        "  - host: pastebin.com\n"
+        "deny:\n  - host: upload.pypi.org\n";
 
 static void
 test_every_allocation_fails_once(void **state)
@@ -70,13 +70,13 @@ test_every_allocation_fails_once(void **state)
 	(void)state;
 	/* enough rules and ports that every vector grows a few times */
 	for (int i = 0; i < 300; i++)
-		off += (size_t)snprintf(yaml + off, 64 * 1024 - off, "  - host: h%d.test\n    ports: [%d]\n", i,
-		                        i + 1);
+		off += (size_t)snprintf(yaml + off, 64 * 1024 - off,
+		                        "  - host: h%d.test\n    ports: [%d]\n", i, i + 1);
 	/* How many allocations does a clean load make? */
 	countdown = -1;
 	calls = 0;
 	{
-		struct policy_diag d = { 0 };
+		struct policy_diag d = {0};
 		struct policy *p = load_str(yaml, &d);
 
 		assert_non_null(p);
@@ -86,7 +86,7 @@ test_every_allocation_fails_once(void **state)
 	total = calls;
 	assert_true(total > 5);
 	for (n = 0; n <= total; n++) {
-		struct policy_diag d = { 0 };
+		struct policy_diag d = {0};
 		struct policy *p;
 
 		countdown = n;
@@ -116,7 +116,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_every_allocation_fails_once),
+	        cmocka_unit_test(test_every_allocation_fails_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

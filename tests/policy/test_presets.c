@@ -29,7 +29,7 @@ test_every_preset_loads(void **state)
 	while ((de = readdir(d)) != NULL) {
 		size_t l = strlen(de->d_name);
 		char path[4096], name[256];
-		struct policy_diag diag = { 0 };
+		struct policy_diag diag = {0};
 		struct policy *p, *q;
 
 		if (l <= 5 || strcmp(de->d_name + l - 5, ".yaml") != 0)
@@ -64,7 +64,7 @@ int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_every_preset_loads),
+	        cmocka_unit_test(test_every_preset_loads),
 	};
 
 	if (argc != 2) {
