@@ -730,8 +730,6 @@ conn_http_next(struct conn *c)
 	c->url = NULL;
 	c->up.bytes = c->down.bytes = 0;
 	c->start_ms = now_ms();
-	if (c->up.bev != NULL)
-		bufferevent_disable(c->up.bev, EV_READ);
 	conn_enter(c, CONN_HEAD);
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, HTTP_MAX_HEAD + 1);
 	bufferevent_enable(c->down.bev, EV_READ);
@@ -987,8 +985,14 @@ conn_up_read(struct bufferevent *bev, void *arg)
 	(void)bev;
 
 	conn_touch(c);
-	if (c->state == CONN_HTTP)
+	if (c->state == CONN_HTTP) {
 		conn_http_pump_resp(c);
+	} else if (c->state == CONN_HEAD) {
+		/* Bytes nobody asked for between requests: this upstream
+		 * cannot be trusted with the next one. */
+		half_free(&c->up);
+		c->up_host[0] = '\0';
+	}
 }
 
 static void
@@ -1009,6 +1013,13 @@ conn_up_event(struct bufferevent *bev, short what, void *arg)
 	struct conn_http *ht = &c->http;
 	(void)bev;
 
+	if (c->state == CONN_HEAD) {
+		/* The kept-alive upstream went away between requests: the next
+		 * request to that host simply connects again. */
+		half_free(&c->up);
+		c->up_host[0] = '\0';
+		return;
+	}
 	if (c->state == CONN_HTTP && (what & BEV_EVENT_EOF)) {
 		c->up.eof = true;
 		if (ht->resp_head_done && ht->resp_framing == HTTP_BODY_CLOSE) {

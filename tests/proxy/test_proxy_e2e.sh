@@ -51,6 +51,16 @@ expect_match "absolute-form GET" 'labpkg-1\.0-py3-none-any\.whl' "$out"
 # keep-alive: two requests, one client connection
 out=$(pcurl -s -o /dev/null -o /dev/null -w '%{num_connects} ' http://pypi.org/simple/ http://pypi.org/simple/labpkg/)
 expect_eq "keep-alive through the proxy" "1 0 " "$out"
+# two hosts on one client connection; each request decided and logged
+out=$(pcurl -s -o /dev/null -o /dev/null -w '%{http_code} ' http://pypi.org/simple/ http://files.pythonhosted.org/)
+expect_match "two hosts, one connection" '^200 (200|403|404) $' "$out"
+expect_logged "second host logged" 'e.get("kind") == "http" and e.get("host") == "files.pythonhosted.org" and e.get("verdict") == "allow"'
+# a chunked request body is framed and passed through; the answer comes back
+head -c 100000 /dev/urandom >"$LAB_WORK/body.bin"
+out=$(pcurl -s -o /dev/null -w '%{http_code}' -H 'Transfer-Encoding: chunked' \
+	--data-binary @"$LAB_WORK/body.bin" http://pypi.org/simple/)
+expect_eq "chunked POST answered by the origin" 405 "$out"
+expect_logged "chunked POST logged" 'e.get("method") == "POST" and e.get("bytes_up", 0) > 100000'
 expect_logged "CONNECT logged" 'e.get("kind") == "connect" and e.get("host") == "pypi.org" and e.get("verdict") == "allow" and e.get("rule", "").endswith("proxy-policy.yaml:4") and e.get("bytes_down", 0) > 1000'
 expect_logged "GET logged" 'e.get("kind") == "http" and e.get("method") == "GET" and e.get("url") == "http://pypi.org/simple/labpkg/" and e.get("verdict") == "allow"'
 
