@@ -392,6 +392,10 @@ cmd_run(int argc, char **argv)
 
 	memset(&r, 0, sizeof(r));
 	r.sigfd = -1;
+	if (sbx_fix_stdio() < 0) {
+		log_warn("stdio: cannot open /dev/null");
+		return SBX_EXIT_FAILURE;
+	}
 	sbx_listeners_init(&r.lst);
 	r.start_ms = now_ms();
 	log_debug("supervisor: start, %llu ms", (unsigned long long)r.start_ms);

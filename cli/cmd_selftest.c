@@ -95,6 +95,10 @@ cmd_selftest(int argc, char **argv)
 
 	memset(&rep, 0, sizeof(rep));
 	sbx_listeners_init(&lst);
+	if (sbx_fix_stdio() < 0) {
+		log_warn("stdio: cannot open /dev/null");
+		return SBX_EXIT_FAILURE;
+	}
 	env = sbx_env_build(environ, true, NULL, 0, err, sizeof(err));
 	if (env == NULL) {
 		log_warnx("%s", err);

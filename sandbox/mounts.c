@@ -525,7 +525,7 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 		char p[64];
 		snprintf(p, sizeof(p), "/run/user/%u", (unsigned)s->uid);
 		f = target_open(root, p, true, 0);
-		if (f < 0) {
+		if (f < 0 || fchmodat(root, p + 1, 0700, 0) < 0) {
 			snprintf(err, errlen, "filesystem: %s: %s", p, strerror(errno));
 			goto out;
 		}

@@ -82,6 +82,24 @@ fail:
 	return NULL;
 }
 
+int
+sbx_fix_stdio(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		int n = open("/dev/null", O_RDWR);
+		if (n < 0)
+			return -1;
+		if (n != fd) {
+			close(n);
+			errno = EBADF;
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* clone3 without a new stack behaves like fork: the child returns 0 here
  * and carries on with a copy of our memory. */
 static pid_t
@@ -127,6 +145,10 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 
 	if (s->pid > 0) {
 		snprintf(err, errlen, "sandbox already started");
+		return -1;
+	}
+	if (sbx_fix_stdio() < 0) {
+		snprintf(err, errlen, "stdio: cannot open /dev/null: %s", strerror(errno));
 		return -1;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {

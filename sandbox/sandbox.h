@@ -94,6 +94,11 @@ const char *sbx_check_name(enum sbx_check c);
 /* The first check that ran and failed in [0, upto), or -1 if all passed. */
 int sbx_report_first_failure(const struct sbx_report *r, enum sbx_check upto);
 
+/* Open /dev/null on whichever of fds 0, 1, 2 is closed, so no file or
+ * socket opened later lands there and reaches CMD as its stdio. Call it
+ * before opening anything. 0 or -1 with errno. */
+int sbx_fix_stdio(void);
+
 /* Validate cfg (paths, mounts, argv). Returns NULL with a one-line reason
  * in err. cfg and everything it points to are borrowed until sbx_free(). */
 struct sbx *sbx_new(const struct sbx_config *cfg, char *err, size_t errlen);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Start-up cost of a sandbox: `airlock run -p none -- true` against what a
+# user would otherwise pick, side by side in one hyperfine run:
+#   unshare -Urnmpf --mount-proc true          (bare namespaces, no policy)
+#   bwrap --unshare-all --ro-bind / / true     (bubblewrap, no network policy)
+#   bwrap ... --dev /dev --proc /proc --tmpfs /tmp true  (closer to airlock's view)
+# airlock does more per run (nftables ruleset, listeners handed to the
+# supervisor, the proxy/DNS event loop, a policy, an egress log); the point
+# is what that costs. Results: bench/run.md.
+#
+#   bench/bench_run.sh [RUNS]        (default 50; AIRLOCK=path/to/airlock)
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+AIRLOCK=${AIRLOCK:-$SRC/build/cli/airlock}
+RUNS=${1:-50}
+command -v hyperfine >/dev/null || { echo "hyperfine is not installed" >&2; exit 1; }
+command -v bwrap >/dev/null || { echo "bwrap is not installed" >&2; exit 1; }
+[ -x "$AIRLOCK" ] || { echo "no airlock at $AIRLOCK (set AIRLOCK=)" >&2; exit 1; }
+
+SCRATCH=$(mktemp -d /tmp/airlock-bench-run.XXXXXX)
+trap 'rm -rf "$SCRATCH"' EXIT
+POLICY=$SRC/policies/none.yaml
+if [ ! -f "$POLICY" ]; then
+	POLICY=$SCRATCH/none.yaml
+	printf 'version: 1\nname: none\n' >"$POLICY"
+fi
+# The working directory becomes the sandbox's read-write workdir.
+mkdir "$SCRATCH/work"
+cd "$SCRATCH/work"
+
+echo "bench_run: $RUNS runs each, $(nproc) CPUs, kernel $(uname -r), uid $(id -u)"
+hyperfine -N --runs "$RUNS" --warmup 5 --export-json "$SCRATCH/run.json" \
+	-n "airlock run -p none -- true" \
+	"$AIRLOCK run -p $POLICY --log $SCRATCH/egress.jsonl -- true" \
+	-n "unshare -Urnmpf --mount-proc true" \
+	"unshare -Urnmpf --mount-proc true" \
+	-n "bwrap --unshare-all --ro-bind / / true" \
+	"bwrap --unshare-all --ro-bind / / true" \
+	-n "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true" \
+	"bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true" \
+	>"$SCRATCH/hyperfine.txt" 2>&1 || { cat "$SCRATCH/hyperfine.txt" >&2; exit 1; }
+
+python3 - "$SCRATCH/run.json" <<'PY'
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+med = {r["command"]: r["median"] * 1000 for r in res}
+names = [r["command"] for r in res]
+air = med[names[0]]
+print(f"{'command':<80} {'median':>9} {'min':>8} {'max':>8}  airlock/this")
+for r in res:
+    m = r["median"] * 1000
+    print(f"{r['command']:<80} {m:7.1f}ms {r['min']*1000:6.1f}ms {r['max']*1000:6.1f}ms  {air/m:5.2f}x")
+uns = med["unshare -Urnmpf --mount-proc true"]
+bw = med["bwrap --unshare-all --ro-bind / / true"]
+print(f"target: airlock median < 2x unshare ({2*uns:.1f} ms): {'yes' if air < 2*uns else 'NO'}; "
+      f"< bwrap ({bw:.1f} ms): {'yes' if air < bw else 'NO'}")
+PY
