@@ -361,8 +361,10 @@ lab_wait_ready() {
 		fi
 		sleep 0.02
 	done
-	echo "--- lab logs:" >&2
-	tail -n 20 "$dir"/log/*.log "$dir"/log/*.out >&2 2>/dev/null || true
+	local f
+	for f in "$dir"/log/*.log "$dir"/log/*.out; do
+		[ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; } >&2
+	done
 	lab_die "servers did not come up within 6 s"
 }
 
