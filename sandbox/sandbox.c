@@ -100,19 +100,40 @@ sbx_fix_stdio(void)
 	return 0;
 }
 
+#define SBX_CLONE_FLAGS                                                               \
+	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |  \
+	 CLONE_NEWIPC)
+
 /* clone3 without a new stack behaves like fork: the child returns 0 here
- * and carries on with a copy of our memory. */
+ * and carries on with a copy of our memory. Where clone3 is filtered
+ * (container runtimes answer ENOSYS), the same with clone and a pidfd
+ * opened afterwards: the child cannot be reaped before we open it, we are
+ * its parent and have not waited. */
 static pid_t
 clone_sandbox(int *pidfd)
 {
 	struct clone_args args;
+	pid_t pid;
 
 	memset(&args, 0, sizeof(args));
-	args.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
-	             CLONE_NEWIPC | CLONE_PIDFD;
+	args.flags = SBX_CLONE_FLAGS | CLONE_PIDFD;
 	args.pidfd = (uint64_t)(uintptr_t)pidfd;
 	args.exit_signal = SIGCHLD;
-	return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	if (pid >= 0 || errno != ENOSYS)
+		return pid;
+	pid = (pid_t)syscall(SYS_clone, SBX_CLONE_FLAGS | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid <= 0)
+		return pid;
+	*pidfd = pidfd_open(pid, 0);
+	if (*pidfd < 0) {
+		int e = errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		errno = e;
+		return -1;
+	}
+	return pid;
 }
 
 static void

@@ -47,6 +47,16 @@ body() {
 	out=$(al "$role" -- /nonexistent/cmd 2>&1 || true)
 	expect_match "$role: error names the command" "^airlock: cannot run '/nonexistent/cmd'" "$out"
 
+	# airlock inside airlock: the seccomp filter refuses the nested user
+	# namespace (clone3 gets ENOSYS, the clone fallback EPERM), and the
+	# error gives the advice for disabled user namespaces.
+	cp "$SCRATCH/airlock" "$SCRATCH/none.yaml" "$(work "$role")/"
+	rc=0
+	out=$(al "$role" -- ./airlock run -p ./none.yaml --log - -- true 2>&1) || rc=$?
+	expect_eq "$role: nested airlock" 125 "$rc"
+	expect_match "$role: clone advice" "^airlock: cannot create the sandbox's namespaces: clone: Operation not permitted; unprivileged user namespaces are disabled here: check sysctl user.max_user_namespaces" "$out"
+	rm -f "$(work "$role")/airlock" "$(work "$role")/none.yaml"
+
 	# --timeout kills the whole sandbox: 124, promptly.
 	t0=$(date +%s%N)
 	expect_eq "$role: timeout" 124 "$(status_of al "$role" --timeout 1 -- sleep 30 2>/dev/null)"
