@@ -113,7 +113,9 @@ struct policy {
 	unsigned p_filter_shift;
 	uint32_t p_n_wild;
 	struct pcidr4_slot *p_cidr4;
-	unsigned p_cidr4_shift; /* index = hash >> shift */
+	unsigned p_cidr4_shift;   /* index = hash >> shift */
+	uint64_t *p_cidr4_filter; /* bit per (prefix length, network) */
+	unsigned p_cidr4_filter_shift;
 	struct pcidr6_slot *p_cidr6;
 	unsigned p_cidr6_shift;
 	/* Prefix lengths present, so a lookup probes only those. */

@@ -171,9 +171,16 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 	p->p_filter_shift = 64 - fbits;
 	p->p_filter = policy_arena_alloc(p->p_arena, (size_t)1 << (fbits - 3));
 	p->p_cidr4 = policy_arena_alloc(p->p_arena, sizeof(struct pcidr4_slot) << bits4);
+	/* As for names: most prefix lengths probed for an address hold no
+	 * rule for it, and a bit test in L1 is cheaper than a probe. */
+	table_size(n_c4 * 8, &fbits);
+	if (fbits < 10)
+		fbits = 10;
+	p->p_cidr4_filter_shift = 64 - fbits;
+	p->p_cidr4_filter = policy_arena_alloc(p->p_arena, (size_t)1 << (fbits - 3));
 	p->p_cidr6 = policy_arena_alloc(p->p_arena, sizeof(struct pcidr6_slot) << bits6);
 	if (p->p_exact == NULL || p->p_suffix == NULL || p->p_filter == NULL ||
-	    p->p_cidr4 == NULL || p->p_cidr6 == NULL)
+	    p->p_cidr4 == NULL || p->p_cidr4_filter == NULL || p->p_cidr6 == NULL)
 		return -1;
 
 	/* Walk backwards and push on the front of each chain so that every
@@ -225,6 +232,11 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 				s->first = PRULE_NONE;
 			}
 			seen4[r->plen] = true;
+			{
+				uint64_t b = hash_mix(key) >> p->p_cidr4_filter_shift;
+
+				p->p_cidr4_filter[b / 64] |= 1ull << (b % 64);
+			}
 			first = &s->first;
 		} else {
 			uint64_t hi = load_be64(r->addr), lo = load_be64(r->addr + 8);
@@ -415,7 +427,10 @@ policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t po
 
 		for (unsigned k = 0; k < p->p_n_plen4; k++) {
 			uint64_t key = (uint64_t)p->p_plen4[k] << 32 | mask4(a4, p->p_plen4[k]);
+			uint64_t b = hash_mix(key) >> p->p_cidr4_filter_shift;
 
+			if (!((p->p_cidr4_filter[b / 64] >> (b % 64)) & 1))
+				continue;
 			for (uint64_t i = cidr4_hash(key) >> p->p_cidr4_shift;; i = (i + 1) & m) {
 				const struct pcidr4_slot *s = &p->p_cidr4[i];
 

@@ -342,6 +342,162 @@ test_includes(void **state)
 	assert_int_equal(system(path), 0);
 }
 
+/* The hash tables and filters against a linear scan: 3,000 random rules
+ * (exact, wildcard, v4 cidr of every prefix length, allow and deny, some
+ * with ports) and 20,000 random queries must give the same verdict and
+ * the same deciding rule. */
+struct naive_rule {
+	int kind; /* 0 exact, 1 wildcard, 2 cidr */
+	int deny;
+	char name[32];
+	uint32_t net;
+	unsigned plen;
+	int port443_only;
+};
+
+static uint32_t
+xrand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return (uint32_t)(*s >> 11);
+}
+
+static int
+naive_covers(const struct naive_rule *r, const char *name, uint32_t a, uint16_t port)
+{
+	size_t nl = strlen(name), sl = strlen(r->name);
+
+	if (r->port443_only ? port != 443 : port != 443 && port != 80)
+		return 0;
+	if (r->kind == 0)
+		return name[0] != '\0' && strcmp(name, r->name) == 0;
+	if (r->kind == 1)
+		return nl > sl + 1 && name[nl - sl - 1] == '.' &&
+		       strcmp(name + nl - sl, r->name) == 0;
+	if (name[0] != '\0')
+		return 0;
+	return r->plen == 0 || ((a ^ r->net) >> (32 - r->plen)) == 0;
+}
+
+static void
+test_against_linear_scan(void **state)
+{
+	enum { N_RULES = 3000, N_QUERIES = 20000 };
+	struct naive_rule *r = calloc(N_RULES, sizeof(*r));
+	char *yaml = malloc(N_RULES * 80 + 64), **where = calloc(N_RULES, sizeof(char *));
+	size_t off;
+	uint64_t seed = 0x1234567887654321ull;
+	struct policy_diag d = {0};
+	struct policy *p;
+
+	(void)state;
+	/* allow and deny lists; rules are written in index order so that
+	 * rule i sits on line i + 4 (deny list after the allow list) */
+	off = (size_t)snprintf(yaml, 64, "version: 1\nallow:\n");
+	for (int i = 0; i < N_RULES; i++) {
+		struct naive_rule *x = &r[i];
+		uint32_t pick = xrand(&seed) % 10;
+
+		x->deny = i >= N_RULES * 9 / 10;
+		x->port443_only = xrand(&seed) % 4 == 0;
+		if (i == N_RULES * 9 / 10)
+			off += (size_t)snprintf(yaml + off, 16, "deny:\n");
+		if (pick < 4) {
+			x->kind = 0;
+			snprintf(x->name, sizeof(x->name), "h%u.d%u.test", xrand(&seed) % 500,
+			         xrand(&seed) % 20);
+			off += (size_t)snprintf(yaml + off, 80, "  - {host: %s%s}\n", x->name,
+			                        x->port443_only ? ", ports: [443]" : "");
+		} else if (pick < 7) {
+			x->kind = 1;
+			snprintf(x->name, sizeof(x->name), "d%u.test", xrand(&seed) % 20);
+			if (xrand(&seed) % 2)
+				snprintf(x->name, sizeof(x->name), "h%u.d%u.test",
+				         xrand(&seed) % 500, xrand(&seed) % 20);
+			off += (size_t)snprintf(yaml + off, 80, "  - {host: \"*.%s\"%s}\n", x->name,
+			                        x->port443_only ? ", ports: [443]" : "");
+		} else {
+			x->kind = 2;
+			x->plen = xrand(&seed) % 33;
+			x->net = (xrand(&seed) & 0x0f0f0f0fu) |
+			         0xc0000000u; /* a small space so addresses collide */
+			x->net = x->plen == 0 ? 0 : x->net & (~0u << (32 - x->plen));
+			off += (size_t)snprintf(yaml + off, 80, "  - {cidr: %u.%u.%u.%u/%u%s}\n",
+			                        x->net >> 24, (x->net >> 16) & 255,
+			                        (x->net >> 8) & 255, x->net & 255, x->plen,
+			                        x->port443_only ? ", ports: [443]" : "");
+		}
+		where[i] = malloc(32);
+		snprintf(where[i], 32, "t.yaml:%d", i + 3 + (x->deny ? 1 : 0));
+	}
+	p = policy_load_buffer("t.yaml", yaml, off, &d);
+	for (size_t i = 0; i < d.n_lines && i < 5; i++)
+		fprintf(stderr, "%s\n", d.lines[i]);
+	assert_non_null(p);
+	for (int q = 0; q < N_QUERIES; q++) {
+		char name[64] = "";
+		uint32_t a = 0;
+		uint16_t port = xrand(&seed) % 3 == 0 ? 80 : xrand(&seed) % 5 == 0 ? 22 : 443;
+		int best_allow = -1, best_deny = -1, want_action;
+		const char *want_where;
+		struct policy_verdict v;
+
+		switch (xrand(&seed) % 4) {
+		case 0:
+			snprintf(name, sizeof(name), "h%u.d%u.test", xrand(&seed) % 500,
+			         xrand(&seed) % 20);
+			break;
+		case 1:
+			snprintf(name, sizeof(name), "x.h%u.d%u.test", xrand(&seed) % 500,
+			         xrand(&seed) % 20);
+			break;
+		case 2:
+			snprintf(name, sizeof(name), "d%u.test", xrand(&seed) % 25);
+			break;
+		default:
+			a = (xrand(&seed) & 0x0f0f0f0fu) | 0xc0000000u;
+			break;
+		}
+		for (int i = 0; i < N_RULES; i++) {
+			if (!naive_covers(&r[i], name, a, port))
+				continue;
+			if (r[i].deny && best_deny < 0)
+				best_deny = i;
+			if (!r[i].deny && best_allow < 0)
+				best_allow = i;
+		}
+		want_action = best_deny >= 0    ? POLICY_DENY
+		              : best_allow >= 0 ? POLICY_ALLOW
+		                                : POLICY_NO_MATCH;
+		want_where = best_deny >= 0    ? where[best_deny]
+		             : best_allow >= 0 ? where[best_allow]
+		                               : NULL;
+		if (name[0] != '\0') {
+			policy_match_host(p, name, port, &v);
+		} else {
+			struct sockaddr_in sin = {.sin_family = AF_INET};
+
+			sin.sin_addr.s_addr = htonl(a);
+			policy_match_addr(p, (struct sockaddr *)&sin, port, &v);
+		}
+		if ((int)v.action != want_action ||
+		    (want_where == NULL ? v.where != NULL
+		                        : v.where == NULL || strcmp(v.where, want_where) != 0))
+			fail_msg("query %d (%s / %08x port %u): got %d %s, expected %d %s", q, name,
+			         a, port, v.action, v.where ? v.where : "-", want_action,
+			         want_where ? want_where : "-");
+	}
+	policy_free(p);
+	policy_diag_clear(&d);
+	for (int i = 0; i < N_RULES; i++)
+		free(where[i]);
+	free(where);
+	free(yaml);
+	free(r);
+}
+
 int
 main(void)
 {
@@ -359,6 +515,7 @@ main(void)
 	        cmocka_unit_test(test_mode_and_meta),
 	        cmocka_unit_test(test_sha256),
 	        cmocka_unit_test(test_includes),
+	        cmocka_unit_test(test_against_linear_scan),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
