@@ -55,6 +55,10 @@ tmpfs-ok" "$out"
 	expect_eq "$role: /dev/null works" "0" "$(al "$role" -- sh -c 'echo x > /dev/null; head -c 4 /dev/zero | tr -d "\0" | wc -c')"
 	al "$role" -- sh -c 'ls /dev/sda /dev/vda /dev/mem 2>/dev/null' && fail "$role: host disks visible"
 
+	# /proc: the sandbox's own, its machine-wide knobs read-only.
+	expect_match "$role: /proc/sys read-only" "^[^ ]+ [^ ]+ [^ ]+ /sys /proc/sys ro," "$(al "$role" -- grep ' /proc/sys ' /proc/self/mountinfo)"
+	expect_eq "$role: /proc/keys masked" "0" "$(al "$role" -- sh -c 'cat /proc/keys 2>/dev/null | wc -c')"
+
 	# Generated /etc files.
 	expect_match "$role: resolv.conf" "^nameserver 127\.0\.0\.1$" "$(al "$role" -- grep nameserver /etc/resolv.conf)"
 	expect_match "$role: hosts" "127\.0\.0\.1.*localhost" "$(al "$role" -- cat /etc/hosts)"
