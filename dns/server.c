@@ -84,6 +84,27 @@ struct dns_udp_listener {
 	struct event *ev;
 };
 
+/* Datagrams per recvmmsg/sendmmsg call. */
+#define DNS_BATCH 32
+/* A UDP query longer than this is malformed (one question and an OPT). */
+#define DNS_UDP_QUERY_MAX 4096
+
+struct dns_send_batch {
+	int fd;
+	unsigned n;
+	struct mmsghdr msgs[DNS_BATCH];
+	struct iovec iov[DNS_BATCH];
+	struct sockaddr_storage addr[DNS_BATCH];
+	uint8_t buf[DNS_BATCH][DNS_UDP_MAX];
+};
+
+struct dns_recv_batch {
+	struct mmsghdr msgs[DNS_BATCH];
+	struct iovec iov[DNS_BATCH];
+	struct sockaddr_storage addr[DNS_BATCH];
+	uint8_t buf[DNS_BATCH][DNS_UDP_QUERY_MAX];
+};
+
 struct dns_server {
 	struct event_base *base;
 	struct dns_server_config cfg;
@@ -106,6 +127,9 @@ struct dns_server {
 	uint8_t out[DNS_MSG_MAX + 2];  /* what we send */
 	struct dns_response resp;
 	struct dns_filtered filt;
+	bool batching; /* replies go into batch until the callback ends */
+	struct dns_send_batch batch;
+	struct dns_recv_batch rbatch;
 };
 
 #define DNS_ID_SPACE 65536
@@ -157,10 +181,35 @@ log_query(struct dns_server *srv, const struct dns_query *q,
 
 /* ---- sending replies ---- */
 
+/* Send the UDP replies gathered so far with one sendmmsg(2). */
+static void
+batch_flush(struct dns_server *srv)
+{
+	struct dns_send_batch *b = &srv->batch;
+	unsigned done = 0;
+
+	while (done < b->n) {
+		int r = sendmmsg(b->fd, b->msgs + done, b->n - done,
+		                 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (r <= 0) {
+			/* A full socket buffer drops the rest; clients retry
+			 * as with any lost datagram. */
+			if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+				log_debug("dns: replies to clients: %s", strerror(errno));
+			break;
+		}
+		done += (unsigned)r;
+	}
+	b->n = 0;
+}
+
 static void
 client_send(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
             size_t len)
 {
+	struct dns_send_batch *b = &srv->batch;
+
 	if (len == 0)
 		return;
 	if (c->tcp != NULL) {
@@ -173,13 +222,29 @@ client_send(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
 	}
 	if (c->udp_fd < 0)
 		return;
-	/* Nonblocking: on a full socket buffer the reply is dropped and the
-	 * client retries, as with any lost datagram. */
-	if (sendto(c->udp_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL,
-	           (struct sockaddr *)&c->addr, c->addrlen) < 0 &&
-	    errno != EAGAIN && errno != EWOULDBLOCK)
-		log_debug("dns: reply to client: %s", strerror(errno));
-	(void)srv;
+	if (!srv->batching || len > DNS_UDP_MAX) {
+		if (sendto(c->udp_fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL,
+		           (struct sockaddr *)&c->addr, c->addrlen) < 0 &&
+		    errno != EAGAIN && errno != EWOULDBLOCK)
+			log_debug("dns: reply to client: %s", strerror(errno));
+		return;
+	}
+	/* Inside a read callback: gather replies and send them together
+	 * when the callback ends (fewer syscalls and wake-ups under load). */
+	if (b->n > 0 && b->fd != c->udp_fd)
+		batch_flush(srv);
+	b->fd = c->udp_fd;
+	memcpy(b->buf[b->n], msg, len);
+	memcpy(&b->addr[b->n], &c->addr, c->addrlen);
+	b->iov[b->n].iov_base = b->buf[b->n];
+	b->iov[b->n].iov_len = len;
+	memset(&b->msgs[b->n], 0, sizeof(b->msgs[b->n]));
+	b->msgs[b->n].msg_hdr.msg_name = &b->addr[b->n];
+	b->msgs[b->n].msg_hdr.msg_namelen = c->addrlen;
+	b->msgs[b->n].msg_hdr.msg_iov = &b->iov[b->n];
+	b->msgs[b->n].msg_hdr.msg_iovlen = 1;
+	if (++b->n == DNS_BATCH)
+		batch_flush(srv);
 }
 
 static size_t
@@ -531,6 +596,7 @@ upstream_read(evutil_socket_t fd, short what, void *arg)
 	struct dns_server *srv = arg;
 
 	(void)what;
+	srv->batching = true;
 	for (int i = 0; i < DNS_UDP_BATCH; i++) {
 		struct sockaddr_storage from;
 		socklen_t flen = sizeof(from);
@@ -541,7 +607,7 @@ upstream_read(evutil_socket_t fd, short what, void *arg)
 		n = recvfrom(fd, srv->buf, sizeof(srv->buf), MSG_DONTWAIT,
 		             (struct sockaddr *)&from, &flen);
 		if (n < 0)
-			return;
+			break;
 		if (n < DNS_HEADER_LEN)
 			continue;
 		id = (uint16_t)(srv->buf[0] << 8 | srv->buf[1]);
@@ -553,6 +619,8 @@ upstream_read(evutil_socket_t fd, short what, void *arg)
 			continue;
 		pending_response(p, srv->buf, (size_t)n, false);
 	}
+	batch_flush(srv);
+	srv->batching = false;
 }
 
 /* ---- queries ---- */
@@ -709,19 +777,41 @@ static void
 udp_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct dns_server *srv = arg;
+	struct dns_recv_batch *rb = &srv->rbatch;
 
 	(void)what;
-	for (int i = 0; i < DNS_UDP_BATCH; i++) {
-		struct dns_client c = {.udp_fd = fd, .tcp = NULL};
-		ssize_t n;
+	srv->batching = true;
+	for (int round = 0; round < DNS_UDP_BATCH / DNS_BATCH; round++) {
+		int n;
 
-		c.addrlen = sizeof(c.addr);
-		n = recvfrom(fd, srv->qbuf, sizeof(srv->qbuf), MSG_DONTWAIT,
-		             (struct sockaddr *)&c.addr, &c.addrlen);
-		if (n < 0)
-			return;
-		handle_query(srv, &c, srv->qbuf, (size_t)n);
+		for (unsigned i = 0; i < DNS_BATCH; i++) {
+			rb->iov[i].iov_base = rb->buf[i];
+			rb->iov[i].iov_len = sizeof(rb->buf[i]);
+			memset(&rb->msgs[i], 0, sizeof(rb->msgs[i]));
+			rb->msgs[i].msg_hdr.msg_name = &rb->addr[i];
+			rb->msgs[i].msg_hdr.msg_namelen = sizeof(rb->addr[i]);
+			rb->msgs[i].msg_hdr.msg_iov = &rb->iov[i];
+			rb->msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+		n = recvmmsg(fd, rb->msgs, DNS_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			break;
+		for (int i = 0; i < n; i++) {
+			struct dns_client c = {.udp_fd = fd, .tcp = NULL};
+
+			if (rb->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
+				srv->n_malformed++;
+				continue;
+			}
+			memcpy(&c.addr, &rb->addr[i], sizeof(c.addr));
+			c.addrlen = rb->msgs[i].msg_hdr.msg_namelen;
+			handle_query(srv, &c, rb->buf[i], rb->msgs[i].msg_len);
+		}
+		if (n < DNS_BATCH)
+			break;
 	}
+	batch_flush(srv);
+	srv->batching = false;
 }
 
 /* ---- TCP from the sandbox ---- */
