@@ -252,13 +252,13 @@ cmd_bulk(int argc, char **argv)
 		int rl = snprintf(buf, sizeof(buf), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", argv[3], argv[3]);
 
 		send(fd, buf, (size_t)rl, MSG_NOSIGNAL);
-		while ((n = recv(fd, buf + got, 1024, 0)) > 0) {
+		while (got < 4096 && (n = recv(fd, buf + got, 1024, 0)) > 0) {
 			got += (size_t)n;
 			buf[got] = '\0';
 			if (strstr(buf, "\r\n\r\n") != NULL)
 				break;
 		}
-		if (strncmp(buf, "HTTP/1.1 200", 12) != 0) {
+		if (strncmp(buf + 8, " 200", 4) != 0) {
 			fprintf(stderr, "bulk: CONNECT refused: %.40s\n", buf);
 			return 1;
 		}

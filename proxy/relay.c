@@ -23,7 +23,7 @@
 
 /* Bytes moved per splice call, and calls per wake-up before yielding to
  * other connections. */
-#define RELAY_CHUNK (64 * 1024)
+#define RELAY_CHUNK (1024 * 1024)
 #define RELAY_ROUNDS 16
 
 /* One direction: from src's socket to dst's socket. */
@@ -61,7 +61,13 @@ relay_pipe_get(struct proxy *px, struct relay_dir *d)
 		d->pipe[1] = px->px_pipes[px->px_n_pipes][1];
 		return 0;
 	}
-	return pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK);
+	if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		return -1;
+	/* A larger pipe moves a bulk transfer in fewer splice calls; pipes
+	 * only live while bytes are in flight, so this costs idle tunnels
+	 * nothing. Failure (a lower fs.pipe-max-size) keeps the default. */
+	(void)fcntl(d->pipe[1], F_SETPIPE_SZ, RELAY_CHUNK);
+	return 0;
 }
 
 /* Give the direction's pipe back once it is empty; a pipe with bytes in
