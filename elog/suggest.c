@@ -458,8 +458,35 @@ write_addr(FILE *out, const struct stat_entry *e)
 	      out);
 	fprintf(out, "  # - cidr: %s/%d\n", e->key, v6 ? 128 : 32);
 	put_ports(out, e, "  #   ");
-	log_warnx("suggest: %s (%s) was contacted by address; it is left as a "
-	          "commented-out cidr rule to review", e->key, guard_class_name(g));
+}
+
+/* One warning naming the first few addresses, not one per address. */
+static void
+warn_addrs(const struct suggest *s)
+{
+	size_t n = elog_strmap_count(s->addrs);
+	char list[256];
+	struct elog_buf b;
+
+	elog_buf_init(&b, list, sizeof(list) - 1);
+	for (size_t i = 0; i < n && i < 4; i++) {
+		const struct stat_entry *e = elog_strmap_value(s->addrs, i);
+		struct sockaddr_storage ss;
+
+		parse_addr(e->key, &ss);
+		if (i > 0)
+			elog_buf_puts(&b, ", ");
+		elog_buf_puts(&b, e->key);
+		if (guard_classify((struct sockaddr *)&ss) != GUARD_PUBLIC) {
+			elog_buf_puts(&b, " (");
+			elog_buf_puts(&b, guard_class_name(guard_classify((struct sockaddr *)&ss)));
+			elog_buf_putc(&b, ')');
+		}
+	}
+	list[b.len] = '\0';
+	log_warnx("suggest: %zu address%s contacted without a name (%s%s) left as "
+	          "commented-out cidr rules: review them", n, n == 1 ? "" : "es", list,
+	          n > 4 ? ", ..." : "");
 }
 
 int
@@ -532,6 +559,7 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 		             : "", out);
 		for (size_t i = 0; i < elog_strmap_count(s.addrs); i++)
 			write_addr(out, elog_strmap_value(s.addrs, i));
+		warn_addrs(&s);
 	}
 	fputs("mode: enforce\n", out);
 	if (s.skipped > 10)
