@@ -75,7 +75,11 @@ lab_client_env() {
 		npm_config_cache="$LAB_WORK/home/.npm" npm_config_update_notifier=false
 		npm_config_audit=false npm_config_fund=false npm_config_fetch_retries=0
 		npm_config_fetch_timeout=10000 npm_config_loglevel=warn
-		GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0)
+		GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
+		# A sanitizer build of airlock keeps the options CI gives it.
+		${ASAN_OPTIONS:+"ASAN_OPTIONS=$ASAN_OPTIONS"}
+		${UBSAN_OPTIONS:+"UBSAN_OPTIONS=$UBSAN_OPTIONS"}
+		${LSAN_OPTIONS:+"LSAN_OPTIONS=$LSAN_OPTIONS"})
 }
 
 in_lab() {
