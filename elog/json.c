@@ -114,6 +114,18 @@ parse_string(struct parser *p)
 
 		if (p->pos >= p->len)
 			return fail(p, "unterminated string");
+		/* Fast path: a run of plain printable ASCII is copied at once;
+		 * most of a log line is exactly that. */
+		size_t run = p->pos;
+		while (run < p->len && p->s[run] >= 0x20 && p->s[run] < 0x80 &&
+		       p->s[run] != '"' && p->s[run] != '\\')
+			run++;
+		if (run > p->pos) {
+			memcpy(j->strings + j->str_len, p->s + p->pos, run - p->pos);
+			j->str_len += run - p->pos;
+			p->pos = run;
+			continue;
+		}
 		c = p->s[p->pos];
 		if (c == '"') {
 			p->pos++;

@@ -110,74 +110,125 @@ elog_format_time(int64_t ms, char *out, size_t outlen)
 	         tm.tm_min, tm.tm_sec, (int)rem);
 }
 
+/* The documented top-level fields; the line's members are matched
+ * against this table once, so decoding costs one pass over the object. */
+enum field {
+	F_TS, F_KIND, F_TASK, F_HOST, F_IP, F_PORT, F_VERDICT, F_RULE, F_REASON,
+	F_BYTES_UP, F_BYTES_DOWN, F_DURATION, F_SNI, F_METHOD, F_URL, F_QTYPE,
+	F_RCODE, F_PROTO, F_ORIG_DST, F_ANSWERS, F_POLICY, F_POLICY_SHA, F_MODE,
+	F_SELFTEST, F_COMMAND, F_EXIT, F_SIGNAL, F_TOTALS, N_FIELDS
+};
+
+static const char *const field_names[N_FIELDS] = {
+	"ts", "kind", "task", "host", "ip", "port", "verdict", "rule", "reason",
+	"bytes_up", "bytes_down", "duration_ms", "sni", "method", "url", "qtype",
+	"rcode", "proto", "orig_dst", "answers", "policy", "policy_sha256", "mode",
+	"selftest", "command", "exit_status", "signal", "totals",
+};
+
+static void
+index_fields(const struct elog_json *j, int idx[N_FIELDS])
+{
+	uint32_t k = 1;
+
+	for (int f = 0; f < N_FIELDS; f++)
+		idx[f] = -1;
+	for (uint32_t m = 0; m < j->tok[0].count; m++) {
+		const char *key = j->strings + j->tok[k].off;
+		uint32_t klen = j->tok[k].len;
+		uint32_t v = k + 1;
+
+		for (int f = 0; f < N_FIELDS; f++) {
+			const char *name = field_names[f];
+			if (name[0] == key[0] && strlen(name) == klen &&
+			    memcmp(name, key, klen) == 0) {
+				if (idx[f] < 0) /* the first of duplicate keys wins */
+					idx[f] = (int)v;
+				break;
+			}
+		}
+		k = j->tok[v].next;
+	}
+}
+
+static bool
+absent(const struct elog_json *j, int i)
+{
+	return i < 0 || elog_json_type(j, i) == ELOG_JSON_NULL;
+}
+
 /* A known field present with the wrong type makes the line garbage: a
  * consumer must be able to trust the types docs/log.md promises. */
 static int
-get_str(const struct elog_json *j, const char *key, const char **out,
+get_str(const struct elog_json *j, const int *idx, int f, const char **out,
         const char **bad)
 {
-	int i = elog_json_get(j, 0, key);
-
 	*out = NULL;
-	if (i < 0 || elog_json_type(j, i) == ELOG_JSON_NULL)
+	if (absent(j, idx[f]))
 		return 0;
-	*out = elog_json_str(j, i);
+	*out = elog_json_str(j, idx[f]);
 	if (*out == NULL) {
-		*bad = key;
+		*bad = field_names[f];
 		return -1;
 	}
 	return 0;
 }
 
 static int
-get_u64(const struct elog_json *j, int obj, const char *key, uint64_t *out,
-        const char **bad)
+get_u64_at(const struct elog_json *j, int i, const char *name, uint64_t *out,
+           const char **bad)
 {
-	int i = elog_json_get(j, obj, key);
-
 	*out = 0;
-	if (i < 0 || elog_json_type(j, i) == ELOG_JSON_NULL)
+	if (absent(j, i))
 		return 0;
 	if (elog_json_u64(j, i, out) < 0) {
-		*bad = key;
+		*bad = name;
 		return -1;
 	}
 	return 0;
 }
 
 static int
-get_i64(const struct elog_json *j, const char *key, int64_t *out, const char **bad)
+get_u64(const struct elog_json *j, const int *idx, int f, uint64_t *out,
+        const char **bad)
 {
-	int i = elog_json_get(j, 0, key);
+	return get_u64_at(j, idx[f], field_names[f], out, bad);
+}
 
+static int
+get_i64(const struct elog_json *j, const int *idx, int f, int64_t *out,
+        const char **bad)
+{
 	*out = 0;
-	if (i < 0 || elog_json_type(j, i) == ELOG_JSON_NULL)
+	if (absent(j, idx[f]))
 		return 0;
-	if (elog_json_i64(j, i, out) < 0) {
-		*bad = key;
+	if (elog_json_i64(j, idx[f], out) < 0) {
+		*bad = field_names[f];
 		return -1;
 	}
 	return 0;
 }
 
 static int
-get_array_of_str(const struct elog_json *j, const char *key, int *out,
+get_array_of_str(const struct elog_json *j, const int *idx, int f, int *out,
                  const char **bad)
 {
-	int i = elog_json_get(j, 0, key);
+	int i = idx[f];
 
 	*out = -1;
-	if (i < 0 || elog_json_type(j, i) == ELOG_JSON_NULL)
+	if (absent(j, i))
 		return 0;
 	if (elog_json_type(j, i) != ELOG_JSON_ARRAY)
 		goto wrong;
-	for (uint32_t k = 0; k < j->tok[i].count; k++)
-		if (elog_json_str(j, elog_json_elem(j, i, k)) == NULL)
+	for (uint32_t e = (uint32_t)i + 1, k = 0; k < j->tok[i].count; k++) {
+		if (j->tok[e].type != ELOG_JSON_STRING)
 			goto wrong;
+		e = j->tok[e].next;
+	}
 	*out = i;
 	return 0;
 wrong:
-	*bad = key;
+	*bad = field_names[f];
 	return -1;
 }
 
@@ -186,6 +237,7 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len,
                   struct elog_record *rec, char *why, size_t whylen)
 {
 	const char *bad = NULL;
+	int idx[N_FIELDS];
 	uint64_t port;
 	int rc = 0;
 
@@ -202,8 +254,9 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len,
 		snprintf(why, whylen, "not a JSON object");
 		return -1;
 	}
-	rc |= get_str(j, "ts", &rec->ts, &bad);
-	rc |= get_str(j, "kind", &rec->kind, &bad);
+	index_fields(j, idx);
+	rc |= get_str(j, idx, F_TS, &rec->ts, &bad);
+	rc |= get_str(j, idx, F_KIND, &rec->kind, &bad);
 	if (rc == 0 && (rec->ts == NULL || rec->kind == NULL)) {
 		snprintf(why, whylen, "no \"%s\" field", rec->ts == NULL ? "ts" : "kind");
 		return -1;
@@ -212,12 +265,11 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len,
 		snprintf(why, whylen, "\"ts\" is not an RFC 3339 time");
 		return -1;
 	}
-	rc |= get_str(j, "task", &rec->task, &bad);
-	rc |= get_str(j, "host", &rec->host, &bad);
-	rc |= get_str(j, "ip", &rec->ip, &bad);
-	rc |= get_u64(j, 0, "port", &port, &bad);
-	if (rc == 0 && elog_json_get(j, 0, "port") >= 0 &&
-	    elog_json_type(j, elog_json_get(j, 0, "port")) != ELOG_JSON_NULL) {
+	rc |= get_str(j, idx, F_TASK, &rec->task, &bad);
+	rc |= get_str(j, idx, F_HOST, &rec->host, &bad);
+	rc |= get_str(j, idx, F_IP, &rec->ip, &bad);
+	rc |= get_u64(j, idx, F_PORT, &port, &bad);
+	if (rc == 0 && !absent(j, idx[F_PORT])) {
 		if (port > 65535) {
 			bad = "port";
 			rc = -1;
@@ -225,41 +277,46 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len,
 			rec->port = (int)port;
 		}
 	}
-	rc |= get_str(j, "verdict", &rec->verdict, &bad);
-	rc |= get_str(j, "rule", &rec->rule, &bad);
-	rc |= get_str(j, "reason", &rec->reason, &bad);
-	rc |= get_u64(j, 0, "bytes_up", &rec->bytes_up, &bad);
-	rc |= get_u64(j, 0, "bytes_down", &rec->bytes_down, &bad);
-	rc |= get_u64(j, 0, "duration_ms", &rec->duration_ms, &bad);
-	rc |= get_str(j, "sni", &rec->sni, &bad);
-	rc |= get_str(j, "method", &rec->method, &bad);
-	rc |= get_str(j, "url", &rec->url, &bad);
-	rc |= get_str(j, "qtype", &rec->qtype, &bad);
-	rc |= get_str(j, "rcode", &rec->rcode, &bad);
-	rc |= get_str(j, "proto", &rec->proto, &bad);
-	rc |= get_str(j, "orig_dst", &rec->orig_dst, &bad);
-	rc |= get_array_of_str(j, "answers", &rec->answers, &bad);
+	rc |= get_str(j, idx, F_VERDICT, &rec->verdict, &bad);
+	rc |= get_str(j, idx, F_RULE, &rec->rule, &bad);
+	rc |= get_str(j, idx, F_REASON, &rec->reason, &bad);
+	rc |= get_u64(j, idx, F_BYTES_UP, &rec->bytes_up, &bad);
+	rc |= get_u64(j, idx, F_BYTES_DOWN, &rec->bytes_down, &bad);
+	rc |= get_u64(j, idx, F_DURATION, &rec->duration_ms, &bad);
+	rc |= get_str(j, idx, F_SNI, &rec->sni, &bad);
+	rc |= get_str(j, idx, F_METHOD, &rec->method, &bad);
+	rc |= get_str(j, idx, F_URL, &rec->url, &bad);
+	rc |= get_str(j, idx, F_QTYPE, &rec->qtype, &bad);
+	rc |= get_str(j, idx, F_RCODE, &rec->rcode, &bad);
+	rc |= get_str(j, idx, F_PROTO, &rec->proto, &bad);
+	rc |= get_str(j, idx, F_ORIG_DST, &rec->orig_dst, &bad);
+	rc |= get_array_of_str(j, idx, F_ANSWERS, &rec->answers, &bad);
 	if (rc == 0 && strcmp(rec->kind, "task-start") == 0) {
 		rec->type = ELOG_REC_TASK_START;
-		rc |= get_str(j, "policy", &rec->policy, &bad);
-		rc |= get_str(j, "policy_sha256", &rec->policy_sha256, &bad);
-		rc |= get_str(j, "mode", &rec->mode, &bad);
-		rc |= get_str(j, "selftest", &rec->selftest, &bad);
-		rc |= get_array_of_str(j, "command", &rec->command, &bad);
+		rc |= get_str(j, idx, F_POLICY, &rec->policy, &bad);
+		rc |= get_str(j, idx, F_POLICY_SHA, &rec->policy_sha256, &bad);
+		rc |= get_str(j, idx, F_MODE, &rec->mode, &bad);
+		rc |= get_str(j, idx, F_SELFTEST, &rec->selftest, &bad);
+		rc |= get_array_of_str(j, idx, F_COMMAND, &rec->command, &bad);
 	} else if (rc == 0 && strcmp(rec->kind, "task-end") == 0) {
-		int t = elog_json_get(j, 0, "totals");
+		int t = idx[F_TOTALS];
 
 		rec->type = ELOG_REC_TASK_END;
-		rc |= get_i64(j, "exit_status", &rec->exit_status, &bad);
-		rc |= get_i64(j, "signal", &rec->signal, &bad);
+		rc |= get_i64(j, idx, F_EXIT, &rec->exit_status, &bad);
+		rc |= get_i64(j, idx, F_SIGNAL, &rec->signal, &bad);
 		if (t >= 0 && elog_json_type(j, t) == ELOG_JSON_OBJECT) {
 			rec->has_totals = true;
-			rc |= get_u64(j, t, "connections", &rec->t_connections, &bad);
-			rc |= get_u64(j, t, "allowed", &rec->t_allowed, &bad);
-			rc |= get_u64(j, t, "denied", &rec->t_denied, &bad);
-			rc |= get_u64(j, t, "bytes_up", &rec->t_bytes_up, &bad);
-			rc |= get_u64(j, t, "bytes_down", &rec->t_bytes_down, &bad);
-		} else if (t >= 0 && elog_json_type(j, t) != ELOG_JSON_NULL) {
+			rc |= get_u64_at(j, elog_json_get(j, t, "connections"), "connections",
+			                 &rec->t_connections, &bad);
+			rc |= get_u64_at(j, elog_json_get(j, t, "allowed"), "allowed",
+			                 &rec->t_allowed, &bad);
+			rc |= get_u64_at(j, elog_json_get(j, t, "denied"), "denied",
+			                 &rec->t_denied, &bad);
+			rc |= get_u64_at(j, elog_json_get(j, t, "bytes_up"), "bytes_up",
+			                 &rec->t_bytes_up, &bad);
+			rc |= get_u64_at(j, elog_json_get(j, t, "bytes_down"), "bytes_down",
+			                 &rec->t_bytes_down, &bad);
+		} else if (!absent(j, t)) {
 			bad = "totals";
 			rc = -1;
 		}
