@@ -34,7 +34,7 @@
 extern char **environ;
 
 #define DNS_CACHE_ENTRIES 4096
-#define TASK_ID_LEN 16
+#define TASK_ID_LEN       16
 
 struct run {
 	struct sbx_opts opts;
@@ -144,7 +144,7 @@ default_log_path(struct run *r)
 static int
 load_policy(struct run *r)
 {
-	struct policy_diag diag = { 0 };
+	struct policy_diag diag = {0};
 
 	r->policy = policy_load(r->opts.policy, &diag);
 	if (r->policy == NULL) {
@@ -246,9 +246,8 @@ serve(struct run *r)
 	for (size_t i = 0; i < r->n_upstream; i++) {
 		socklen_t len = r->upstream[i].ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
 		                                                     : sizeof(struct sockaddr_in);
-		if (evdns_base_nameserver_sockaddr_add(r->evdns,
-		                                       (struct sockaddr *)&r->upstream[i], len,
-		                                       0) != 0) {
+		if (evdns_base_nameserver_sockaddr_add(r->evdns, (struct sockaddr *)&r->upstream[i],
+		                                       len, 0) != 0) {
 			log_warnx("evdns: cannot add upstream %zu", i);
 			return -1;
 		}
@@ -328,7 +327,7 @@ setup_events(struct run *r)
 		return -1;
 	}
 	if (r->opts.timeout_s > 0) {
-		struct timeval tv = { .tv_sec = r->opts.timeout_s };
+		struct timeval tv = {.tv_sec = r->opts.timeout_s};
 		r->ev_timeout = evtimer_new(r->base, on_timeout, r);
 		if (r->ev_timeout == NULL || evtimer_add(r->ev_timeout, &tv) < 0) {
 			log_warnx("cannot arm the timeout");
@@ -418,8 +417,7 @@ cmd_run(int argc, char **argv)
 	}
 	if (load_policy(&r) < 0 || load_upstreams(&r) < 0)
 		goto out;
-	r.env = sbx_env_build(environ, r.opts.clearenv, r.opts.env, r.opts.n_env, err,
-	                      sizeof(err));
+	r.env = sbx_env_build(environ, r.opts.clearenv, r.opts.env, r.opts.n_env, err, sizeof(err));
 	if (r.env == NULL) {
 		log_warnx("%s", err);
 		goto out;
@@ -436,9 +434,9 @@ cmd_run(int argc, char **argv)
 	/* The sandbox never sees the egress log, let alone writes it: hide
 	 * it last so no --rw can expose it again. */
 	if (r.logdir[0] != '\0')
-		r.mounts[r.n_mounts++] = (struct sbx_mount){ SBX_MOUNT_HIDE, r.logdir };
+		r.mounts[r.n_mounts++] = (struct sbx_mount){SBX_MOUNT_HIDE, r.logdir};
 	else if (strcmp(r.logpath, "-") != 0)
-		r.mounts[r.n_mounts++] = (struct sbx_mount){ SBX_MOUNT_HIDE, r.logpath };
+		r.mounts[r.n_mounts++] = (struct sbx_mount){SBX_MOUNT_HIDE, r.logpath};
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.argv = r.opts.cmd;
@@ -472,7 +470,8 @@ cmd_run(int argc, char **argv)
 	sigaddset(&sigs, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 
-	log_debug("supervisor: started %llu, cloning %llu ms", (unsigned long long)r.start_ms, (unsigned long long)now_ms());
+	log_debug("supervisor: started %llu, cloning %llu ms", (unsigned long long)r.start_ms,
+	          (unsigned long long)now_ms());
 	if (sbx_start(r.sbx, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
 		goto out;

@@ -16,17 +16,17 @@
 extern char **environ;
 
 static const char usage[] =
-	"usage: airlock selftest [-v] [--root]\n"
-	"\n"
-	"Create a sandbox, check that it enforces what airlock promises (user\n"
-	"namespace, only lo, nftables ruleset, listeners, read-only root, private\n"
-	"/tmp and /proc, no capabilities, seccomp, traffic capture), tear it\n"
-	"down. One line per check; exit 0 when all pass, 1 when one fails, 125\n"
-	"when airlock itself fails.\n"
-	"\n"
-	"  -v, --verbose   more detail on stderr\n"
-	"      --root      check the --root variant (uid 0 inside)\n"
-	"  -h, --help      this text\n";
+        "usage: airlock selftest [-v] [--root]\n"
+        "\n"
+        "Create a sandbox, check that it enforces what airlock promises (user\n"
+        "namespace, only lo, nftables ruleset, listeners, read-only root, private\n"
+        "/tmp and /proc, no capabilities, seccomp, traffic capture), tear it\n"
+        "down. One line per check; exit 0 when all pass, 1 when one fails, 125\n"
+        "when airlock itself fails.\n"
+        "\n"
+        "  -v, --verbose   more detail on stderr\n"
+        "      --root      check the --root variant (uid 0 inside)\n"
+        "  -h, --help      this text\n";
 
 static void
 print_report(const struct sbx_report *rep, int *failures)
@@ -52,10 +52,10 @@ int
 cmd_selftest(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "root", no_argument, NULL, 'r' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"verbose", no_argument, NULL, 'v'},
+	        {"root", no_argument, NULL, 'r'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	struct sbx_config cfg;
 	struct sbx_report rep;

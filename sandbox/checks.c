@@ -23,15 +23,15 @@
 #include "sandbox/internal.h"
 
 static const char *const check_names[SBX_CHECK_COUNT] = {
-	[SBX_CHECK_USERNS] = "user namespace",
-	[SBX_CHECK_NET] = "network: only lo, default routes through it",
-	[SBX_CHECK_RULESET] = "nftables ruleset",
-	[SBX_CHECK_LISTENERS] = "listeners held by the supervisor",
-	[SBX_CHECK_FS] = "filesystem: root read-only, private /tmp",
-	[SBX_CHECK_PROC] = "/proc shows only the sandbox",
-	[SBX_CHECK_PRIVS] = "no capabilities, no_new_privs",
-	[SBX_CHECK_SECCOMP] = "seccomp filter",
-	[SBX_CHECK_CAPTURE] = "traffic captured: TCP to listeners, UDP refused",
+        [SBX_CHECK_USERNS] = "user namespace",
+        [SBX_CHECK_NET] = "network: only lo, default routes through it",
+        [SBX_CHECK_RULESET] = "nftables ruleset",
+        [SBX_CHECK_LISTENERS] = "listeners held by the supervisor",
+        [SBX_CHECK_FS] = "filesystem: root read-only, private /tmp",
+        [SBX_CHECK_PROC] = "/proc shows only the sandbox",
+        [SBX_CHECK_PRIVS] = "no capabilities, no_new_privs",
+        [SBX_CHECK_SECCOMP] = "seccomp filter",
+        [SBX_CHECK_CAPTURE] = "traffic captured: TCP to listeners, UDP refused",
 };
 
 const char *
@@ -85,8 +85,7 @@ check_fs(struct sbx_report *r)
 	}
 	fd = mkostemp(path, O_CLOEXEC);
 	if (fd < 0) {
-		sbx_check_set(r, SBX_CHECK_FS, false, "/tmp is not writable: %s",
-		              strerror(errno));
+		sbx_check_set(r, SBX_CHECK_FS, false, "/tmp is not writable: %s", strerror(errno));
 		return;
 	}
 	close(fd);
@@ -161,7 +160,7 @@ status_field(const char *status, const char *key, char *out, size_t outlen)
 static void
 check_privs(struct sbx_report *r, const char *status)
 {
-	static const char *const caps[] = { "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb" };
+	static const char *const caps[] = {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"};
 	char v[64];
 
 	for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {

@@ -7,18 +7,17 @@
 #include "common/netconst.h"
 #include "common/util.h"
 
-#define STR2(x) #x
-#define STR(x) STR2(x)
-#define PROXY_URL "http://127.0.0.1:" STR(AIRLOCK_PROXY_PORT)
+#define STR2(x)       #x
+#define STR(x)        STR2(x)
+#define PROXY_URL     "http://127.0.0.1:" STR(AIRLOCK_PROXY_PORT)
 #define NO_PROXY_LIST "localhost,127.0.0.1,::1"
 
 /* Variables airlock owns; the caller's values are dropped so a stale proxy
  * setting can never point CMD somewhere else. */
 static const char *const proxy_vars[][2] = {
-	{ "HTTP_PROXY", PROXY_URL },   { "http_proxy", PROXY_URL },
-	{ "HTTPS_PROXY", PROXY_URL },  { "https_proxy", PROXY_URL },
-	{ "ALL_PROXY", PROXY_URL },    { "all_proxy", PROXY_URL },
-	{ "NO_PROXY", NO_PROXY_LIST }, { "no_proxy", NO_PROXY_LIST },
+        {"HTTP_PROXY", PROXY_URL},   {"http_proxy", PROXY_URL},   {"HTTPS_PROXY", PROXY_URL},
+        {"https_proxy", PROXY_URL},  {"ALL_PROXY", PROXY_URL},    {"all_proxy", PROXY_URL},
+        {"NO_PROXY", NO_PROXY_LIST}, {"no_proxy", NO_PROXY_LIST},
 };
 
 struct envb {
@@ -120,10 +119,10 @@ valid_name(const char *name, size_t nlen)
 }
 
 char **
-sbx_env_build(char *const *caller, bool clear, const char *const *args,
-              size_t n_args, char *err, size_t errlen)
+sbx_env_build(char *const *caller, bool clear, const char *const *args, size_t n_args, char *err,
+              size_t errlen)
 {
-	struct envb b = { 0 };
+	struct envb b = {0};
 	const char *path;
 
 	if (n_args > SBX_MAX_ENV) {
@@ -146,8 +145,7 @@ sbx_env_build(char *const *caller, bool clear, const char *const *args,
 			goto toobig;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(proxy_vars); i++)
-		if (envb_set(&b, proxy_vars[i][0], strlen(proxy_vars[i][0]),
-		             proxy_vars[i][1]) < 0)
+		if (envb_set(&b, proxy_vars[i][0], strlen(proxy_vars[i][0]), proxy_vars[i][1]) < 0)
 			goto toobig;
 	for (size_t i = 0; i < n_args; i++) {
 		const char *a = args[i];

@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SBX_MAX_ENV 256       /* --env flags */
+#define SBX_MAX_ENV       256        /* --env flags */
 #define SBX_ENV_MAX_BYTES (1u << 20) /* whole environment, as execve allows */
-#define SBX_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+#define SBX_DEFAULT_PATH  "/usr/local/bin:/usr/bin:/bin"
 
 /* Build CMD's environment:
  *  1. all of caller (a NULL-terminated environ), or with clear only PATH
@@ -20,8 +20,8 @@
  *     caller's NAME (nothing if unset).
  * Returns a malloc'd NULL-terminated array (sbx_env_free), or NULL with a
  * one-line reason in err (bad NAME, too many, too big, no memory). */
-char **sbx_env_build(char *const *caller, bool clear, const char *const *args,
-                     size_t n_args, char *err, size_t errlen);
+char **sbx_env_build(char *const *caller, bool clear, const char *const *args, size_t n_args,
+                     char *err, size_t errlen);
 void sbx_env_free(char **env);
 
 /* The value of name in env, or NULL. */

@@ -14,10 +14,10 @@ struct sbx {
 	char workdir[PATH_MAX];       /* absolute, resolved by sbx_new */
 	uid_t uid;                    /* the caller's, mapped inside */
 	gid_t gid;
-	pid_t pid;   /* init, in the supervisor's pid namespace; -1 */
-	int pidfd;   /* -1 */
-	int sock;    /* supervisor's end of the socketpair; -1 */
-	int exited;  /* init has been reaped */
+	pid_t pid;  /* init, in the supervisor's pid namespace; -1 */
+	int pidfd;  /* -1 */
+	int sock;   /* supervisor's end of the socketpair; -1 */
+	int exited; /* init has been reaped */
 	int init_wstatus;
 };
 
@@ -42,8 +42,7 @@ int sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds)
 /* Receive one message; fds received (CLOEXEC, ours) go to fds[*nfds].
  * Returns 1 on a message, 0 on EOF, -1 on error or a malformed packet (any
  * fds received with it are closed). flags: MSG_DONTWAIT or 0. */
-int sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds,
-                 size_t *nfds, int flags);
+int sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds, size_t *nfds, int flags);
 
 /* init.c: pid 1 of the sandbox. Never returns. sock is init's end. */
 void sbx_init_main(const struct sbx *s, int sock) __attribute__((noreturn));
@@ -69,7 +68,7 @@ int sbx_seccomp_load(char *err, size_t errlen);
 /* checks.c: the post-set-up checks, run by a child of init after the
  * privilege drop (selftest only). */
 void sbx_checks_post(struct sbx_report *r);
-void sbx_check_set(struct sbx_report *r, enum sbx_check c, bool ok,
-                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void sbx_check_set(struct sbx_report *r, enum sbx_check c, bool ok, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -62,11 +62,11 @@ static const struct {
 	int type;
 	uint16_t port;
 } spec[SBX_N_LISTEN_FDS - 1] = {
-	{ "explicit proxy 127.0.0.1", AF_INET, SOCK_STREAM, AIRLOCK_PROXY_PORT },
-	{ "transparent proxy 127.0.0.1", AF_INET, SOCK_STREAM, AIRLOCK_TPROXY_PORT },
-	{ "transparent proxy [::1]", AF_INET6, SOCK_STREAM, AIRLOCK_TPROXY_PORT },
-	{ "DNS udp 127.0.0.1", AF_INET, SOCK_DGRAM, AIRLOCK_DNS_PORT },
-	{ "DNS tcp 127.0.0.1", AF_INET, SOCK_STREAM, AIRLOCK_DNS_PORT },
+        {"explicit proxy 127.0.0.1", AF_INET, SOCK_STREAM, AIRLOCK_PROXY_PORT},
+        {"transparent proxy 127.0.0.1", AF_INET, SOCK_STREAM, AIRLOCK_TPROXY_PORT},
+        {"transparent proxy [::1]", AF_INET6, SOCK_STREAM, AIRLOCK_TPROXY_PORT},
+        {"DNS udp 127.0.0.1", AF_INET, SOCK_DGRAM, AIRLOCK_DNS_PORT},
+        {"DNS tcp 127.0.0.1", AF_INET, SOCK_STREAM, AIRLOCK_DNS_PORT},
 };
 
 static void
@@ -99,11 +99,9 @@ make_listener(int family, int type, uint16_t port)
 	if (fd < 0)
 		return -1;
 	loopback(family, port, &ss, &len);
-	if (family == AF_INET6 &&
-	    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)
+	if (family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)
 		goto fail;
-	if (type == SOCK_STREAM &&
-	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
+	if (type == SOCK_STREAM && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
 		goto fail;
 	if (bind(fd, (struct sockaddr *)&ss, len) < 0)
 		goto fail;
@@ -123,8 +121,8 @@ sbx_listeners_create(struct sbx_listeners *l, char *err, size_t errlen)
 	for (size_t i = 0; i < ARRAY_SIZE(spec); i++) {
 		fds[i] = make_listener(spec[i].family, spec[i].type, spec[i].port);
 		if (fds[i] < 0) {
-			snprintf(err, errlen, "listener %s:%u: %s", spec[i].name,
-			         spec[i].port, strerror(errno));
+			snprintf(err, errlen, "listener %s:%u: %s", spec[i].name, spec[i].port,
+			         strerror(errno));
 			for (size_t j = 0; j < i; j++)
 				fd_close(&fds[j]);
 			return -1;
@@ -153,11 +151,10 @@ sbx_listeners_verify(const struct sbx_listeners *l, char *err, size_t errlen)
 		socklen_t wlen, glen = sizeof(got);
 
 		vlen = sizeof(v);
-		if (fds[i] < 0 ||
-		    getsockopt(fds[i], SOL_SOCKET, SO_TYPE, &v, &vlen) < 0 ||
+		if (fds[i] < 0 || getsockopt(fds[i], SOL_SOCKET, SO_TYPE, &v, &vlen) < 0 ||
 		    v != spec[i].type) {
-			snprintf(err, errlen, "%s: not received or not a %s socket",
-			         spec[i].name, spec[i].type == SOCK_STREAM ? "TCP" : "UDP");
+			snprintf(err, errlen, "%s: not received or not a %s socket", spec[i].name,
+			         spec[i].type == SOCK_STREAM ? "TCP" : "UDP");
 			return -1;
 		}
 		vlen = sizeof(v);
@@ -167,8 +164,8 @@ sbx_listeners_verify(const struct sbx_listeners *l, char *err, size_t errlen)
 			return -1;
 		}
 		loopback(spec[i].family, spec[i].port, &want, &wlen);
-		if (getsockname(fds[i], (struct sockaddr *)&got, &glen) < 0 ||
-		    glen != wlen || memcmp(&got, &want, wlen) != 0) {
+		if (getsockname(fds[i], (struct sockaddr *)&got, &glen) < 0 || glen != wlen ||
+		    memcmp(&got, &want, wlen) != 0) {
 			snprintf(err, errlen, "%s: bound to the wrong address", spec[i].name);
 			return -1;
 		}

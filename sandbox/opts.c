@@ -8,32 +8,32 @@
 #include "common/util.h"
 
 const char sbx_opts_usage[] =
-	"usage: airlock run -p POLICY [OPTIONS] [--] CMD [ARGS...]\n"
-	"\n"
-	"Run CMD in a sandbox whose only way to the network is POLICY's allowlist.\n"
-	"\n"
-	"  -p, --policy FILE      policy file or preset name (required)\n"
-	"      --log FILE         egress log (JSON Lines); default\n"
-	"                         $XDG_STATE_HOME/airlock/TASKID.jsonl\n"
-	"                         (~/.local/state/airlock/); '-' = stdout\n"
-	"  -v, --verbose          a human line per event on stderr (twice: debug)\n"
-	"      --audit            allow everything, log what would be denied\n"
-	"      --dns-upstream ADDR  resolver for allowed names (default: the\n"
-	"                         host's /etc/resolv.conf)\n"
-	"      --timeout SECONDS  kill the whole sandbox after SECONDS (exit 124)\n"
-	"      --workdir DIR      read-write working directory (default: cwd)\n"
-	"      --rw PATH          bind PATH read-write\n"
-	"      --ro PATH          bind PATH read-only (e.g. inside an --rw path)\n"
-	"      --tmpfs PATH       empty writable tmpfs on PATH\n"
-	"      --hide PATH        hide PATH (empty directory or empty file)\n"
-	"      --env NAME[=VALUE] set NAME, or pass the caller's NAME\n"
-	"      --clearenv         start CMD's environment empty (PATH kept)\n"
-	"      --root             run CMD as uid 0 inside (no capabilities)\n"
-	"  -h, --help             this text\n"
-	"\n"
-	"Exit status: CMD's; 128+N if killed by signal N; 124 timeout;\n"
-	"125 airlock failed; 126 CMD not executable; 127 CMD not found.\n"
-	"See docs/run.md.\n";
+        "usage: airlock run -p POLICY [OPTIONS] [--] CMD [ARGS...]\n"
+        "\n"
+        "Run CMD in a sandbox whose only way to the network is POLICY's allowlist.\n"
+        "\n"
+        "  -p, --policy FILE      policy file or preset name (required)\n"
+        "      --log FILE         egress log (JSON Lines); default\n"
+        "                         $XDG_STATE_HOME/airlock/TASKID.jsonl\n"
+        "                         (~/.local/state/airlock/); '-' = stdout\n"
+        "  -v, --verbose          a human line per event on stderr (twice: debug)\n"
+        "      --audit            allow everything, log what would be denied\n"
+        "      --dns-upstream ADDR  resolver for allowed names (default: the\n"
+        "                         host's /etc/resolv.conf)\n"
+        "      --timeout SECONDS  kill the whole sandbox after SECONDS (exit 124)\n"
+        "      --workdir DIR      read-write working directory (default: cwd)\n"
+        "      --rw PATH          bind PATH read-write\n"
+        "      --ro PATH          bind PATH read-only (e.g. inside an --rw path)\n"
+        "      --tmpfs PATH       empty writable tmpfs on PATH\n"
+        "      --hide PATH        hide PATH (empty directory or empty file)\n"
+        "      --env NAME[=VALUE] set NAME, or pass the caller's NAME\n"
+        "      --clearenv         start CMD's environment empty (PATH kept)\n"
+        "      --root             run CMD as uid 0 inside (no capabilities)\n"
+        "  -h, --help             this text\n"
+        "\n"
+        "Exit status: CMD's; 128+N if killed by signal N; 124 timeout;\n"
+        "125 airlock failed; 126 CMD not executable; 127 CMD not found.\n"
+        "See docs/run.md.\n";
 
 enum {
 	OPT_LOG = 256,
@@ -51,27 +51,27 @@ enum {
 };
 
 static const struct option long_opts[] = {
-	{ "policy", required_argument, NULL, 'p' },
-	{ "log", required_argument, NULL, OPT_LOG },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "audit", no_argument, NULL, OPT_AUDIT },
-	{ "dns-upstream", required_argument, NULL, OPT_DNS },
-	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-	{ "workdir", required_argument, NULL, OPT_WORKDIR },
-	{ "rw", required_argument, NULL, OPT_RW },
-	{ "ro", required_argument, NULL, OPT_RO },
-	{ "tmpfs", required_argument, NULL, OPT_TMPFS },
-	{ "hide", required_argument, NULL, OPT_HIDE },
-	{ "env", required_argument, NULL, OPT_ENV },
-	{ "clearenv", no_argument, NULL, OPT_CLEARENV },
-	{ "root", no_argument, NULL, OPT_ROOT },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
+        {"policy", required_argument, NULL, 'p'},
+        {"log", required_argument, NULL, OPT_LOG},
+        {"verbose", no_argument, NULL, 'v'},
+        {"audit", no_argument, NULL, OPT_AUDIT},
+        {"dns-upstream", required_argument, NULL, OPT_DNS},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"workdir", required_argument, NULL, OPT_WORKDIR},
+        {"rw", required_argument, NULL, OPT_RW},
+        {"ro", required_argument, NULL, OPT_RO},
+        {"tmpfs", required_argument, NULL, OPT_TMPFS},
+        {"hide", required_argument, NULL, OPT_HIDE},
+        {"env", required_argument, NULL, OPT_ENV},
+        {"clearenv", no_argument, NULL, OPT_CLEARENV},
+        {"root", no_argument, NULL, OPT_ROOT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
 };
 
 static int
-add_mount(struct sbx_opts *o, enum sbx_mount_kind kind, const char *path,
-          const char *flag, char *err, size_t errlen)
+add_mount(struct sbx_opts *o, enum sbx_mount_kind kind, const char *path, const char *flag,
+          char *err, size_t errlen)
 {
 	if (o->n_mounts >= SBX_MAX_MOUNTS) {
 		snprintf(err, errlen, "too many mount flags (at most %d)", SBX_MAX_MOUNTS);
@@ -167,8 +167,7 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 			o->help = true;
 			return 0;
 		case ':':
-			snprintf(err, errlen, "option '%.64s' needs an argument",
-			         argv[optind - 1]);
+			snprintf(err, errlen, "option '%.64s' needs an argument", argv[optind - 1]);
 			return -1;
 		default:
 			snprintf(err, errlen, "unknown option '%.64s'; see 'airlock run --help'",
@@ -177,8 +176,9 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 		}
 	}
 	if (o->policy == NULL) {
-		snprintf(err, errlen, "no policy: -p POLICY is required (policies/none.yaml "
-		                      "allows nothing)");
+		snprintf(err, errlen,
+		         "no policy: -p POLICY is required (policies/none.yaml "
+		         "allows nothing)");
 		return -1;
 	}
 	if (optind >= argc) {

@@ -33,8 +33,7 @@ struct sbx_opts {
 /* Parse argv (argv[0] = "run"). All strings point into argv. Returns 0, or
  * -1 with a one-line reason in err. With --help, help is set and the rest
  * is not checked. Uses getopt_long (resets optind). */
-int sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err,
-                   size_t errlen);
+int sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errlen);
 
 /* The usage text of `airlock run`. */
 extern const char sbx_opts_usage[];

@@ -18,8 +18,8 @@ int
 sbx_caps_drop(char *err, size_t errlen)
 {
 	struct __user_cap_header_struct hdr = {
-		.version = _LINUX_CAPABILITY_VERSION_3,
-		.pid = 0,
+	        .version = _LINUX_CAPABILITY_VERSION_3,
+	        .pid = 0,
 	};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
 	int cap;
@@ -45,8 +45,7 @@ sbx_caps_drop(char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
-	    errno != EINVAL) {
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) {
 		snprintf(err, errlen, "privilege drop: ambient set: %s", strerror(errno));
 		return -1;
 	}

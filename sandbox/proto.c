@@ -15,8 +15,8 @@ sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds)
 		char buf[CMSG_SPACE(sizeof(int) * SBX_N_LISTEN_FDS)];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = { .iov_base = (void *)m, .iov_len = sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	ssize_t n;
 
 	if (nfds > SBX_N_LISTEN_FDS) {
@@ -48,19 +48,18 @@ sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds)
 }
 
 int
-sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds, size_t *nfds,
-             int flags)
+sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds, size_t *nfds, int flags)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * SBX_N_LISTEN_FDS)];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
+	struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
 	struct msghdr mh = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = u.buf,
-		.msg_controllen = sizeof(u.buf),
+	        .msg_iov = &iov,
+	        .msg_iovlen = 1,
+	        .msg_control = u.buf,
+	        .msg_controllen = sizeof(u.buf),
 	};
 	size_t got = 0;
 	ssize_t n;

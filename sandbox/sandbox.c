@@ -32,8 +32,8 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 	struct stat st;
 	const char *wd = cfg->workdir != NULL ? cfg->workdir : ".";
 
-	if (!cfg->selftest && (cfg->argv == NULL || cfg->argv[0] == NULL ||
-	                       cfg->argv[0][0] == '\0')) {
+	if (!cfg->selftest &&
+	    (cfg->argv == NULL || cfg->argv[0] == NULL || cfg->argv[0][0] == '\0')) {
 		snprintf(err, errlen, "no command to run");
 		return NULL;
 	}
@@ -72,8 +72,9 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 		goto fail;
 	}
 	if (strcmp(s->workdir, "/") == 0) {
-		snprintf(err, errlen, "workdir is /: that would make the whole filesystem "
-		                      "writable; run from a project directory or use --workdir");
+		snprintf(err, errlen,
+		         "workdir is /: that would make the whole filesystem "
+		         "writable; run from a project directory or use --workdir");
 		goto fail;
 	}
 	return s;
@@ -100,9 +101,8 @@ sbx_fix_stdio(void)
 	return 0;
 }
 
-#define SBX_CLONE_FLAGS                                                               \
-	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |  \
-	 CLONE_NEWIPC)
+#define SBX_CLONE_FLAGS                                                                            \
+	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC)
 
 /* clone3 without a new stack behaves like fork: the child returns 0 here
  * and carries on with a copy of our memory. Where clone3 is filtered
@@ -198,10 +198,10 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 }
 
 int
-sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *rep,
-                   char *err, size_t errlen)
+sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *rep, char *err,
+                   size_t errlen)
 {
-	struct pollfd pfd = { .fd = s->sock, .events = POLLIN };
+	struct pollfd pfd = {.fd = s->sock, .events = POLLIN};
 	struct sbx_msg m;
 	int fds[SBX_N_LISTEN_FDS];
 	size_t nfds = 0;

@@ -36,13 +36,13 @@ struct sbx_mount {
 /* Everything init needs; borrowed by sbx_new() and valid until sbx_free().
  * Validated by sbx_new() before anything is created. */
 struct sbx_config {
-	char *const *argv;   /* CMD, NULL-terminated; NULL with selftest */
-	char *const *envp;   /* CMD's whole environment (sbx_env_build) */
-	const char *workdir; /* read-write and CMD's cwd; NULL = current dir */
+	char *const *argv;              /* CMD, NULL-terminated; NULL with selftest */
+	char *const *envp;              /* CMD's whole environment (sbx_env_build) */
+	const char *workdir;            /* read-write and CMD's cwd; NULL = current dir */
 	const struct sbx_mount *mounts; /* applied in order, after the defaults */
 	size_t n_mounts;
-	bool root;           /* CMD runs as uid 0 inside (still no capabilities) */
-	bool selftest;       /* no CMD: run the post-set-up checks and exit */
+	bool root;     /* CMD runs as uid 0 inside (still no capabilities) */
+	bool selftest; /* no CMD: run the post-set-up checks and exit */
 };
 
 /* The listening sockets init created in the sandbox's netns. Each field is
@@ -113,8 +113,8 @@ int sbx_start(struct sbx *s, char *err, size_t errlen);
  * Then check the listeners themselves (SBX_CHECK_LISTENERS). Returns 0 when
  * everything was received (checks may still have failed: see rep), -1 if
  * init died or sent garbage. */
-int sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out,
-                       struct sbx_report *rep, char *err, size_t errlen);
+int sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *rep, char *err,
+                       size_t errlen);
 
 /* Tell init the supervisor is serving the listeners: CMD may start. With
  * ok false init exits 125 without running anything. 0 or -1. */

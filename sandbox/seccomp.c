@@ -17,32 +17,62 @@
 
 /* Refused outright with EPERM. */
 static const char *const denied[] = {
-	/* kernel code and kernel-side programs */
-	"kexec_load", "kexec_file_load", "init_module", "finit_module",
-	"delete_module", "bpf", "perf_event_open",
-	/* the kernel keyring is not namespaced: keep CMD out of it */
-	"keyctl", "add_key", "request_key",
-	/* a classic exploit helper; builds do not use it */
-	"userfaultfd",
-	/* the filesystem view is final once set up */
-	"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen",
-	"fsmount", "fsconfig", "fspick", "mount_setattr", "chroot",
-	/* no joining other namespaces */
-	"setns",
-	/* io_uring bypasses per-syscall filtering; its users fall back */
-	"io_uring_setup", "io_uring_enter", "io_uring_register",
-	/* host-wide administration nobody in a sandbox needs */
-	"acct", "swapon", "swapoff", "reboot", "syslog", "quotactl",
-	"open_by_handle_at", "lookup_dcookie", "uselib", "vhangup",
-	"iopl", "ioperm", "settimeofday", "clock_settime", "clock_adjtime",
-	"adjtimex",
+        /* kernel code and kernel-side programs */
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "bpf",
+        "perf_event_open",
+        /* the kernel keyring is not namespaced: keep CMD out of it */
+        "keyctl",
+        "add_key",
+        "request_key",
+        /* a classic exploit helper; builds do not use it */
+        "userfaultfd",
+        /* the filesystem view is final once set up */
+        "mount",
+        "umount2",
+        "pivot_root",
+        "move_mount",
+        "open_tree",
+        "fsopen",
+        "fsmount",
+        "fsconfig",
+        "fspick",
+        "mount_setattr",
+        "chroot",
+        /* no joining other namespaces */
+        "setns",
+        /* io_uring bypasses per-syscall filtering; its users fall back */
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        /* host-wide administration nobody in a sandbox needs */
+        "acct",
+        "swapon",
+        "swapoff",
+        "reboot",
+        "syslog",
+        "quotactl",
+        "open_by_handle_at",
+        "lookup_dcookie",
+        "uselib",
+        "vhangup",
+        "iopl",
+        "ioperm",
+        "settimeofday",
+        "clock_settime",
+        "clock_adjtime",
+        "adjtimex",
 };
 
 /* Namespace flags: any of them in clone/unshare is refused. A new user
  * namespace would give CMD capabilities again; the others need one. */
 static const unsigned long ns_flags[] = {
-	CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUTS,
-	CLONE_NEWIPC, CLONE_NEWCGROUP, CLONE_NEWTIME,
+        CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS,     CLONE_NEWPID,
+        CLONE_NEWUTS,  CLONE_NEWIPC, CLONE_NEWCGROUP, CLONE_NEWTIME,
 };
 
 static int

@@ -3,9 +3,9 @@
 #ifndef AIRLOCK_SANDBOX_STATUS_H
 #define AIRLOCK_SANDBOX_STATUS_H
 
-#define SBX_EXIT_TIMEOUT 124  /* --timeout expired; the sandbox was killed */
-#define SBX_EXIT_FAILURE 125  /* airlock's own failure (set-up, usage, policy) */
-#define SBX_EXIT_NOEXEC 126   /* CMD found but could not be executed */
+#define SBX_EXIT_TIMEOUT  124 /* --timeout expired; the sandbox was killed */
+#define SBX_EXIT_FAILURE  125 /* airlock's own failure (set-up, usage, policy) */
+#define SBX_EXIT_NOEXEC   126 /* CMD found but could not be executed */
 #define SBX_EXIT_NOTFOUND 127 /* CMD not found */
 
 /* Map a waitpid() status to an exit status: the exit code, or 128+N when

@@ -29,26 +29,48 @@ report(const char *name, long rc)
 		return;
 	}
 	switch (errno) {
-	case EPERM: e = "EPERM"; break;
-	case ENOSYS: e = "ENOSYS"; break;
-	case EINVAL: e = "EINVAL"; break;
-	case EFAULT: e = "EFAULT"; break;
-	case EBADF: e = "EBADF"; break;
-	case ENOENT: e = "ENOENT"; break;
-	case EACCES: e = "EACCES"; break;
-	case ENOTTY: e = "ENOTTY"; break;
-	case EIO: e = "EIO"; break;
-	case ESRCH: e = "ESRCH"; break;
-	default: e = strerror(errno); break;
+	case EPERM:
+		e = "EPERM";
+		break;
+	case ENOSYS:
+		e = "ENOSYS";
+		break;
+	case EINVAL:
+		e = "EINVAL";
+		break;
+	case EFAULT:
+		e = "EFAULT";
+		break;
+	case EBADF:
+		e = "EBADF";
+		break;
+	case ENOENT:
+		e = "ENOENT";
+		break;
+	case EACCES:
+		e = "EACCES";
+		break;
+	case ENOTTY:
+		e = "ENOTTY";
+		break;
+	case EIO:
+		e = "EIO";
+		break;
+	case ESRCH:
+		e = "ESRCH";
+		break;
+	default:
+		e = strerror(errno);
+		break;
 	}
 	printf("%s %s\n", name, e);
 }
 
-#define TRY(name, call)                                                        \
-	do {                                                                   \
-		errno = 0;                                                     \
-		long rc_ = (long)(call);                                       \
-		report(name, rc_);                                             \
+#define TRY(name, call)                                                                            \
+	do {                                                                                       \
+		errno = 0;                                                                         \
+		long rc_ = (long)(call);                                                           \
+		report(name, rc_);                                                                 \
 	} while (0)
 
 /* clone with flags in a child-less way: a fresh process that exits at

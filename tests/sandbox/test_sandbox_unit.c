@@ -15,9 +15,10 @@
 #include "sandbox/opts.h"
 #include "sandbox/status.h"
 
-#define ARGV(...) ((char *[]){ __VA_ARGS__, NULL })
-#define ARGC(...) ((int)(sizeof((char *[]){ __VA_ARGS__ }) / sizeof(char *)))
-#define PARSE(o, err, ...) sbx_opts_parse((o), ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (err), sizeof(err))
+#define ARGV(...) ((char *[]){__VA_ARGS__, NULL})
+#define ARGC(...) ((int)(sizeof((char *[]){__VA_ARGS__}) / sizeof(char *)))
+#define PARSE(o, err, ...)                                                                         \
+	sbx_opts_parse((o), ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (err), sizeof(err))
 
 static void
 opts_full(void **state)
@@ -28,8 +29,8 @@ opts_full(void **state)
 	assert_int_equal(PARSE(&o, err, "run", "-p", "pol.yaml", "--log", "l.jsonl", "-v", "-v",
 	                       "--audit", "--dns-upstream", "192.0.2.53", "--timeout", "30",
 	                       "--workdir", "/w", "--rw", "/a", "--ro", "/a/b", "--tmpfs", "/t",
-	                       "--hide", "/h", "--env", "X=1", "--env", "Y", "--clearenv",
-	                       "--root", "--", "make", "-j4"),
+	                       "--hide", "/h", "--env", "X=1", "--env", "Y", "--clearenv", "--root",
+	                       "--", "make", "-j4"),
 	                 0);
 	assert_string_equal(o.policy, "pol.yaml");
 	assert_string_equal(o.log, "l.jsonl");
@@ -153,8 +154,8 @@ env_count(char **env, const char *name)
 static void
 env_default_passes_caller(void **state)
 {
-	char *caller[] = { "PATH=/p", "HOME=/h", "http_proxy=http://evil:1", "NOEQ", "=x",
-		           "HOME=/dup", NULL };
+	char *caller[] = {"PATH=/p",   "HOME=/h", "http_proxy=http://evil:1", "NOEQ", "=x",
+	                  "HOME=/dup", NULL};
 	char err[256];
 	char **e = sbx_env_build(caller, false, NULL, 0, err, sizeof(err));
 
@@ -177,8 +178,8 @@ env_default_passes_caller(void **state)
 static void
 env_clear_and_args(void **state)
 {
-	char *caller[] = { "PATH=/p", "SECRET=s", "KEEP=k", NULL };
-	const char *args[] = { "KEEP", "NEW=a=b", "MISSING", "HTTPS_PROXY=http://x:1" };
+	char *caller[] = {"PATH=/p", "SECRET=s", "KEEP=k", NULL};
+	const char *args[] = {"KEEP", "NEW=a=b", "MISSING", "HTTPS_PROXY=http://x:1"};
 	char err[256];
 	char **e = sbx_env_build(caller, true, args, 4, err, sizeof(err));
 
@@ -194,7 +195,7 @@ env_clear_and_args(void **state)
 	sbx_env_free(e);
 
 	/* No PATH anywhere: the default. */
-	char *bare[] = { NULL };
+	char *bare[] = {NULL};
 	e = sbx_env_build(bare, true, NULL, 0, err, sizeof(err));
 	assert_non_null(e);
 	assert_string_equal(sbx_env_get(e, "PATH"), SBX_DEFAULT_PATH);
@@ -204,9 +205,9 @@ env_clear_and_args(void **state)
 static void
 env_bad_names(void **state)
 {
-	char *caller[] = { NULL };
+	char *caller[] = {NULL};
 	char err[256];
-	const char *bad[] = { "=v", "1X=v", "A-B=v", "", "A B" };
+	const char *bad[] = {"=v", "1X=v", "A-B=v", "", "A B"};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_null(sbx_env_build(caller, false, &bad[i], 1, err, sizeof(err)));
@@ -218,7 +219,7 @@ static void
 env_too_big(void **state)
 {
 	static char big[SBX_ENV_MAX_BYTES];
-	char *caller[] = { big, NULL };
+	char *caller[] = {big, NULL};
 	char err[256];
 
 	memset(big, 'a', sizeof(big) - 1);
@@ -232,15 +233,11 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(opts_full),
-		cmocka_unit_test(opts_cmd_flags_stay_cmds),
-		cmocka_unit_test(opts_errors),
-		cmocka_unit_test(opts_mount_limit),
-		cmocka_unit_test(status_mapping),
-		cmocka_unit_test(env_default_passes_caller),
-		cmocka_unit_test(env_clear_and_args),
-		cmocka_unit_test(env_bad_names),
-		cmocka_unit_test(env_too_big),
+	        cmocka_unit_test(opts_full),          cmocka_unit_test(opts_cmd_flags_stay_cmds),
+	        cmocka_unit_test(opts_errors),        cmocka_unit_test(opts_mount_limit),
+	        cmocka_unit_test(status_mapping),     cmocka_unit_test(env_default_passes_caller),
+	        cmocka_unit_test(env_clear_and_args), cmocka_unit_test(env_bad_names),
+	        cmocka_unit_test(env_too_big),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
