@@ -223,14 +223,18 @@ on_signal(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* Serve the listeners. Takes the fds out of r->lst as each consumer
- * accepts them; what is left is closed by the caller. */
+/* The event loop and its servers, made while init sets up the sandbox. */
 static int
-serve(struct run *r)
+prepare_loop(struct run *r)
 {
 	struct proxy_config pc;
 	struct dns_server_config dc;
 
+	r->base = event_base_new();
+	if (r->base == NULL) {
+		log_warnx("cannot create the event loop");
+		return -1;
+	}
 	r->cache = dns_cache_new(DNS_CACHE_ENTRIES);
 	if (r->cache == NULL) {
 		log_warnx("DNS cache: out of memory");
@@ -263,15 +267,6 @@ serve(struct run *r)
 		log_warnx("proxy: cannot start");
 		return -1;
 	}
-	if (proxy_add_listener(r->proxy, r->lst.explicit_fd, PROXY_LISTEN_EXPLICIT) < 0)
-		goto lost;
-	r->lst.explicit_fd = -1;
-	if (proxy_add_listener(r->proxy, r->lst.tproxy4_fd, PROXY_LISTEN_TRANSPARENT) < 0)
-		goto lost;
-	r->lst.tproxy4_fd = -1;
-	if (proxy_add_listener(r->proxy, r->lst.tproxy6_fd, PROXY_LISTEN_TRANSPARENT) < 0)
-		goto lost;
-	r->lst.tproxy6_fd = -1;
 
 	memset(&dc, 0, sizeof(dc));
 	dc.policy = r->policy;
@@ -284,6 +279,23 @@ serve(struct run *r)
 		log_warnx("DNS server: cannot start");
 		return -1;
 	}
+	return 0;
+}
+
+/* Serve the listeners. Takes the fds out of r->lst as each consumer
+ * accepts them; what is left is closed by the caller. */
+static int
+serve(struct run *r)
+{
+	if (proxy_add_listener(r->proxy, r->lst.explicit_fd, PROXY_LISTEN_EXPLICIT) < 0)
+		goto lost;
+	r->lst.explicit_fd = -1;
+	if (proxy_add_listener(r->proxy, r->lst.tproxy4_fd, PROXY_LISTEN_TRANSPARENT) < 0)
+		goto lost;
+	r->lst.tproxy4_fd = -1;
+	if (proxy_add_listener(r->proxy, r->lst.tproxy6_fd, PROXY_LISTEN_TRANSPARENT) < 0)
+		goto lost;
+	r->lst.tproxy6_fd = -1;
 	if (dns_server_add_udp(r->dns, r->lst.dns_udp_fd) < 0)
 		goto lost;
 	r->lst.dns_udp_fd = -1;
@@ -476,6 +488,8 @@ cmd_run(int argc, char **argv)
 		log_warnx("%s", err);
 		goto out;
 	}
+	if (prepare_loop(&r) < 0)
+		goto out;
 	if (sbx_recv_listeners(r.sbx, &r.lst, &rep, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
 		goto out;
@@ -500,11 +514,6 @@ cmd_run(int argc, char **argv)
 		goto end;
 	}
 
-	r.base = event_base_new();
-	if (r.base == NULL) {
-		log_warnx("cannot create the event loop");
-		goto end;
-	}
 	if (serve(&r) < 0 || setup_events(&r) < 0)
 		goto end;
 	if (sbx_go(r.sbx, true) < 0) {
