@@ -30,8 +30,6 @@
 
 #define CONN_URL_MAX 1024
 
-int upstream_take_answer(struct conn *c);
-
 static const char *const conn_state_names[] = {
 	[CONN_HEAD] = "head",       [CONN_SNIFF] = "sniff",   [CONN_RESOLVE] = "resolve",
 	[CONN_CONNECT] = "connect", [CONN_TUNNEL] = "tunnel", [CONN_HTTP] = "http",
@@ -376,9 +374,8 @@ conn_resolved(struct conn *c)
 		}
 	}
 	if (upstream_filter(c, why, sizeof(why)) == 0) {
+		/* The refused address is named in the reason. */
 		c->has_dst = false;
-		if (c->has_orig || c->ip_literal)
-			c->has_dst = false;
 		conn_refuse(c, 403, "destination_ip_prohibited", "%s", why);
 		return;
 	}

@@ -173,6 +173,9 @@ void conn_tunnel_done(struct conn *c, const char *why);
 /* Resolve c->host (or take the literal) into c->addrs, then call
  * conn_resolved(). Returns 0, or -1 after refusing the connection. */
 int upstream_resolve(struct conn *c);
+/* Turn the stored evdns answer into c->addrs; returns 0, or -1 after
+ * refusing (the reply names the resolver's answer). */
+int upstream_take_answer(struct conn *c);
 /* Keep only the addresses the guard and policy permit; the first refused
  * class is described in why. Returns how many remain. */
 size_t upstream_filter(struct conn *c, char *why, size_t whylen);

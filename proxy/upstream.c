@@ -182,10 +182,6 @@ upstream_resolve(struct conn *c)
 	return 0;
 }
 
-/* Turn the stored evdns answer into c->addrs; returns 0, or -1 after
- * refusing (the error to the client names the resolver's answer). */
-int upstream_take_answer(struct conn *c);
-
 int
 upstream_take_answer(struct conn *c)
 {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -45,7 +46,8 @@ struct fixture {
 };
 
 static int
-setup_with(void **state, unsigned max_conns, uint32_t header_ms, const char *log_path)
+setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char *log_path,
+                bool audit)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	struct proxy_config cfg;
@@ -56,6 +58,8 @@ setup_with(void **state, unsigned max_conns, uint32_t header_ms, const char *log
 	f->dns = evdns_base_new(f->base, 0); /* no nameserver: every lookup fails */
 	f->pol = policy_load_buffer("unit.yaml", policy_text, sizeof(policy_text) - 1, NULL);
 	assert_non_null(f->pol);
+	if (audit)
+		policy_set_mode(f->pol, POLICY_MODE_AUDIT);
 	if (log_path != NULL) {
 		char err[128];
 		f->log = elog_open(log_path, err, sizeof(err));
@@ -86,6 +90,18 @@ setup_with(void **state, unsigned max_conns, uint32_t header_ms, const char *log
 	assert_int_equal(proxy_add_listener(f->px, lfd, PROXY_LISTEN_EXPLICIT), 0);
 	*state = f;
 	return 0;
+}
+
+static int
+setup_with(void **state, unsigned max_conns, uint32_t header_ms, const char *log_path)
+{
+	return setup_with_mode(state, max_conns, header_ms, log_path, false);
+}
+
+static int
+setup_audit(void **state)
+{
+	return setup_with_mode(state, 0, 0, NULL, true);
 }
 
 static int
@@ -331,6 +347,55 @@ test_log_failure_fails_closed(void **state)
 	close(fd);
 }
 
+/* Audit mode: what enforce would refuse goes on (here to a resolver with
+ * no nameserver) and is logged audit-deny. */
+static void
+test_audit_mode(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	const char *r = exchange(f, fd, "CONNECT x.d.test:443 HTTP/1.1\r\n\r\n", 3000);
+
+	assert_null(strstr(r, "HTTP/1.1 403"));
+	assert_true(strncmp(r, "HTTP/1.1 50", 11) == 0);
+	close(fd);
+	assert_int_equal(log_lines(f), 1);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"audit-deny\""));
+	assert_non_null(strstr(log_text(f), "\"rule\":\"unit.yaml:7\""));
+}
+
+/* Out of descriptors: accept fails with EMFILE; the proxy pauses its
+ * listeners instead of spinning, and serves the waiting clients once
+ * descriptors are back. */
+static void
+test_emfile_pause(void **state)
+{
+	struct fixture *f = *state;
+	struct rlimit saved, low;
+	int fds[3], top;
+	const char *r;
+
+	for (int i = 0; i < 3; i++)
+		fds[i] = client(f); /* queued in the backlog, not yet accepted */
+	top = dup(0);
+	assert_true(top >= 0);
+	close(top);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	low = saved;
+	low.rlim_cur = (rlim_t)top; /* every descriptor number in use: EMFILE */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	for (int i = 0; i < 20; i++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(1000);
+	}
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	for (int i = 0; i < 3; i++) {
+		r = exchange(f, fds[i], "CONNECT x.d.test:443 HTTP/1.1\r\n\r\n", 3000);
+		assert_true(strncmp(r, "HTTP/1.1 403", 12) == 0);
+		close(fds[i]);
+	}
+}
+
 int
 main(void)
 {
@@ -344,6 +409,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_silent_client_not_logged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_slowloris_and_limit, setup_limit, teardown),
 		cmocka_unit_test_setup_teardown(test_log_failure_fails_closed, setup_full_log, teardown),
+		cmocka_unit_test_setup_teardown(test_audit_mode, setup_audit, teardown),
+		cmocka_unit_test_setup_teardown(test_emfile_pause, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
