@@ -23,8 +23,9 @@ void nft_params_default(struct nft_params *p);
 long nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen,
                        uint32_t seq);
 
-/* Build and commit the ruleset. Returns 0, or -1 with a one-line reason in
- * err. */
+/* Build and commit the ruleset, once per network namespace: if table inet
+ * airlock exists already, nothing changes and this fails (EEXIST). Returns
+ * 0, or -1 with a one-line reason in err. */
 int nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen);
 
 /* Self-test: read the ruleset back from the kernel and check the table,

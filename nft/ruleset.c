@@ -33,10 +33,11 @@
  * ever forwarded (one interface, forwarding off in a new namespace). An
  * input chain would filter the same packets twice.
  *
- * The batch first creates, deletes and recreates the table: in one
- * transaction that means "replace whatever table inet airlock exists with
- * exactly this", so applying twice gives the same ruleset, never doubled
- * rules. */
+ * The table is created with NLM_F_EXCL: the ruleset goes into a fresh
+ * namespace once, and a second apply fails with EEXIST instead of adding
+ * the rules twice. (Replacing in one transaction - create, delete, create -
+ * was measured: the delete makes the commit wait for an RCU grace period,
+ * 11 ms instead of 0.14 ms on the 2-core test machine.) */
 #include "nft/nft.h"
 
 #include <errno.h>
@@ -361,8 +362,7 @@ put_table(struct rs_build *bd, uint16_t type, uint16_t flags)
 	                            NFPROTO_INET, flags, bd->seq);
 	nftnl_table_nlmsg_build_payload(nlh, t);
 	nftnl_table_free(t);
-	label(bd, type == NFT_MSG_DELTABLE ? "deleting" : "creating",
-	      " table inet ", AIRLOCK_NFT_TABLE);
+	label(bd, "creating table inet ", AIRLOCK_NFT_TABLE, "");
 	return next_msg(bd) ? 0 : -1;
 }
 
@@ -436,9 +436,7 @@ build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq,
 	label(&bd, "starting the nftables transaction", "", "");
 	if (!next_msg(&bd))
 		goto out;
-	if (put_table(&bd, NFT_MSG_NEWTABLE, NLM_F_CREATE) < 0 ||
-	    put_table(&bd, NFT_MSG_DELTABLE, 0) < 0 ||
-	    put_table(&bd, NFT_MSG_NEWTABLE, NLM_F_CREATE) < 0 ||
+	if (put_table(&bd, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL) < 0 ||
 	    put_chain(&bd, NAT_CHAIN, "nat", NAT_PRIO, NF_ACCEPT) < 0 ||
 	    put_chain(&bd, FILTER_CHAIN, "filter", FILTER_PRIO, NF_DROP) < 0)
 		goto out;
@@ -497,6 +495,8 @@ nft_advice(int err)
 		return "the kernel is out of memory";
 	case ETIMEDOUT:
 		return "the kernel did not answer";
+	case EEXIST:
+		return "the ruleset is already in place in this namespace";
 	default:
 		return NULL;
 	}
@@ -540,7 +540,7 @@ nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen)
 		         "(out of memory or buffer too small)");
 		return -1;
 	}
-	nmsgs = 1 + 3 + 2 + (uint32_t)ARRAY_SIZE(rules) + 1;
+	nmsgs = 1 + 1 + 2 + (uint32_t)ARRAY_SIZE(rules) + 1;
 	nl = nft_nl_open(NETLINK_NETFILTER);
 	if (nl == NULL) {
 		set_err(err, errlen, "opening the netfilter netlink socket", errno);

@@ -1,0 +1,556 @@
+/* End-to-end test of nft/ against the real kernel, in a user + network
+ * namespace this program creates (so it runs rootless too): loopback
+ * set-up, the ruleset, both self-tests, transparent redirection with
+ * SO_ORIGINAL_DST for IPv4 and IPv6, DNS redirection, instant rejection of
+ * UDP and ICMP, and NFLOG records of what was blocked.
+ *
+ * Every packet stays inside the new namespace: it has only lo and no route
+ * out. Destinations are documentation addresses.
+ *
+ *   nft_e2e            run the checks (exit 0, 1, or 77 = cannot run here)
+ *   nft_e2e --bench N  also time nft_net_setup + nft_ruleset_apply in N
+ *                      fresh namespaces and print the median */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <linux/netfilter_ipv4.h>
+#include <linux/netfilter_ipv6/ip6_tables.h>
+#include <netinet/in.h>
+#include <netinet/ip_icmp.h>
+
+#include "common/netconst.h"
+#include "nft/nflog.h"
+#include "nft/nft.h"
+
+#define SKIP 77
+#define WAIT_MS 2000
+
+static int failures;
+
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (cond) {                                                    \
+			printf("ok   ");                                       \
+		} else {                                                       \
+			printf("FAIL ");                                       \
+			failures++;                                            \
+		}                                                              \
+		printf(__VA_ARGS__);                                           \
+		printf("\n");                                                  \
+	} while (0)
+
+static void
+die(const char *what)
+{
+	fprintf(stderr, "nft_e2e: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int
+cannot_run(const char *why)
+{
+	const char *must = getenv("AIRLOCK_MUST_WORK");
+
+	fprintf(stderr, "nft_e2e: cannot run: %s\n", why);
+	return must != NULL && strcmp(must, "1") == 0 ? 1 : SKIP;
+}
+
+static int
+write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* A new user namespace (uid and gid mapped to 0) with a new network
+ * namespace owned by it: full capabilities over that network, none outside,
+ * for root and for an ordinary user alike. */
+static int
+enter_namespaces(char *err, size_t errlen)
+{
+	char map[64];
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0) {
+		snprintf(err, errlen, "unshare(CLONE_NEWUSER|CLONE_NEWNET): %s "
+		         "(user namespaces disabled? kernel.unprivileged_userns_clone, "
+		         "user.max_user_namespaces)", strerror(errno));
+		return -1;
+	}
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)uid);
+	if (write_file("/proc/self/uid_map", map) < 0) {
+		snprintf(err, errlen, "writing uid_map: %s", strerror(errno));
+		return -1;
+	}
+	if (write_file("/proc/self/setgroups", "deny\n") < 0 && errno != ENOENT) {
+		snprintf(err, errlen, "writing setgroups: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)gid);
+	if (write_file("/proc/self/gid_map", map) < 0) {
+		snprintf(err, errlen, "writing gid_map: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static double
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* --- sockets -------------------------------------------------------------- */
+
+static int
+listener(int family, int type, const char *addr, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int one = 1;
+	int fd = socket(family, type | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		die("socket");
+	memset(&ss, 0, sizeof(ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		inet_pton(AF_INET, addr, &sin->sin_addr);
+		sl = sizeof(*sin);
+	} else {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		inet_pton(AF_INET6, addr, &sin6->sin6_addr);
+		sl = sizeof(*sin6);
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0)
+		die("bind");
+	if (type == SOCK_STREAM && listen(fd, 8) < 0)
+		die("listen");
+	return fd;
+}
+
+static socklen_t
+make_addr(struct sockaddr_storage *ss, int family, const char *addr,
+          uint16_t port)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		inet_pton(AF_INET, addr, &sin->sin_addr);
+		return sizeof(*sin);
+	}
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+	sin6->sin6_family = AF_INET6;
+	sin6->sin6_port = htons(port);
+	inet_pton(AF_INET6, addr, &sin6->sin6_addr);
+	return sizeof(*sin6);
+}
+
+static bool
+readable(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, ms) == 1 && (pfd.revents & POLLIN) != 0;
+}
+
+/* Connect to addr:443 through the transparent redirect and check the
+ * listener sees the original destination. */
+static void
+check_tproxy(int family, int lfd, const char *addr)
+{
+	struct sockaddr_storage dst, orig;
+	socklen_t sl = make_addr(&dst, family, addr, 443);
+	socklen_t ol = sizeof(orig);
+	char text[INET6_ADDRSTRLEN] = "";
+	char buf[8];
+	struct timeval tv = { .tv_sec = WAIT_MS / 1000, .tv_usec = 0 };
+	int cfd, afd, port = -1;
+	int r;
+
+	cfd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (cfd < 0)
+		die("socket");
+	/* connect() honours the send timeout: a broken ruleset fails the
+	 * test in seconds instead of waiting out SYN retries. */
+	setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	r = connect(cfd, (struct sockaddr *)&dst, sl);
+	CHECK(r == 0, "tcp connect to %s:443 is redirected and completes (%s)",
+	      addr, r == 0 ? "connected" : strerror(errno));
+	if (r < 0 || !readable(lfd, WAIT_MS)) {
+		CHECK(false, "listener on port %u accepts the connection to %s",
+		      AIRLOCK_TPROXY_PORT, addr);
+		close(cfd);
+		return;
+	}
+	afd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	CHECK(afd >= 0, "listener on port %u accepts the connection to %s",
+	      AIRLOCK_TPROXY_PORT, addr);
+	if (afd < 0) {
+		close(cfd);
+		return;
+	}
+	memset(&orig, 0, sizeof(orig));
+	if (family == AF_INET) {
+		r = getsockopt(afd, SOL_IP, SO_ORIGINAL_DST, &orig, &ol);
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&orig)->sin_addr, text,
+		          sizeof(text));
+		port = ntohs(((struct sockaddr_in *)&orig)->sin_port);
+	} else {
+		r = getsockopt(afd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &orig, &ol);
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&orig)->sin6_addr, text,
+		          sizeof(text));
+		port = ntohs(((struct sockaddr_in6 *)&orig)->sin6_port);
+	}
+	CHECK(r == 0 && strcmp(text, addr) == 0 && port == 443,
+	      "%s gives the original destination %s:443 (got %s:%d%s%s)",
+	      family == AF_INET ? "SO_ORIGINAL_DST" : "IP6T_SO_ORIGINAL_DST", addr,
+	      text, port, r < 0 ? ", " : "", r < 0 ? strerror(errno) : "");
+	r = (int)write(cfd, "hi", 2);
+	CHECK(r == 2 && readable(afd, WAIT_MS) && read(afd, buf, sizeof(buf)) == 2,
+	      "bytes flow from the client to the listener (%s)", addr);
+	close(afd);
+	close(cfd);
+}
+
+/* --- NFLOG ---------------------------------------------------------------- */
+
+struct want {
+	const char *dst;
+	int dport;
+	const char *proto;
+	bool found;
+};
+
+static void
+match_packet(const struct nflog_packet *pkt, void *arg)
+{
+	struct want *w = arg;
+
+	printf("     nflog: %s %s port %d\n", pkt->proto, pkt->dst, pkt->dport);
+	if (strcmp(pkt->dst, w->dst) == 0 && pkt->dport == w->dport &&
+	    strcmp(pkt->proto, w->proto) == 0)
+		w->found = true;
+}
+
+static void
+check_nflog(int nfd, const char *dst, int dport, const char *proto)
+{
+	static uint64_t buf[65536 / sizeof(uint64_t)];
+	struct want w = { .dst = dst, .dport = dport, .proto = proto };
+	double deadline = now_us() + WAIT_MS * 1000.0;
+	ssize_t n;
+	int bad = 0;
+
+	if (nfd < 0) {
+		CHECK(false, "nflog reports %s %s port %d (no NFLOG socket)", proto,
+		      dst, dport);
+		return;
+	}
+	while (!w.found && now_us() < deadline) {
+		if (!readable(nfd, 100))
+			continue;
+		n = recv(nfd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n < 0)
+			continue;
+		if (nflog_parse(buf, (size_t)n, match_packet, &w) < 0)
+			bad++;
+	}
+	CHECK(w.found && bad == 0, "nflog reports %s %s port %d%s", proto, dst,
+	      dport, bad != 0 ? " (and a datagram did not parse)" : "");
+}
+
+/* UDP to a blocked destination: the send fails at once, and NFLOG has it. */
+static void
+check_udp_blocked(int family, const char *addr, int nfd)
+{
+	struct sockaddr_storage dst;
+	socklen_t sl = make_addr(&dst, family, addr, 9999);
+	double t0;
+	int fd, r, e;
+
+	fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		die("socket");
+	t0 = now_us();
+	r = (int)sendto(fd, "x", 1, 0, (struct sockaddr *)&dst, sl);
+	e = errno;
+	CHECK(r < 0 && (e == EPERM || e == ECONNREFUSED || e == EACCES),
+	      "udp to %s:9999 fails at once: %s after %.0f us", addr,
+	      r < 0 ? strerror(e) : "sent", now_us() - t0);
+	close(fd);
+	check_nflog(nfd, addr, 9999, "udp");
+}
+
+/* UDP to anything:53 lands on the DNS listener, and its answer goes back
+ * to the client as if from the address it asked. */
+static void
+check_dns_redirect(int dns_fd)
+{
+	struct sockaddr_storage dst, from;
+	socklen_t sl = make_addr(&dst, AF_INET, "198.51.100.1", 53);
+	socklen_t fl = sizeof(from);
+	char buf[16];
+	ssize_t n;
+	int fd;
+
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		die("socket");
+	if (connect(fd, (struct sockaddr *)&dst, sl) < 0 || send(fd, "q", 1, 0) != 1) {
+		CHECK(false, "udp to 198.51.100.1:53 is sent: %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	n = readable(dns_fd, WAIT_MS)
+	    ? recvfrom(dns_fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl)
+	    : -1;
+	CHECK(n == 1 && buf[0] == 'q',
+	      "udp to 198.51.100.1:53 reaches the listener on 127.0.0.1:%u",
+	      AIRLOCK_DNS_PORT);
+	if (n == 1) {
+		(void)sendto(dns_fd, "a", 1, 0, (struct sockaddr *)&from, fl);
+		n = readable(fd, WAIT_MS) ? recv(fd, buf, sizeof(buf), 0) : -1;
+		CHECK(n == 1 && buf[0] == 'a',
+		      "the listener's answer reaches the client");
+	}
+	close(fd);
+}
+
+/* A raw ICMP echo (we hold CAP_NET_RAW in this namespace) to a
+ * documentation address is refused at once. */
+static void
+check_icmp_blocked(int nfd)
+{
+	struct sockaddr_storage dst;
+	socklen_t sl = make_addr(&dst, AF_INET, "192.0.2.1", 0);
+	struct icmphdr icmp;
+	int fd, r, e;
+
+	fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+	if (fd < 0) {
+		CHECK(false, "raw ICMP socket: %s", strerror(errno));
+		return;
+	}
+	memset(&icmp, 0, sizeof(icmp));
+	icmp.type = ICMP_ECHO;
+	icmp.un.echo.id = htons(1);
+	icmp.checksum = htons((uint16_t)~((ICMP_ECHO << 8) + 1));
+	r = (int)sendto(fd, &icmp, sizeof(icmp), 0, (struct sockaddr *)&dst, sl);
+	e = errno;
+	CHECK(r < 0 && (e == EPERM || e == EACCES || e == EHOSTUNREACH),
+	      "icmp echo to 192.0.2.1 fails at once: %s",
+	      r < 0 ? strerror(e) : "sent");
+	close(fd);
+	check_nflog(nfd, "192.0.2.1", -1, "icmp");
+}
+
+/* --- timing --------------------------------------------------------------- */
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* One fresh namespace per run, so every run does the real first-time work. */
+static int
+bench(int runs)
+{
+	double *setup = calloc((size_t)runs, sizeof(double));
+	double *total = calloc((size_t)runs, sizeof(double));
+	double *net = calloc((size_t)runs, sizeof(double));
+	double *apply = calloc((size_t)runs, sizeof(double));
+	int i;
+
+	if (setup == NULL || total == NULL || net == NULL || apply == NULL)
+		die("calloc");
+	for (i = 0; i < runs; i++) {
+		int pfd[2];
+		pid_t pid;
+		double t[4];
+		int status;
+
+		if (pipe2(pfd, O_CLOEXEC) < 0)
+			die("pipe");
+		pid = fork();
+		if (pid < 0)
+			die("fork");
+		if (pid == 0) {
+			char err[256];
+			struct nft_params p;
+			double t0, t1, t2, t3;
+
+			close(pfd[0]);
+			nft_params_default(&p);
+			t0 = now_us();
+			if (enter_namespaces(err, sizeof(err)) < 0)
+				_exit(2);
+			t1 = now_us();
+			if (nft_net_setup(err, sizeof(err)) < 0) {
+				fprintf(stderr, "nft_e2e: %s\n", err);
+				_exit(3);
+			}
+			t2 = now_us();
+			if (nft_ruleset_apply(&p, err, sizeof(err)) < 0) {
+				fprintf(stderr, "nft_e2e: %s\n", err);
+				_exit(3);
+			}
+			t3 = now_us();
+			t[0] = t1 - t0;
+			t[1] = t3 - t1;
+			t[2] = t2 - t1;
+			t[3] = t3 - t2;
+			_exit(write(pfd[1], t, sizeof(t)) == sizeof(t) ? 0 : 4);
+		}
+		close(pfd[1]);
+		if (read(pfd[0], t, sizeof(t)) != sizeof(t)) {
+			close(pfd[0]);
+			waitpid(pid, &status, 0);
+			fprintf(stderr, "nft_e2e: bench run %d failed\n", i);
+			return 1;
+		}
+		close(pfd[0]);
+		waitpid(pid, &status, 0);
+		setup[i] = t[1];
+		total[i] = t[0] + t[1];
+		net[i] = t[2];
+		apply[i] = t[3];
+	}
+	qsort(setup, (size_t)runs, sizeof(double), cmp_double);
+	qsort(total, (size_t)runs, sizeof(double), cmp_double);
+	qsort(net, (size_t)runs, sizeof(double), cmp_double);
+	qsort(apply, (size_t)runs, sizeof(double), cmp_double);
+	printf("bench: nft_net_setup + nft_ruleset_apply over %d fresh namespaces: "
+	       "median %.0f us (min %.0f, max %.0f); nft_net_setup median %.0f us, "
+	       "nft_ruleset_apply median %.0f us; with unshare+uid map: "
+	       "median %.0f us\n", runs, setup[runs / 2], setup[0],
+	       setup[runs - 1], net[runs / 2], apply[runs / 2], total[runs / 2]);
+	free(setup);
+	free(total);
+	free(net);
+	free(apply);
+	return 0;
+}
+
+/* --- main ----------------------------------------------------------------- */
+
+int
+main(int argc, char **argv)
+{
+	struct nft_params p;
+	char err[256];
+	double t0, t1, t2;
+	int tp4, tp6, dns_fd, nfd;
+	int runs = 0;
+	int r;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 3 && strcmp(argv[1], "--bench") == 0)
+		runs = (int)strtol(argv[2], NULL, 10);
+	if (runs < 0 || runs > 1000)
+		runs = 0;
+
+	printf("nft_e2e as uid %u\n", (unsigned)getuid());
+	/* Before entering our own namespaces, so each run starts from the
+	 * caller's, as the sandbox does. */
+	if (runs > 0 && bench(runs) != 0)
+		failures++;
+	if (enter_namespaces(err, sizeof(err)) < 0)
+		return cannot_run(err);
+
+	nft_params_default(&p);
+	t0 = now_us();
+	r = nft_net_setup(err, sizeof(err));
+	CHECK(r == 0, "nft_net_setup%s%s", r ? ": " : "", r ? err : "");
+	t1 = now_us();
+	if (r == 0) {
+		r = nft_ruleset_apply(&p, err, sizeof(err));
+		CHECK(r == 0, "nft_ruleset_apply%s%s", r ? ": " : "", r ? err : "");
+	}
+	t2 = now_us();
+	if (r != 0)
+		return 1;
+	printf("     first run: nft_net_setup %.0f us, nft_ruleset_apply %.0f us\n",
+	       t1 - t0, t2 - t1);
+	r = nft_net_verify(err, sizeof(err));
+	CHECK(r == 0, "nft_net_verify%s%s", r ? ": " : "", r ? err : "");
+	r = nft_ruleset_verify(&p, err, sizeof(err));
+	CHECK(r == 0, "nft_ruleset_verify%s%s", r ? ": " : "", r ? err : "");
+	/* Applying again fails and changes nothing (no doubled rules). */
+	r = nft_ruleset_apply(&p, err, sizeof(err));
+	CHECK(r < 0 && strstr(err, "File exists") != NULL,
+	      "a second nft_ruleset_apply fails: %s", r < 0 ? err : "it did not");
+	r = nft_ruleset_verify(&p, err, sizeof(err));
+	CHECK(r == 0, "the ruleset is unchanged after it%s%s", r ? ": " : "",
+	      r ? err : "");
+
+	nfd = nflog_open(p.nflog_group, err, sizeof(err));
+	CHECK(nfd >= 0, "nflog_open(group %u)%s%s", p.nflog_group,
+	      nfd < 0 ? ": " : "", nfd < 0 ? err : "");
+	if (nfd >= 0) {
+		char err2[256];
+		int again = nflog_open(p.nflog_group, err2, sizeof(err2));
+
+		CHECK(again < 0, "a second nflog_open on the same group fails: %s",
+		      again < 0 ? err2 : "it did not");
+		if (again >= 0)
+			close(again);
+	}
+
+	tp4 = listener(AF_INET, SOCK_STREAM, "127.0.0.1", p.tproxy_port);
+	tp6 = listener(AF_INET6, SOCK_STREAM, "::1", p.tproxy_port);
+	dns_fd = listener(AF_INET, SOCK_DGRAM, "127.0.0.1", p.dns_port);
+
+	check_tproxy(AF_INET, tp4, "203.0.113.7");
+	check_tproxy(AF_INET6, tp6, "2001:db8::7");
+	check_udp_blocked(AF_INET, "203.0.113.7", nfd);
+	check_udp_blocked(AF_INET6, "2001:db8::7", nfd);
+	check_dns_redirect(dns_fd);
+	check_icmp_blocked(nfd);
+
+	close(tp4);
+	close(tp6);
+	close(dns_fd);
+	if (nfd >= 0)
+		close(nfd);
+	printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,721 @@
+/* Unit tests of nft/ without a kernel: the ruleset batch is parsed back
+ * with libnftnl and every table, chain and rule checked; nflog_parse gets
+ * hand-built NFLOG datagrams, truncated ones and garbage. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_nat.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_log.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/table.h>
+
+#include "common/netconst.h"
+#include "nft/nflog.h"
+#include "nft/nft.h"
+
+/* --- ruleset ------------------------------------------------------------ */
+
+/* Parameters unlike the defaults, so a test fails if a constant is used
+ * where the parameter belongs. */
+static const struct nft_params test_params = {
+	.tproxy_port = 15999,
+	.dns_port = 5353,
+	.nflog_group = 42,
+};
+
+#define MAX_RULES 16
+
+struct parsed {
+	int begin, end;
+	int tables_new, tables_del;
+	struct nftnl_chain *nat, *filter;
+	struct nftnl_rule *nat_rules[MAX_RULES];
+	struct nftnl_rule *filter_rules[MAX_RULES];
+	int n_nat, n_filter;
+	int acks;             /* messages asking for an ACK */
+	uint16_t last_flags;  /* flags of the last rule message */
+	size_t max_msg;       /* largest single message */
+	uint32_t first_seq, last_seq;
+	int seq_gaps;
+};
+
+static void
+parsed_free(struct parsed *ps)
+{
+	int i;
+
+	if (ps->nat != NULL)
+		nftnl_chain_free(ps->nat);
+	if (ps->filter != NULL)
+		nftnl_chain_free(ps->filter);
+	for (i = 0; i < ps->n_nat; i++)
+		nftnl_rule_free(ps->nat_rules[i]);
+	for (i = 0; i < ps->n_filter; i++)
+		nftnl_rule_free(ps->filter_rules[i]);
+}
+
+static void
+parse_batch(const void *buf, long len, struct parsed *ps)
+{
+	const struct nlmsghdr *nlh = buf;
+	int rest = (int)len;
+	uint32_t expect_seq = 0;
+	bool first = true;
+
+	memset(ps, 0, sizeof(*ps));
+	while (mnl_nlmsg_ok(nlh, rest)) {
+		uint16_t type = nlh->nlmsg_type;
+
+		if (nlh->nlmsg_len > ps->max_msg)
+			ps->max_msg = nlh->nlmsg_len;
+		if (first) {
+			ps->first_seq = nlh->nlmsg_seq;
+			expect_seq = nlh->nlmsg_seq;
+			first = false;
+		}
+		if (nlh->nlmsg_seq != expect_seq)
+			ps->seq_gaps++;
+		expect_seq = nlh->nlmsg_seq + 1;
+		ps->last_seq = nlh->nlmsg_seq;
+		if (nlh->nlmsg_flags & NLM_F_ACK)
+			ps->acks++;
+
+		if (type == NFNL_MSG_BATCH_BEGIN) {
+			const struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
+
+			assert_int_equal(ntohs(g->res_id), NFNL_SUBSYS_NFTABLES);
+			ps->begin++;
+		} else if (type == NFNL_MSG_BATCH_END) {
+			ps->end++;
+		} else {
+			assert_int_equal(type >> 8, NFNL_SUBSYS_NFTABLES);
+			assert_true(nlh->nlmsg_flags & NLM_F_REQUEST);
+			switch (type & 0xff) {
+			case NFT_MSG_NEWTABLE:
+			case NFT_MSG_DELTABLE: {
+				/* Created exclusively: never replaces a table. */
+				if ((type & 0xff) == NFT_MSG_NEWTABLE)
+					assert_true(nlh->nlmsg_flags & NLM_F_EXCL);
+				struct nftnl_table *t = nftnl_table_alloc();
+
+				assert_int_equal(nftnl_table_nlmsg_parse(nlh, t), 0);
+				assert_string_equal(nftnl_table_get_str(t, NFTNL_TABLE_NAME),
+				                    AIRLOCK_NFT_TABLE);
+				assert_int_equal(nftnl_table_get_u32(t, NFTNL_TABLE_FAMILY),
+				                 NFPROTO_INET);
+				if ((type & 0xff) == NFT_MSG_NEWTABLE)
+					ps->tables_new++;
+				else
+					ps->tables_del++;
+				nftnl_table_free(t);
+				break;
+			}
+			case NFT_MSG_NEWCHAIN: {
+				struct nftnl_chain *c = nftnl_chain_alloc();
+				const char *name;
+
+				assert_int_equal(nftnl_chain_nlmsg_parse(nlh, c), 0);
+				assert_string_equal(nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE),
+				                    AIRLOCK_NFT_TABLE);
+				name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+				if (strcmp(name, "nat_output") == 0 && ps->nat == NULL)
+					ps->nat = c;
+				else if (strcmp(name, "filter_output") == 0 &&
+				         ps->filter == NULL)
+					ps->filter = c;
+				else
+					fail_msg("unexpected chain %s", name);
+				break;
+			}
+			case NFT_MSG_NEWRULE: {
+				struct nftnl_rule *r = nftnl_rule_alloc();
+				const char *chain;
+
+				assert_int_equal(nftnl_rule_nlmsg_parse(nlh, r), 0);
+				assert_string_equal(nftnl_rule_get_str(r, NFTNL_RULE_TABLE),
+				                    AIRLOCK_NFT_TABLE);
+				assert_int_equal(nftnl_rule_get_u32(r, NFTNL_RULE_FAMILY),
+				                 NFPROTO_INET);
+				chain = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN);
+				ps->last_flags = nlh->nlmsg_flags;
+				if (strcmp(chain, "nat_output") == 0 && ps->n_nat < MAX_RULES)
+					ps->nat_rules[ps->n_nat++] = r;
+				else if (strcmp(chain, "filter_output") == 0 &&
+				         ps->n_filter < MAX_RULES)
+					ps->filter_rules[ps->n_filter++] = r;
+				else
+					fail_msg("rule in unexpected chain %s", chain);
+				break;
+			}
+			default:
+				fail_msg("unexpected message type %u", type & 0xff);
+			}
+		}
+		nlh = mnl_nlmsg_next(nlh, &rest);
+	}
+	assert_int_equal(rest, 0);
+}
+
+/* The expressions of a rule, by name: "meta,cmp,immediate". */
+struct expr_list {
+	struct nftnl_expr *e[16];
+	int n;
+	char names[256];
+};
+
+static int
+collect_expr(struct nftnl_expr *e, void *data)
+{
+	struct expr_list *l = data;
+
+	if (l->n < 16)
+		l->e[l->n++] = e;
+	if (l->names[0] != '\0')
+		strncat(l->names, ",", sizeof(l->names) - strlen(l->names) - 1);
+	strncat(l->names, nftnl_expr_get_str(e, NFTNL_EXPR_NAME),
+	        sizeof(l->names) - strlen(l->names) - 1);
+	return 0;
+}
+
+static void
+exprs(struct nftnl_rule *r, struct expr_list *l)
+{
+	memset(l, 0, sizeof(*l));
+	nftnl_expr_foreach(r, collect_expr, l);
+}
+
+static void
+assert_data(struct nftnl_expr *e, uint16_t attr, const void *want, uint32_t len)
+{
+	uint32_t got_len = 0;
+	const void *got = nftnl_expr_get(e, attr, &got_len);
+
+	assert_non_null(got);
+	assert_int_equal(got_len, len);
+	assert_memory_equal(got, want, len);
+}
+
+static void
+assert_accept(struct nftnl_expr *e)
+{
+	assert_string_equal(nftnl_expr_get_str(e, NFTNL_EXPR_NAME), "immediate");
+	assert_int_equal(nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG), NFT_REG_VERDICT);
+	assert_int_equal(nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT), NF_ACCEPT);
+}
+
+static void
+assert_loopback_v4(struct nftnl_rule *r)
+{
+	struct expr_list l;
+	uint8_t nfproto = NFPROTO_IPV4, net = 127;
+
+	exprs(r, &l);
+	assert_string_equal(l.names, "meta,cmp,payload,cmp,immediate");
+	assert_int_equal(nftnl_expr_get_u32(l.e[0], NFTNL_EXPR_META_KEY),
+	                 NFT_META_NFPROTO);
+	assert_data(l.e[1], NFTNL_EXPR_CMP_DATA, &nfproto, 1);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_PAYLOAD_BASE),
+	                 NFT_PAYLOAD_NETWORK_HEADER);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_PAYLOAD_OFFSET), 16);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_PAYLOAD_LEN), 1);
+	assert_data(l.e[3], NFTNL_EXPR_CMP_DATA, &net, 1);
+	assert_accept(l.e[4]);
+}
+
+static void
+assert_loopback_v6(struct nftnl_rule *r)
+{
+	struct expr_list l;
+	uint8_t nfproto = NFPROTO_IPV6;
+
+	exprs(r, &l);
+	assert_string_equal(l.names, "meta,cmp,payload,cmp,immediate");
+	assert_data(l.e[1], NFTNL_EXPR_CMP_DATA, &nfproto, 1);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_PAYLOAD_OFFSET), 24);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_PAYLOAD_LEN), 16);
+	assert_data(l.e[3], NFTNL_EXPR_CMP_DATA, &in6addr_loopback, 16);
+	assert_accept(l.e[4]);
+}
+
+static void
+assert_redirect(struct nftnl_expr *imm, struct nftnl_expr *redir, uint16_t port)
+{
+	uint16_t be = htons(port);
+
+	assert_int_equal(nftnl_expr_get_u32(imm, NFTNL_EXPR_IMM_DREG), NFT_REG_1);
+	assert_data(imm, NFTNL_EXPR_IMM_DATA, &be, 2);
+	assert_int_equal(nftnl_expr_get_u32(redir, NFTNL_EXPR_REDIR_REG_PROTO_MIN),
+	                 NFT_REG_1);
+	assert_int_equal(nftnl_expr_get_u32(redir, NFTNL_EXPR_REDIR_FLAGS),
+	                 NF_NAT_RANGE_PROTO_SPECIFIED);
+}
+
+static void
+assert_dns_redirect(struct nftnl_rule *r, uint8_t proto)
+{
+	struct expr_list l;
+	uint16_t p53 = htons(53);
+
+	exprs(r, &l);
+	assert_string_equal(l.names, "meta,cmp,payload,cmp,immediate,redir");
+	assert_int_equal(nftnl_expr_get_u32(l.e[0], NFTNL_EXPR_META_KEY),
+	                 NFT_META_L4PROTO);
+	assert_data(l.e[1], NFTNL_EXPR_CMP_DATA, &proto, 1);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_PAYLOAD_BASE),
+	                 NFT_PAYLOAD_TRANSPORT_HEADER);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_PAYLOAD_OFFSET), 2);
+	assert_data(l.e[3], NFTNL_EXPR_CMP_DATA, &p53, 2);
+	assert_redirect(l.e[4], l.e[5], test_params.dns_port);
+}
+
+static void
+test_ruleset_batch(void **state)
+{
+	static uint64_t buf[16384 / sizeof(uint64_t)];
+	struct parsed ps;
+	struct expr_list l;
+	uint8_t tcp = IPPROTO_TCP;
+	uint32_t zero = 0, mask = 0x6;
+	long len;
+
+	(void)state;
+	len = nft_ruleset_build(&test_params, buf, sizeof(buf), 1000);
+	assert_true(len > 0);
+	assert_true((size_t)len < sizeof(buf));
+	parse_batch(buf, len, &ps);
+
+	/* One transaction: begin, replace the table, two chains, rules, end. */
+	assert_int_equal(ps.begin, 1);
+	assert_int_equal(ps.end, 1);
+	assert_int_equal(((const struct nlmsghdr *)buf)->nlmsg_type,
+	                 NFNL_MSG_BATCH_BEGIN);
+	assert_int_equal(ps.tables_new, 1);
+	assert_int_equal(ps.tables_del, 0);
+	assert_int_equal(ps.first_seq, 1000);
+	assert_int_equal(ps.seq_gaps, 0);
+	assert_int_equal(ps.last_seq, 1000 + 1 + 1 + 2 + 11);
+	/* Only the last rule asks for an ACK (errors come regardless). */
+	assert_int_equal(ps.acks, 1);
+	assert_true(ps.last_flags & NLM_F_ACK);
+	/* nft_ruleset_build reserves 1024 bytes per message. */
+	assert_true(ps.max_msg < 1024);
+
+	assert_non_null(ps.nat);
+	assert_string_equal(nftnl_chain_get_str(ps.nat, NFTNL_CHAIN_TYPE), "nat");
+	assert_int_equal(nftnl_chain_get_u32(ps.nat, NFTNL_CHAIN_HOOKNUM),
+	                 NF_INET_LOCAL_OUT);
+	assert_int_equal(nftnl_chain_get_s32(ps.nat, NFTNL_CHAIN_PRIO), -100);
+	assert_int_equal(nftnl_chain_get_u32(ps.nat, NFTNL_CHAIN_POLICY), NF_ACCEPT);
+
+	assert_non_null(ps.filter);
+	assert_string_equal(nftnl_chain_get_str(ps.filter, NFTNL_CHAIN_TYPE),
+	                    "filter");
+	assert_int_equal(nftnl_chain_get_u32(ps.filter, NFTNL_CHAIN_HOOKNUM),
+	                 NF_INET_LOCAL_OUT);
+	assert_int_equal(nftnl_chain_get_s32(ps.filter, NFTNL_CHAIN_PRIO), 0);
+	assert_int_equal(nftnl_chain_get_u32(ps.filter, NFTNL_CHAIN_POLICY), NF_DROP);
+
+	/* nat_output: loopback accept, DNS redirect (udp, tcp), TCP redirect. */
+	assert_int_equal(ps.n_nat, 5);
+	assert_loopback_v4(ps.nat_rules[0]);
+	assert_loopback_v6(ps.nat_rules[1]);
+	assert_dns_redirect(ps.nat_rules[2], IPPROTO_UDP);
+	assert_dns_redirect(ps.nat_rules[3], IPPROTO_TCP);
+	exprs(ps.nat_rules[4], &l);
+	assert_string_equal(l.names, "meta,cmp,immediate,redir");
+	assert_data(l.e[1], NFTNL_EXPR_CMP_DATA, &tcp, 1);
+	assert_redirect(l.e[2], l.e[3], test_params.tproxy_port);
+
+	/* filter_output: loopback, established, log, reject tcp, reject. */
+	assert_int_equal(ps.n_filter, 6);
+	assert_loopback_v4(ps.filter_rules[0]);
+	assert_loopback_v6(ps.filter_rules[1]);
+	exprs(ps.filter_rules[2], &l);
+	assert_string_equal(l.names, "ct,bitwise,cmp,immediate");
+	assert_int_equal(nftnl_expr_get_u32(l.e[0], NFTNL_EXPR_CT_KEY), NFT_CT_STATE);
+	assert_data(l.e[1], NFTNL_EXPR_BITWISE_MASK, &mask, 4);
+	assert_data(l.e[1], NFTNL_EXPR_BITWISE_XOR, &zero, 4);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_CMP_OP), NFT_CMP_NEQ);
+	assert_data(l.e[2], NFTNL_EXPR_CMP_DATA, &zero, 4);
+	assert_accept(l.e[3]);
+
+	exprs(ps.filter_rules[3], &l);
+	assert_string_equal(l.names, "log");
+	assert_int_equal(nftnl_expr_get_u16(l.e[0], NFTNL_EXPR_LOG_GROUP), 42);
+	assert_int_equal(nftnl_expr_get_u32(l.e[0], NFTNL_EXPR_LOG_SNAPLEN), 128);
+
+	exprs(ps.filter_rules[4], &l);
+	assert_string_equal(l.names, "meta,cmp,reject");
+	assert_data(l.e[1], NFTNL_EXPR_CMP_DATA, &tcp, 1);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_REJECT_TYPE),
+	                 NFT_REJECT_TCP_RST);
+
+	exprs(ps.filter_rules[5], &l);
+	assert_string_equal(l.names, "reject");
+	assert_int_equal(nftnl_expr_get_u32(l.e[0], NFTNL_EXPR_REJECT_TYPE),
+	                 NFT_REJECT_ICMPX_UNREACH);
+	assert_int_equal(nftnl_expr_get_u8(l.e[0], NFTNL_EXPR_REJECT_CODE),
+	                 NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+
+	parsed_free(&ps);
+}
+
+static void
+test_ruleset_defaults(void **state)
+{
+	static uint64_t buf[16384 / sizeof(uint64_t)];
+	struct nft_params p;
+	struct parsed ps;
+	struct expr_list l;
+	long len;
+
+	(void)state;
+	nft_params_default(&p);
+	assert_int_equal(p.tproxy_port, AIRLOCK_TPROXY_PORT);
+	assert_int_equal(p.dns_port, AIRLOCK_DNS_PORT);
+	assert_int_equal(p.nflog_group, AIRLOCK_NFLOG_GROUP);
+	len = nft_ruleset_build(&p, buf, sizeof(buf), 1);
+	assert_true(len > 0);
+	parse_batch(buf, len, &ps);
+	exprs(ps.filter_rules[3], &l);
+	assert_int_equal(nftnl_expr_get_u16(l.e[0], NFTNL_EXPR_LOG_GROUP),
+	                 AIRLOCK_NFLOG_GROUP);
+	parsed_free(&ps);
+}
+
+static void
+test_ruleset_small_buffer(void **state)
+{
+	static uint64_t buf[16384 / sizeof(uint64_t)];
+	long len, len2;
+
+	(void)state;
+	len = nft_ruleset_build(&test_params, buf, sizeof(buf), 1);
+	assert_true(len > 0);
+	assert_int_equal(nft_ruleset_build(&test_params, buf, 0, 1), -1);
+	assert_int_equal(nft_ruleset_build(&test_params, buf, 100, 1), -1);
+	/* The batch must fit below buflen minus the 1024-byte reserve. */
+	assert_int_equal(nft_ruleset_build(&test_params, buf, (size_t)len + 1023, 1),
+	                 -1);
+	len2 = nft_ruleset_build(&test_params, buf, (size_t)len + 1024, 1);
+	assert_int_equal(len2, len);
+}
+
+/* --- nflog_parse ----------------------------------------------------------- */
+
+struct got {
+	struct nflog_packet pkt[4];
+	int n;
+};
+
+static void
+collect(const struct nflog_packet *pkt, void *arg)
+{
+	struct got *g = arg;
+
+	if (g->n < 4)
+		g->pkt[g->n++] = *pkt;
+}
+
+/* Append one NFLOG packet message to buf at *off, as the kernel sends it. */
+static void
+put_nflog(uint8_t *buf, size_t *off, int family, const void *payload,
+          size_t plen)
+{
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf + *off);
+	struct nfgenmsg *nfg;
+	struct nfulnl_msg_packet_hdr ph = {
+		.hw_protocol = htons(family == AF_INET ? 0x0800 : 0x86dd),
+		.hook = NF_INET_LOCAL_OUT,
+	};
+
+	nlh->nlmsg_type = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET;
+	nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+	nfg->nfgen_family = (uint8_t)family;
+	nfg->version = NFNETLINK_V0;
+	nfg->res_id = htons(7);
+	mnl_attr_put(nlh, NFULA_PACKET_HDR, sizeof(ph), &ph);
+	mnl_attr_put_u32(nlh, NFULA_IFINDEX_OUTDEV, htonl(1));
+	mnl_attr_put_strz(nlh, NFULA_PREFIX, "");
+	mnl_attr_put(nlh, NFULA_PAYLOAD, plen, payload);
+	*off += NLMSG_ALIGN(nlh->nlmsg_len);
+}
+
+/* IPv4 header (20 bytes) + 8 bytes of L4 to dst. */
+static size_t
+ipv4_packet(uint8_t *p, uint8_t proto, const char *dst, uint16_t dport,
+            uint16_t frag)
+{
+	memset(p, 0, 28);
+	p[0] = 0x45;
+	p[3] = 28;
+	p[6] = (uint8_t)(frag >> 8);
+	p[7] = (uint8_t)frag;
+	p[8] = 64;
+	p[9] = proto;
+	inet_pton(AF_INET, "198.18.0.1", p + 12);
+	inet_pton(AF_INET, dst, p + 16);
+	p[20] = 0x9c;
+	p[21] = 0x40;
+	p[22] = (uint8_t)(dport >> 8);
+	p[23] = (uint8_t)dport;
+	return 28;
+}
+
+/* IPv6 header (+ optional 8-byte hop-by-hop header) + 8 bytes of L4. */
+static size_t
+ipv6_packet(uint8_t *p, uint8_t proto, const char *dst, uint16_t dport,
+            bool hopopts)
+{
+	size_t l4 = hopopts ? 48 : 40;
+
+	memset(p, 0, l4 + 8);
+	p[0] = 0x60;
+	p[5] = 8;
+	p[6] = hopopts ? IPPROTO_HOPOPTS : proto;
+	p[7] = 64;
+	inet_pton(AF_INET6, "fd00:a1::1", p + 8);
+	inet_pton(AF_INET6, dst, p + 24);
+	if (hopopts) {
+		p[40] = proto;
+		p[41] = 0; /* (0 + 1) * 8 bytes */
+	}
+	p[l4 + 2] = (uint8_t)(dport >> 8);
+	p[l4 + 3] = (uint8_t)dport;
+	return l4 + 8;
+}
+
+static void
+test_nflog_udp_v4(void **state)
+{
+	uint8_t buf[512] __attribute__((aligned(4)));
+	uint8_t pkt[64];
+	size_t off = 0;
+	struct got g = { .n = 0 };
+
+	(void)state;
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9999, 0));
+	assert_int_equal(nflog_parse(buf, off, collect, &g), 1);
+	assert_int_equal(g.n, 1);
+	assert_int_equal(g.pkt[0].family, AF_INET);
+	assert_int_equal(g.pkt[0].l4proto, IPPROTO_UDP);
+	assert_string_equal(g.pkt[0].dst, "203.0.113.7");
+	assert_int_equal(g.pkt[0].dport, 9999);
+	assert_string_equal(g.pkt[0].proto, "udp");
+	/* A NULL callback only counts. */
+	assert_int_equal(nflog_parse(buf, off, NULL, NULL), 1);
+}
+
+static void
+test_nflog_udp_v6(void **state)
+{
+	uint8_t buf[512] __attribute__((aligned(4)));
+	uint8_t pkt[64];
+	size_t off = 0;
+	struct got g = { .n = 0 };
+
+	(void)state;
+	put_nflog(buf, &off, AF_INET6, pkt,
+	          ipv6_packet(pkt, IPPROTO_UDP, "2001:db8::7", 443, false));
+	assert_int_equal(nflog_parse(buf, off, collect, &g), 1);
+	assert_int_equal(g.pkt[0].family, AF_INET6);
+	assert_string_equal(g.pkt[0].dst, "2001:db8::7");
+	assert_int_equal(g.pkt[0].dport, 443);
+	assert_string_equal(g.pkt[0].proto, "udp");
+}
+
+static void
+test_nflog_v6_exthdr_and_batch(void **state)
+{
+	uint8_t buf[1024] __attribute__((aligned(4)));
+	uint8_t pkt[64];
+	size_t off = 0;
+	struct got g = { .n = 0 };
+
+	(void)state;
+	/* Two messages in one datagram, as the kernel batches them. */
+	put_nflog(buf, &off, AF_INET6, pkt,
+	          ipv6_packet(pkt, IPPROTO_TCP, "2001:db8::1", 22, true));
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, IPPROTO_SCTP, "192.0.2.9", 5000, 0));
+	assert_int_equal(nflog_parse(buf, off, collect, &g), 2);
+	assert_string_equal(g.pkt[0].proto, "tcp");
+	assert_int_equal(g.pkt[0].dport, 22);
+	assert_string_equal(g.pkt[1].proto, "sctp");
+	assert_string_equal(g.pkt[1].dst, "192.0.2.9");
+	assert_int_equal(g.pkt[1].dport, 5000);
+}
+
+static void
+test_nflog_no_ports(void **state)
+{
+	uint8_t buf[1024] __attribute__((aligned(4)));
+	uint8_t pkt[64];
+	size_t off = 0;
+	struct got g = { .n = 0 };
+
+	(void)state;
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, IPPROTO_ICMP, "192.0.2.1", 0, 0));
+	put_nflog(buf, &off, AF_INET6, pkt,
+	          ipv6_packet(pkt, IPPROTO_ICMPV6, "2001:db8::1", 0, false));
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, 47 /* GRE */, "192.0.2.2", 0, 0));
+	/* A later fragment of UDP carries no UDP header. */
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, IPPROTO_UDP, "192.0.2.3", 53, 0x0010));
+	assert_int_equal(nflog_parse(buf, off, collect, &g), 4);
+	assert_string_equal(g.pkt[0].proto, "icmp");
+	assert_int_equal(g.pkt[0].dport, -1);
+	assert_string_equal(g.pkt[1].proto, "icmpv6");
+	assert_int_equal(g.pkt[1].dport, -1);
+	assert_string_equal(g.pkt[2].proto, "raw:47");
+	assert_int_equal(g.pkt[2].dport, -1);
+	assert_string_equal(g.pkt[3].proto, "udp");
+	assert_int_equal(g.pkt[3].dport, -1);
+}
+
+static void
+test_nflog_truncated(void **state)
+{
+	uint8_t buf[512] __attribute__((aligned(4)));
+	uint8_t cut[512] __attribute__((aligned(4)));
+	uint8_t pkt[64];
+	size_t off = 0, i;
+
+	(void)state;
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9999, 0));
+	assert_int_equal(nflog_parse(buf, off, NULL, NULL), 1);
+	for (i = 0; i < off; i++) {
+		memcpy(cut, buf, i);
+		assert_int_equal(nflog_parse(cut, i, NULL, NULL), -1);
+	}
+	assert_int_equal(nflog_parse(NULL, 10, NULL, NULL), -1);
+}
+
+static void
+test_nflog_malformed(void **state)
+{
+	uint8_t buf[512] __attribute__((aligned(4)));
+	uint8_t pkt[64];
+	size_t off, plen;
+	struct nlmsghdr *nlh;
+
+	(void)state;
+	/* The header says IPv4, the payload is IPv6. */
+	off = 0;
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv6_packet(pkt, IPPROTO_UDP, "2001:db8::7", 9, false));
+	assert_int_equal(nflog_parse(buf, off, NULL, NULL), -1);
+
+	/* An IP header cut short, and an IHL beyond the bytes present. */
+	off = 0;
+	plen = ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9, 0);
+	put_nflog(buf, &off, AF_INET, pkt, 12);
+	assert_int_equal(nflog_parse(buf, off, NULL, NULL), -1);
+	off = 0;
+	pkt[0] = 0x4f;
+	put_nflog(buf, &off, AF_INET, pkt, plen);
+	assert_int_equal(nflog_parse(buf, off, NULL, NULL), -1);
+
+	/* No payload attribute at all. */
+	off = 0;
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET;
+	mnl_nlmsg_put_extra_header(nlh, sizeof(struct nfgenmsg));
+	assert_int_equal(nflog_parse(buf, nlh->nlmsg_len, NULL, NULL), -1);
+
+	/* A packet header attribute of the wrong size. */
+	mnl_attr_put_u16(nlh, NFULA_PACKET_HDR, 1);
+	assert_int_equal(nflog_parse(buf, nlh->nlmsg_len, NULL, NULL), -1);
+
+	/* Not an NFLOG packet: an error message, another subsystem. */
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = NLMSG_ERROR;
+	mnl_nlmsg_put_extra_header(nlh, sizeof(struct nlmsgerr));
+	assert_int_equal(nflog_parse(buf, nlh->nlmsg_len, NULL, NULL), -1);
+	off = 0;
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9, 0));
+	((struct nlmsghdr *)buf)->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8);
+	assert_int_equal(nflog_parse(buf, off, NULL, NULL), -1);
+
+	/* Trailing bytes after a good message. */
+	off = 0;
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9, 0));
+	memset(buf + off, 0, 20);
+	assert_int_equal(nflog_parse(buf, off + 20, NULL, NULL), -1);
+}
+
+static void
+test_nflog_garbage(void **state)
+{
+	uint8_t buf[256] __attribute__((aligned(4)));
+	uint32_t x = 2463534242u;
+	int i, r;
+	size_t j, len;
+
+	(void)state;
+	memset(buf, 0xff, sizeof(buf));
+	assert_int_equal(nflog_parse(buf, sizeof(buf), NULL, NULL), -1);
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(nflog_parse(buf, sizeof(buf), NULL, NULL), -1);
+	/* Random bytes (xorshift32, fixed seed) of random lengths, with a
+	 * plausible netlink length in front half of the time: never a crash,
+	 * never more packets than could fit. */
+	for (i = 0; i < 20000; i++) {
+		for (j = 0; j < sizeof(buf); j++) {
+			x ^= x << 13;
+			x ^= x >> 17;
+			x ^= x << 5;
+			buf[j] = (uint8_t)x;
+		}
+		len = x % sizeof(buf);
+		if (i % 2 == 0 && len >= sizeof(struct nlmsghdr)) {
+			struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
+
+			nlh->nlmsg_len = (uint32_t)len;
+			nlh->nlmsg_type = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET;
+		}
+		r = nflog_parse(buf, len, NULL, NULL);
+		assert_true(r >= -1 && r <= (int)(len / sizeof(struct nlmsghdr)));
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ruleset_batch),
+		cmocka_unit_test(test_ruleset_defaults),
+		cmocka_unit_test(test_ruleset_small_buffer),
+		cmocka_unit_test(test_nflog_udp_v4),
+		cmocka_unit_test(test_nflog_udp_v6),
+		cmocka_unit_test(test_nflog_v6_exthdr_and_batch),
+		cmocka_unit_test(test_nflog_no_ports),
+		cmocka_unit_test(test_nflog_truncated),
+		cmocka_unit_test(test_nflog_malformed),
+		cmocka_unit_test(test_nflog_garbage),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
