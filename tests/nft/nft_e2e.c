@@ -31,7 +31,10 @@
 #include <netinet/in.h>
 #include <netinet/ip_icmp.h>
 
+#include <event2/event.h>
+
 #include "common/netconst.h"
+#include "elog/elog.h"
 #include "nft/nflog.h"
 #include "nft/nft.h"
 
@@ -380,6 +383,57 @@ check_icmp_blocked(int nfd)
 	check_nflog(nfd, "192.0.2.1", -1, "icmp");
 }
 
+/* The supervisor's side for real: nflog_reader on the kernel's socket
+ * writes an egress log line for a blocked packet. */
+static void
+check_reader(int nfd)
+{
+	struct sockaddr_storage dst;
+	socklen_t sl = make_addr(&dst, AF_INET, "192.0.2.55", 7777);
+	struct event_base *base = event_base_new();
+	struct nflog_reader *rd = NULL;
+	struct elog *log = NULL;
+	char out[2048] = "";
+	int pfd[2] = { -1, -1 };
+	ssize_t n = -1;
+	int fd;
+
+	if (nfd < 0 || base == NULL || pipe2(pfd, O_CLOEXEC | O_NONBLOCK) < 0) {
+		CHECK(false, "nflog_reader set-up");
+		goto out;
+	}
+	log = elog_open_fd(pfd[1]);
+	rd = nflog_reader_new(base, fcntl(nfd, F_DUPFD_CLOEXEC, 0), log);
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (rd == NULL || fd < 0) {
+		CHECK(false, "nflog_reader_new");
+		goto out;
+	}
+	(void)sendto(fd, "x", 1, 0, (struct sockaddr *)&dst, sl);
+	close(fd);
+	if (readable(nfd, WAIT_MS)) {
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		n = read(pfd[0], out, sizeof(out) - 1);
+	}
+	if (n > 0)
+		out[n] = '\0';
+	CHECK(n > 0 && strstr(out, "\"kind\":\"packet\",\"ip\":\"192.0.2.55\","
+	                           "\"port\":7777,\"verdict\":\"deny\"") != NULL &&
+	      strstr(out, "\"proto\":\"udp\"") != NULL,
+	      "nflog_reader logs the blocked packet: %.*s", n > 0 ? (int)n - 1 : 0,
+	      out);
+out:
+	nflog_reader_free(rd);
+	if (log != NULL)
+		elog_free(log);
+	else if (pfd[1] >= 0)
+		close(pfd[1]);
+	if (pfd[0] >= 0)
+		close(pfd[0]);
+	if (base != NULL)
+		event_base_free(base);
+}
+
 /* --- timing --------------------------------------------------------------- */
 
 static int
@@ -545,6 +599,7 @@ main(int argc, char **argv)
 	check_udp_blocked(AF_INET6, "2001:db8::7", nfd);
 	check_dns_redirect(dns_fd);
 	check_icmp_blocked(nfd);
+	check_reader(nfd);
 
 	close(tp4);
 	close(tp6);

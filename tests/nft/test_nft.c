@@ -10,6 +10,12 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_nat.h>
@@ -26,6 +32,7 @@
 #include <libnftnl/table.h>
 
 #include "common/netconst.h"
+#include "elog/elog.h"
 #include "nft/nflog.h"
 #include "nft/nft.h"
 
@@ -701,6 +708,73 @@ test_nflog_garbage(void **state)
 	}
 }
 
+/* --- nflog_reader: datagrams in, egress log lines out --------------------- */
+
+static void
+test_nflog_reader(void **state)
+{
+	uint8_t buf[1024] __attribute__((aligned(4)));
+	uint8_t pkt[64];
+	char out[4096];
+	size_t off = 0;
+	struct event_base *base;
+	struct nflog_reader *r;
+	struct elog *log;
+	int sv[2], pfd[2];
+	ssize_t n;
+
+	(void)state;
+	/* A datagram socket stands in for the netlink socket: the reader
+	 * only recv()s whole datagrams. */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(pipe2(pfd, O_CLOEXEC | O_NONBLOCK), 0);
+	log = elog_open_fd(pfd[1]);
+	assert_non_null(log);
+	base = event_base_new();
+	assert_non_null(base);
+	r = nflog_reader_new(base, sv[0], log);
+	assert_non_null(r);
+
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9999, 0));
+	put_nflog(buf, &off, AF_INET6, pkt,
+	          ipv6_packet(pkt, IPPROTO_ICMPV6, "2001:db8::7", 0, false));
+	assert_int_equal(send(sv[1], buf, off, 0), (ssize_t)off);
+	/* Garbage is skipped (one warning), the reader keeps going. */
+	assert_int_equal(send(sv[1], "garbage!", 8, 0), 8);
+	off = 0;
+	put_nflog(buf, &off, AF_INET, pkt,
+	          ipv4_packet(pkt, IPPROTO_TCP, "192.0.2.80", 80, 0));
+	assert_int_equal(send(sv[1], buf, off, 0), (ssize_t)off);
+
+	assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
+	n = read(pfd[0], out, sizeof(out) - 1);
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_non_null(strstr(out, "\"kind\":\"packet\",\"ip\":\"203.0.113.7\","
+	                            "\"port\":9999,\"verdict\":\"deny\""));
+	assert_non_null(strstr(out, "\"proto\":\"udp\""));
+	assert_non_null(strstr(out, "\"ip\":\"2001:db8::7\",\"verdict\":\"deny\""));
+	assert_non_null(strstr(out, "\"proto\":\"icmpv6\""));
+	assert_non_null(strstr(out, "\"ip\":\"192.0.2.80\",\"port\":80"));
+	assert_non_null(strstr(out, "blocked by the sandbox firewall"));
+	/* Exactly three lines: one per packet, none for the garbage. */
+	n = 0;
+	for (char *p = out; (p = strchr(p, '\n')) != NULL; p++)
+		n++;
+	assert_int_equal(n, 3);
+
+	/* The reader owns the fd. */
+	nflog_reader_free(r);
+	assert_int_equal(fcntl(sv[0], F_GETFD), -1);
+	assert_int_equal(errno, EBADF);
+	nflog_reader_free(NULL);
+	event_base_free(base);
+	elog_free(log);
+	close(pfd[0]);
+	close(sv[1]);
+}
+
 int
 main(void)
 {
@@ -715,6 +789,7 @@ main(void)
 		cmocka_unit_test(test_nflog_truncated),
 		cmocka_unit_test(test_nflog_malformed),
 		cmocka_unit_test(test_nflog_garbage),
+		cmocka_unit_test(test_nflog_reader),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
