@@ -16,7 +16,7 @@ cat >"$POL" <<-'YAML'
 	name: proxy-e2e
 	allow:
 	  - host: pypi.org
-	    ports: [80, 443, 7]
+	    ports: [80, 443, 7, 81]
 	  - host: files.pythonhosted.org
 	  - host: "*.evil.test"
 	  - host: rebind-loopback.test
@@ -55,12 +55,22 @@ expect_eq "keep-alive through the proxy" "1 0 " "$out"
 out=$(pcurl -s -o /dev/null -o /dev/null -w '%{http_code} ' http://pypi.org/simple/ http://files.pythonhosted.org/)
 expect_match "two hosts, one connection" '^200 (200|403|404) $' "$out"
 expect_logged "second host logged" 'e.get("kind") == "http" and e.get("host") == "files.pythonhosted.org" and e.get("verdict") == "allow"'
-# a chunked request body is framed and passed through; the answer comes back
-head -c 100000 /dev/urandom >"$LAB_WORK/body.bin"
-out=$(pcurl -s -o /dev/null -w '%{http_code}' -H 'Transfer-Encoding: chunked' \
-	--data-binary @"$LAB_WORK/body.bin" http://pypi.org/simple/)
-expect_eq "chunked POST answered by the origin" 405 "$out"
-expect_logged "chunked POST logged" 'e.get("method") == "POST" and e.get("bytes_up", 0) > 100000'
+# request bodies, chunked and Content-Length, reach the origin unchanged
+"$LAB_SH" inet "$LAB" "$LAB_PYTHON" "$SOURCE_ROOT/tests/proxy/origin.py" "$LAB_PYPI_V4" 81 \
+	>"$LAB_LOG/origin.out" 2>&1 &
+for _ in $(seq 100); do grep -q ready "$LAB_LOG/origin.out" 2>/dev/null && break; sleep 0.05; done
+head -c 300000 /dev/urandom >"$LAB_WORK/body.bin"
+want="300000 $(sha256sum <"$LAB_WORK/body.bin" | cut -d' ' -f1)"
+out=$(pcurl -H 'Transfer-Encoding: chunked' --data-binary @"$LAB_WORK/body.bin" http://pypi.org:81/up)
+expect_eq "chunked body through the proxy" "$want" "$out"
+out=$(pcurl --data-binary @"$LAB_WORK/body.bin" http://pypi.org:81/up)
+expect_eq "Content-Length body through the proxy" "$want" "$out"
+# hop-by-hop headers do not reach the origin; Host is the URI's
+out=$(pcurl -H 'Connection: X-Secret' -H 'X-Secret: 1' -H 'Upgrade: h2c' -H 'Keep-Alive: 5' \
+	-H 'TE: trailers' -H 'Proxy-Authorization: Basic eDp5' http://pypi.org:81/p?q)
+expect_eq "GET forwarded in origin-form, hop-by-hop removed" \
+	"path /p?q host pypi.org:81 hop - via 1.1 airlock" "$out"
+expect_logged "POST logged" 'e.get("method") == "POST" and e.get("bytes_up", 0) > 300000 and e.get("port") == 81'
 expect_logged "CONNECT logged" 'e.get("kind") == "connect" and e.get("host") == "pypi.org" and e.get("verdict") == "allow" and e.get("rule", "").endswith("proxy-policy.yaml:4") and e.get("bytes_down", 0) > 1000'
 expect_logged "GET logged" 'e.get("kind") == "http" and e.get("method") == "GET" and e.get("url") == "http://pypi.org/simple/labpkg/" and e.get("verdict") == "allow"'
 
