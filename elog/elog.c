@@ -464,7 +464,7 @@ elog_task_end(struct elog *log, const struct elog_task_end *te)
 		}
 		elog_buf_puts(&h, ", ");
 		elog_buf_u64(&h, te->connections);
-		elog_buf_puts(&h, " events, ");
+		elog_buf_puts(&h, te->connections == 1 ? " event, " : " events, ");
 		elog_buf_u64(&h, te->allowed);
 		elog_buf_puts(&h, " allowed, ");
 		elog_buf_u64(&h, te->denied);

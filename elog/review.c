@@ -161,7 +161,7 @@ show_line(const struct elog_record *r, const struct review_show_opts *o, FILE *o
 		if (r->has_totals) {
 			elog_buf_puts(&b, ": ");
 			elog_buf_u64(&b, r->t_connections);
-			elog_buf_puts(&b, " events, ");
+			elog_buf_puts(&b, r->t_connections == 1 ? " event, " : " events, ");
 			elog_buf_u64(&b, r->t_allowed);
 			elog_buf_puts(&b, " allowed, ");
 			elog_buf_u64(&b, r->t_denied);

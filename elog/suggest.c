@@ -28,7 +28,7 @@ struct stat_entry {
 	uint16_t ports[MAX_PORTS];
 	size_t n_ports;
 	bool ports_overflow;
-	uint64_t attempts, allowed, denied, dns;
+	uint64_t attempts, allowed, denied, audit_denied, dns;
 	char *protos;          /* packets: "udp,icmp" */
 	/* wildcard: the names it replaced */
 	char *members;
@@ -138,9 +138,10 @@ count(struct stat_entry *e, const struct elog_record *r)
 	e->attempts++;
 	if (r->verdict != NULL && strcmp(r->verdict, "allow") == 0)
 		e->allowed++;
-	else if (r->verdict != NULL && (strcmp(r->verdict, "deny") == 0 ||
-	                                strcmp(r->verdict, "audit-deny") == 0))
+	else if (r->verdict != NULL && strcmp(r->verdict, "deny") == 0)
 		e->denied++;
+	else if (r->verdict != NULL && strcmp(r->verdict, "audit-deny") == 0)
+		e->audit_denied++;
 	add_port(e, r->port);
 }
 
@@ -282,6 +283,7 @@ merge_into(struct suggest *s, struct stat_entry *w, struct stat_entry *e)
 	w->attempts += e->attempts;
 	w->allowed += e->allowed;
 	w->denied += e->denied;
+	w->audit_denied += e->audit_denied;
 	w->dns += e->dns;
 	e->covered = true;
 	w->n_members++;
@@ -390,10 +392,26 @@ entry_cmp(const void *a, const void *b)
 static void
 put_counts(FILE *out, const struct stat_entry *e)
 {
-	if (e->attempts > 0)
-		fprintf(out, "%" PRIu64 " connection%s (%" PRIu64 " allowed, %" PRIu64
-		        " denied)", e->attempts, e->attempts == 1 ? "" : "s", e->allowed,
-		        e->denied);
+	const char *sep = " (";
+
+	if (e->attempts > 0) {
+		fprintf(out, "%" PRIu64 " connection%s", e->attempts,
+		        e->attempts == 1 ? "" : "s");
+		if (e->allowed > 0) {
+			fprintf(out, "%s%" PRIu64 " allowed", sep, e->allowed);
+			sep = ", ";
+		}
+		if (e->denied > 0) {
+			fprintf(out, "%s%" PRIu64 " denied", sep, e->denied);
+			sep = ", ";
+		}
+		if (e->audit_denied > 0) {
+			fprintf(out, "%s%" PRIu64 " audit-deny", sep, e->audit_denied);
+			sep = ", ";
+		}
+		if (sep[0] == ',')
+			fputc(')', out);
+	}
 	if (e->attempts > 0 && e->dns > 0)
 		fputs(", ", out);
 	if (e->dns > 0)

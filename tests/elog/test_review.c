@@ -343,7 +343,7 @@ test_suggest_exact(void **state)
 	assert_int_equal(match(p, "evil.test", 22), POLICY_NO_MATCH);
 	assert_int_equal(match(p, "other.pythonhosted.org", 443), POLICY_NO_MATCH);
 	/* Counts in the comments. */
-	assert_non_null(strstr(y, "  # 3 connections (2 allowed, 1 denied), 1 DNS query\n"
+	assert_non_null(strstr(y, "  # 3 connections (2 allowed, 1 audit-deny), 1 DNS query\n"
 	                          "  - host: pypi.org\n    ports: [443]\n"));
 	/* Address-only destinations: commented out, never enabled. */
 	assert_non_null(strstr(y, "  # - cidr: 203.0.113.9/32\n  #   ports: [22]\n"));
