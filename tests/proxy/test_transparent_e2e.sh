@@ -26,7 +26,8 @@ for _ in $(seq 100); do grep -q ready "$LAB_LOG/echo.out" 2>/dev/null && break; 
 cat >"$LAB_WORK/inside.sh" <<-'SH'
 	unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
 	c() { curl -sS --max-time 5 "$@"; }
-	c https://pypi.org/simple/labpkg/ | grep -q labpkg-1.0 && echo "tls-allowed"
+	c -4 https://pypi.org/simple/labpkg/ | grep -q labpkg-1.0 && echo "tls-allowed"
+	c -6 https://pypi.org/simple/labpkg/ | grep -q labpkg-1.0 && echo "tls6-allowed"
 	c --resolve pypi.org:443:203.0.113.66 https://pypi.org/ 2>&1 | grep -qi "alert access denied" && echo "sni-spoof-refused"
 	c http://pypi.org/simple/labpkg/ | grep -q labpkg-1.0 && echo "http-allowed"
 	[ "$(c -o /dev/null -w '%{http_code}' --resolve pypi.org:80:203.0.113.66 http://pypi.org/)" = 403 ] && echo "host-spoof-refused"
@@ -54,12 +55,13 @@ cat >"$LAB_WORK/inside.sh" <<-'SH'
 	PY
 SH
 out=$(airlock_lab "$POL" -- sh "$LAB_WORK/inside.sh" 2>&1) || true
-for m in tls-allowed sni-spoof-refused http-allowed host-spoof-refused sni-denied \
+for m in tls-allowed tls6-allowed sni-spoof-refused http-allowed host-spoof-refused sni-denied \
 	tcp-learned tcp-silent tcp-unknown-refused; do
 	printf '%s\n' "$out" | grep -qx "$m" || fail "transparent: '$m' missing; output: $out"
 done
 
 expect_logged "tls allowed" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("verdict") == "allow" and e.get("ip") == "198.51.100.10"'
+expect_logged "tls over IPv6 (IP6T_SO_ORIGINAL_DST)" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("verdict") == "allow" and e.get("ip") == "2001:db8:1::10"'
 expect_logged "SNI spoof logged with both" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("ip") == "203.0.113.66" and e.get("verdict") == "deny" and "does not resolve to the original destination" in e.get("reason", "")'
 expect_logged "Host spoof logged" 'e.get("kind") == "http" and e.get("host") == "pypi.org" and e.get("ip") == "203.0.113.66" and e.get("verdict") == "deny"'
 expect_logged "denied SNI logged" 'e.get("kind") == "tls" and e.get("sni") == "evil.test" and e.get("verdict") == "deny"'
