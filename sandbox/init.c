@@ -189,6 +189,7 @@ void
 sbx_init_main(const struct sbx *s, int sock)
 {
 	struct sbx_listeners l;
+	struct sbx_filter filter;
 	struct sbx_msg m;
 	int fds[SBX_N_LISTEN_FDS];
 	size_t nfds = 0;
@@ -236,6 +237,8 @@ sbx_init_main(const struct sbx *s, int sock)
 	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	log_debug("init: filesystem ready, %llu ms", (unsigned long long)now_ms());
+	if (sbx_seccomp_build(&filter, err, sizeof(err)) < 0)
+		init_die("%s", err);
 	switch (sbx_msg_recv(sock, &m, fds, 0, &nfds, 0)) {
 	case 1:
 		if (m.type == SBX_MSG_GO && m.value == 1)
@@ -254,8 +257,9 @@ sbx_init_main(const struct sbx *s, int sock)
 		init_die("set-up: dumpable: %s", strerror(errno));
 	if (sbx_caps_drop(err, sizeof(err)) < 0)
 		init_die("%s", err);
-	if (sbx_seccomp_load(err, sizeof(err)) < 0)
+	if (sbx_seccomp_install(&filter, err, sizeof(err)) < 0)
 		init_die("%s", err);
+	sbx_seccomp_free(&filter);
 
 	log_debug("init: privileges dropped, %llu ms", (unsigned long long)now_ms());
 	fflush(NULL);

@@ -4,6 +4,7 @@
 #define AIRLOCK_SANDBOX_INTERNAL_H
 
 #include <limits.h>
+#include <linux/filter.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -62,8 +63,17 @@ int sbx_fs_setup(const struct sbx *s, char *err, size_t errlen);
 /* privs.c: drop every capability (bounding, ambient, effective, permitted,
  * inheritable) and lock the securebits. 0 or -1 + reason. */
 int sbx_caps_drop(char *err, size_t errlen);
-/* seccomp.c: load the filter (docs/run.md, seccomp). 0 or -1 + reason. */
-int sbx_seccomp_load(char *err, size_t errlen);
+/* seccomp.c: the filter (docs/run.md, seccomp) compiled to BPF by
+ * sbx_seccomp_build (0 or -1 + reason; free with sbx_seccomp_free) and
+ * installed on the calling process by sbx_seccomp_install (needs
+ * no_new_privs). */
+struct sbx_filter {
+	struct sock_filter *insns; /* owned */
+	unsigned short len;
+};
+int sbx_seccomp_build(struct sbx_filter *f, char *err, size_t errlen);
+int sbx_seccomp_install(const struct sbx_filter *f, char *err, size_t errlen);
+void sbx_seccomp_free(struct sbx_filter *f);
 
 /* checks.c: the post-set-up checks, run by a child of init after the
  * privilege drop (selftest only). */

@@ -6,7 +6,14 @@
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "sandbox/internal.h"
@@ -93,13 +100,76 @@ add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
 	return 0;
 }
 
+/* Compile the filter to classic BPF in memory (libseccomp writes it to an
+ * fd: a memfd), so the costly part happens before the go and installing
+ * it is one syscall. */
+static int
+export_bpf(scmp_filter_ctx ctx, struct sbx_filter *f, char *err, size_t errlen)
+{
+	struct stat st;
+	ssize_t n;
+	int rc, fd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "seccomp: memfd: %s", strerror(errno));
+		return -1;
+	}
+	rc = seccomp_export_bpf(ctx, fd);
+	if (rc < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
+	    (size_t)st.st_size % sizeof(struct sock_filter) != 0 ||
+	    (size_t)st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		snprintf(err, errlen, "seccomp: export: %s",
+		         rc < 0 ? strerror(-rc) : "bad program size");
+		fd_close(&fd);
+		return -1;
+	}
+	f->insns = malloc((size_t)st.st_size);
+	if (f->insns == NULL) {
+		snprintf(err, errlen, "seccomp: out of memory");
+		fd_close(&fd);
+		return -1;
+	}
+	n = pread(fd, f->insns, (size_t)st.st_size, 0);
+	fd_close(&fd);
+	if (n != st.st_size) {
+		snprintf(err, errlen, "seccomp: read back the program");
+		sbx_seccomp_free(f);
+		return -1;
+	}
+	f->len = (unsigned short)((size_t)st.st_size / sizeof(struct sock_filter));
+	return 0;
+}
+
+void
+sbx_seccomp_free(struct sbx_filter *f)
+{
+	free(f->insns);
+	f->insns = NULL;
+	f->len = 0;
+}
+
 int
-sbx_seccomp_load(char *err, size_t errlen)
+sbx_seccomp_install(const struct sbx_filter *f, char *err, size_t errlen)
+{
+	struct sock_fprog prog = {.len = f->len, .filter = f->insns};
+
+	if (f->insns == NULL || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
+		snprintf(err, errlen, "seccomp: install: %s",
+		         f->insns == NULL ? "no filter" : strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
+sbx_seccomp_build(struct sbx_filter *f, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx;
 	struct scmp_arg_cmp a;
 	int rc;
 
+	f->insns = NULL;
+	f->len = 0;
 	ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (ctx == NULL) {
 		snprintf(err, errlen, "seccomp: init failed");
@@ -134,11 +204,8 @@ sbx_seccomp_load(char *err, size_t errlen)
 	a = (struct scmp_arg_cmp)SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX);
 	if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &a, err, errlen) < 0)
 		goto fail;
-	rc = seccomp_load(ctx);
-	if (rc < 0) {
-		snprintf(err, errlen, "seccomp: load: %s", strerror(-rc));
+	if (export_bpf(ctx, f, err, errlen) < 0)
 		goto fail;
-	}
 	seccomp_release(ctx);
 	return 0;
 fail:
