@@ -100,7 +100,7 @@ static struct sockaddr_in g_dst;
 static void
 client_start(int ep, struct client *c)
 {
-	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+	struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = c};
 
 	c->fd = dial(&g_dst, 1);
 	c->state = C_CONNECTING;
@@ -122,7 +122,7 @@ send_get(int fd, const char *path)
 static int
 client_step(int ep, struct client *c, uint32_t events)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
 	ssize_t n;
 
 	if (c->state == C_CONNECTING) {
@@ -138,8 +138,9 @@ client_step(int ep, struct client *c, uint32_t events)
 			c->state = C_BODY;
 		} else {
 			char req[256];
-			int rl = snprintf(req, sizeof(req), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n",
-			                  g_target, g_target);
+			int rl = snprintf(req, sizeof(req),
+			                  "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", g_target,
+			                  g_target);
 			if (send(c->fd, req, (size_t)rl, MSG_NOSIGNAL) != rl)
 				return -1;
 			c->state = C_TUNNEL_REPLY;
@@ -159,7 +160,8 @@ client_step(int ep, struct client *c, uint32_t events)
 					return -1;
 				continue;
 			}
-			if (strncmp(c->buf, "HTTP/1.1 200", 12) != 0 && strncmp(c->buf, "HTTP/1.0 200", 12) != 0)
+			if (strncmp(c->buf, "HTTP/1.1 200", 12) != 0 &&
+			    strncmp(c->buf, "HTTP/1.0 200", 12) != 0)
 				return -1;
 			if (send_get(c->fd, "/") != 0)
 				return -1;
@@ -249,7 +251,8 @@ cmd_bulk(int argc, char **argv)
 	t0 = now_s();
 	if (!direct) {
 		size_t got = 0;
-		int rl = snprintf(buf, sizeof(buf), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", argv[3], argv[3]);
+		int rl = snprintf(buf, sizeof(buf), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n",
+		                  argv[3], argv[3]);
 
 		send(fd, buf, (size_t)rl, MSG_NOSIGNAL);
 		while (got < 4096 && (n = recv(fd, buf + got, 1024, 0)) > 0) {
@@ -299,15 +302,17 @@ cmd_idle(int argc, char **argv)
 		size_t got = 0;
 		ssize_t r;
 		int rl;
-		struct timeval tv = { 10, 0 };
+		struct timeval tv = {10, 0};
 
 		fds[i] = dial(&sa, 0);
 		if (fds[i] < 0)
 			break;
 		setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		rl = snprintf(buf, sizeof(buf), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", argv[3], argv[3]);
+		rl = snprintf(buf, sizeof(buf), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", argv[3],
+		              argv[3]);
 		send(fds[i], buf, (size_t)rl, MSG_NOSIGNAL);
-		while (got < sizeof(buf) - 1 && (r = recv(fds[i], buf + got, sizeof(buf) - 1 - got, 0)) > 0) {
+		while (got < sizeof(buf) - 1 &&
+		       (r = recv(fds[i], buf + got, sizeof(buf) - 1 - got, 0)) > 0) {
 			got += (size_t)r;
 			buf[got] = '\0';
 			if (strstr(buf, "\r\n\r\n") != NULL)
@@ -334,7 +339,7 @@ cmd_echo(int argc, char **argv)
 {
 	struct sockaddr_in sa;
 	int lfd, ep, one = 1;
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = {.events = EPOLLIN};
 
 	if (argc != 3 || parse_addr(argv[2], &sa) != 0)
 		return 2;
@@ -360,8 +365,9 @@ cmd_echo(int argc, char **argv)
 
 			if (fd == lfd) {
 				int c;
-				while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-					struct epoll_event cev = { .events = EPOLLIN, .data.fd = c };
+				while ((c = accept4(lfd, NULL, NULL,
+				                    SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+					struct epoll_event cev = {.events = EPOLLIN, .data.fd = c};
 					epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev);
 				}
 				continue;
@@ -390,6 +396,7 @@ main(int argc, char **argv)
 		return cmd_idle(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "echo") == 0)
 		return cmd_echo(argc, argv);
-	fprintf(stderr, "usage: bench-proxy rate|bulk|idle|echo ... (see the header of bench_proxy.c)\n");
+	fprintf(stderr,
+	        "usage: bench-proxy rate|bulk|idle|echo ... (see the header of bench_proxy.c)\n");
 	return 2;
 }

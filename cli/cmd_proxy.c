@@ -72,7 +72,8 @@ proxy_listen_on(const char *spec)
 	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
 	    (ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_port == 0) ||
 	    (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port == 0)) {
-		fprintf(stderr, "airlock proxy: --listen '%s': expected ADDR:PORT, e.g. 127.0.0.1:3128\n",
+		fprintf(stderr,
+		        "airlock proxy: --listen '%s': expected ADDR:PORT, e.g. 127.0.0.1:3128\n",
 		        spec);
 		return -1;
 	}
@@ -103,7 +104,9 @@ proxy_resolver(struct event_base *base, char **upstreams, size_t n_up)
 	if (n_up > 0) {
 		for (size_t i = 0; i < n_up; i++) {
 			if (dns_upstream_parse(upstreams[i], &addrs[n]) != 0) {
-				fprintf(stderr, "airlock proxy: --dns-upstream '%s': expected ADDR or ADDR:PORT\n",
+				fprintf(stderr,
+				        "airlock proxy: --dns-upstream '%s': expected ADDR or "
+				        "ADDR:PORT\n",
 				        upstreams[i]);
 				return NULL;
 			}
@@ -112,7 +115,8 @@ proxy_resolver(struct event_base *base, char **upstreams, size_t n_up)
 	} else {
 		n = dns_upstream_from_resolv_conf("/etc/resolv.conf", addrs, DNS_MAX_UPSTREAMS);
 		if (n <= 0) {
-			fprintf(stderr, "airlock proxy: no nameserver in /etc/resolv.conf; use --dns-upstream\n");
+			fprintf(stderr, "airlock proxy: no nameserver in /etc/resolv.conf; use "
+			                "--dns-upstream\n");
 			return NULL;
 		}
 	}
@@ -125,7 +129,8 @@ proxy_resolver(struct event_base *base, char **upstreams, size_t n_up)
 	for (int i = 0; i < n; i++) {
 		socklen_t sl = addrs[i].ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
 		                                              : sizeof(struct sockaddr_in);
-		if (evdns_base_nameserver_sockaddr_add(dns, (struct sockaddr *)&addrs[i], sl, 0) != 0) {
+		if (evdns_base_nameserver_sockaddr_add(dns, (struct sockaddr *)&addrs[i], sl, 0) !=
+		    0) {
 			fprintf(stderr, "airlock proxy: cannot use nameserver %d\n", i + 1);
 			evdns_base_free(dns, 0);
 			return NULL;
@@ -151,15 +156,15 @@ int
 cmd_proxy(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "policy", required_argument, NULL, 'p' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "log", required_argument, NULL, 'L' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "dns-upstream", required_argument, NULL, 'd' },
-		{ "audit", no_argument, NULL, 'a' },
-		{ "max-conns", required_argument, NULL, 'm' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"policy", required_argument, NULL, 'p'},
+	        {"listen", required_argument, NULL, 'l'},
+	        {"log", required_argument, NULL, 'L'},
+	        {"verbose", no_argument, NULL, 'v'},
+	        {"dns-upstream", required_argument, NULL, 'd'},
+	        {"audit", no_argument, NULL, 'a'},
+	        {"max-conns", required_argument, NULL, 'm'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	const char *policy_path = NULL, *listen_spec = NULL, *log_path = "-";
 	char *upstreams[DNS_MAX_UPSTREAMS];
@@ -167,7 +172,7 @@ cmd_proxy(int argc, char **argv)
 	bool verbose = false, audit = false;
 	uint64_t max_conns = 0;
 	struct policy *pol = NULL;
-	struct policy_diag diag = { 0 };
+	struct policy_diag diag = {0};
 	struct elog *elog = NULL;
 	struct event_base *base = NULL;
 	struct evdns_base *dns = NULL;
@@ -181,26 +186,43 @@ cmd_proxy(int argc, char **argv)
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "p:l:vh", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'p': policy_path = optarg; break;
-		case 'l': listen_spec = optarg; break;
-		case 'L': log_path = optarg; break;
-		case 'v': verbose = true; break;
-		case 'a': audit = true; break;
+		case 'p':
+			policy_path = optarg;
+			break;
+		case 'l':
+			listen_spec = optarg;
+			break;
+		case 'L':
+			log_path = optarg;
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'a':
+			audit = true;
+			break;
 		case 'd':
 			if (n_up == DNS_MAX_UPSTREAMS) {
-				fprintf(stderr, "airlock proxy: at most %d --dns-upstream\n", DNS_MAX_UPSTREAMS);
+				fprintf(stderr, "airlock proxy: at most %d --dns-upstream\n",
+				        DNS_MAX_UPSTREAMS);
 				return EXIT_USAGE;
 			}
 			upstreams[n_up++] = optarg;
 			break;
 		case 'm':
 			if (parse_uint(optarg, 1, 1000000, &max_conns) != 0) {
-				fprintf(stderr, "airlock proxy: --max-conns '%s': expected 1..1000000\n", optarg);
+				fprintf(stderr,
+				        "airlock proxy: --max-conns '%s': expected 1..1000000\n",
+				        optarg);
 				return EXIT_USAGE;
 			}
 			break;
-		case 'h': proxy_usage(stdout); return 0;
-		default: proxy_usage(stderr); return EXIT_USAGE;
+		case 'h':
+			proxy_usage(stdout);
+			return 0;
+		default:
+			proxy_usage(stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind != argc || policy_path == NULL || listen_spec == NULL) {
@@ -225,7 +247,8 @@ cmd_proxy(int argc, char **argv)
 	if (pol == NULL) {
 		for (size_t i = 0; i < diag.n_lines; i++)
 			fprintf(stderr, "%s\n", diag.lines[i]);
-		fprintf(stderr, "airlock proxy: policy '%s' is invalid; not starting\n", policy_path);
+		fprintf(stderr, "airlock proxy: policy '%s' is invalid; not starting\n",
+		        policy_path);
 		policy_diag_clear(&diag);
 		return 1;
 	}
@@ -283,13 +306,13 @@ cmd_proxy(int argc, char **argv)
 		goto out;
 	}
 	{
-		const char *const targv[] = { "airlock", "proxy", "--listen", listen_spec };
+		const char *const targv[] = {"airlock", "proxy", "--listen", listen_spec};
 		struct elog_task_start ts = {
-			.policy = policy_name(pol),
-			.policy_sha256 = policy_sha256(pol),
-			.mode = policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce",
-			.argv = targv,
-			.argc = 4,
+		        .policy = policy_name(pol),
+		        .policy_sha256 = policy_sha256(pol),
+		        .mode = policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce",
+		        .argv = targv,
+		        .argc = 4,
 		};
 		if (elog_task_start(elog, &ts) != 0) {
 			fprintf(stderr, "airlock proxy: cannot write the egress log\n");

@@ -31,9 +31,9 @@
 #define CONN_URL_MAX 1024
 
 static const char *const conn_state_names[] = {
-	[CONN_HEAD] = "head",       [CONN_SNIFF] = "sniff",   [CONN_RESOLVE] = "resolve",
-	[CONN_CONNECT] = "connect", [CONN_TUNNEL] = "tunnel", [CONN_HTTP] = "http",
-	[CONN_REPLY] = "reply",
+        [CONN_HEAD] = "head",       [CONN_SNIFF] = "sniff",   [CONN_RESOLVE] = "resolve",
+        [CONN_CONNECT] = "connect", [CONN_TUNNEL] = "tunnel", [CONN_HTTP] = "http",
+        [CONN_REPLY] = "reply",
 };
 
 static void conn_down_read(struct bufferevent *bev, void *arg);
@@ -51,15 +51,15 @@ static void conn_http_pump_resp(struct conn *c);
 static void
 conn_enter(struct conn *c, enum conn_state s)
 {
-	log_debug("conn %llu: %s -> %s", (unsigned long long)c->id,
-	          conn_state_names[c->state], conn_state_names[s]);
+	log_debug("conn %llu: %s -> %s", (unsigned long long)c->id, conn_state_names[c->state],
+	          conn_state_names[s]);
 	c->state = s;
 }
 
 static void
 timer_in(struct conn *c, uint64_t ms)
 {
-	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 
 	evtimer_add(c->timer, &tv);
 }
@@ -158,7 +158,7 @@ conn_close(struct conn *c)
 static void
 conn_reset(struct conn *c)
 {
-	struct linger lg = { 1, 0 };
+	struct linger lg = {1, 0};
 
 	/* An RST tells a transparent client at once; nothing else fits a
 	 * protocol we do not speak. */
@@ -181,13 +181,20 @@ static const char *
 status_text(int status)
 {
 	switch (status) {
-	case 400: return "Bad Request";
-	case 403: return "Forbidden";
-	case 408: return "Request Timeout";
-	case 431: return "Request Header Fields Too Large";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 408:
+		return "Request Timeout";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
 	}
 	return "Error";
 }
@@ -248,13 +255,14 @@ conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
 		conn_finish(c);
 		return;
 	}
-	if (c->lkind == PROXY_LISTEN_TRANSPARENT && (c->kind == NULL || strcmp(c->kind, "http") != 0)) {
+	if (c->lkind == PROXY_LISTEN_TRANSPARENT &&
+	    (c->kind == NULL || strcmp(c->kind, "http") != 0)) {
 		conn_reset(c);
 		return;
 	}
 	bl = snprintf(body, sizeof(body), "airlock: %s %s port %u: %s\n",
-	              status == 403 ? "denied" : "cannot reach",
-	              c->host[0] != '\0' ? c->host : "?", (unsigned)c->port, c->reason);
+	              status == 403 ? "denied" : "cannot reach", c->host[0] != '\0' ? c->host : "?",
+	              (unsigned)c->port, c->reason);
 	if (bl < 0 || (size_t)bl >= sizeof(body))
 		bl = (int)strlen(body);
 	hl = snprintf(head, sizeof(head),
@@ -415,8 +423,10 @@ conn_decide_noname(struct conn *c)
 			snprintf(c->reason, sizeof(c->reason), "no rule allows %s port %u", name,
 			         (unsigned)c->port);
 		else
-			str_copy(c->reason, "no name; address not allowed by a cidr rule nor learned "
-			         "from DNS for an allowed name", sizeof(c->reason));
+			str_copy(c->reason,
+			         "no name; address not allowed by a cidr rule nor learned "
+			         "from DNS for an allowed name",
+			         sizeof(c->reason));
 		if (policy_mode(p) != POLICY_MODE_AUDIT) {
 			c->verdict = "deny";
 			conn_refuse(c, 403, "http_request_denied", "%s", c->reason);
@@ -525,7 +535,8 @@ conn_sniff_decide(struct conn *c, bool timed_out)
 			/* HTTP, but not a head we can read in time: refused
 			 * like a bad one. */
 			c->kind = "http";
-			conn_refuse(c, hr == HTTP_INCOMPLETE ? 408 : 400, "http_request_error", "%s",
+			conn_refuse(c, hr == HTTP_INCOMPLETE ? 408 : 400, "http_request_error",
+			            "%s",
 			            hr == HTTP_INCOMPLETE ? "request head not complete in time"
 			                                  : http_result_str(hr));
 			return;
@@ -536,13 +547,15 @@ conn_sniff_decide(struct conn *c, bool timed_out)
 			memcpy(c->method, s + h.method.off, h.method.len);
 			c->method[h.method.len] = '\0';
 		}
-		c->url = strndup(s + h.target.off, h.target.len < CONN_URL_MAX ? h.target.len : CONN_URL_MAX);
+		c->url = strndup(s + h.target.off,
+		                 h.target.len < CONN_URL_MAX ? h.target.len : CONN_URL_MAX);
 		hi = http_find_header(s, &h, "host", 0);
 		if (hi >= 0 && http_find_header(s, &h, "host", (size_t)hi + 1) < 0) {
 			struct http_authority a;
 
-			if (http_parse_authority(s + h.headers[hi].value.off, h.headers[hi].value.len,
-			                         false, c->port, &a) != 0 ||
+			if (http_parse_authority(s + h.headers[hi].value.off,
+			                         h.headers[hi].value.len, false, c->port,
+			                         &a) != 0 ||
 			    conn_set_host(c, a.host, a.ip_literal, &why) != 0) {
 				conn_refuse(c, 400, "http_request_error", "bad Host header");
 				return;
@@ -570,7 +583,8 @@ conn_set_method_url(struct conn *c, const char *s, const struct http_head *h)
 	memcpy(c->method, s + h->method.off, ml);
 	c->method[ml] = '\0';
 	free(c->url);
-	c->url = strndup(s + h->target.off, h->target.len < CONN_URL_MAX ? h->target.len : CONN_URL_MAX);
+	c->url = strndup(s + h->target.off,
+	                 h->target.len < CONN_URL_MAX ? h->target.len : CONN_URL_MAX);
 }
 
 static void
@@ -629,15 +643,16 @@ conn_http_request(struct conn *c, const char *s, const struct http_head *h)
 	}
 	if (http_request_framing(s, h, &ht->req_framing, &ht->req_left) != 0) {
 		conn_refuse(c, 400, "http_request_error",
-		            "the request body's length is ambiguous (Content-Length/Transfer-Encoding)");
+		            "the request body's length is ambiguous "
+		            "(Content-Length/Transfer-Encoding)");
 		return;
 	}
 	if (a.port == 80)
-		snprintf(hosthdr, sizeof(hosthdr), a.host[0] != '\0' && strchr(a.host, ':') ? "[%s]" : "%s",
-		         a.host);
+		snprintf(hosthdr, sizeof(hosthdr),
+		         a.host[0] != '\0' && strchr(a.host, ':') ? "[%s]" : "%s", a.host);
 	else
-		snprintf(hosthdr, sizeof(hosthdr), strchr(a.host, ':') ? "[%s]:%u" : "%s:%u", a.host,
-		         (unsigned)a.port);
+		snprintf(hosthdr, sizeof(hosthdr), strchr(a.host, ':') ? "[%s]:%u" : "%s:%u",
+		         a.host, (unsigned)a.port);
 	free(ht->out_head);
 	ht->out_head = malloc(HTTP_MAX_HEAD + 512);
 	if (ht->out_head == NULL) {
@@ -766,7 +781,8 @@ conn_http_pump_req(struct conn *c)
 			if (used < 0) {
 				/* Part of the request is already upstream: this
 				 * connection is beyond repair. */
-				str_copy(c->reason, "malformed chunked request body", sizeof(c->reason));
+				str_copy(c->reason, "malformed chunked request body",
+				         sizeof(c->reason));
 				conn_close(c);
 				return;
 			}
@@ -806,15 +822,18 @@ conn_http_resp_head(struct conn *c)
 		if (r == HTTP_INCOMPLETE)
 			return 0;
 		if (r != HTTP_OK ||
-		    http_response_framing(s, &h, ht->head_request, &ht->resp_framing, &ht->resp_left) != 0 ||
+		    http_response_framing(s, &h, ht->head_request, &ht->resp_framing,
+		                          &ht->resp_left) != 0 ||
 		    h.status == 101) {
-			conn_refuse(c, 502, "http_protocol_error", "malformed response from upstream");
+			conn_refuse(c, 502, "http_protocol_error",
+			            "malformed response from upstream");
 			return -1;
 		}
 		if (h.status >= 100 && h.status < 200) {
 			ol = http_rewrite_response(s, &h, false, out, sizeof(out));
 			if (ol < 0) {
-				conn_refuse(c, 502, "http_response_header_section_size", "response head too large");
+				conn_refuse(c, 502, "http_response_header_section_size",
+				            "response head too large");
 				return -1;
 			}
 			bufferevent_write(c->down.bev, out, (size_t)ol);
@@ -822,9 +841,10 @@ conn_http_resp_head(struct conn *c)
 			evbuffer_drain(in, h.head_len);
 			continue;
 		}
-		ht->server_close = ht->resp_framing == HTTP_BODY_CLOSE ||
-		                   http_has_token(s, &h, "connection", "close") ||
-		                   (h.minor == 0 && !http_has_token(s, &h, "connection", "keep-alive"));
+		ht->server_close =
+		        ht->resp_framing == HTTP_BODY_CLOSE ||
+		        http_has_token(s, &h, "connection", "close") ||
+		        (h.minor == 0 && !http_has_token(s, &h, "connection", "keep-alive"));
 		if (ht->resp_framing == HTTP_BODY_CLOSE)
 			ht->client_close = true;
 		if (ht->resp_framing == HTTP_BODY_CHUNKED)
@@ -832,7 +852,8 @@ conn_http_resp_head(struct conn *c)
 		close = ht->client_close;
 		ol = http_rewrite_response(s, &h, close, out, sizeof(out));
 		if (ol < 0) {
-			conn_refuse(c, 502, "http_response_header_section_size", "response head too large");
+			conn_refuse(c, 502, "http_response_header_section_size",
+			            "response head too large");
 			return -1;
 		}
 		bufferevent_write(c->down.bev, out, (size_t)ol);
@@ -881,7 +902,8 @@ conn_http_pump_resp(struct conn *c)
 				return;
 			used = http_chunked_feed(&ht->resp_chunks, v.iov_base, v.iov_len, &done);
 			if (used < 0) {
-				str_copy(c->reason, "malformed chunked response body", sizeof(c->reason));
+				str_copy(c->reason, "malformed chunked response body",
+				         sizeof(c->reason));
 				conn_close(c);
 				return;
 			}
@@ -915,7 +937,8 @@ conn_down_read(struct bufferevent *bev, void *arg)
 		conn_http_pump_req(c);
 		break;
 	case CONN_REPLY:
-		evbuffer_drain(bufferevent_get_input(bev), evbuffer_get_length(bufferevent_get_input(bev)));
+		evbuffer_drain(bufferevent_get_input(bev),
+		               evbuffer_get_length(bufferevent_get_input(bev)));
 		break;
 	default:
 		/* resolve/connect: bytes wait in the buffer (bounded by the
@@ -969,8 +992,9 @@ conn_down_event(struct bufferevent *bev, short what, void *arg)
 		}
 	}
 	if (c->reason[0] == '\0')
-		str_copy(c->reason, (what & BEV_EVENT_ERROR) ? "client connection error"
-		                                              : "client closed the connection",
+		str_copy(c->reason,
+		         (what & BEV_EVENT_ERROR) ? "client connection error"
+		                                  : "client closed the connection",
 		         sizeof(c->reason));
 	conn_close(c);
 }
@@ -1141,7 +1165,7 @@ conn_original_dst(int fd, union conn_addr *out)
 	}
 	/* A v4-mapped v6 destination is the v4 address it maps. */
 	if (out->sa.sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&out->in6.sin6_addr)) {
-		struct sockaddr_in v4 = { .sin_family = AF_INET, .sin_port = out->in6.sin6_port };
+		struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = out->in6.sin6_port};
 
 		memcpy(&v4.sin_addr, &out->in6.sin6_addr.s6_addr[12], 4);
 		memset(out, 0, sizeof(*out));
@@ -1154,13 +1178,12 @@ conn_original_dst(int fd, union conn_addr *out)
 static void
 conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, const char *why)
 {
-	static const char busy[] =
-		"HTTP/1.1 503 Service Unavailable\r\n"
-		"Content-Type: text/plain; charset=utf-8\r\n"
-		"Proxy-Status: airlock; error=connection_limit_reached\r\n"
-		"Content-Length: 39\r\nConnection: close\r\n\r\n"
-		"airlock: too many connections; retry.\n";
-	struct linger lg = { 1, 0 };
+	static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+	                           "Content-Type: text/plain; charset=utf-8\r\n"
+	                           "Proxy-Status: airlock; error=connection_limit_reached\r\n"
+	                           "Content-Length: 39\r\nConnection: close\r\n\r\n"
+	                           "airlock: too many connections; retry.\n";
+	struct linger lg = {1, 0};
 	struct elog_event ev;
 
 	if (kind == PROXY_LISTEN_EXPLICIT)
@@ -1187,7 +1210,8 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 	if (elog_failed(px->px_cfg.log)) {
 		if (!px->px_said_log_failed) {
 			px->px_said_log_failed = true;
-			log_warnx("proxy: the egress log cannot be written; refusing every new connection");
+			log_warnx("proxy: the egress log cannot be written; refusing every new "
+			          "connection");
 		}
 		conn_refuse_early(px, fd, kind, "egress log failed");
 		return;
@@ -1241,7 +1265,8 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 		                                                 : c->orig.in.sin_port);
 		bufferevent_setwatermark(c->down.bev, EV_READ, 0, SNI_MAX_INPUT);
 		timer_in(c, PROXY_SNIFF_SILENT_MS < px->px_cfg.header_timeout_ms
-		                ? PROXY_SNIFF_SILENT_MS : px->px_cfg.header_timeout_ms);
+		                    ? PROXY_SNIFF_SILENT_MS
+		                    : px->px_cfg.header_timeout_ms);
 	} else {
 		bufferevent_setwatermark(c->down.bev, EV_READ, 0, HTTP_MAX_HEAD + 1);
 		timer_in(c, px->px_cfg.header_timeout_ms);

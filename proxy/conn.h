@@ -26,10 +26,10 @@ struct evconnlistener;
 struct evdns_getaddrinfo_request;
 struct relay;
 
-#define PROXY_DEFAULT_MAX_CONNS 8192
+#define PROXY_DEFAULT_MAX_CONNS  8192
 #define PROXY_DEFAULT_CONNECT_MS 10000
-#define PROXY_DEFAULT_IDLE_MS 300000
-#define PROXY_DEFAULT_HEADER_MS 10000
+#define PROXY_DEFAULT_IDLE_MS    300000
+#define PROXY_DEFAULT_HEADER_MS  10000
 /* Transparent: how long a silent client is given before it is taken for a
  * server-speaks-first protocol (ssh banner exchange, SMTP, ...). */
 #define PROXY_SNIFF_SILENT_MS 300
@@ -61,11 +61,11 @@ struct proxy {
 	struct proxy_config px_cfg;
 	struct proxy_listener *px_listeners;
 	size_t px_n_listeners;
-	struct event *px_resume;   /* re-enables accepting after EMFILE */
+	struct event *px_resume; /* re-enables accepting after EMFILE */
 	struct conn_list px_conns;
 	unsigned px_n_conns;
 	uint64_t px_next_id;
-	union conn_addr *px_own;   /* the host's own addresses (getifaddrs) */
+	union conn_addr *px_own; /* the host's own addresses (getifaddrs) */
 	size_t px_n_own;
 	bool px_said_log_failed;
 	/* Empty pipes for splice, shared: a tunnel holds one only while
@@ -103,9 +103,9 @@ struct conn_http {
 	bool req_done;       /* request body fully forwarded */
 	bool resp_head_done; /* final response head sent to the client */
 	bool head_request;
-	bool client_close;   /* client asked to close, or HTTP/1.0 */
-	bool server_close;   /* close-delimited body or Connection: close */
-	char *out_head;      /* rewritten request head awaiting the connect */
+	bool client_close; /* client asked to close, or HTTP/1.0 */
+	bool server_close; /* close-delimited body or Connection: close */
+	char *out_head;    /* rewritten request head awaiting the connect */
 	size_t out_len;
 };
 
@@ -119,34 +119,34 @@ struct conn {
 	struct conn_half up;   /* the upstream side, fd -1 until connected */
 	struct event *timer;   /* header deadline, sniff wait, idle, reply */
 	uint64_t start_ms, last_ms;
-	struct relay *relay;   /* splice state once the tunnel switched */
+	struct relay *relay; /* splice state once the tunnel switched */
 	struct evdns_getaddrinfo_request *dnsreq;
-	bool in_resolve_call;  /* evdns may answer before it returns */
-	int resolve_err;       /* evdns result stored during that call */
+	bool in_resolve_call; /* evdns may answer before it returns */
+	int resolve_err;      /* evdns result stored during that call */
 	struct addrinfo *resolve_res;
 	bool resolve_ready;
 
 	/* What is being asked, for the decision and the log. */
-	const char *kind;      /* "connect" | "http" | "tls" | "tcp" */
+	const char *kind; /* "connect" | "http" | "tls" | "tcp" */
 	char host[HTTP_HOST_MAX];
 	uint16_t port;
 	bool ip_literal;
-	bool has_name;         /* transparent: SNI or Host found */
-	bool tls;              /* transparent: the client speaks TLS */
-	bool logged;           /* the log line for this exchange is written */
+	bool has_name; /* transparent: SNI or Host found */
+	bool tls;      /* transparent: the client speaks TLS */
+	bool logged;   /* the log line for this exchange is written */
 	char method[16];
-	char *url;             /* malloc'd, capped; HTTP only */
-	union conn_addr orig;  /* transparent: SO_ORIGINAL_DST */
+	char *url;            /* malloc'd, capped; HTTP only */
+	union conn_addr orig; /* transparent: SO_ORIGINAL_DST */
 	bool has_orig;
 	union conn_addr addrs[CONN_MAX_ADDRS];
 	size_t n_addrs, next_addr;
-	union conn_addr dst;   /* the address dialled */
+	union conn_addr dst; /* the address dialled */
 	bool has_dst;
 	char up_host[HTTP_HOST_MAX]; /* host:port the open upstream serves */
 	uint16_t up_port;
 
 	/* The decision, copied so the policy may go away first. */
-	const char *verdict;   /* "allow" | "deny" | "audit-deny" */
+	const char *verdict; /* "allow" | "deny" | "audit-deny" */
 	char rule[128];
 	char reason[320];
 
@@ -165,7 +165,7 @@ void conn_connected(struct conn *c);
 /* Refuse with an HTTP status / TLS alert / reset as fits the connection,
  * log, drain, close. error is an RFC 9209 Proxy-Status error token. */
 void conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+        __attribute__((format(printf, 4, 5)));
 /* Called by relay.c when both directions are finished or failed. */
 void conn_tunnel_done(struct conn *c, const char *why);
 
@@ -180,8 +180,7 @@ int upstream_take_answer(struct conn *c);
  * class is described in why. Returns how many remain. */
 size_t upstream_filter(struct conn *c, char *why, size_t whylen);
 /* Whether one address passes the guard (or a cidr rule). */
-bool upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why,
-                             size_t whylen);
+bool upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why, size_t whylen);
 /* Connect to c->addrs[c->next_addr...] in turn, then conn_connected().
  * Returns 0, or -1 after refusing the connection. */
 int upstream_connect(struct conn *c);

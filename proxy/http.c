@@ -9,7 +9,7 @@
 
 /* Chunk-size line with extensions, and one trailer line. */
 #define HTTP_MAX_CHUNK_LINE 1024
-#define HTTP_MAX_TRAILERS 8192
+#define HTTP_MAX_TRAILERS   8192
 
 static bool
 is_tchar(unsigned char c)
@@ -29,7 +29,7 @@ is_field_char(unsigned char c)
 static struct http_span
 span(size_t off, size_t len)
 {
-	struct http_span s = { (uint16_t)off, (uint16_t)len };
+	struct http_span s = {(uint16_t)off, (uint16_t)len};
 	return s;
 }
 
@@ -50,8 +50,8 @@ head_end(const char *buf, size_t len, size_t start, enum http_result *r)
 			*r = HTTP_BAD_SYNTAX;
 			return 0;
 		}
-		if (i + 3 < lim && buf[i] == '\r' && buf[i + 1] == '\n' &&
-		    buf[i + 2] == '\r' && buf[i + 3] == '\n')
+		if (i + 3 < lim && buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' &&
+		    buf[i + 3] == '\n')
 			return i + 4;
 	}
 	*r = len >= HTTP_MAX_HEAD ? HTTP_TOO_LARGE : HTTP_INCOMPLETE;
@@ -189,11 +189,16 @@ const char *
 http_result_str(enum http_result r)
 {
 	switch (r) {
-	case HTTP_OK: return "ok";
-	case HTTP_INCOMPLETE: return "incomplete head";
-	case HTTP_TOO_LARGE: return "head larger than 16 KiB";
-	case HTTP_TOO_MANY_HEADERS: return "more than 100 header fields";
-	case HTTP_BAD_SYNTAX: return "malformed request head";
+	case HTTP_OK:
+		return "ok";
+	case HTTP_INCOMPLETE:
+		return "incomplete head";
+	case HTTP_TOO_LARGE:
+		return "head larger than 16 KiB";
+	case HTTP_TOO_MANY_HEADERS:
+		return "more than 100 header fields";
+	case HTTP_BAD_SYNTAX:
+		return "malformed request head";
 	}
 	return "?";
 }
@@ -205,8 +210,7 @@ http_span_eq(const char *buf, struct http_span s, const char *str)
 }
 
 int
-http_find_header(const char *buf, const struct http_head *h, const char *name,
-                 size_t from)
+http_find_header(const char *buf, const struct http_head *h, const char *name, size_t from)
 {
 	for (size_t i = from; i < h->n_headers; i++)
 		if (http_span_eq(buf, h->headers[i].name, name))
@@ -238,8 +242,7 @@ list_has(const char *v, size_t len, const char *token)
 }
 
 bool
-http_has_token(const char *buf, const struct http_head *h, const char *name,
-               const char *token)
+http_has_token(const char *buf, const struct http_head *h, const char *name, const char *token)
 {
 	for (int i = http_find_header(buf, h, name, 0); i >= 0;
 	     i = http_find_header(buf, h, name, (size_t)i + 1))
@@ -249,8 +252,8 @@ http_has_token(const char *buf, const struct http_head *h, const char *name,
 }
 
 int
-http_parse_authority(const char *s, size_t len, bool need_port,
-                     uint16_t default_port, struct http_authority *out)
+http_parse_authority(const char *s, size_t len, bool need_port, uint16_t default_port,
+                     struct http_authority *out)
 {
 	size_t hl, i = 0;
 	const char *host;
@@ -323,8 +326,8 @@ http_parse_authority(const char *s, size_t len, bool need_port,
 }
 
 int
-http_parse_absolute(const char *s, size_t len, struct http_authority *out,
-                    const char **path, size_t *path_len)
+http_parse_absolute(const char *s, size_t len, struct http_authority *out, const char **path,
+                    size_t *path_len)
 {
 	size_t a = 7, e;
 
@@ -380,8 +383,8 @@ content_length(const char *buf, const struct http_head *h, uint64_t *length)
 }
 
 int
-http_request_framing(const char *buf, const struct http_head *h,
-                     enum http_framing *f, uint64_t *length)
+http_request_framing(const char *buf, const struct http_head *h, enum http_framing *f,
+                     uint64_t *length)
 {
 	int te = http_find_header(buf, h, "transfer-encoding", 0);
 	int cl;
@@ -402,8 +405,8 @@ http_request_framing(const char *buf, const struct http_head *h,
 }
 
 int
-http_response_framing(const char *buf, const struct http_head *h,
-                      bool head_request, enum http_framing *f, uint64_t *length)
+http_response_framing(const char *buf, const struct http_head *h, bool head_request,
+                      enum http_framing *f, uint64_t *length)
 {
 	int te = http_find_header(buf, h, "transfer-encoding", 0);
 	int cl;
@@ -418,7 +421,8 @@ http_response_framing(const char *buf, const struct http_head *h,
 		/* RFC 9112 6.3: chunked last means chunked; otherwise the
 		 * body runs until close. */
 		int last = te;
-		for (int i = te; i >= 0; i = http_find_header(buf, h, "transfer-encoding", (size_t)i + 1))
+		for (int i = te; i >= 0;
+		     i = http_find_header(buf, h, "transfer-encoding", (size_t)i + 1))
 			last = i;
 		const char *v = buf + h->headers[last].value.off;
 		size_t vl = h->headers[last].value.len, s = vl;
@@ -427,7 +431,7 @@ http_response_framing(const char *buf, const struct http_head *h,
 		while (s < vl && (v[s] == ' ' || v[s] == '\t'))
 			s++;
 		*f = (vl - s == 7 && strncasecmp(v + s, "chunked", 7) == 0) ? HTTP_BODY_CHUNKED
-		                                                             : HTTP_BODY_CLOSE;
+		                                                            : HTTP_BODY_CLOSE;
 		return 0;
 	}
 	cl = content_length(buf, h, length);
@@ -441,8 +445,8 @@ bool
 http_is_hop_by_hop(const char *buf, const struct http_head *h, size_t idx)
 {
 	static const char *const fixed[] = {
-		"connection", "proxy-connection", "keep-alive", "te", "trailer",
-		"upgrade", "proxy-authorization", "proxy-authenticate",
+	        "connection", "proxy-connection", "keep-alive",          "te",
+	        "trailer",    "upgrade",          "proxy-authorization", "proxy-authenticate",
 	};
 	struct http_span name = h->headers[idx].name;
 	char lname[64];
@@ -475,8 +479,8 @@ put_str(char *out, size_t outlen, size_t *pos, const char *s)
 }
 
 static int
-put_fields(const char *buf, const struct http_head *h, bool request, bool drop_length,
-           char *out, size_t outlen, size_t *pos)
+put_fields(const char *buf, const struct http_head *h, bool request, bool drop_length, char *out,
+           size_t outlen, size_t *pos)
 {
 	for (size_t i = 0; i < h->n_headers; i++) {
 		const struct http_header *hd = &h->headers[i];
@@ -497,8 +501,8 @@ put_fields(const char *buf, const struct http_head *h, bool request, bool drop_l
 }
 
 ssize_t
-http_rewrite_request(const char *buf, const struct http_head *h, const char *path,
-                     size_t path_len, const char *host_hdr, char *out, size_t outlen)
+http_rewrite_request(const char *buf, const struct http_head *h, const char *path, size_t path_len,
+                     const char *host_hdr, char *out, size_t outlen)
 {
 	size_t pos = 0;
 
@@ -512,15 +516,15 @@ http_rewrite_request(const char *buf, const struct http_head *h, const char *pat
 	    put_str(out, outlen, &pos, " HTTP/1.1\r\nHost: ") != 0 ||
 	    put_str(out, outlen, &pos, host_hdr) != 0 || put_str(out, outlen, &pos, "\r\n") != 0 ||
 	    put_fields(buf, h, true, false, out, outlen, &pos) != 0 ||
-	    put_str(out, outlen, &pos, h->minor == 0 ? "Via: 1.0 airlock\r\n\r\n"
-	                                             : "Via: 1.1 airlock\r\n\r\n") != 0)
+	    put_str(out, outlen, &pos,
+	            h->minor == 0 ? "Via: 1.0 airlock\r\n\r\n" : "Via: 1.1 airlock\r\n\r\n") != 0)
 		return -1;
 	return (ssize_t)pos;
 }
 
 ssize_t
-http_rewrite_response(const char *buf, const struct http_head *h, bool close,
-                      char *out, size_t outlen)
+http_rewrite_response(const char *buf, const struct http_head *h, bool close, char *out,
+                      size_t outlen)
 {
 	size_t pos = 0, line_end = 0;
 	bool te = http_find_header(buf, h, "transfer-encoding", 0) >= 0;
@@ -532,8 +536,8 @@ http_rewrite_response(const char *buf, const struct http_head *h, bool close,
 	    put(out, outlen, &pos, buf + 8, line_end - 8) != 0 ||
 	    put_str(out, outlen, &pos, "\r\n") != 0 ||
 	    put_fields(buf, h, false, te, out, outlen, &pos) != 0 ||
-	    put_str(out, outlen, &pos, h->minor == 0 ? "Via: 1.0 airlock\r\n"
-	                                             : "Via: 1.1 airlock\r\n") != 0 ||
+	    put_str(out, outlen, &pos,
+	            h->minor == 0 ? "Via: 1.0 airlock\r\n" : "Via: 1.1 airlock\r\n") != 0 ||
 	    (close && put_str(out, outlen, &pos, "Connection: close\r\n") != 0) ||
 	    put_str(out, outlen, &pos, "\r\n") != 0)
 		return -1;

@@ -15,9 +15,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define HTTP_MAX_HEAD 16384   /* request or response head, CRLFCRLF included */
+#define HTTP_MAX_HEAD    16384 /* request or response head, CRLFCRLF included */
 #define HTTP_MAX_HEADERS 100
-#define HTTP_HOST_MAX 256     /* a DNS name or [v6 literal] plus the NUL */
+#define HTTP_HOST_MAX    256 /* a DNS name or [v6 literal] plus the NUL */
 
 struct http_span {
 	uint16_t off, len;
@@ -55,8 +55,7 @@ const char *http_result_str(enum http_result r);
 /* Case-insensitive comparison of a span with a NUL-terminated string. */
 bool http_span_eq(const char *buf, struct http_span s, const char *str);
 /* Index of the first header named name at or after from, or -1. */
-int http_find_header(const char *buf, const struct http_head *h, const char *name,
-                     size_t from);
+int http_find_header(const char *buf, const struct http_head *h, const char *name, size_t from);
 /* True when some header named name has token in its comma-separated value
  * ("Connection: close", "Transfer-Encoding: chunked"). */
 bool http_has_token(const char *buf, const struct http_head *h, const char *name,
@@ -74,15 +73,15 @@ struct http_authority {
 /* Parse "host", "host:port" or "[v6]:port". Host names may hold letters,
  * digits, '-', '_' and '.'; no userinfo, no percent-encoding. With
  * need_port the port is required (CONNECT). Returns 0 or -1. */
-int http_parse_authority(const char *s, size_t len, bool need_port,
-                         uint16_t default_port, struct http_authority *out);
+int http_parse_authority(const char *s, size_t len, bool need_port, uint16_t default_port,
+                         struct http_authority *out);
 
 /* Parse an absolute-form target "http://authority[/path][?query]". On
  * success *path and *path_len point into s at the origin-form path (an empty
  * path is returned as length 0: send "/"). Only the http scheme is
  * accepted. Returns 0 or -1. */
-int http_parse_absolute(const char *s, size_t len, struct http_authority *out,
-                        const char **path, size_t *path_len);
+int http_parse_absolute(const char *s, size_t len, struct http_authority *out, const char **path,
+                        size_t *path_len);
 
 enum http_framing {
 	HTTP_BODY_NONE,
@@ -95,12 +94,12 @@ enum http_framing {
  * Content-Length, any coding but a lone "chunked", or conflicting or
  * malformed lengths are errors: such a body cannot be forwarded safely.
  * Returns 0 or -1. */
-int http_request_framing(const char *buf, const struct http_head *h,
-                         enum http_framing *f, uint64_t *length);
+int http_request_framing(const char *buf, const struct http_head *h, enum http_framing *f,
+                         uint64_t *length);
 /* Body framing of a response to a request with the given method (HEAD,
  * CONNECT) and status. Returns 0 or -1. */
-int http_response_framing(const char *buf, const struct http_head *h,
-                          bool head_request, enum http_framing *f, uint64_t *length);
+int http_response_framing(const char *buf, const struct http_head *h, bool head_request,
+                          enum http_framing *f, uint64_t *length);
 
 /* Whether a header is hop-by-hop for this message: Connection, the names
  * it lists, Proxy-Connection, Keep-Alive, TE, Trailer, Upgrade,
@@ -110,15 +109,14 @@ bool http_is_hop_by_hop(const char *buf, const struct http_head *h, size_t idx);
 /* Write the head to send to the origin: "METHOD path HTTP/1.1", Host from
  * host_hdr, every end-to-end field, a Via. Returns the length written, or
  * -1 when out is too small. */
-ssize_t http_rewrite_request(const char *buf, const struct http_head *h,
-                             const char *path, size_t path_len, const char *host_hdr,
-                             char *out, size_t outlen);
+ssize_t http_rewrite_request(const char *buf, const struct http_head *h, const char *path,
+                             size_t path_len, const char *host_hdr, char *out, size_t outlen);
 /* Write the response head for the client: the status line as received
  * (HTTP/1.1 for the client), end-to-end fields, a Via, and "Connection:
  * close" when close is set. Content-Length is dropped if Transfer-Encoding
  * is present. Returns the length written or -1. */
-ssize_t http_rewrite_response(const char *buf, const struct http_head *h, bool close,
-                              char *out, size_t outlen);
+ssize_t http_rewrite_response(const char *buf, const struct http_head *h, bool close, char *out,
+                              size_t outlen);
 
 /* Streaming delimiter of a chunked body (RFC 9112 7.1): tells how many of
  * the bytes offered belong to the body, without changing them. */
@@ -133,7 +131,6 @@ void http_chunked_init(struct http_chunked *c);
 /* Consume up to len bytes; returns how many belong to the body (< len only
  * when the body ended), sets *done at its end, or returns -1 on a syntax
  * error or an over-long line. */
-ssize_t http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len,
-                          bool *done);
+ssize_t http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, bool *done);
 
 #endif

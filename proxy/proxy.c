@@ -42,9 +42,11 @@ proxy_load_own(struct proxy *px)
 		if (i->ifa_addr == NULL)
 			continue;
 		if (i->ifa_addr->sa_family == AF_INET)
-			memcpy(&px->px_own[px->px_n_own++].in, i->ifa_addr, sizeof(struct sockaddr_in));
+			memcpy(&px->px_own[px->px_n_own++].in, i->ifa_addr,
+			       sizeof(struct sockaddr_in));
 		else if (i->ifa_addr->sa_family == AF_INET6)
-			memcpy(&px->px_own[px->px_n_own++].in6, i->ifa_addr, sizeof(struct sockaddr_in6));
+			memcpy(&px->px_own[px->px_n_own++].in6, i->ifa_addr,
+			       sizeof(struct sockaddr_in6));
 	}
 	freeifaddrs(ifa);
 }
@@ -61,7 +63,8 @@ proxy_is_own_addr(const struct proxy *px, const struct sockaddr *sa)
 		    o->in.sin_addr.s_addr == ((const struct sockaddr_in *)sa)->sin_addr.s_addr)
 			return true;
 		if (sa->sa_family == AF_INET6 &&
-		    memcmp(&o->in6.sin6_addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) == 0)
+		    memcmp(&o->in6.sin6_addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) ==
+		            0)
 			return true;
 	}
 	return false;
@@ -79,8 +82,8 @@ proxy_resume(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-proxy_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
-             int salen, void *arg)
+proxy_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, int salen,
+             void *arg)
 {
 	struct proxy_listener *pl = arg;
 	(void)lev;
@@ -96,7 +99,7 @@ proxy_accept_error(struct evconnlistener *lev, void *arg)
 	struct proxy_listener *pl = arg;
 	struct proxy *px = pl->px;
 	int err = EVUTIL_SOCKET_ERROR();
-	struct timeval tv = { 0, PROXY_ACCEPT_PAUSE_MS * 1000 };
+	struct timeval tv = {0, PROXY_ACCEPT_PAUSE_MS * 1000};
 	(void)lev;
 
 	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {

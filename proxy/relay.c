@@ -23,7 +23,7 @@
 
 /* Bytes moved per splice call, and calls per wake-up before yielding to
  * other connections. */
-#define RELAY_CHUNK (1024 * 1024)
+#define RELAY_CHUNK  (1024 * 1024)
 #define RELAY_ROUNDS 16
 
 /* One direction: from src's socket to dst's socket. */
@@ -132,7 +132,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			}
 			if (n <= 0) {
 				conn_tunnel_done(c, d->dst == &c->up ? "upstream write failed"
-				                                      : "client write failed");
+				                                     : "client write failed");
 				return -1;
 			}
 			d->in_pipe -= (size_t)n;
@@ -169,7 +169,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 		}
 		if (n < 0) {
 			conn_tunnel_done(c, d->src == &c->up ? "upstream connection reset"
-			                                      : "client connection reset");
+			                                     : "client connection reset");
 			return -1;
 		}
 		if (n == 0) {
@@ -260,8 +260,7 @@ relay_maybe_splice(struct conn *c)
 static int
 relay_bev_shut(struct conn *c, struct conn_half *to)
 {
-	if (!to->peer->eof || to->shut ||
-	    evbuffer_get_length(bufferevent_get_output(to->bev)) != 0)
+	if (!to->peer->eof || to->shut || evbuffer_get_length(bufferevent_get_output(to->bev)) != 0)
 		return 0;
 	shutdown(to->fd, SHUT_WR);
 	to->shut = true;
@@ -316,8 +315,8 @@ relay_bev_event(struct bufferevent *bev, short what, void *arg)
 		relay_bev_shut(c, from->peer);
 		return;
 	}
-	conn_tunnel_done(c, from == &c->up ? "upstream connection error"
-	                                   : "client connection error");
+	conn_tunnel_done(c,
+	                 from == &c->up ? "upstream connection error" : "client connection error");
 }
 
 void

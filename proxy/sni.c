@@ -4,14 +4,14 @@
 #include <string.h>
 
 #define TLS_RECORD_HANDSHAKE 0x16
-#define TLS_HS_CLIENT_HELLO 0x01
-#define TLS_EXT_SERVER_NAME 0x0000
-#define TLS_SNI_HOST_NAME 0x00
+#define TLS_HS_CLIENT_HELLO  0x01
+#define TLS_EXT_SERVER_NAME  0x0000
+#define TLS_SNI_HOST_NAME    0x00
 /* Plaintext records carry at most 2^14 bytes (RFC 8446 5.1). */
 #define TLS_MAX_RECORD 16384
 
 /* fatal(2), access_denied(49), in a TLS 1.2-versioned alert record. */
-const uint8_t sni_alert_access_denied[7] = { 0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31 };
+const uint8_t sni_alert_access_denied[7] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x31};
 
 /* A read cursor that never goes past its end: every take fails instead. */
 struct cursor {
@@ -103,8 +103,7 @@ parse_client_hello(struct cursor *hello, char *name, size_t namelen)
 	/* An SSLv3-style hello may end here: no extensions, no name. */
 	if (hello->left == 0)
 		return SNI_NO_NAME;
-	if (take_u16(hello, &len) != 0 || take_sub(hello, len, &exts) != 0 ||
-	    hello->left != 0)
+	if (take_u16(hello, &len) != 0 || take_sub(hello, len, &exts) != 0 || hello->left != 0)
 		return SNI_MALFORMED;
 	while (exts.left > 0) {
 		struct cursor ext;
@@ -175,11 +174,16 @@ const char *
 sni_result_str(enum sni_result r)
 {
 	switch (r) {
-	case SNI_FOUND: return "found";
-	case SNI_INCOMPLETE: return "incomplete";
-	case SNI_NO_NAME: return "no server_name";
-	case SNI_NOT_TLS: return "not TLS";
-	case SNI_MALFORMED: return "malformed ClientHello";
+	case SNI_FOUND:
+		return "found";
+	case SNI_INCOMPLETE:
+		return "incomplete";
+	case SNI_NO_NAME:
+		return "no server_name";
+	case SNI_NOT_TLS:
+		return "not TLS";
+	case SNI_MALFORMED:
+		return "malformed ClientHello";
 	}
 	return "?";
 }

@@ -31,8 +31,7 @@ enum sni_result {
 /* Parse buf[0..len) as the start of a TLS connection. On SNI_FOUND writes
  * the host_name (1..253 printable ASCII bytes, as sent) and a NUL into
  * name[namelen]; namelen must be at least SNI_NAME_MAX. */
-enum sni_result sni_parse(const uint8_t *buf, size_t len, char *name,
-                          size_t namelen);
+enum sni_result sni_parse(const uint8_t *buf, size_t len, char *name, size_t namelen);
 
 /* Short stable text for logs: "found", "incomplete", ... */
 const char *sni_result_str(enum sni_result r);

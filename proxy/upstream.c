@@ -71,7 +71,8 @@ upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why, siz
 	conn_addr_str(a, ip, sizeof(ip));
 	if (why != NULL)
 		snprintf(why, whylen, "%s is %s%s", ip,
-		         cls == GUARD_PUBLIC ? "one of this host's addresses" : guard_class_name(cls),
+		         cls == GUARD_PUBLIC ? "one of this host's addresses"
+		                             : guard_class_name(cls),
 		         cls == GUARD_PUBLIC ? "" : " (address guard)");
 	return false;
 }
@@ -172,8 +173,8 @@ upstream_resolve(struct conn *c)
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_protocol = IPPROTO_TCP;
 	c->in_resolve_call = true;
-	c->dnsreq = evdns_getaddrinfo(c->px->px_cfg.dns, c->host, NULL, &hints,
-	                              upstream_dns_done, c);
+	c->dnsreq =
+	        evdns_getaddrinfo(c->px->px_cfg.dns, c->host, NULL, &hints, upstream_dns_done, c);
 	c->in_resolve_call = false;
 	if (c->resolve_ready) {
 		c->dnsreq = NULL;
@@ -278,8 +279,8 @@ upstream_next(struct conn *c, int err, bool timeout)
 	fd_close(&c->up.fd);
 	conn_addr_str(&c->dst, ip, sizeof(ip));
 	if (timeout)
-		conn_refuse(c, 504, "connection_timeout", "connecting to %s port %u timed out",
-		            ip, (unsigned)c->port);
+		conn_refuse(c, 504, "connection_timeout", "connecting to %s port %u timed out", ip,
+		            (unsigned)c->port);
 	else if (err == ECONNREFUSED)
 		conn_refuse(c, 502, "connection_refused", "%s port %u refused the connection", ip,
 		            (unsigned)c->port);

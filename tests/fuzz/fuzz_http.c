@@ -56,10 +56,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 			(void)http_request_framing(buf, &h, &f, &n);
 			(void)http_parse_authority(buf + h.target.off, h.target.len, true, 0, &a);
-			if (http_parse_absolute(buf + h.target.off, h.target.len, &a, &path, &plen) == 0) {
+			if (http_parse_absolute(buf + h.target.off, h.target.len, &a, &path,
+			                        &plen) == 0) {
 				if (path < buf || path + plen > buf + size)
 					abort();
-				(void)http_rewrite_request(buf, &h, path, plen, a.host, out, sizeof(out));
+				(void)http_rewrite_request(buf, &h, path, plen, a.host, out,
+				                           sizeof(out));
 			}
 			(void)http_has_token(buf, &h, "connection", "close");
 		}

@@ -26,14 +26,13 @@
 #include "policy/policy.h"
 #include "proxy/proxy.h"
 
-static const char policy_text[] =
-	"version: 1\n"
-	"name: unit\n"
-	"allow:\n"
-	"  - host: a.test\n"
-	"  - host: \"*.d.test\"\n"
-	"deny:\n"
-	"  - host: x.d.test\n";
+static const char policy_text[] = "version: 1\n"
+                                  "name: unit\n"
+                                  "allow:\n"
+                                  "  - host: a.test\n"
+                                  "  - host: \"*.d.test\"\n"
+                                  "deny:\n"
+                                  "  - host: x.d.test\n";
 
 struct fixture {
 	struct event_base *base;
@@ -157,7 +156,8 @@ exchange(struct fixture *f, int fd, const char *send_text, int max_ms)
 	struct timespec t0, t;
 
 	if (send_text != NULL)
-		assert_int_equal(send(fd, send_text, strlen(send_text), 0), (ssize_t)strlen(send_text));
+		assert_int_equal(send(fd, send_text, strlen(send_text), 0),
+		                 (ssize_t)strlen(send_text));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		ssize_t n;
@@ -204,10 +204,12 @@ test_denied_by_rule(void **state)
 {
 	struct fixture *f = *state;
 	int fd = client(f);
-	const char *r = exchange(f, fd, "CONNECT x.d.test:443 HTTP/1.1\r\nHost: x.d.test\r\n\r\n", 2000);
+	const char *r =
+	        exchange(f, fd, "CONNECT x.d.test:443 HTTP/1.1\r\nHost: x.d.test\r\n\r\n", 2000);
 
 	assert_non_null(strstr(r, "HTTP/1.1 403 Forbidden\r\n"));
-	assert_non_null(strstr(r, "Proxy-Status: airlock; error=http_request_denied; details=\"denied by rule\""));
+	assert_non_null(strstr(
+	        r, "Proxy-Status: airlock; error=http_request_denied; details=\"denied by rule\""));
 	assert_non_null(strstr(r, "denied x.d.test port 443"));
 	close(fd);
 	assert_int_equal(log_lines(f), 1);
@@ -221,7 +223,8 @@ test_no_match(void **state)
 {
 	struct fixture *f = *state;
 	int fd = client(f);
-	const char *r = exchange(f, fd, "GET http://b.test/x HTTP/1.1\r\nHost: b.test\r\n\r\n", 2000);
+	const char *r =
+	        exchange(f, fd, "GET http://b.test/x HTTP/1.1\r\nHost: b.test\r\n\r\n", 2000);
 
 	assert_non_null(strstr(r, "HTTP/1.1 403"));
 	assert_non_null(strstr(r, "no rule allows b.test port 80"));
@@ -246,12 +249,13 @@ test_malformed(void **state)
 {
 	struct fixture *f = *state;
 	static const char *const bad[] = {
-		"GET http://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n",    /* Host disagrees */
-		"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n",                 /* origin-form */
-		"CONNECT a.test HTTP/1.1\r\n\r\n",                        /* no port */
-		"GET http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n",
-		"\x16\x03\x01\x02\x00\x01",                               /* TLS to a proxy */
-		"GET http://a.test/ HTTP/1.1\r\nX y: z\r\n\r\n",
+	        "GET http://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n", /* Host disagrees */
+	        "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n",              /* origin-form */
+	        "CONNECT a.test HTTP/1.1\r\n\r\n",                     /* no port */
+	        "GET http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: "
+	        "1\r\n\r\n",
+	        "\x16\x03\x01\x02\x00\x01", /* TLS to a proxy */
+	        "GET http://a.test/ HTTP/1.1\r\nX y: z\r\n\r\n",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -400,17 +404,18 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_denied_by_rule, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_no_match, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_ip_literal_needs_cidr, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_dns_failure, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_silent_client_not_logged, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_slowloris_and_limit, setup_limit, teardown),
-		cmocka_unit_test_setup_teardown(test_log_failure_fails_closed, setup_full_log, teardown),
-		cmocka_unit_test_setup_teardown(test_audit_mode, setup_audit, teardown),
-		cmocka_unit_test_setup_teardown(test_emfile_pause, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_denied_by_rule, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_no_match, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_ip_literal_needs_cidr, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_dns_failure, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_silent_client_not_logged, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_slowloris_and_limit, setup_limit, teardown),
+	        cmocka_unit_test_setup_teardown(test_log_failure_fails_closed, setup_full_log,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_audit_mode, setup_audit, teardown),
+	        cmocka_unit_test_setup_teardown(test_emfile_pause, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -73,16 +73,16 @@ test_request_bad(void **state)
 {
 	static struct http_head h;
 	static const char *const bad[] = {
-		"GET / HTTP/1.1\nHost: a\n\n",              /* bare LF */
-		"GET / HTTP/1.1\r\nHost : a\r\n\r\n",       /* space before colon */
-		"GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n",     /* obs-fold */
-		"GET / HTTP/2.0\r\n\r\n",                   /* version */
-		"GET  / HTTP/1.1\r\n\r\n",                  /* two spaces */
-		"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",        /* bare CR */
-		"G(T / HTTP/1.1\r\n\r\n",                   /* method not a token */
-		"GET /\x01 HTTP/1.1\r\n\r\n",               /* control in target */
-		"GET / HTTP/1.1\r\nNoColon\r\n\r\n",
-		"\x16\x03\x01",                             /* TLS, early reject */
+	        "GET / HTTP/1.1\nHost: a\n\n",          /* bare LF */
+	        "GET / HTTP/1.1\r\nHost : a\r\n\r\n",   /* space before colon */
+	        "GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", /* obs-fold */
+	        "GET / HTTP/2.0\r\n\r\n",               /* version */
+	        "GET  / HTTP/1.1\r\n\r\n",              /* two spaces */
+	        "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",    /* bare CR */
+	        "G(T / HTTP/1.1\r\n\r\n",               /* method not a token */
+	        "GET /\x01 HTTP/1.1\r\n\r\n",           /* control in target */
+	        "GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+	        "\x16\x03\x01", /* TLS, early reject */
 	};
 	(void)state;
 
@@ -147,20 +147,24 @@ test_request_framing(void **state)
 		enum http_framing f;
 		uint64_t n;
 	} cases[] = {
-		{ "POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n", 0, HTTP_BODY_LENGTH, 10 },
-		{ "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 0, HTTP_BODY_NONE, 0 },
-		{ "GET / HTTP/1.1\r\n\r\n", 0, HTTP_BODY_NONE, 0 },
-		{ "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 0, HTTP_BODY_CHUNKED, 0 },
-		{ "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\n", 0, HTTP_BODY_LENGTH, 4 },
-		/* smuggling shapes: all refused */
-		{ "POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n", -1, 0, 0 },
-		{ "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -1, 0, 0 },
-		{ "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", -1, 0, 0 },
-		{ "POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\n", -1, 0, 0 },
-		{ "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", -1, 0, 0 },
-		{ "POST / HTTP/1.1\r\nContent-Length: 1,1\r\n\r\n", -1, 0, 0 },
-		{ "POST / HTTP/1.1\r\nContent-Length: 9999999999999999\r\n\r\n", -1, 0, 0 },
-		{ "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -1, 0, 0 },
+	        {"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n", 0, HTTP_BODY_LENGTH, 10},
+	        {"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 0, HTTP_BODY_NONE, 0},
+	        {"GET / HTTP/1.1\r\n\r\n", 0, HTTP_BODY_NONE, 0},
+	        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 0, HTTP_BODY_CHUNKED, 0},
+	        {"POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\n", 0,
+	         HTTP_BODY_LENGTH, 4},
+	        /* smuggling shapes: all refused */
+	        {"POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n", -1,
+	         0, 0},
+	        {"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -1, 0, 0},
+	        {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+	         "chunked\r\n\r\n",
+	         -1, 0, 0},
+	        {"POST / HTTP/1.1\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\n", -1, 0, 0},
+	        {"POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", -1, 0, 0},
+	        {"POST / HTTP/1.1\r\nContent-Length: 1,1\r\n\r\n", -1, 0, 0},
+	        {"POST / HTTP/1.1\r\nContent-Length: 9999999999999999\r\n\r\n", -1, 0, 0},
+	        {"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -1, 0, 0},
 	};
 	(void)state;
 
@@ -273,11 +277,12 @@ test_chunked(void **state)
 
 	/* errors */
 	static const char *const bad[] = {
-		"x\r\n", "4\r\nWikiXX", "4\nWiki", "ffffffffffffffff0\r\n", "0\r\nbad\n",
+	        "x\r\n", "4\r\nWikiXX", "4\nWiki", "ffffffffffffffff0\r\n", "0\r\nbad\n",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		http_chunked_init(&c);
-		assert_int_equal(http_chunked_feed(&c, (const uint8_t *)bad[i], strlen(bad[i]), &done), -1);
+		assert_int_equal(
+		        http_chunked_feed(&c, (const uint8_t *)bad[i], strlen(bad[i]), &done), -1);
 	}
 }
 
@@ -285,14 +290,14 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_request_ok),
-		cmocka_unit_test(test_request_incomplete_and_limits),
-		cmocka_unit_test(test_request_bad),
-		cmocka_unit_test(test_response),
-		cmocka_unit_test(test_request_framing),
-		cmocka_unit_test(test_targets),
-		cmocka_unit_test(test_rewrite),
-		cmocka_unit_test(test_chunked),
+	        cmocka_unit_test(test_request_ok),
+	        cmocka_unit_test(test_request_incomplete_and_limits),
+	        cmocka_unit_test(test_request_bad),
+	        cmocka_unit_test(test_response),
+	        cmocka_unit_test(test_request_framing),
+	        cmocka_unit_test(test_targets),
+	        cmocka_unit_test(test_rewrite),
+	        cmocka_unit_test(test_chunked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

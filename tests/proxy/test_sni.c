@@ -76,10 +76,10 @@ test_real_hellos(void **state)
 		const char *file, *name;
 		enum sni_result want;
 	} cases[] = {
-		{ "hello-openssl-tls13.bin", "www.Example.test", SNI_FOUND },
-		{ "hello-openssl-tls12.bin", "tls12.example.test", SNI_FOUND },
-		{ "hello-curl.bin", "allowed.test", SNI_FOUND },
-		{ "hello-openssl-noname.bin", NULL, SNI_NO_NAME },
+	        {"hello-openssl-tls13.bin", "www.Example.test", SNI_FOUND},
+	        {"hello-openssl-tls12.bin", "tls12.example.test", SNI_FOUND},
+	        {"hello-curl.bin", "allowed.test", SNI_FOUND},
+	        {"hello-openssl-noname.bin", NULL, SNI_NO_NAME},
 	};
 	uint8_t buf[4096], frag[SNI_MAX_INPUT];
 	(void)state;
@@ -109,8 +109,9 @@ test_not_tls(void **state)
 
 	assert_int_equal(sni_parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, out, sizeof(out)),
 	                 SNI_NOT_TLS);
-	assert_int_equal(sni_parse((const uint8_t *)"SSH-2.0-OpenSSH_9.2\r\n", 21, out, sizeof(out)),
-	                 SNI_NOT_TLS);
+	assert_int_equal(
+	        sni_parse((const uint8_t *)"SSH-2.0-OpenSSH_9.2\r\n", 21, out, sizeof(out)),
+	        SNI_NOT_TLS);
 	/* 0x16 then not a TLS major version */
 	assert_int_equal(sni_parse((const uint8_t *)"\x16\x02", 2, out, sizeof(out)), SNI_NOT_TLS);
 	assert_int_equal(sni_parse((const uint8_t *)"", 0, out, sizeof(out)), SNI_INCOMPLETE);
@@ -151,15 +152,15 @@ test_malformed(void **state)
 	/* extensions length larger than the message */
 	{
 		static const uint8_t hello[] = {
-			0x16, 0x03, 0x01, 0x00, 0x2f,             /* record */
-			0x01, 0x00, 0x00, 0x2b,                   /* ClientHello, 43 */
-			0x03, 0x03,                               /* version */
-			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* random */
-			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-			0x00,                                     /* session id */
-			0x00, 0x02, 0x13, 0x01,                   /* cipher suites */
-			0x01, 0x00,                               /* compression */
-			0x00, 0x40,                               /* extensions: 64 > 0 left */
+		        0x16, 0x03, 0x01, 0x00, 0x2f, /* record */
+		        0x01, 0x00, 0x00, 0x2b,       /* ClientHello, 43 */
+		        0x03, 0x03,                   /* version */
+		        0,    0,    0,    0,    0,    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* random */
+		        0,    0,    0,    0,    0,    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		        0x00,                   /* session id */
+		        0x00, 0x02, 0x13, 0x01, /* cipher suites */
+		        0x01, 0x00,             /* compression */
+		        0x00, 0x40,             /* extensions: 64 > 0 left */
 		};
 		assert_int_equal(sni_parse(hello, sizeof(hello), out, sizeof(out)), SNI_MALFORMED);
 	}
@@ -172,21 +173,39 @@ build_hello(const char *name, size_t nlen, uint8_t *out)
 	size_t o = 0, ext_len = 2 + 1 + 2 + nlen, exts = 4 + ext_len;
 	size_t body = 2 + 32 + 1 + 4 + 2 + 2 + exts;
 
-	out[o++] = 0x16; out[o++] = 0x03; out[o++] = 0x01;
-	out[o++] = (uint8_t)((body + 4) >> 8); out[o++] = (uint8_t)(body + 4);
-	out[o++] = 0x01; out[o++] = 0; out[o++] = (uint8_t)(body >> 8); out[o++] = (uint8_t)body;
-	out[o++] = 0x03; out[o++] = 0x03;
-	memset(out + o, 0xab, 32); o += 32;
+	out[o++] = 0x16;
+	out[o++] = 0x03;
+	out[o++] = 0x01;
+	out[o++] = (uint8_t)((body + 4) >> 8);
+	out[o++] = (uint8_t)(body + 4);
+	out[o++] = 0x01;
 	out[o++] = 0;
-	out[o++] = 0; out[o++] = 2; out[o++] = 0x13; out[o++] = 0x01;
-	out[o++] = 1; out[o++] = 0;
-	out[o++] = (uint8_t)(exts >> 8); out[o++] = (uint8_t)exts;
-	out[o++] = 0; out[o++] = 0; /* server_name */
-	out[o++] = (uint8_t)(ext_len >> 8); out[o++] = (uint8_t)ext_len;
-	out[o++] = (uint8_t)((ext_len - 2) >> 8); out[o++] = (uint8_t)(ext_len - 2);
+	out[o++] = (uint8_t)(body >> 8);
+	out[o++] = (uint8_t)body;
+	out[o++] = 0x03;
+	out[o++] = 0x03;
+	memset(out + o, 0xab, 32);
+	o += 32;
+	out[o++] = 0;
+	out[o++] = 0;
+	out[o++] = 2;
+	out[o++] = 0x13;
+	out[o++] = 0x01;
+	out[o++] = 1;
+	out[o++] = 0;
+	out[o++] = (uint8_t)(exts >> 8);
+	out[o++] = (uint8_t)exts;
+	out[o++] = 0;
+	out[o++] = 0; /* server_name */
+	out[o++] = (uint8_t)(ext_len >> 8);
+	out[o++] = (uint8_t)ext_len;
+	out[o++] = (uint8_t)((ext_len - 2) >> 8);
+	out[o++] = (uint8_t)(ext_len - 2);
 	out[o++] = 0; /* host_name */
-	out[o++] = (uint8_t)(nlen >> 8); out[o++] = (uint8_t)nlen;
-	memcpy(out + o, name, nlen); o += nlen;
+	out[o++] = (uint8_t)(nlen >> 8);
+	out[o++] = (uint8_t)nlen;
+	memcpy(out + o, name, nlen);
+	o += nlen;
 	return o;
 }
 
@@ -219,10 +238,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_real_hellos),
-		cmocka_unit_test(test_not_tls),
-		cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_constructed_names),
+	        cmocka_unit_test(test_real_hellos),
+	        cmocka_unit_test(test_not_tls),
+	        cmocka_unit_test(test_malformed),
+	        cmocka_unit_test(test_constructed_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
