@@ -1127,11 +1127,15 @@ dns_server_free(struct dns_server *srv)
 	while (srv->tcps != NULL)
 		tcp_close(srv->tcps);
 	if (srv->pending != NULL) {
+		/* Queries still in flight are answered and logged too. */
 		for (size_t i = 0; i < DNS_ID_SPACE; i++)
 			if (srv->pending[i] != NULL)
-				pending_free(srv->pending[i]);
+				pending_finish(srv->pending[i], NULL, "resolver shutting down");
 		free(srv->pending);
 	}
+	if (srv->n_malformed > 0)
+		log_warnx("dns: dropped %llu malformed queries",
+		          (unsigned long long)srv->n_malformed);
 	for (size_t i = 0; i < srv->n_udp; i++) {
 		event_free(srv->udp[i].ev);
 		close(srv->udp[i].fd);

@@ -271,4 +271,6 @@ done
 if grep -E 'Sanitizer|runtime error' "$S/dnsd.err"; then
 	fail "sanitizer report from dnsd"
 fi
+grep -Eq 'dns: dropped [0-9]+ malformed queries' "$S/dnsd.err" ||
+	fail "the malformed queries were not counted: $(cat "$S/dnsd.err")"
 echo "PASS"
