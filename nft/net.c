@@ -39,11 +39,11 @@ enum net_step {
 };
 
 static const char *const step_names[STEP_COUNT] = {
-	[STEP_LINK_UP] = "setting lo up",
-	[STEP_ADDR_V4] = "adding " AIRLOCK_EGRESS_V4 "/32 to lo",
-	[STEP_ADDR_V6] = "adding " AIRLOCK_EGRESS_V6 "/128 to lo",
-	[STEP_ROUTE_V4] = "adding the IPv4 default route via lo",
-	[STEP_ROUTE_V6] = "adding the IPv6 default route via lo",
+        [STEP_LINK_UP] = "setting lo up",
+        [STEP_ADDR_V4] = "adding " AIRLOCK_EGRESS_V4 "/32 to lo",
+        [STEP_ADDR_V6] = "adding " AIRLOCK_EGRESS_V6 "/128 to lo",
+        [STEP_ROUTE_V4] = "adding the IPv4 default route via lo",
+        [STEP_ROUTE_V6] = "adding the IPv6 default route via lo",
 };
 
 struct egress {
@@ -85,12 +85,11 @@ put_link_up(struct mnl_nlmsg_batch *b, uint32_t seq)
 }
 
 static void
-put_addr(struct mnl_nlmsg_batch *b, uint32_t seq, int family, const void *addr,
-         size_t alen, unsigned int lo)
+put_addr(struct mnl_nlmsg_batch *b, uint32_t seq, int family, const void *addr, size_t alen,
+         unsigned int lo)
 {
 	/* REPLACE: set-up may run again in the same namespace (tests). */
-	struct nlmsghdr *nlh = put_req(b, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE,
-	                               seq);
+	struct nlmsghdr *nlh = put_req(b, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE, seq);
 	struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
 
 	ifa->ifa_family = (uint8_t)family;
@@ -105,11 +104,10 @@ put_addr(struct mnl_nlmsg_batch *b, uint32_t seq, int family, const void *addr,
 }
 
 static void
-put_default_route(struct mnl_nlmsg_batch *b, uint32_t seq, int family,
-                  const void *src, size_t alen, unsigned int lo)
+put_default_route(struct mnl_nlmsg_batch *b, uint32_t seq, int family, const void *src, size_t alen,
+                  unsigned int lo)
 {
-	struct nlmsghdr *nlh = put_req(b, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE,
-	                               seq);
+	struct nlmsghdr *nlh = put_req(b, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, seq);
 	struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
 
 	rtm->rtm_family = (uint8_t)family;
@@ -157,8 +155,7 @@ nft_net_setup(char *err, size_t errlen)
 
 	lo = if_nametoindex(LO_NAME);
 	if (lo == 0) {
-		snprintf(err, errlen, "network: no %s device: %s", LO_NAME,
-		         strerror(errno));
+		snprintf(err, errlen, "network: no %s device: %s", LO_NAME, strerror(errno));
 		return -1;
 	}
 	egress_addrs(&eg);
@@ -185,25 +182,24 @@ nft_net_setup(char *err, size_t errlen)
 
 	nl = nft_nl_open(NETLINK_ROUTE);
 	if (nl == NULL) {
-		snprintf(err, errlen, "network: opening the rtnetlink socket: %s",
-		         strerror(errno));
+		snprintf(err, errlen, "network: opening the rtnetlink socket: %s", strerror(errno));
 		goto out;
 	}
 	/* rtnetlink runs the messages in order and answers each; the answer
 	 * to the last route is the last one. No batch-level failure exists,
 	 * so stop_seq is one that no message uses. */
-	if (nft_nl_batch(nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b),
-	                 seq + STEP_ROUTE_V6, seq - 1, &failed) < 0) {
-		snprintf(err, errlen, "network: talking to rtnetlink: %s%s",
-		         strerror(errno), net_advice(errno));
+	if (nft_nl_batch(nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b), seq + STEP_ROUTE_V6,
+	                 seq - 1, &failed) < 0) {
+		snprintf(err, errlen, "network: talking to rtnetlink: %s%s", strerror(errno),
+		         net_advice(errno));
 		goto out;
 	}
 	if (failed.error != 0) {
 		uint32_t i = failed.seq - seq;
 
 		snprintf(err, errlen, "network: %s: %s%s",
-		         i < STEP_COUNT ? step_names[i] : "rtnetlink",
-		         strerror(failed.error), net_advice(failed.error));
+		         i < STEP_COUNT ? step_names[i] : "rtnetlink", strerror(failed.error),
+		         net_advice(failed.error));
 		goto out;
 	}
 	ret = 0;
@@ -217,12 +213,12 @@ out:
 /* --- verification ------------------------------------------------------- */
 
 struct net_state {
-	unsigned int lo;      /* ifindex of lo, 0 until seen */
+	unsigned int lo; /* ifindex of lo, 0 until seen */
 	bool lo_up;
-	char bad[64];         /* first interface other than lo that is up */
-	int family;           /* of the route dump in progress */
-	bool default_ok;      /* default route via lo with the egress source */
-	bool foreign_route;   /* a route through something other than lo */
+	char bad[64];       /* first interface other than lo that is up */
+	int family;         /* of the route dump in progress */
+	bool default_ok;    /* default route via lo with the egress source */
+	bool foreign_route; /* a route through something other than lo */
 	struct egress eg;
 };
 
@@ -244,15 +240,14 @@ static int
 link_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct net_state *st = data;
-	const struct nlattr *tb[IFLA_MAX + 1] = { 0 };
+	const struct nlattr *tb[IFLA_MAX + 1] = {0};
 	const struct ifinfomsg *ifi;
 	const char *name;
 
 	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*ifi)))
 		return MNL_CB_ERROR;
 	ifi = mnl_nlmsg_get_payload(nlh);
-	if (mnl_attr_parse(nlh, sizeof(*ifi), link_attr_cb, tb) < 0 ||
-	    tb[IFLA_IFNAME] == NULL)
+	if (mnl_attr_parse(nlh, sizeof(*ifi), link_attr_cb, tb) < 0 || tb[IFLA_IFNAME] == NULL)
 		return MNL_CB_ERROR;
 	name = mnl_attr_get_str(tb[IFLA_IFNAME]);
 	if (strcmp(name, LO_NAME) == 0) {
@@ -275,8 +270,7 @@ route_attr_cb(const struct nlattr *attr, void *data)
 
 	if (type > RTA_MAX)
 		return MNL_CB_OK;
-	if ((type == RTA_OIF || type == RTA_TABLE) &&
-	    mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
+	if ((type == RTA_OIF || type == RTA_TABLE) && mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
 		return MNL_CB_ERROR;
 	tb[type] = attr;
 	return MNL_CB_OK;
@@ -286,7 +280,7 @@ static int
 route_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct net_state *st = data;
-	const struct nlattr *tb[RTA_MAX + 1] = { 0 };
+	const struct nlattr *tb[RTA_MAX + 1] = {0};
 	const struct rtmsg *rtm;
 	uint32_t table, oif;
 	const void *want;
@@ -302,24 +296,21 @@ route_cb(const struct nlmsghdr *nlh, void *data)
 	oif = tb[RTA_OIF] != NULL ? mnl_attr_get_u32(tb[RTA_OIF]) : 0;
 	if (oif != 0 && oif != st->lo)
 		st->foreign_route = true;
-	table = tb[RTA_TABLE] != NULL ? mnl_attr_get_u32(tb[RTA_TABLE])
-	                              : rtm->rtm_table;
-	if (table != RT_TABLE_MAIN || rtm->rtm_dst_len != 0 ||
-	    rtm->rtm_type != RTN_UNICAST || oif != st->lo)
+	table = tb[RTA_TABLE] != NULL ? mnl_attr_get_u32(tb[RTA_TABLE]) : rtm->rtm_table;
+	if (table != RT_TABLE_MAIN || rtm->rtm_dst_len != 0 || rtm->rtm_type != RTN_UNICAST ||
+	    oif != st->lo)
 		return MNL_CB_OK;
-	want = st->family == AF_INET ? (const void *)&st->eg.v4
-	                             : (const void *)&st->eg.v6;
+	want = st->family == AF_INET ? (const void *)&st->eg.v4 : (const void *)&st->eg.v6;
 	alen = st->family == AF_INET ? sizeof(st->eg.v4) : sizeof(st->eg.v6);
-	if (tb[RTA_PREFSRC] != NULL &&
-	    mnl_attr_get_payload_len(tb[RTA_PREFSRC]) == alen &&
+	if (tb[RTA_PREFSRC] != NULL && mnl_attr_get_payload_len(tb[RTA_PREFSRC]) == alen &&
 	    memcmp(mnl_attr_get_payload(tb[RTA_PREFSRC]), want, alen) == 0)
 		st->default_ok = true;
 	return MNL_CB_OK;
 }
 
 static int
-dump(struct mnl_socket *nl, uint16_t type, int family, uint32_t seq,
-     mnl_cb_t cb, struct net_state *st)
+dump(struct mnl_socket *nl, uint16_t type, int family, uint32_t seq, mnl_cb_t cb,
+     struct net_state *st)
 {
 	uint64_t req[256 / sizeof(uint64_t)];
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(req);
@@ -351,13 +342,11 @@ nft_net_verify(char *err, size_t errlen)
 	seq = (uint32_t)ts.tv_nsec | 1u;
 	nl = nft_nl_open(NETLINK_ROUTE);
 	if (nl == NULL) {
-		snprintf(err, errlen, "network: opening the rtnetlink socket: %s",
-		         strerror(errno));
+		snprintf(err, errlen, "network: opening the rtnetlink socket: %s", strerror(errno));
 		return -1;
 	}
 	if (dump(nl, RTM_GETLINK, AF_UNSPEC, seq, link_cb, &st) < 0) {
-		snprintf(err, errlen, "network: listing interfaces: %s",
-		         strerror(errno));
+		snprintf(err, errlen, "network: listing interfaces: %s", strerror(errno));
 		goto out;
 	}
 	if (st.lo == 0 || !st.lo_up) {
@@ -365,33 +354,38 @@ nft_net_verify(char *err, size_t errlen)
 		goto out;
 	}
 	if (st.bad[0] != '\0') {
-		snprintf(err, errlen, "network: interface %s is up in the sandbox "
-		         "(only lo may be)", st.bad);
+		snprintf(err, errlen,
+		         "network: interface %s is up in the sandbox "
+		         "(only lo may be)",
+		         st.bad);
 		goto out;
 	}
 	if (dump(nl, RTM_GETROUTE, AF_INET, seq + 1, route_cb, &st) < 0) {
-		snprintf(err, errlen, "network: listing IPv4 routes: %s",
-		         strerror(errno));
+		snprintf(err, errlen, "network: listing IPv4 routes: %s", strerror(errno));
 		goto out;
 	}
 	if (!st.default_ok) {
-		snprintf(err, errlen, "network: no IPv4 default route via lo with "
-		         "source %s", AIRLOCK_EGRESS_V4);
+		snprintf(err, errlen,
+		         "network: no IPv4 default route via lo with "
+		         "source %s",
+		         AIRLOCK_EGRESS_V4);
 		goto out;
 	}
 	st.default_ok = false;
 	if (dump(nl, RTM_GETROUTE, AF_INET6, seq + 2, route_cb, &st) < 0) {
-		snprintf(err, errlen, "network: listing IPv6 routes: %s",
-		         strerror(errno));
+		snprintf(err, errlen, "network: listing IPv6 routes: %s", strerror(errno));
 		goto out;
 	}
 	if (!st.default_ok) {
-		snprintf(err, errlen, "network: no IPv6 default route via lo with "
-		         "source %s", AIRLOCK_EGRESS_V6);
+		snprintf(err, errlen,
+		         "network: no IPv6 default route via lo with "
+		         "source %s",
+		         AIRLOCK_EGRESS_V6);
 		goto out;
 	}
 	if (st.foreign_route) {
-		snprintf(err, errlen, "network: a route leads through an interface "
+		snprintf(err, errlen,
+		         "network: a route leads through an interface "
 		         "other than lo");
 		goto out;
 	}

@@ -67,10 +67,10 @@ nflog_config(struct mnl_socket *nl, uint16_t group, uint32_t seq)
 {
 	uint64_t buf[256 / sizeof(uint64_t)];
 	uint64_t rbuf[1024 / sizeof(uint64_t)];
-	struct nfulnl_msg_config_cmd cmd = { .command = NFULNL_CFG_CMD_BIND };
+	struct nfulnl_msg_config_cmd cmd = {.command = NFULNL_CFG_CMD_BIND};
 	struct nfulnl_msg_config_mode mode = {
-		.copy_range = htonl(NFLOG_COPY_RANGE),
-		.copy_mode = NFULNL_COPY_PACKET,
+	        .copy_range = htonl(NFLOG_COPY_RANGE),
+	        .copy_mode = NFULNL_COPY_PACKET,
 	};
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
 	struct nfgenmsg *nfg;
@@ -113,14 +113,15 @@ nflog_open(uint16_t group, char *err, size_t errlen)
 	nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (nl == NULL) {
 		saved = errno;
-		snprintf(err, errlen, "nflog: opening the netfilter netlink socket: "
-		         "%s%s", strerror(saved), nflog_advice(saved));
+		snprintf(err, errlen,
+		         "nflog: opening the netfilter netlink socket: "
+		         "%s%s",
+		         strerror(saved), nflog_advice(saved));
 		return -1;
 	}
 	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
 		saved = errno;
-		snprintf(err, errlen, "nflog: binding the netlink socket: %s",
-		         strerror(saved));
+		snprintf(err, errlen, "nflog: binding the netlink socket: %s", strerror(saved));
 		goto fail;
 	}
 	fd = mnl_socket_get_fd(nl);
@@ -129,8 +130,8 @@ nflog_open(uint16_t group, char *err, size_t errlen)
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	if (nflog_config(nl, group, (uint32_t)getpid()) < 0) {
 		saved = errno;
-		snprintf(err, errlen, "nflog: binding group %u: %s%s", group,
-		         strerror(saved), nflog_advice(saved));
+		snprintf(err, errlen, "nflog: binding group %u: %s%s", group, strerror(saved),
+		         nflog_advice(saved));
 		goto fail;
 	}
 	/* Keep the fd, free libmnl's wrapper around it. The port id stays
@@ -167,8 +168,7 @@ attr_cb(const struct nlattr *attr, void *data)
 	if (type > NFULA_MAX)
 		return MNL_CB_OK;
 	if (type == NFULA_PACKET_HDR &&
-	    mnl_attr_validate2(attr, MNL_TYPE_UNSPEC,
-	                       sizeof(struct nfulnl_msg_packet_hdr)) < 0)
+	    mnl_attr_validate2(attr, MNL_TYPE_UNSPEC, sizeof(struct nfulnl_msg_packet_hdr)) < 0)
 		return MNL_CB_ERROR;
 	tb[type] = attr;
 	return MNL_CB_OK;
@@ -180,14 +180,29 @@ set_proto(struct nflog_packet *pkt)
 	const char *name = NULL;
 
 	switch (pkt->l4proto) {
-	case IPPROTO_TCP: name = "tcp"; break;
-	case IPPROTO_UDP: name = "udp"; break;
-	case IPPROTO_UDPLITE: name = "udplite"; break;
-	case IPPROTO_SCTP: name = "sctp"; break;
-	case IPPROTO_DCCP: name = "dccp"; break;
-	case IPPROTO_ICMP: name = "icmp"; break;
-	case IPPROTO_ICMPV6: name = "icmpv6"; break;
-	default: break;
+	case IPPROTO_TCP:
+		name = "tcp";
+		break;
+	case IPPROTO_UDP:
+		name = "udp";
+		break;
+	case IPPROTO_UDPLITE:
+		name = "udplite";
+		break;
+	case IPPROTO_SCTP:
+		name = "sctp";
+		break;
+	case IPPROTO_DCCP:
+		name = "dccp";
+		break;
+	case IPPROTO_ICMP:
+		name = "icmp";
+		break;
+	case IPPROTO_ICMPV6:
+		name = "icmpv6";
+		break;
+	default:
+		break;
 	}
 	if (name != NULL)
 		str_copy(pkt->proto, name, sizeof(pkt->proto));
@@ -198,20 +213,17 @@ set_proto(struct nflog_packet *pkt)
 static bool
 has_ports(uint8_t proto)
 {
-	return proto == IPPROTO_TCP || proto == IPPROTO_UDP ||
-	       proto == IPPROTO_UDPLITE || proto == IPPROTO_SCTP ||
-	       proto == IPPROTO_DCCP;
+	return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE ||
+	       proto == IPPROTO_SCTP || proto == IPPROTO_DCCP;
 }
 
 /* The destination port sits at bytes 2-3 of every ported L4 header. A
  * header cut off by the snap length simply has no port. */
 static void
-set_port(struct nflog_packet *pkt, const uint8_t *p, size_t len, size_t l4off,
-         bool first_fragment)
+set_port(struct nflog_packet *pkt, const uint8_t *p, size_t len, size_t l4off, bool first_fragment)
 {
 	pkt->dport = -1;
-	if (first_fragment && has_ports(pkt->l4proto) && l4off <= len &&
-	    len - l4off >= 4)
+	if (first_fragment && has_ports(pkt->l4proto) && l4off <= len && len - l4off >= 4)
 		pkt->dport = (p[l4off + 2] << 8) | p[l4off + 3];
 }
 
@@ -254,9 +266,8 @@ parse_ipv6(struct nflog_packet *pkt, const uint8_t *p, size_t len)
 	for (i = 0; i < NFLOG_MAX_EXTHDRS; i++) {
 		size_t hlen;
 
-		if (next != IPPROTO_HOPOPTS && next != IPPROTO_ROUTING &&
-		    next != IPPROTO_DSTOPTS && next != IPPROTO_FRAGMENT &&
-		    next != IPPROTO_AH)
+		if (next != IPPROTO_HOPOPTS && next != IPPROTO_ROUTING && next != IPPROTO_DSTOPTS &&
+		    next != IPPROTO_FRAGMENT && next != IPPROTO_AH)
 			break;
 		if (len - off < 8)
 			break;
@@ -285,7 +296,7 @@ static int
 packet_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct parse_state *st = data;
-	const struct nlattr *tb[NFULA_MAX + 1] = { 0 };
+	const struct nlattr *tb[NFULA_MAX + 1] = {0};
 	const struct nfgenmsg *nfg;
 	struct nflog_packet pkt;
 	const uint8_t *payload;
@@ -323,10 +334,10 @@ packet_cb(const struct nlmsghdr *nlh, void *data)
 }
 
 int
-nflog_parse(const void *buf, size_t len,
-            void (*fn)(const struct nflog_packet *pkt, void *arg), void *arg)
+nflog_parse(const void *buf, size_t len, void (*fn)(const struct nflog_packet *pkt, void *arg),
+            void *arg)
 {
-	struct parse_state st = { .fn = fn, .arg = arg, .count = 0 };
+	struct parse_state st = {.fn = fn, .arg = arg, .count = 0};
 	const uint8_t *p = buf;
 	size_t off, step;
 	const struct nlmsghdr *nlh;
@@ -360,8 +371,8 @@ nflog_parse(const void *buf, size_t len,
 struct nflog_reader {
 	struct event *nr_ev;
 	int nr_fd;
-	struct elog *nr_log;        /* borrowed */
-	uint64_t nr_bad;            /* datagrams that did not parse */
+	struct elog *nr_log; /* borrowed */
+	uint64_t nr_bad;     /* datagrams that did not parse */
 	/* One datagram: the kernel packs messages into skbs of at most a
 	 * page-ish size (NFULNL_NLBUFSIZ_DEFAULT); 64 KiB is the netlink
 	 * maximum and still never cut. */
@@ -426,7 +437,8 @@ nflog_read(evutil_socket_t fd, short what, void *arg)
 		    nflog_parse(r->nr_buf, (size_t)n, nflog_log_packet, r) < 0) {
 			if (r->nr_bad++ == 0)
 				log_warnx("nflog: ignoring a malformed NFLOG datagram "
-				          "(%zd bytes)", n);
+				          "(%zd bytes)",
+				          n);
 		}
 	}
 }

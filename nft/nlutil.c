@@ -16,15 +16,14 @@ nft_nl_open(int bus)
 	struct mnl_socket *nl;
 	/* Every answer to our own request arrives synchronously; the timeout
 	 * only keeps a kernel that never answers from hanging set-up. */
-	struct timeval tv = { .tv_sec = 1, .tv_usec = 0 };
+	struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
 	int saved;
 
 	nl = mnl_socket_open2(bus, SOCK_CLOEXEC);
 	if (nl == NULL)
 		return NULL;
 	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ||
-	    setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
-	               sizeof(tv)) < 0) {
+	    setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
 		saved = errno;
 		mnl_socket_close(nl);
 		errno = saved;
@@ -47,8 +46,8 @@ nl_recv(struct mnl_socket *nl, void *buf, size_t len)
 }
 
 int
-nft_nl_talk(struct mnl_socket *nl, const void *req, size_t len, uint32_t seq,
-            mnl_cb_t cb, void *data)
+nft_nl_talk(struct mnl_socket *nl, const void *req, size_t len, uint32_t seq, mnl_cb_t cb,
+            void *data)
 {
 	/* Static scratch, not stack: the sandbox may call this on a small
 	 * clone(2) stack. Aligned so libmnl reads nlmsghdr fields in place. */
@@ -93,21 +92,23 @@ batch_error_cb(const struct nlmsghdr *nlh, void *data)
 		st->failed->seq = e->msg.nlmsg_seq;
 		st->failed->error = -e->error;
 	}
-	if (e->msg.nlmsg_seq == st->last ||
-	    (e->error != 0 && e->msg.nlmsg_seq == st->stop_seq))
+	if (e->msg.nlmsg_seq == st->last || (e->error != 0 && e->msg.nlmsg_seq == st->stop_seq))
 		st->done = true;
 	return MNL_CB_OK;
 }
 
 int
-nft_nl_batch(struct mnl_socket *nl, const void *buf, size_t len, uint32_t last,
-             uint32_t stop_seq, struct nft_nl_ack *failed)
+nft_nl_batch(struct mnl_socket *nl, const void *buf, size_t len, uint32_t last, uint32_t stop_seq,
+             struct nft_nl_ack *failed)
 {
 	static _Thread_local uint64_t rbuf[NFT_NL_RECV_SIZE / sizeof(uint64_t)];
 	struct batch_state st = {
-		.last = last, .stop_seq = stop_seq, .done = false, .failed = failed,
+	        .last = last,
+	        .stop_seq = stop_seq,
+	        .done = false,
+	        .failed = failed,
 	};
-	mnl_cb_t ctl[NLMSG_MIN_TYPE] = { 0 };
+	mnl_cb_t ctl[NLMSG_MIN_TYPE] = {0};
 	unsigned int portid = mnl_socket_get_portid(nl);
 	ssize_t n;
 
@@ -120,8 +121,8 @@ nft_nl_batch(struct mnl_socket *nl, const void *buf, size_t len, uint32_t last,
 		if (n < 0)
 			return -1;
 		/* seq 0: answers to several requests arrive here. */
-		if (mnl_cb_run2(rbuf, (size_t)n, 0, portid, NULL, &st, ctl,
-		                ARRAY_SIZE(ctl)) == MNL_CB_ERROR)
+		if (mnl_cb_run2(rbuf, (size_t)n, 0, portid, NULL, &st, ctl, ARRAY_SIZE(ctl)) ==
+		    MNL_CB_ERROR)
 			return -1;
 	}
 	return 0;

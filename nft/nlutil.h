@@ -19,13 +19,13 @@ struct mnl_socket *nft_nl_open(int bus);
  * the request is done (ACK, NLMSG_DONE, or an error). seq is the request's
  * sequence number. Returns 0, or -1 with errno (the kernel's error for a
  * failed request). */
-int nft_nl_talk(struct mnl_socket *nl, const void *req, size_t len,
-                uint32_t seq, mnl_cb_t cb, void *data);
+int nft_nl_talk(struct mnl_socket *nl, const void *req, size_t len, uint32_t seq, mnl_cb_t cb,
+                void *data);
 
 /* Per-message outcome of a batch sent with nft_nl_batch(). */
 struct nft_nl_ack {
-	uint32_t seq;  /* request the kernel answered */
-	int error;     /* 0 or a positive errno */
+	uint32_t seq; /* request the kernel answered */
+	int error;    /* 0 or a positive errno */
 };
 
 /* Send several messages in one datagram and collect the kernel's answers
@@ -38,7 +38,7 @@ struct nft_nl_ack {
  * failed->error is 0 when everything succeeded. Returns 0 when the answers
  * were read, -1 with errno when the socket itself failed (ETIMEDOUT when
  * the kernel stayed silent for a second). */
-int nft_nl_batch(struct mnl_socket *nl, const void *buf, size_t len,
-                 uint32_t last, uint32_t stop_seq, struct nft_nl_ack *failed);
+int nft_nl_batch(struct mnl_socket *nl, const void *buf, size_t len, uint32_t last,
+                 uint32_t stop_seq, struct nft_nl_ack *failed);
 
 #endif

@@ -65,10 +65,10 @@
 #include "common/util.h"
 #include "nft/nlutil.h"
 
-#define NAT_CHAIN "nat_output"
+#define NAT_CHAIN    "nat_output"
 #define FILTER_CHAIN "filter_output"
-#define NAT_PRIO (-100)
-#define FILTER_PRIO 0
+#define NAT_PRIO     (-100)
+#define FILTER_PRIO  0
 /* Bytes of each blocked packet copied to NFLOG: enough for an IPv6 header,
  * a few extension headers and the L4 ports, never the payload. */
 #define NFLOG_SNAPLEN 128
@@ -220,8 +220,7 @@ match_dport(struct nftnl_rule *r, uint8_t proto, uint16_t port)
 static int
 match_ct_established(struct nftnl_rule *r)
 {
-	uint32_t mask = NF_CT_STATE_BIT(IP_CT_ESTABLISHED) |
-	                NF_CT_STATE_BIT(IP_CT_RELATED);
+	uint32_t mask = NF_CT_STATE_BIT(IP_CT_ESTABLISHED) | NF_CT_STATE_BIT(IP_CT_RELATED);
 	uint32_t zero = 0;
 	struct nftnl_expr *e = expr_new(r, "ct");
 
@@ -285,17 +284,17 @@ struct rule_spec {
 };
 
 static const struct rule_spec rules[] = {
-	{ NAT_CHAIN, R_LOOPBACK_V4, "ip daddr 127.0.0.0/8 accept" },
-	{ NAT_CHAIN, R_LOOPBACK_V6, "ip6 daddr ::1 accept" },
-	{ NAT_CHAIN, R_DNS_UDP, "udp dport 53 redirect" },
-	{ NAT_CHAIN, R_DNS_TCP, "tcp dport 53 redirect" },
-	{ NAT_CHAIN, R_TCP_TPROXY, "tcp redirect to the transparent proxy" },
-	{ FILTER_CHAIN, R_LOOPBACK_V4, "ip daddr 127.0.0.0/8 accept" },
-	{ FILTER_CHAIN, R_LOOPBACK_V6, "ip6 daddr ::1 accept" },
-	{ FILTER_CHAIN, R_ESTABLISHED, "ct state established,related accept" },
-	{ FILTER_CHAIN, R_LOG, "log group (NFLOG)" },
-	{ FILTER_CHAIN, R_REJECT_TCP, "tcp reject with tcp reset" },
-	{ FILTER_CHAIN, R_REJECT_OTHER, "reject with icmpx admin-prohibited" },
+        {NAT_CHAIN, R_LOOPBACK_V4, "ip daddr 127.0.0.0/8 accept"},
+        {NAT_CHAIN, R_LOOPBACK_V6, "ip6 daddr ::1 accept"},
+        {NAT_CHAIN, R_DNS_UDP, "udp dport 53 redirect"},
+        {NAT_CHAIN, R_DNS_TCP, "tcp dport 53 redirect"},
+        {NAT_CHAIN, R_TCP_TPROXY, "tcp redirect to the transparent proxy"},
+        {FILTER_CHAIN, R_LOOPBACK_V4, "ip daddr 127.0.0.0/8 accept"},
+        {FILTER_CHAIN, R_LOOPBACK_V6, "ip6 daddr ::1 accept"},
+        {FILTER_CHAIN, R_ESTABLISHED, "ct state established,related accept"},
+        {FILTER_CHAIN, R_LOG, "log group (NFLOG)"},
+        {FILTER_CHAIN, R_REJECT_TCP, "tcp reject with tcp reset"},
+        {FILTER_CHAIN, R_REJECT_OTHER, "reject with icmpx admin-prohibited"},
 };
 
 static int
@@ -307,24 +306,20 @@ rule_exprs(struct nftnl_rule *r, enum rule_kind kind, const struct nft_params *p
 	case R_LOOPBACK_V6:
 		return match_loopback_v6(r) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
 	case R_DNS_UDP:
-		return match_dport(r, IPPROTO_UDP, 53) < 0 ? -1
-		       : add_redirect(r, p->dns_port);
+		return match_dport(r, IPPROTO_UDP, 53) < 0 ? -1 : add_redirect(r, p->dns_port);
 	case R_DNS_TCP:
-		return match_dport(r, IPPROTO_TCP, 53) < 0 ? -1
-		       : add_redirect(r, p->dns_port);
+		return match_dport(r, IPPROTO_TCP, 53) < 0 ? -1 : add_redirect(r, p->dns_port);
 	case R_TCP_TPROXY:
-		return match_l4proto(r, IPPROTO_TCP) < 0 ? -1
-		       : add_redirect(r, p->tproxy_port);
+		return match_l4proto(r, IPPROTO_TCP) < 0 ? -1 : add_redirect(r, p->tproxy_port);
 	case R_ESTABLISHED:
 		return match_ct_established(r) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
 	case R_LOG:
 		return add_log(r, p->nflog_group);
 	case R_REJECT_TCP:
 		return match_l4proto(r, IPPROTO_TCP) < 0 ? -1
-		       : add_reject(r, NFT_REJECT_TCP_RST, 0);
+		                                         : add_reject(r, NFT_REJECT_TCP_RST, 0);
 	case R_REJECT_OTHER:
-		return add_reject(r, NFT_REJECT_ICMPX_UNREACH,
-		                  NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+		return add_reject(r, NFT_REJECT_ICMPX_UNREACH, NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
 	}
 	return -1;
 }
@@ -358,8 +353,8 @@ put_table(struct rs_build *bd, uint16_t type, uint16_t flags)
 	if (t == NULL)
 		return -1;
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, AIRLOCK_NFT_TABLE);
-	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b), type,
-	                            NFPROTO_INET, flags, bd->seq);
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b), type, NFPROTO_INET, flags,
+	                            bd->seq);
 	nftnl_table_nlmsg_build_payload(nlh, t);
 	nftnl_table_free(t);
 	label(bd, "creating table inet ", AIRLOCK_NFT_TABLE, "");
@@ -367,8 +362,7 @@ put_table(struct rs_build *bd, uint16_t type, uint16_t flags)
 }
 
 static int
-put_chain(struct rs_build *bd, const char *name, const char *type, int prio,
-          uint32_t policy)
+put_chain(struct rs_build *bd, const char *name, const char *type, int prio, uint32_t policy)
 {
 	struct nftnl_chain *c = nftnl_chain_alloc();
 	struct nlmsghdr *nlh;
@@ -381,9 +375,8 @@ put_chain(struct rs_build *bd, const char *name, const char *type, int prio,
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_LOCAL_OUT);
 	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, policy);
-	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b),
-	                            NFT_MSG_NEWCHAIN, NFPROTO_INET, NLM_F_CREATE,
-	                            bd->seq);
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b), NFT_MSG_NEWCHAIN, NFPROTO_INET,
+	                            NLM_F_CREATE, bd->seq);
 	nftnl_chain_nlmsg_build_payload(nlh, c);
 	nftnl_chain_free(c);
 	label(bd, "creating chain ", name, "");
@@ -391,8 +384,8 @@ put_chain(struct rs_build *bd, const char *name, const char *type, int prio,
 }
 
 static int
-put_rule(struct rs_build *bd, const struct rule_spec *spec,
-         const struct nft_params *p, uint16_t extra_flags)
+put_rule(struct rs_build *bd, const struct rule_spec *spec, const struct nft_params *p,
+         uint16_t extra_flags)
 {
 	struct nftnl_rule *r = nftnl_rule_alloc();
 	struct nlmsghdr *nlh;
@@ -405,10 +398,8 @@ put_rule(struct rs_build *bd, const struct rule_spec *spec,
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, spec->chain);
 	if (rule_exprs(r, spec->kind, p) < 0)
 		goto out;
-	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b),
-	                            NFT_MSG_NEWRULE, NFPROTO_INET,
-	                            NLM_F_APPEND | NLM_F_CREATE | extra_flags,
-	                            bd->seq);
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b), NFT_MSG_NEWRULE, NFPROTO_INET,
+	                            NLM_F_APPEND | NLM_F_CREATE | extra_flags, bd->seq);
 	nftnl_rule_nlmsg_build_payload(nlh, r);
 	label(bd, spec->chain, ": adding rule ", spec->what);
 	ret = next_msg(bd) ? 0 : -1;
@@ -419,10 +410,9 @@ out:
 
 /* The whole batch. labels (MAX_MSGS entries) may be NULL. */
 static long
-build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq,
-      char (*labels)[80])
+build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq, char (*labels)[80])
 {
-	struct rs_build bd = { .seq = seq, .first_seq = seq, .labels = labels };
+	struct rs_build bd = {.seq = seq, .first_seq = seq, .labels = labels};
 	long len = -1;
 	size_t i;
 
@@ -467,8 +457,7 @@ nft_params_default(struct nft_params *p)
 }
 
 long
-nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen,
-                  uint32_t seq)
+nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq)
 {
 	return build(p, buf, buflen, seq, NULL);
 }
@@ -536,7 +525,8 @@ nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen)
 	memset(labels, 0, sizeof(labels));
 	len = build(p, buf, sizeof(buf), seq, labels);
 	if (len < 0) {
-		snprintf(err, errlen, "nftables: building the ruleset failed "
+		snprintf(err, errlen,
+		         "nftables: building the ruleset failed "
 		         "(out of memory or buffer too small)");
 		return -1;
 	}
@@ -557,8 +547,7 @@ nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen)
 		char what[128];
 
 		snprintf(what, sizeof(what), "%s failed",
-		         i < MAX_MSGS && labels[i][0] != '\0' ? labels[i]
-		                                              : "the transaction");
+		         i < MAX_MSGS && labels[i][0] != '\0' ? labels[i] : "the transaction");
 		set_err(err, errlen, what, failed.error);
 		goto out;
 	}
@@ -572,10 +561,12 @@ out:
 /* --- verification ------------------------------------------------------- */
 
 struct verify_state {
+	const struct nft_params *p;
 	bool table;
 	bool nat, filter;
 	bool nat_ok, filter_ok;
 	unsigned int nat_rules, filter_rules;
+	unsigned int dns_redirects, tproxy_redirects, logs; /* with p's values */
 	char why[160];
 };
 
@@ -596,14 +587,12 @@ table_cb(const struct nlmsghdr *nlh, void *data)
 }
 
 static bool
-chain_is(const struct nftnl_chain *c, const char *type, uint32_t hook, int prio,
-         uint32_t policy)
+chain_is(const struct nftnl_chain *c, const char *type, uint32_t hook, int prio, uint32_t policy)
 {
 	const char *t;
 
 	if (!nftnl_chain_is_set(c, NFTNL_CHAIN_HOOKNUM) ||
-	    !nftnl_chain_is_set(c, NFTNL_CHAIN_TYPE) ||
-	    !nftnl_chain_is_set(c, NFTNL_CHAIN_POLICY))
+	    !nftnl_chain_is_set(c, NFTNL_CHAIN_TYPE) || !nftnl_chain_is_set(c, NFTNL_CHAIN_POLICY))
 		return false;
 	t = nftnl_chain_get_str(c, NFTNL_CHAIN_TYPE);
 	return t != NULL && strcmp(t, type) == 0 &&
@@ -632,14 +621,43 @@ chain_cb(const struct nlmsghdr *nlh, void *data)
 		st->nat_ok = chain_is(c, "nat", NF_INET_LOCAL_OUT, NAT_PRIO, NF_ACCEPT);
 	} else if (strcmp(name, FILTER_CHAIN) == 0) {
 		st->filter = true;
-		st->filter_ok = chain_is(c, "filter", NF_INET_LOCAL_OUT,
-		                         FILTER_PRIO, NF_DROP);
+		st->filter_ok = chain_is(c, "filter", NF_INET_LOCAL_OUT, FILTER_PRIO, NF_DROP);
 	} else if (st->why[0] == '\0') {
 		snprintf(st->why, sizeof(st->why), "unexpected chain %s", name);
 	}
 out:
 	nftnl_chain_free(c);
 	return MNL_CB_OK;
+}
+
+/* Count the redirect ports and the NFLOG group the kernel holds, so the
+ * self-test notices a ruleset built with other parameters. */
+static int
+rule_expr_cb(struct nftnl_expr *e, void *data)
+{
+	struct verify_state *st = data;
+	const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+	const void *imm;
+	uint32_t len = 0;
+	uint16_t port;
+
+	if (name == NULL)
+		return 0;
+	if (strcmp(name, "log") == 0 && nftnl_expr_is_set(e, NFTNL_EXPR_LOG_GROUP) &&
+	    nftnl_expr_get_u16(e, NFTNL_EXPR_LOG_GROUP) == st->p->nflog_group)
+		st->logs++;
+	if (strcmp(name, "immediate") == 0 && nftnl_expr_is_set(e, NFTNL_EXPR_IMM_DATA) &&
+	    nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG) == NFT_REG_1) {
+		imm = nftnl_expr_get(e, NFTNL_EXPR_IMM_DATA, &len);
+		if (imm != NULL && len == sizeof(port)) {
+			memcpy(&port, imm, sizeof(port));
+			if (ntohs(port) == st->p->dns_port)
+				st->dns_redirects++;
+			else if (ntohs(port) == st->p->tproxy_port)
+				st->tproxy_redirects++;
+		}
+	}
+	return 0;
 }
 
 static int
@@ -661,6 +679,7 @@ rule_cb(const struct nlmsghdr *nlh, void *data)
 		st->nat_rules++;
 	else if (strcmp(chain, FILTER_CHAIN) == 0)
 		st->filter_rules++;
+	nftnl_expr_foreach(r, rule_expr_cb, st);
 out:
 	nftnl_rule_free(r);
 	return MNL_CB_OK;
@@ -690,8 +709,8 @@ nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
 	uint32_t seq = seq_base();
 	int ret = -1;
 
-	(void)p;
 	memset(&st, 0, sizeof(st));
+	st.p = p;
 	nl = nft_nl_open(NETLINK_NETFILTER);
 	if (nl == NULL) {
 		set_err(err, errlen, "opening the netfilter netlink socket", errno);
@@ -704,27 +723,22 @@ nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
 		goto out;
 	}
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, AIRLOCK_NFT_TABLE);
-	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETTABLE, NFPROTO_INET,
-	                            NLM_F_ACK, seq);
+	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETTABLE, NFPROTO_INET, NLM_F_ACK, seq);
 	nftnl_table_nlmsg_build_payload(nlh, t);
 	nftnl_table_free(t);
 	errno = 0;
-	if (nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, table_cb, &st) < 0 ||
-	    !st.table) {
-		snprintf(err, errlen, "nftables: table inet %s is missing%s%s",
-		         AIRLOCK_NFT_TABLE, errno != 0 ? ": " : "",
-		         errno != 0 ? strerror(errno) : "");
+	if (nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, table_cb, &st) < 0 || !st.table) {
+		snprintf(err, errlen, "nftables: table inet %s is missing%s%s", AIRLOCK_NFT_TABLE,
+		         errno != 0 ? ": " : "", errno != 0 ? strerror(errno) : "");
 		goto out;
 	}
 
-	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETCHAIN, NFPROTO_INET,
-	                            NLM_F_DUMP, ++seq);
+	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETCHAIN, NFPROTO_INET, NLM_F_DUMP, ++seq);
 	if (nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, chain_cb, &st) < 0) {
 		set_err(err, errlen, "listing chains", errno);
 		goto out;
 	}
-	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETRULE, NFPROTO_INET,
-	                            NLM_F_DUMP, ++seq);
+	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETRULE, NFPROTO_INET, NLM_F_DUMP, ++seq);
 	if (nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, rule_cb, &st) < 0) {
 		set_err(err, errlen, "listing rules", errno);
 		goto out;
@@ -734,19 +748,29 @@ nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
 		snprintf(err, errlen, "nftables: chain %s is missing",
 		         !st.nat ? NAT_CHAIN : FILTER_CHAIN);
 	else if (!st.nat_ok)
-		snprintf(err, errlen, "nftables: chain %s is not type nat hook "
-		         "output priority %d", NAT_CHAIN, NAT_PRIO);
+		snprintf(err, errlen,
+		         "nftables: chain %s is not type nat hook "
+		         "output priority %d",
+		         NAT_CHAIN, NAT_PRIO);
 	else if (!st.filter_ok)
-		snprintf(err, errlen, "nftables: chain %s is not type filter hook "
-		         "output priority %d policy drop", FILTER_CHAIN, FILTER_PRIO);
+		snprintf(err, errlen,
+		         "nftables: chain %s is not type filter hook "
+		         "output priority %d policy drop",
+		         FILTER_CHAIN, FILTER_PRIO);
 	else if (st.nat_rules != expected_rules(NAT_CHAIN) ||
 	         st.filter_rules != expected_rules(FILTER_CHAIN))
-		snprintf(err, errlen, "nftables: chains hold %u and %u rules, "
-		         "expected %u and %u", st.nat_rules, st.filter_rules,
-		         expected_rules(NAT_CHAIN), expected_rules(FILTER_CHAIN));
+		snprintf(err, errlen,
+		         "nftables: chains hold %u and %u rules, "
+		         "expected %u and %u",
+		         st.nat_rules, st.filter_rules, expected_rules(NAT_CHAIN),
+		         expected_rules(FILTER_CHAIN));
+	else if (st.dns_redirects != 2 || st.tproxy_redirects != 1 || st.logs != 1)
+		snprintf(err, errlen,
+		         "nftables: the rules do not redirect to ports %u "
+		         "and %u and log to group %u",
+		         p->dns_port, p->tproxy_port, p->nflog_group);
 	else if (st.why[0] != '\0')
-		snprintf(err, errlen, "nftables: %s in table inet %s", st.why,
-		         AIRLOCK_NFT_TABLE);
+		snprintf(err, errlen, "nftables: %s in table inet %s", st.why, AIRLOCK_NFT_TABLE);
 	else
 		ret = 0;
 out:

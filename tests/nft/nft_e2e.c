@@ -38,21 +38,21 @@
 #include "nft/nflog.h"
 #include "nft/nft.h"
 
-#define SKIP 77
+#define SKIP    77
 #define WAIT_MS 2000
 
 static int failures;
 
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (cond) {                                                    \
-			printf("ok   ");                                       \
-		} else {                                                       \
-			printf("FAIL ");                                       \
-			failures++;                                            \
-		}                                                              \
-		printf(__VA_ARGS__);                                           \
-		printf("\n");                                                  \
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (cond) {                                                                        \
+			printf("ok   ");                                                           \
+		} else {                                                                           \
+			printf("FAIL ");                                                           \
+			failures++;                                                                \
+		}                                                                                  \
+		printf(__VA_ARGS__);                                                               \
+		printf("\n");                                                                      \
 	} while (0)
 
 static void
@@ -95,9 +95,11 @@ enter_namespaces(char *err, size_t errlen)
 	gid_t gid = getgid();
 
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0) {
-		snprintf(err, errlen, "unshare(CLONE_NEWUSER|CLONE_NEWNET): %s "
+		snprintf(err, errlen,
+		         "unshare(CLONE_NEWUSER|CLONE_NEWNET): %s "
 		         "(user namespaces disabled? kernel.unprivileged_userns_clone, "
-		         "user.max_user_namespaces)", strerror(errno));
+		         "user.max_user_namespaces)",
+		         strerror(errno));
 		return -1;
 	}
 	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)uid);
@@ -164,8 +166,7 @@ listener(int family, int type, const char *addr, uint16_t port)
 }
 
 static socklen_t
-make_addr(struct sockaddr_storage *ss, int family, const char *addr,
-          uint16_t port)
+make_addr(struct sockaddr_storage *ss, int family, const char *addr, uint16_t port)
 {
 	memset(ss, 0, sizeof(*ss));
 	if (family == AF_INET) {
@@ -187,7 +188,7 @@ make_addr(struct sockaddr_storage *ss, int family, const char *addr,
 static bool
 readable(int fd, int ms)
 {
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 
 	return poll(&pfd, 1, ms) == 1 && (pfd.revents & POLLIN) != 0;
 }
@@ -202,7 +203,7 @@ check_tproxy(int family, int lfd, const char *addr)
 	socklen_t ol = sizeof(orig);
 	char text[INET6_ADDRSTRLEN] = "";
 	char buf[8];
-	struct timeval tv = { .tv_sec = WAIT_MS / 1000, .tv_usec = 0 };
+	struct timeval tv = {.tv_sec = WAIT_MS / 1000, .tv_usec = 0};
 	int cfd, afd, port = -1;
 	int r;
 
@@ -213,8 +214,8 @@ check_tproxy(int family, int lfd, const char *addr)
 	 * test in seconds instead of waiting out SYN retries. */
 	setsockopt(cfd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	r = connect(cfd, (struct sockaddr *)&dst, sl);
-	CHECK(r == 0, "tcp connect to %s:443 is redirected and completes (%s)",
-	      addr, r == 0 ? "connected" : strerror(errno));
+	CHECK(r == 0, "tcp connect to %s:443 is redirected and completes (%s)", addr,
+	      r == 0 ? "connected" : strerror(errno));
 	if (r < 0 || !readable(lfd, WAIT_MS)) {
 		CHECK(false, "listener on port %u accepts the connection to %s",
 		      AIRLOCK_TPROXY_PORT, addr);
@@ -222,8 +223,8 @@ check_tproxy(int family, int lfd, const char *addr)
 		return;
 	}
 	afd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	CHECK(afd >= 0, "listener on port %u accepts the connection to %s",
-	      AIRLOCK_TPROXY_PORT, addr);
+	CHECK(afd >= 0, "listener on port %u accepts the connection to %s", AIRLOCK_TPROXY_PORT,
+	      addr);
 	if (afd < 0) {
 		close(cfd);
 		return;
@@ -231,19 +232,17 @@ check_tproxy(int family, int lfd, const char *addr)
 	memset(&orig, 0, sizeof(orig));
 	if (family == AF_INET) {
 		r = getsockopt(afd, SOL_IP, SO_ORIGINAL_DST, &orig, &ol);
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&orig)->sin_addr, text,
-		          sizeof(text));
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&orig)->sin_addr, text, sizeof(text));
 		port = ntohs(((struct sockaddr_in *)&orig)->sin_port);
 	} else {
 		r = getsockopt(afd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &orig, &ol);
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&orig)->sin6_addr, text,
-		          sizeof(text));
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&orig)->sin6_addr, text, sizeof(text));
 		port = ntohs(((struct sockaddr_in6 *)&orig)->sin6_port);
 	}
 	CHECK(r == 0 && strcmp(text, addr) == 0 && port == 443,
 	      "%s gives the original destination %s:443 (got %s:%d%s%s)",
-	      family == AF_INET ? "SO_ORIGINAL_DST" : "IP6T_SO_ORIGINAL_DST", addr,
-	      text, port, r < 0 ? ", " : "", r < 0 ? strerror(errno) : "");
+	      family == AF_INET ? "SO_ORIGINAL_DST" : "IP6T_SO_ORIGINAL_DST", addr, text, port,
+	      r < 0 ? ", " : "", r < 0 ? strerror(errno) : "");
 	r = (int)write(cfd, "hi", 2);
 	CHECK(r == 2 && readable(afd, WAIT_MS) && read(afd, buf, sizeof(buf)) == 2,
 	      "bytes flow from the client to the listener (%s)", addr);
@@ -275,14 +274,13 @@ static void
 check_nflog(int nfd, const char *dst, int dport, const char *proto)
 {
 	static uint64_t buf[65536 / sizeof(uint64_t)];
-	struct want w = { .dst = dst, .dport = dport, .proto = proto };
+	struct want w = {.dst = dst, .dport = dport, .proto = proto};
 	double deadline = now_us() + WAIT_MS * 1000.0;
 	ssize_t n;
 	int bad = 0;
 
 	if (nfd < 0) {
-		CHECK(false, "nflog reports %s %s port %d (no NFLOG socket)", proto,
-		      dst, dport);
+		CHECK(false, "nflog reports %s %s port %d (no NFLOG socket)", proto, dst, dport);
 		return;
 	}
 	while (!w.found && now_us() < deadline) {
@@ -294,8 +292,8 @@ check_nflog(int nfd, const char *dst, int dport, const char *proto)
 		if (nflog_parse(buf, (size_t)n, match_packet, &w) < 0)
 			bad++;
 	}
-	CHECK(w.found && bad == 0, "nflog reports %s %s port %d%s", proto, dst,
-	      dport, bad != 0 ? " (and a datagram did not parse)" : "");
+	CHECK(w.found && bad == 0, "nflog reports %s %s port %d%s", proto, dst, dport,
+	      bad != 0 ? " (and a datagram did not parse)" : "");
 }
 
 /* UDP to a blocked destination: the send fails at once, and NFLOG has it. */
@@ -314,8 +312,8 @@ check_udp_blocked(int family, const char *addr, int nfd)
 	r = (int)sendto(fd, "x", 1, 0, (struct sockaddr *)&dst, sl);
 	e = errno;
 	CHECK(r < 0 && (e == EPERM || e == ECONNREFUSED || e == EACCES),
-	      "udp to %s:9999 fails at once: %s after %.0f us", addr,
-	      r < 0 ? strerror(e) : "sent", now_us() - t0);
+	      "udp to %s:9999 fails at once: %s after %.0f us", addr, r < 0 ? strerror(e) : "sent",
+	      now_us() - t0);
 	close(fd);
 	check_nflog(nfd, addr, 9999, "udp");
 }
@@ -341,16 +339,14 @@ check_dns_redirect(int dns_fd)
 		return;
 	}
 	n = readable(dns_fd, WAIT_MS)
-	    ? recvfrom(dns_fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl)
-	    : -1;
+	            ? recvfrom(dns_fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl)
+	            : -1;
 	CHECK(n == 1 && buf[0] == 'q',
-	      "udp to 198.51.100.1:53 reaches the listener on 127.0.0.1:%u",
-	      AIRLOCK_DNS_PORT);
+	      "udp to 198.51.100.1:53 reaches the listener on 127.0.0.1:%u", AIRLOCK_DNS_PORT);
 	if (n == 1) {
 		(void)sendto(dns_fd, "a", 1, 0, (struct sockaddr *)&from, fl);
 		n = readable(fd, WAIT_MS) ? recv(fd, buf, sizeof(buf), 0) : -1;
-		CHECK(n == 1 && buf[0] == 'a',
-		      "the listener's answer reaches the client");
+		CHECK(n == 1 && buf[0] == 'a', "the listener's answer reaches the client");
 	}
 	close(fd);
 }
@@ -373,12 +369,11 @@ check_icmp_blocked(int nfd)
 	memset(&icmp, 0, sizeof(icmp));
 	icmp.type = ICMP_ECHO;
 	icmp.un.echo.id = htons(1);
-	icmp.checksum = htons((uint16_t)~((ICMP_ECHO << 8) + 1));
+	icmp.checksum = htons((uint16_t) ~((ICMP_ECHO << 8) + 1));
 	r = (int)sendto(fd, &icmp, sizeof(icmp), 0, (struct sockaddr *)&dst, sl);
 	e = errno;
 	CHECK(r < 0 && (e == EPERM || e == EACCES || e == EHOSTUNREACH),
-	      "icmp echo to 192.0.2.1 fails at once: %s",
-	      r < 0 ? strerror(e) : "sent");
+	      "icmp echo to 192.0.2.1 fails at once: %s", r < 0 ? strerror(e) : "sent");
 	close(fd);
 	check_nflog(nfd, "192.0.2.1", -1, "icmp");
 }
@@ -394,7 +389,7 @@ check_reader(int nfd)
 	struct nflog_reader *rd = NULL;
 	struct elog *log = NULL;
 	char out[2048] = "";
-	int pfd[2] = { -1, -1 };
+	int pfd[2] = {-1, -1};
 	ssize_t n = -1;
 	int fd;
 
@@ -417,11 +412,11 @@ check_reader(int nfd)
 	}
 	if (n > 0)
 		out[n] = '\0';
-	CHECK(n > 0 && strstr(out, "\"kind\":\"packet\",\"ip\":\"192.0.2.55\","
-	                           "\"port\":7777,\"verdict\":\"deny\"") != NULL &&
-	      strstr(out, "\"proto\":\"udp\"") != NULL,
-	      "nflog_reader logs the blocked packet: %.*s", n > 0 ? (int)n - 1 : 0,
-	      out);
+	CHECK(n > 0 &&
+	              strstr(out, "\"kind\":\"packet\",\"ip\":\"192.0.2.55\","
+	                          "\"port\":7777,\"verdict\":\"deny\"") != NULL &&
+	              strstr(out, "\"proto\":\"udp\"") != NULL,
+	      "nflog_reader logs the blocked packet: %.*s", n > 0 ? (int)n - 1 : 0, out);
 out:
 	nflog_reader_free(rd);
 	if (log != NULL)
@@ -515,8 +510,9 @@ bench(int runs)
 	printf("bench: nft_net_setup + nft_ruleset_apply over %d fresh namespaces: "
 	       "median %.0f us (min %.0f, max %.0f); nft_net_setup median %.0f us, "
 	       "nft_ruleset_apply median %.0f us; with unshare+uid map: "
-	       "median %.0f us\n", runs, setup[runs / 2], setup[0],
-	       setup[runs - 1], net[runs / 2], apply[runs / 2], total[runs / 2]);
+	       "median %.0f us\n",
+	       runs, setup[runs / 2], setup[0], setup[runs - 1], net[runs / 2], apply[runs / 2],
+	       total[runs / 2]);
 	free(setup);
 	free(total);
 	free(net);
@@ -551,6 +547,12 @@ main(int argc, char **argv)
 		return cannot_run(err);
 
 	nft_params_default(&p);
+	/* The self-tests must be able to fail. */
+	r = nft_ruleset_verify(&p, err, sizeof(err));
+	CHECK(r < 0 && strstr(err, "missing") != NULL, "nft_ruleset_verify before apply fails: %s",
+	      r < 0 ? err : "it passed");
+	r = nft_net_verify(err, sizeof(err));
+	CHECK(r < 0, "nft_net_verify before set-up fails: %s", r < 0 ? err : "it passed");
 	t0 = now_us();
 	r = nft_net_setup(err, sizeof(err));
 	CHECK(r == 0, "nft_net_setup%s%s", r ? ": " : "", r ? err : "");
@@ -562,23 +564,30 @@ main(int argc, char **argv)
 	t2 = now_us();
 	if (r != 0)
 		return 1;
-	printf("     first run: nft_net_setup %.0f us, nft_ruleset_apply %.0f us\n",
-	       t1 - t0, t2 - t1);
+	printf("     first run: nft_net_setup %.0f us, nft_ruleset_apply %.0f us\n", t1 - t0,
+	       t2 - t1);
 	r = nft_net_verify(err, sizeof(err));
 	CHECK(r == 0, "nft_net_verify%s%s", r ? ": " : "", r ? err : "");
 	r = nft_ruleset_verify(&p, err, sizeof(err));
 	CHECK(r == 0, "nft_ruleset_verify%s%s", r ? ": " : "", r ? err : "");
+	{
+		struct nft_params other = p;
+
+		other.nflog_group = (uint16_t)(p.nflog_group + 1);
+		r = nft_ruleset_verify(&other, err, sizeof(err));
+		CHECK(r < 0, "nft_ruleset_verify with another NFLOG group fails: %s",
+		      r < 0 ? err : "it passed");
+	}
 	/* Applying again fails and changes nothing (no doubled rules). */
 	r = nft_ruleset_apply(&p, err, sizeof(err));
-	CHECK(r < 0 && strstr(err, "File exists") != NULL,
-	      "a second nft_ruleset_apply fails: %s", r < 0 ? err : "it did not");
+	CHECK(r < 0 && strstr(err, "File exists") != NULL, "a second nft_ruleset_apply fails: %s",
+	      r < 0 ? err : "it did not");
 	r = nft_ruleset_verify(&p, err, sizeof(err));
-	CHECK(r == 0, "the ruleset is unchanged after it%s%s", r ? ": " : "",
-	      r ? err : "");
+	CHECK(r == 0, "the ruleset is unchanged after it%s%s", r ? ": " : "", r ? err : "");
 
 	nfd = nflog_open(p.nflog_group, err, sizeof(err));
-	CHECK(nfd >= 0, "nflog_open(group %u)%s%s", p.nflog_group,
-	      nfd < 0 ? ": " : "", nfd < 0 ? err : "");
+	CHECK(nfd >= 0, "nflog_open(group %u)%s%s", p.nflog_group, nfd < 0 ? ": " : "",
+	      nfd < 0 ? err : "");
 	if (nfd >= 0) {
 		char err2[256];
 		int again = nflog_open(p.nflog_group, err2, sizeof(err2));

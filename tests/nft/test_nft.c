@@ -41,9 +41,9 @@
 /* Parameters unlike the defaults, so a test fails if a constant is used
  * where the parameter belongs. */
 static const struct nft_params test_params = {
-	.tproxy_port = 15999,
-	.dns_port = 5353,
-	.nflog_group = 42,
+        .tproxy_port = 15999,
+        .dns_port = 5353,
+        .nflog_group = 42,
 };
 
 #define MAX_RULES 16
@@ -55,9 +55,9 @@ struct parsed {
 	struct nftnl_rule *nat_rules[MAX_RULES];
 	struct nftnl_rule *filter_rules[MAX_RULES];
 	int n_nat, n_filter;
-	int acks;             /* messages asking for an ACK */
-	uint16_t last_flags;  /* flags of the last rule message */
-	size_t max_msg;       /* largest single message */
+	int acks;            /* messages asking for an ACK */
+	uint16_t last_flags; /* flags of the last rule message */
+	size_t max_msg;      /* largest single message */
 	uint32_t first_seq, last_seq;
 	int seq_gaps;
 };
@@ -143,8 +143,7 @@ parse_batch(const void *buf, long len, struct parsed *ps)
 				name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
 				if (strcmp(name, "nat_output") == 0 && ps->nat == NULL)
 					ps->nat = c;
-				else if (strcmp(name, "filter_output") == 0 &&
-				         ps->filter == NULL)
+				else if (strcmp(name, "filter_output") == 0 && ps->filter == NULL)
 					ps->filter = c;
 				else
 					fail_msg("unexpected chain %s", name);
@@ -234,8 +233,7 @@ assert_loopback_v4(struct nftnl_rule *r)
 
 	exprs(r, &l);
 	assert_string_equal(l.names, "meta,cmp,payload,cmp,immediate");
-	assert_int_equal(nftnl_expr_get_u32(l.e[0], NFTNL_EXPR_META_KEY),
-	                 NFT_META_NFPROTO);
+	assert_int_equal(nftnl_expr_get_u32(l.e[0], NFTNL_EXPR_META_KEY), NFT_META_NFPROTO);
 	assert_data(l.e[1], NFTNL_EXPR_CMP_DATA, &nfproto, 1);
 	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_PAYLOAD_BASE),
 	                 NFT_PAYLOAD_NETWORK_HEADER);
@@ -267,8 +265,7 @@ assert_redirect(struct nftnl_expr *imm, struct nftnl_expr *redir, uint16_t port)
 
 	assert_int_equal(nftnl_expr_get_u32(imm, NFTNL_EXPR_IMM_DREG), NFT_REG_1);
 	assert_data(imm, NFTNL_EXPR_IMM_DATA, &be, 2);
-	assert_int_equal(nftnl_expr_get_u32(redir, NFTNL_EXPR_REDIR_REG_PROTO_MIN),
-	                 NFT_REG_1);
+	assert_int_equal(nftnl_expr_get_u32(redir, NFTNL_EXPR_REDIR_REG_PROTO_MIN), NFT_REG_1);
 	assert_int_equal(nftnl_expr_get_u32(redir, NFTNL_EXPR_REDIR_FLAGS),
 	                 NF_NAT_RANGE_PROTO_SPECIFIED);
 }
@@ -281,8 +278,7 @@ assert_dns_redirect(struct nftnl_rule *r, uint8_t proto)
 
 	exprs(r, &l);
 	assert_string_equal(l.names, "meta,cmp,payload,cmp,immediate,redir");
-	assert_int_equal(nftnl_expr_get_u32(l.e[0], NFTNL_EXPR_META_KEY),
-	                 NFT_META_L4PROTO);
+	assert_int_equal(nftnl_expr_get_u32(l.e[0], NFTNL_EXPR_META_KEY), NFT_META_L4PROTO);
 	assert_data(l.e[1], NFTNL_EXPR_CMP_DATA, &proto, 1);
 	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_PAYLOAD_BASE),
 	                 NFT_PAYLOAD_TRANSPORT_HEADER);
@@ -310,8 +306,7 @@ test_ruleset_batch(void **state)
 	/* One transaction: begin, replace the table, two chains, rules, end. */
 	assert_int_equal(ps.begin, 1);
 	assert_int_equal(ps.end, 1);
-	assert_int_equal(((const struct nlmsghdr *)buf)->nlmsg_type,
-	                 NFNL_MSG_BATCH_BEGIN);
+	assert_int_equal(((const struct nlmsghdr *)buf)->nlmsg_type, NFNL_MSG_BATCH_BEGIN);
 	assert_int_equal(ps.tables_new, 1);
 	assert_int_equal(ps.tables_del, 0);
 	assert_int_equal(ps.first_seq, 1000);
@@ -325,16 +320,13 @@ test_ruleset_batch(void **state)
 
 	assert_non_null(ps.nat);
 	assert_string_equal(nftnl_chain_get_str(ps.nat, NFTNL_CHAIN_TYPE), "nat");
-	assert_int_equal(nftnl_chain_get_u32(ps.nat, NFTNL_CHAIN_HOOKNUM),
-	                 NF_INET_LOCAL_OUT);
+	assert_int_equal(nftnl_chain_get_u32(ps.nat, NFTNL_CHAIN_HOOKNUM), NF_INET_LOCAL_OUT);
 	assert_int_equal(nftnl_chain_get_s32(ps.nat, NFTNL_CHAIN_PRIO), -100);
 	assert_int_equal(nftnl_chain_get_u32(ps.nat, NFTNL_CHAIN_POLICY), NF_ACCEPT);
 
 	assert_non_null(ps.filter);
-	assert_string_equal(nftnl_chain_get_str(ps.filter, NFTNL_CHAIN_TYPE),
-	                    "filter");
-	assert_int_equal(nftnl_chain_get_u32(ps.filter, NFTNL_CHAIN_HOOKNUM),
-	                 NF_INET_LOCAL_OUT);
+	assert_string_equal(nftnl_chain_get_str(ps.filter, NFTNL_CHAIN_TYPE), "filter");
+	assert_int_equal(nftnl_chain_get_u32(ps.filter, NFTNL_CHAIN_HOOKNUM), NF_INET_LOCAL_OUT);
 	assert_int_equal(nftnl_chain_get_s32(ps.filter, NFTNL_CHAIN_PRIO), 0);
 	assert_int_equal(nftnl_chain_get_u32(ps.filter, NFTNL_CHAIN_POLICY), NF_DROP);
 
@@ -370,8 +362,7 @@ test_ruleset_batch(void **state)
 	exprs(ps.filter_rules[4], &l);
 	assert_string_equal(l.names, "meta,cmp,reject");
 	assert_data(l.e[1], NFTNL_EXPR_CMP_DATA, &tcp, 1);
-	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_REJECT_TYPE),
-	                 NFT_REJECT_TCP_RST);
+	assert_int_equal(nftnl_expr_get_u32(l.e[2], NFTNL_EXPR_REJECT_TYPE), NFT_REJECT_TCP_RST);
 
 	exprs(ps.filter_rules[5], &l);
 	assert_string_equal(l.names, "reject");
@@ -401,8 +392,7 @@ test_ruleset_defaults(void **state)
 	assert_true(len > 0);
 	parse_batch(buf, len, &ps);
 	exprs(ps.filter_rules[3], &l);
-	assert_int_equal(nftnl_expr_get_u16(l.e[0], NFTNL_EXPR_LOG_GROUP),
-	                 AIRLOCK_NFLOG_GROUP);
+	assert_int_equal(nftnl_expr_get_u16(l.e[0], NFTNL_EXPR_LOG_GROUP), AIRLOCK_NFLOG_GROUP);
 	parsed_free(&ps);
 }
 
@@ -418,8 +408,7 @@ test_ruleset_small_buffer(void **state)
 	assert_int_equal(nft_ruleset_build(&test_params, buf, 0, 1), -1);
 	assert_int_equal(nft_ruleset_build(&test_params, buf, 100, 1), -1);
 	/* The batch must fit below buflen minus the 1024-byte reserve. */
-	assert_int_equal(nft_ruleset_build(&test_params, buf, (size_t)len + 1023, 1),
-	                 -1);
+	assert_int_equal(nft_ruleset_build(&test_params, buf, (size_t)len + 1023, 1), -1);
 	len2 = nft_ruleset_build(&test_params, buf, (size_t)len + 1024, 1);
 	assert_int_equal(len2, len);
 }
@@ -442,14 +431,13 @@ collect(const struct nflog_packet *pkt, void *arg)
 
 /* Append one NFLOG packet message to buf at *off, as the kernel sends it. */
 static void
-put_nflog(uint8_t *buf, size_t *off, int family, const void *payload,
-          size_t plen)
+put_nflog(uint8_t *buf, size_t *off, int family, const void *payload, size_t plen)
 {
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf + *off);
 	struct nfgenmsg *nfg;
 	struct nfulnl_msg_packet_hdr ph = {
-		.hw_protocol = htons(family == AF_INET ? 0x0800 : 0x86dd),
-		.hook = NF_INET_LOCAL_OUT,
+	        .hw_protocol = htons(family == AF_INET ? 0x0800 : 0x86dd),
+	        .hook = NF_INET_LOCAL_OUT,
 	};
 
 	nlh->nlmsg_type = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET;
@@ -466,8 +454,7 @@ put_nflog(uint8_t *buf, size_t *off, int family, const void *payload,
 
 /* IPv4 header (20 bytes) + 8 bytes of L4 to dst. */
 static size_t
-ipv4_packet(uint8_t *p, uint8_t proto, const char *dst, uint16_t dport,
-            uint16_t frag)
+ipv4_packet(uint8_t *p, uint8_t proto, const char *dst, uint16_t dport, uint16_t frag)
 {
 	memset(p, 0, 28);
 	p[0] = 0x45;
@@ -487,8 +474,7 @@ ipv4_packet(uint8_t *p, uint8_t proto, const char *dst, uint16_t dport,
 
 /* IPv6 header (+ optional 8-byte hop-by-hop header) + 8 bytes of L4. */
 static size_t
-ipv6_packet(uint8_t *p, uint8_t proto, const char *dst, uint16_t dport,
-            bool hopopts)
+ipv6_packet(uint8_t *p, uint8_t proto, const char *dst, uint16_t dport, bool hopopts)
 {
 	size_t l4 = hopopts ? 48 : 40;
 
@@ -514,11 +500,10 @@ test_nflog_udp_v4(void **state)
 	uint8_t buf[512] __attribute__((aligned(4)));
 	uint8_t pkt[64];
 	size_t off = 0;
-	struct got g = { .n = 0 };
+	struct got g = {.n = 0};
 
 	(void)state;
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9999, 0));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9999, 0));
 	assert_int_equal(nflog_parse(buf, off, collect, &g), 1);
 	assert_int_equal(g.n, 1);
 	assert_int_equal(g.pkt[0].family, AF_INET);
@@ -536,7 +521,7 @@ test_nflog_udp_v6(void **state)
 	uint8_t buf[512] __attribute__((aligned(4)));
 	uint8_t pkt[64];
 	size_t off = 0;
-	struct got g = { .n = 0 };
+	struct got g = {.n = 0};
 
 	(void)state;
 	put_nflog(buf, &off, AF_INET6, pkt,
@@ -554,14 +539,12 @@ test_nflog_v6_exthdr_and_batch(void **state)
 	uint8_t buf[1024] __attribute__((aligned(4)));
 	uint8_t pkt[64];
 	size_t off = 0;
-	struct got g = { .n = 0 };
+	struct got g = {.n = 0};
 
 	(void)state;
 	/* Two messages in one datagram, as the kernel batches them. */
-	put_nflog(buf, &off, AF_INET6, pkt,
-	          ipv6_packet(pkt, IPPROTO_TCP, "2001:db8::1", 22, true));
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, IPPROTO_SCTP, "192.0.2.9", 5000, 0));
+	put_nflog(buf, &off, AF_INET6, pkt, ipv6_packet(pkt, IPPROTO_TCP, "2001:db8::1", 22, true));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_SCTP, "192.0.2.9", 5000, 0));
 	assert_int_equal(nflog_parse(buf, off, collect, &g), 2);
 	assert_string_equal(g.pkt[0].proto, "tcp");
 	assert_int_equal(g.pkt[0].dport, 22);
@@ -576,18 +559,15 @@ test_nflog_no_ports(void **state)
 	uint8_t buf[1024] __attribute__((aligned(4)));
 	uint8_t pkt[64];
 	size_t off = 0;
-	struct got g = { .n = 0 };
+	struct got g = {.n = 0};
 
 	(void)state;
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, IPPROTO_ICMP, "192.0.2.1", 0, 0));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_ICMP, "192.0.2.1", 0, 0));
 	put_nflog(buf, &off, AF_INET6, pkt,
 	          ipv6_packet(pkt, IPPROTO_ICMPV6, "2001:db8::1", 0, false));
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, 47 /* GRE */, "192.0.2.2", 0, 0));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, 47 /* GRE */, "192.0.2.2", 0, 0));
 	/* A later fragment of UDP carries no UDP header. */
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, IPPROTO_UDP, "192.0.2.3", 53, 0x0010));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_UDP, "192.0.2.3", 53, 0x0010));
 	assert_int_equal(nflog_parse(buf, off, collect, &g), 4);
 	assert_string_equal(g.pkt[0].proto, "icmp");
 	assert_int_equal(g.pkt[0].dport, -1);
@@ -608,8 +588,7 @@ test_nflog_truncated(void **state)
 	size_t off = 0, i;
 
 	(void)state;
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9999, 0));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9999, 0));
 	assert_int_equal(nflog_parse(buf, off, NULL, NULL), 1);
 	for (i = 0; i < off; i++) {
 		memcpy(cut, buf, i);
@@ -629,8 +608,7 @@ test_nflog_malformed(void **state)
 	(void)state;
 	/* The header says IPv4, the payload is IPv6. */
 	off = 0;
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv6_packet(pkt, IPPROTO_UDP, "2001:db8::7", 9, false));
+	put_nflog(buf, &off, AF_INET, pkt, ipv6_packet(pkt, IPPROTO_UDP, "2001:db8::7", 9, false));
 	assert_int_equal(nflog_parse(buf, off, NULL, NULL), -1);
 
 	/* An IP header cut short, and an IHL beyond the bytes present. */
@@ -660,15 +638,13 @@ test_nflog_malformed(void **state)
 	mnl_nlmsg_put_extra_header(nlh, sizeof(struct nlmsgerr));
 	assert_int_equal(nflog_parse(buf, nlh->nlmsg_len, NULL, NULL), -1);
 	off = 0;
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9, 0));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9, 0));
 	((struct nlmsghdr *)buf)->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8);
 	assert_int_equal(nflog_parse(buf, off, NULL, NULL), -1);
 
 	/* Trailing bytes after a good message. */
 	off = 0;
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9, 0));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9, 0));
 	memset(buf + off, 0, 20);
 	assert_int_equal(nflog_parse(buf, off + 20, NULL, NULL), -1);
 }
@@ -735,16 +711,14 @@ test_nflog_reader(void **state)
 	r = nflog_reader_new(base, sv[0], log);
 	assert_non_null(r);
 
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9999, 0));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9999, 0));
 	put_nflog(buf, &off, AF_INET6, pkt,
 	          ipv6_packet(pkt, IPPROTO_ICMPV6, "2001:db8::7", 0, false));
 	assert_int_equal(send(sv[1], buf, off, 0), (ssize_t)off);
 	/* Garbage is skipped (one warning), the reader keeps going. */
 	assert_int_equal(send(sv[1], "garbage!", 8, 0), 8);
 	off = 0;
-	put_nflog(buf, &off, AF_INET, pkt,
-	          ipv4_packet(pkt, IPPROTO_TCP, "192.0.2.80", 80, 0));
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_TCP, "192.0.2.80", 80, 0));
 	assert_int_equal(send(sv[1], buf, off, 0), (ssize_t)off);
 
 	assert_int_equal(event_base_loop(base, EVLOOP_NONBLOCK), 0);
@@ -779,17 +753,17 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ruleset_batch),
-		cmocka_unit_test(test_ruleset_defaults),
-		cmocka_unit_test(test_ruleset_small_buffer),
-		cmocka_unit_test(test_nflog_udp_v4),
-		cmocka_unit_test(test_nflog_udp_v6),
-		cmocka_unit_test(test_nflog_v6_exthdr_and_batch),
-		cmocka_unit_test(test_nflog_no_ports),
-		cmocka_unit_test(test_nflog_truncated),
-		cmocka_unit_test(test_nflog_malformed),
-		cmocka_unit_test(test_nflog_garbage),
-		cmocka_unit_test(test_nflog_reader),
+	        cmocka_unit_test(test_ruleset_batch),
+	        cmocka_unit_test(test_ruleset_defaults),
+	        cmocka_unit_test(test_ruleset_small_buffer),
+	        cmocka_unit_test(test_nflog_udp_v4),
+	        cmocka_unit_test(test_nflog_udp_v6),
+	        cmocka_unit_test(test_nflog_v6_exthdr_and_batch),
+	        cmocka_unit_test(test_nflog_no_ports),
+	        cmocka_unit_test(test_nflog_truncated),
+	        cmocka_unit_test(test_nflog_malformed),
+	        cmocka_unit_test(test_nflog_garbage),
+	        cmocka_unit_test(test_nflog_reader),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
