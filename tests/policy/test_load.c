@@ -437,6 +437,96 @@ test_load_path_errors(void **state)
 	assert_null(policy_load("/nonexistent/p.yaml", NULL));
 }
 
+/* The bounds documented in policy/internal.h, each hit exactly once. */
+static void
+test_limits(void **state)
+{
+	struct policy_diag d = {0};
+	size_t cap = 3u * 1024u * 1024u, off;
+	char *yaml = malloc(cap);
+
+	(void)state;
+	/* 200,001 rules */
+	off = (size_t)snprintf(yaml, cap, "version: 1\nallow: [");
+	for (int i = 0; i < 200001; i++)
+		off += (size_t)snprintf(yaml + off, cap - off, "{host: a.b},");
+	yaml[off - 1] = ']';
+	assert_null(policy_load_buffer("t.yaml", yaml, off, &d));
+	assert_int_equal(d.n_lines, 1);
+	assert_string_equal(d.lines[0],
+	                    "t.yaml:2:2400009: more than 200000 rules in all; that is the limit");
+	policy_diag_clear(&d);
+
+	/* 1,000,001 YAML values */
+	off = (size_t)snprintf(yaml, cap, "version: 1\nx: [");
+	for (int i = 0; i < 1000000; i++)
+		off += (size_t)snprintf(yaml + off, cap - off, "1,");
+	yaml[off - 1] = ']';
+	assert_null(policy_load_buffer("t.yaml", yaml, off, &d));
+	assert_int_equal(d.n_lines, 1);
+	assert_string_equal(d.lines[0],
+	                    "t.yaml:2:1999995: more than 1000000 YAML values in one file; "
+	                    "split the policy with include");
+	policy_diag_clear(&d);
+	free(yaml);
+}
+
+static void
+write_at(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void
+test_include_limits(void **state)
+{
+	char dir[] = "/tmp/airlock-policy-limits.XXXXXX", name[64], text[4096], path[600];
+	struct policy_diag d = {0};
+	size_t off;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	/* a chain 0 -> 1 -> ... -> 10: too deep at the 9th include */
+	for (int i = 0; i <= 10; i++) {
+		snprintf(name, sizeof(name), "c%d.yaml", i);
+		snprintf(text, sizeof(text), "version: 1\ninclude: [c%d.yaml]\n", i + 1);
+		write_at(dir, name, i == 10 ? "version: 1\n" : text);
+	}
+	snprintf(path, sizeof(path), "%s/c0.yaml", dir);
+	assert_null(policy_load(path, &d));
+	assert_int_equal(d.n_lines, 1);
+	/* the file names carry the directory they were reached through */
+	assert_non_null(strstr(d.lines[0], "c8.yaml:2:11: include '"));
+	assert_non_null(strstr(d.lines[0], "c9.yaml': includes nested more than 8 deep"));
+	policy_diag_clear(&d);
+
+	/* one file including 70 others: the 64th file in all is refused */
+	off = (size_t)snprintf(text, sizeof(text), "version: 1\ninclude: [");
+	for (int i = 0; i < 70; i++) {
+		snprintf(name, sizeof(name), "f%d.yaml", i);
+		write_at(dir, name, "version: 1\n");
+		off += (size_t)snprintf(text + off, sizeof(text) - off, "%s%s", i ? ", " : "",
+		                        name);
+	}
+	snprintf(text + off, sizeof(text) - off, "]\n");
+	write_at(dir, "many.yaml", text);
+	snprintf(path, sizeof(path), "%s/many.yaml", dir);
+	assert_null(policy_load(path, &d));
+	assert_true(d.n_lines >= 1);
+	assert_non_null(strstr(d.lines[0], "f63.yaml': more than 64 files in one policy"));
+	policy_diag_clear(&d);
+
+	snprintf(path, sizeof(path), "rm -r '%s'", dir);
+	assert_int_equal(system(path), 0);
+}
+
 int
 main(void)
 {
@@ -458,6 +548,8 @@ main(void)
 	        cmocka_unit_test(test_many_ports),
 	        cmocka_unit_test(test_include_errors),
 	        cmocka_unit_test(test_load_path_errors),
+	        cmocka_unit_test(test_limits),
+	        cmocka_unit_test(test_include_limits),
 	};
 
 	/* Keep the preset search to the built-in directories. */
