@@ -140,11 +140,12 @@ cmd_check(int argc, char **argv)
 		               : "enforce",
 		       policy_sha256(p));
 		if ((desc = policy_describe(p)) != NULL) {
-			for (char *line = desc, *nl; *line != '\0'; line = nl + 1) {
-				nl = strchr(line, '\n');
-				if (nl == NULL)
-					nl = line + strlen(line) - 1;
-				printf("  %.*s\n", (int)(nl - line + (*nl == '\n' ? 0 : 1)), line);
+			/* Indent the summary under the file's line. */
+			for (const char *line = desc; *line != '\0';) {
+				size_t n = strcspn(line, "\n");
+
+				printf("  %.*s\n", (int)n, line);
+				line += n + (line[n] == '\n');
 			}
 			free(desc);
 		}
