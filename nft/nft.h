@@ -29,14 +29,19 @@ long nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen,
 int nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen);
 
 /* Self-test: read the ruleset back from the kernel and check the table,
- * chains and policies are in place. 0 or -1 with the reason. */
+ * both chains (type, hook, priority, policy), the rule counts, and that the
+ * rules redirect to p's ports and log to p's group. 0 or -1 with the
+ * reason. */
 int nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen);
 
 /* Loopback set-up through rtnetlink: lo up, the egress addresses, default
  * routes for v4 and v6 via lo with those sources. 0 or -1 + reason. */
 int nft_net_setup(char *err, size_t errlen);
 
-/* Self-test: only lo exists, and the default routes lead through it. */
+/* Self-test: lo is up and no other interface is (a kernel with tunnel
+ * modules gives every namespace down fallback devices such as sit0), and
+ * the v4 and v6 default routes lead through lo with the egress sources.
+ * 0 or -1 + reason. */
 int nft_net_verify(char *err, size_t errlen);
 
 #endif
