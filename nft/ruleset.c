@@ -726,10 +726,12 @@ nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
 	nlh = nftnl_nlmsg_build_hdr((char *)req, NFT_MSG_GETTABLE, NFPROTO_INET, NLM_F_ACK, seq);
 	nftnl_table_nlmsg_build_payload(nlh, t);
 	nftnl_table_free(t);
-	errno = 0;
-	if (nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, table_cb, &st) < 0 || !st.table) {
-		snprintf(err, errlen, "nftables: table inet %s is missing%s%s", AIRLOCK_NFT_TABLE,
-		         errno != 0 ? ": " : "", errno != 0 ? strerror(errno) : "");
+	if (nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, table_cb, &st) < 0 && errno != ENOENT) {
+		set_err(err, errlen, "reading table inet " AIRLOCK_NFT_TABLE, errno);
+		goto out;
+	}
+	if (!st.table) {
+		snprintf(err, errlen, "nftables: table inet %s is missing", AIRLOCK_NFT_TABLE);
 		goto out;
 	}
 
