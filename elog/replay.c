@@ -207,7 +207,7 @@ review_replay(const char *policy_path, char *const *files, int n_files, FILE *ou
 		char err[256];
 		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
 		struct elog_record r;
-		int got;
+		int got = 0;
 
 		if (rd == NULL) {
 			log_warnx("%s", err);

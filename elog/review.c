@@ -250,7 +250,7 @@ review_show(char *const *files, int n_files, const struct review_show_opts *o,
 		char err[256];
 		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
 		struct elog_record rec;
-		int got;
+		int got = 0;
 
 		if (rd == NULL) {
 			log_warnx("%s", err);
@@ -720,7 +720,7 @@ review_summary(char *const *files, int n_files, bool json, FILE *out)
 		char err[256];
 		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
 		struct elog_record rec;
-		int got;
+		int got = 0;
 
 		if (rd == NULL) {
 			log_warnx("%s", err);

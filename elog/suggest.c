@@ -526,7 +526,7 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 		char err[256];
 		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
 		struct elog_record rec;
-		int got;
+		int got = 0;
 
 		if (rd == NULL) {
 			log_warnx("%s", err);
