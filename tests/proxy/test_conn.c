@@ -15,6 +15,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,12 +28,12 @@
 #include "policy/policy.h"
 #include "proxy/proxy.h"
 
-static const char policy_text[] = "version: 1\n"
-                                  "name: unit\n"
-                                  "allow:\n"
-                                  "  - host: a.test\n"
-                                  "  - host: \"*.d.test\"\n"
-                                  "deny:\n"
+static const char policy_allow[] = "version: 1\n"
+                                   "name: unit\n"
+                                   "allow:\n"
+                                   "  - host: a.test\n"
+                                   "  - host: \"*.d.test\"\n";
+static const char policy_deny[] = "deny:\n"
                                   "  - host: x.d.test\n";
 
 struct fixture {
@@ -44,10 +46,15 @@ struct fixture {
 	struct sockaddr_un addr;
 };
 
+/* Extra policy lines for the next setup (loopback tests add a cidr rule
+ * for the ports they listen on). */
+static char extra_policy[256];
+
 static int
 setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char *log_path,
                 bool audit)
 {
+	char text[1024];
 	struct fixture *f = calloc(1, sizeof(*f));
 	struct proxy_config cfg;
 	int lfd, mfd;
@@ -55,7 +62,8 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 	assert_non_null(f);
 	f->base = event_base_new();
 	f->dns = evdns_base_new(f->base, 0); /* no nameserver: every lookup fails */
-	f->pol = policy_load_buffer("unit.yaml", policy_text, sizeof(policy_text) - 1, NULL);
+	snprintf(text, sizeof(text), "%s%s%s", policy_allow, extra_policy, policy_deny);
+	f->pol = policy_load_buffer("unit.yaml", text, strlen(text), NULL);
 	assert_non_null(f->pol);
 	if (audit)
 		policy_set_mode(f->pol, POLICY_MODE_AUDIT);
@@ -351,6 +359,133 @@ test_log_failure_fails_closed(void **state)
 	close(fd);
 }
 
+/* ---- upstream paths on loopback (allowed by an explicit cidr rule) ---- */
+
+static int loop_listener = -1, dead_port;
+static uint16_t loop_port;
+
+static int
+setup_loopback(void **state)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sa);
+	int tmp;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	loop_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(bind(loop_listener, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(loop_listener, 4), 0);
+	assert_int_equal(getsockname(loop_listener, (struct sockaddr *)&sa, &len), 0);
+	loop_port = ntohs(sa.sin_port);
+	/* a port nobody listens on: bound, never listening, then closed */
+	tmp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sa.sin_port = 0;
+	assert_int_equal(bind(tmp, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	len = sizeof(sa);
+	assert_int_equal(getsockname(tmp, (struct sockaddr *)&sa, &len), 0);
+	dead_port = ntohs(sa.sin_port);
+	close(tmp);
+	snprintf(extra_policy, sizeof(extra_policy), "  - cidr: 127.0.0.0/8\n    ports: [%u, %d]\n",
+	         loop_port, dead_port);
+	return setup(state);
+}
+
+static int
+teardown_loopback(void **state)
+{
+	extra_policy[0] = '\0';
+	close(loop_listener);
+	loop_listener = -1;
+	return teardown(state);
+}
+
+/* Read what is there within max_ms, driving the proxy's loop meanwhile. */
+static size_t
+drive_recv(struct fixture *f, int fd, char *buf, size_t cap, size_t want, int max_ms, bool *eof)
+{
+	size_t got = 0;
+
+	*eof = false;
+	for (int i = 0; i < max_ms && got < want; i++) {
+		ssize_t n;
+
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		n = recv(fd, buf + got, cap - got, MSG_DONTWAIT);
+		if (n > 0) {
+			got += (size_t)n;
+			continue;
+		}
+		if (n == 0) {
+			*eof = true;
+			break;
+		}
+		usleep(1000);
+	}
+	return got;
+}
+
+/* A CONNECT tunnel to a loopback server: bytes both ways, the client's
+ * half-close reaches the server, the server's last bytes and close reach
+ * the client, and the log line counts the tunnel's bytes. */
+static void
+test_tunnel_half_close(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f), srv = -1;
+	char req[128], buf[256];
+	bool eof;
+	size_t n;
+
+	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", loop_port);
+	assert_int_equal(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+	n = drive_recv(f, fd, buf, sizeof(buf) - 1, 39, 3000, &eof);
+	buf[n] = '\0';
+	assert_string_equal(buf, "HTTP/1.1 200 Connection established\r\n\r\n");
+	for (int i = 0; i < 1000 && srv < 0; i++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		srv = accept4(loop_listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		usleep(1000);
+	}
+	assert_true(srv >= 0);
+	assert_int_equal(send(fd, "ping", 4, 0), 4);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 4, 3000, &eof), 4);
+	assert_memory_equal(buf, "ping", 4);
+	assert_int_equal(send(srv, "pong", 4, 0), 4);
+	assert_int_equal(drive_recv(f, fd, buf, sizeof(buf), 4, 3000, &eof), 4);
+	assert_memory_equal(buf, "pong", 4);
+	/* the client is done sending; the server still answers */
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 1, 3000, &eof), 0);
+	assert_true(eof);
+	assert_int_equal(send(srv, "bye", 3, 0), 3);
+	close(srv);
+	n = drive_recv(f, fd, buf, sizeof(buf), 10, 3000, &eof);
+	assert_int_equal(n, 3);
+	assert_memory_equal(buf, "bye", 3);
+	n = drive_recv(f, fd, buf, sizeof(buf), 1, 3000, &eof);
+	assert_true(eof);
+	close(fd);
+	exchange(f, client(f), NULL, 50);
+	assert_int_equal(log_lines(f), 1);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"allow\""));
+	assert_non_null(strstr(log_text(f), "\"bytes_up\":4,\"bytes_down\":7"));
+}
+
+static void
+test_connection_refused(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	char req[128];
+	const char *r;
+
+	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", dead_port);
+	r = exchange(f, fd, req, 3000);
+	assert_true(strncmp(r, "HTTP/1.1 502", 12) == 0);
+	assert_non_null(strstr(r, "error=connection_refused"));
+	close(fd);
+}
+
 /* Audit mode: what enforce would refuse goes on (here to a resolver with
  * no nameserver) and is logged audit-deny. */
 static void
@@ -416,6 +551,10 @@ main(void)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_audit_mode, setup_audit, teardown),
 	        cmocka_unit_test_setup_teardown(test_emfile_pause, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_tunnel_half_close, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_connection_refused, setup_loopback,
+	                                        teardown_loopback),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
