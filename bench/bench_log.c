@@ -139,11 +139,18 @@ fail:
 
 struct result {
 	double secs;
+	double cpu;   /* user + system seconds of the child */
 	long maxrss_kb;
 	int status;
 };
 
 static double timeout_s = 120;
+
+static double
+tv_s(const struct timeval *tv)
+{
+	return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
+}
 
 /* Run argv with stdout to /dev/null; wall time and peak RSS of the child.
  * A child still running after timeout_s is killed (status -1). */
@@ -177,6 +184,7 @@ run(char *const argv[], struct result *res)
 			if (wait4(pid, &st, 0, &ru) < 0)
 				return -1;
 			res->secs = now_s() - t0;
+			res->cpu = tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
 			res->maxrss_kb = ru.ru_maxrss;
 			res->status = -1;
 			return 0;
@@ -184,6 +192,7 @@ run(char *const argv[], struct result *res)
 		nanosleep(&tick, NULL);
 	}
 	res->secs = now_s() - t0;
+	res->cpu = tv_s(&ru.ru_utime) + tv_s(&ru.ru_stime);
 	res->maxrss_kb = ru.ru_maxrss;
 	res->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	return 0;
@@ -221,15 +230,30 @@ static const char py_prog[] =
 static void
 report(const char *what, const struct result *r, const struct result *base)
 {
-	printf("%-44s %8.3f s %9ld KiB", what, r->secs, r->maxrss_kb);
-	if (base != NULL && base->secs > 0)
-		printf("   %6.1fx the time of airlock", r->secs / base->secs);
+	printf("%-44s %8.3f s %8.3f s %9ld KiB", what, r->secs, r->cpu, r->maxrss_kb);
+	if (base != NULL && base->cpu > 0)
+		printf("   %6.1fx the CPU of airlock", r->cpu / base->cpu);
 	if (r->status == -1)
 		printf("   (stopped after %.0f s: slower than that)", timeout_s);
 	else if (r->status != 0)
 		printf("   (exit %d)", r->status);
 	putchar('\n');
 	fflush(stdout);
+}
+
+/* The machine's load: wall times mean little when other work shares it. */
+static void
+print_load(void)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/proc/loadavg", "r");
+
+	if (f != NULL) {
+		if (fgets(buf, sizeof(buf), f) == NULL)
+			buf[0] = '\0';
+		fclose(f);
+	}
+	printf("load average: %s", buf[0] != '\0' ? buf : "unknown\n");
 }
 
 int
@@ -281,10 +305,11 @@ main(int argc, char **argv)
 	stat(path, &st);
 	printf("log: %s, %" PRIu64 " lines, %.1f MiB\n", path, lines,
 	       (double)st.st_size / 1048576.0);
-	printf("writer (elog_event, one write(2) per line): %.3f s, %.0f lines/s\n\n",
+	printf("writer (elog_event, one write(2) per line): %.3f s wall, %.0f lines/s\n\n",
 	       t0, (double)lines / t0);
 	fflush(stdout);
-	printf("%-44s %10s %13s\n", "reader", "wall", "peak RSS");
+	print_load();
+	printf("%-44s %10s %10s %13s\n", "reader", "wall", "CPU", "peak RSS");
 
 	char *summary[] = { (char *)airlock, "log", "summary", path, NULL };
 	if (run(summary, &base) < 0 || base.status != 0) {
