@@ -575,7 +575,7 @@ read_file(const char *path, size_t *len, char *why, size_t whylen)
 {
 	struct stat st;
 	unsigned char *buf = NULL;
-	size_t got = 0;
+	size_t got = 0, cap;
 	int fd;
 
 	/* O_NONBLOCK: a FIFO named as a policy must not hang the loader. */
@@ -601,15 +601,35 @@ read_file(const char *path, size_t *len, char *why, size_t whylen)
 		         (unsigned long long)st.st_size, POLICY_MAX_FILE_SIZE);
 		goto fail;
 	}
-	/* Read at most one byte past the limit whatever st_size said: files
-	 * in /proc report 0 and may hold more. */
-	if ((buf = malloc(POLICY_MAX_FILE_SIZE + 1)) == NULL) {
+	/* Size the buffer from st_size, but grow it as needed up to one byte
+	 * past the limit: files in /proc report 0 and may hold more. */
+	cap = (size_t)st.st_size + 1 < 4096 ? 4096 : (size_t)st.st_size + 1;
+	if ((buf = malloc(cap)) == NULL) {
 		snprintf(why, whylen, "out of memory");
 		goto fail;
 	}
 	for (;;) {
-		ssize_t r = read(fd, buf + got, POLICY_MAX_FILE_SIZE + 1 - got);
+		ssize_t r;
 
+		if (got == cap) {
+			size_t ncap = cap * 2 > POLICY_MAX_FILE_SIZE + 1 ? POLICY_MAX_FILE_SIZE + 1
+			                                                 : cap * 2;
+			unsigned char *nb;
+
+			if (ncap == cap) {
+				snprintf(why, whylen,
+				         "file is over %u bytes (4 MiB); split it with include",
+				         POLICY_MAX_FILE_SIZE);
+				goto fail;
+			}
+			if ((nb = realloc(buf, ncap)) == NULL) {
+				snprintf(why, whylen, "out of memory");
+				goto fail;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		r = read(fd, buf + got, cap - got);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
