@@ -82,6 +82,15 @@ parser_error(const yaml_parser_t *ps, const unsigned char *data, size_t len, cha
 		         col, problem, ps->problem_offset);
 		return;
 	}
+	/* The most common YAML mistake in a policy: an unquoted wildcard,
+	 * which YAML reads as an alias. */
+	if (ps->context != NULL && strcmp(ps->context, "while scanning an alias") == 0) {
+		snprintf(err, errlen,
+		         "%zu:%zu: invalid YAML: %s %s; quote wildcard hosts: host: "
+		         "\"*.example.com\"",
+		         line, col, problem, ps->context);
+		return;
+	}
 	if (ps->context != NULL)
 		snprintf(err, errlen,
 		         "%zu:%zu: invalid YAML: %s %s; expected a YAML policy (docs/policy.md)",

@@ -304,6 +304,10 @@ test_yaml_safety(void **state)
 	(void)state;
 	expect_error("version: 1\nallow: &a []\n",
 	             "t.yaml:2:8: YAML anchors (&name) are not allowed; write each value out");
+	expect_error(
+	        "version: 1\nallow:\n  - host: *.example.com\n",
+	        "t.yaml:3:12: invalid YAML: did not find expected alphabetic or numeric character "
+	        "while scanning an alias; quote wildcard hosts: host: \"*.example.com\"");
 	expect_error("version: 1\nx: *a\n",
 	             "t.yaml:2:4: YAML aliases (*name) are not allowed; write the value out");
 	expect_error("version: !!int 1\n",
