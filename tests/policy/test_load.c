@@ -417,6 +417,8 @@ test_include_errors(void **state)
 	             "write a path like ./Bad Name.yaml for a file");
 	expect_error("version: 1\ninclude: [/nonexistent/x.yaml]\n",
 	             "t.yaml:2:11: include '/nonexistent/x.yaml': No such file or directory");
+	expect_error("version: 1\ninclude: [/dev/null]\n",
+	             "t.yaml:2:11: include '/dev/null': not a regular file; expected a policy file");
 	expect_error("version: 1\ninclude: [/]\n",
 	             "t.yaml:2:11: include '/': is a directory; expected a policy file");
 	expect_error("version: 1\ninclude: [[a]]\n",
