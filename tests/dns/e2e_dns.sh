@@ -8,6 +8,13 @@
 
 DNSD=${DNSD:?DNSD must point at the dnsd binary}
 
+# expect_match from lib.sh pipes printf into grep -q: with pipefail, grep
+# exiting at the first match can SIGPIPE the printf of a long text and fail
+# a passing check. A here-string has no writer to kill.
+expect_re() {
+	grep -Eq -- "$2" <<<"$3" || fail "$1: '$3' does not match /$2/"
+}
+
 if [ "${DNS_E2E_INNER:-0}" != 1 ]; then
 	need_root
 	need_prog unshare ip dnsmasq dig python3
@@ -95,12 +102,12 @@ out=$(q +short allowed.test A)
 expect_eq "allowed.test A" "203.0.113.10" "$out"
 grep -q '"host":"allowed.test".*"verdict":"allow"' "$S/egress.jsonl" ||
 	fail "no allow log line for allowed.test: $(cat "$S/egress.jsonl")"
-grep '"host":"allowed.test"' "$S/egress.jsonl" | grep -q '203.0.113.10' ||
+grep -q '203.0.113.10' <<<"$(grep '"host":"allowed.test"' "$S/egress.jsonl")" ||
 	fail "log line lacks the answer"
 
 echo "# case is preserved, matching is not case-sensitive"
 out=$(q AlLoWeD.TeSt A)
-expect_match "mixed case" 'AlLoWeD\.TeSt\.[[:space:]]+[0-9]+[[:space:]]+IN[[:space:]]+A[[:space:]]+203\.0\.113\.10' "$out"
+expect_re "mixed case" 'AlLoWeD\.TeSt\.[[:space:]]+[0-9]+[[:space:]]+IN[[:space:]]+A[[:space:]]+203\.0\.113\.10' "$out"
 
 echo "# AAAA"
 out=$(q +short v6.allowed.test AAAA)
@@ -108,64 +115,64 @@ expect_eq "v6.allowed.test AAAA" "2001:db8::10" "$out"
 
 echo "# CNAME chain to a CDN name is followed; TTLs capped"
 out=$(q +noall +answer www.allowed.test A)
-expect_match "cname" 'CNAME[[:space:]]+cdn\.elsewhere\.test' "$out"
-expect_match "cname target A" 'cdn\.elsewhere\.test\.[[:space:]]+[0-9]+[[:space:]]+IN[[:space:]]+A[[:space:]]+203\.0\.113\.20' "$out"
+expect_re "cname" 'CNAME[[:space:]]+cdn\.elsewhere\.test' "$out"
+expect_re "cname target A" 'cdn\.elsewhere\.test\.[[:space:]]+[0-9]+[[:space:]]+IN[[:space:]]+A[[:space:]]+203\.0\.113\.20' "$out"
 ttl=$(printf '%s\n' "$out" | awk '$4=="A"{print $2}')
 [ "$ttl" -eq 300 ] || fail "TTL $ttl: dnsmasq says 600, the cap is 300"
 
 echo "# CNAME into a denied name gives no addresses"
 out=$(q +short bad.allowed.test A)
 expect_eq "bad.allowed.test" "" "$out"
-grep '"host":"bad.allowed.test"' "$S/egress.jsonl" | grep -q 'CNAME to a denied name' ||
+grep -q 'CNAME to a denied name' <<<"$(grep '"host":"bad.allowed.test"' "$S/egress.jsonl")" ||
 	fail "no log line for the CNAME into a denied name"
 
 echo "# denied name: NXDOMAIN + EDE, never upstream"
 out=$(q evil.test A)
-expect_match "evil status" 'status: NXDOMAIN' "$out"
-expect_match "evil EDE" 'EDE: 15 \(Blocked\).*evil\.test denied by policy .dnstest.' "$out"
+expect_re "evil status" 'status: NXDOMAIN' "$out"
+expect_re "evil EDE" 'EDE: 15 \(Blocked\).*evil\.test denied by policy .dnstest.' "$out"
 out=$(q nothere.test A)
-expect_match "unlisted status" 'status: NXDOMAIN' "$out"
-expect_match "unlisted EDE" 'EDE: 15 \(Blocked\).*not in allowlist' "$out"
+expect_re "unlisted status" 'status: NXDOMAIN' "$out"
+expect_re "unlisted EDE" 'EDE: 15 \(Blocked\).*not in allowlist' "$out"
 out=$(q +noedns nothere.test A)
-expect_match "no EDNS: plain NXDOMAIN" 'status: NXDOMAIN' "$out"
-printf '%s' "$out" | grep -q 'EDE' && fail "EDE without OPT: $out"
+expect_re "no EDNS: plain NXDOMAIN" 'status: NXDOMAIN' "$out"
+if grep -q 'EDE' <<<"$out"; then fail "EDE without OPT: $out"; fi
 grep -q '"host":"evil.test".*"verdict":"deny"' "$S/egress.jsonl" || fail "no deny log line"
 
 echo "# TXT tunnelling under a denied domain never leaves"
 out=$(q TXT aGVsbG8gd29ybGQ.c2VjcmV0.exfil.evil.test)
-expect_match "tunnel status" 'status: NXDOMAIN' "$out"
+expect_re "tunnel status" 'status: NXDOMAIN' "$out"
 out=$(q TXT allowed.test)
-expect_match "TXT of allowed name: NODATA" 'status: NOERROR.*ANSWER: 0' "$(printf '%s' "$out" | tr '\n' ' ')"
+expect_re "TXT of allowed name: NODATA" 'status: NOERROR.*ANSWER: 0' "$(printf '%s' "$out" | tr '\n' ' ')"
 out=$(q HTTPS allowed.test)
-expect_match "HTTPS: NODATA" 'status: NOERROR.*ANSWER: 0' "$(printf '%s' "$out" | tr '\n' ' ')"
+expect_re "HTTPS: NODATA" 'status: NOERROR.*ANSWER: 0' "$(printf '%s' "$out" | tr '\n' ' ')"
 out=$(q ANY allowed.test)
-expect_match "ANY: NOTIMP" 'status: NOTIMP' "$out"
+expect_re "ANY: NOTIMP" 'status: NOTIMP' "$out"
 
 echo "# rebinding answers are filtered"
 out=$(q rebind.test A)
-expect_match "rebind" 'status: NOERROR' "$out"
-expect_match "rebind no answers" 'ANSWER: 0' "$out"
-expect_match "rebind EDE" 'EDE: 15 \(Blocked\).*127\.0\.0\.1 \(loopback\)' "$out"
+expect_re "rebind" 'status: NOERROR' "$out"
+expect_re "rebind no answers" 'ANSWER: 0' "$out"
+expect_re "rebind EDE" 'EDE: 15 \(Blocked\).*127\.0\.0\.1 \(loopback\)' "$out"
 out=$(q +short meta.test A)
 expect_eq "metadata address removed" "" "$out"
 out=$(q +short mixed.test A)
 expect_eq "private address removed, public kept" "203.0.113.30" "$out"
-grep '"host":"rebind.test"' "$S/egress.jsonl" | grep -q 'address guard.*127.0.0.1' ||
+grep -q 'address guard.*127.0.0.1' <<<"$(grep '"host":"rebind.test"' "$S/egress.jsonl")" ||
 	fail "no guard log line for rebind.test"
-grep '"host":"meta.test"' "$S/egress.jsonl" | grep -q '169.254.169.254 (link-local)' ||
+grep -q '169.254.169.254 (link-local)' <<<"$(grep '"host":"meta.test"' "$S/egress.jsonl")" ||
 	fail "no guard log line for meta.test"
 
 echo "# reverse lookups come from what was learned, never upstream"
 out=$(q +short -x 203.0.113.10)
 expect_eq "PTR of a learned address" "allowed.test." "$out"
 out=$(q -x 203.0.113.99)
-expect_match "PTR of an unknown address" 'status: NXDOMAIN' "$out"
+expect_re "PTR of an unknown address" 'status: NXDOMAIN' "$out"
 
 echo "# TCP"
 out=$(q +tcp +short allowed.test A)
 expect_eq "TCP allowed.test" "203.0.113.10" "$out"
 out=$(q +tcp evil.test A)
-expect_match "TCP deny" 'status: NXDOMAIN' "$out"
+expect_re "TCP deny" 'status: NXDOMAIN' "$out"
 # Several queries on one connection, pipelined.
 python3 - <<'PY' || fail "pipelined TCP queries"
 import socket, struct
@@ -194,7 +201,7 @@ PY
 
 echo "# truncation: 100 addresses do not fit in 512 bytes"
 out=$(q +noedns +ignore many.allowed.test A)
-expect_match "TC over UDP" 'flags: qr tc' "$out"
+expect_re "TC over UDP" 'flags: qr tc' "$out"
 n=$(q +short many.allowed.test A | wc -l)
 expect_eq "all 100 via TCP retry (dig follows TC)" 100 "$n"
 n=$(q +tcp +short many.allowed.test A | wc -l)
@@ -218,15 +225,23 @@ t0=$(date +%s%N)
 out=$(dig @127.0.0.1 -p 5354 +time=5 +tries=1 allowed.test A)
 t1=$(date +%s%N)
 ms=$(( (t1 - t0) / 1000000 ))
-expect_match "down status" 'status: SERVFAIL' "$out"
+expect_re "down status" 'status: SERVFAIL' "$out"
 [ "$ms" -lt 3000 ] || fail "SERVFAIL took $ms ms"
 [ "$ms" -ge 1500 ] || fail "SERVFAIL after only $ms ms: no retry?"
 grep -q '"rcode":"SERVFAIL".*timed out\|timed out.*"rcode":"SERVFAIL"' "$S/down.jsonl" ||
 	fail "no SERVFAIL log line with a reason: $(cat "$S/down.jsonl")"
 
 out=$(dig @127.0.0.1 -p 5356 +time=5 +tries=1 allowed.test A)
-expect_match "unroutable upstream" 'status: SERVFAIL' "$out"
+expect_re "unroutable upstream" 'status: SERVFAIL' "$out"
 grep -q 'unreachable' "$S/unroute.jsonl" || fail "no reason for the unroutable upstream: $(cat "$S/unroute.jsonl")"
+
+echo "# nothing denied reached the upstream"
+if grep -q 'query.*evil\.test' "$S/dnsmasq.log"; then
+	fail "dnsmasq saw a denied name: $(grep evil "$S/dnsmasq.log")"
+fi
+grep -q 'query.*nothere\.test' "$S/dnsmasq.log" && fail "dnsmasq saw nothere.test"
+grep -q 'query.*203\.0\.113\.\(10\|99\)\|in-addr' "$S/dnsmasq.log" && fail "PTR went upstream"
+grep -q 'query\[TXT\]\|query\[HTTPS\]\|query\[ANY\]' "$S/dnsmasq.log" && fail "a non-address type went upstream"
 
 echo "# audit mode resolves denied names and logs audit-deny"
 out=$(dig @127.0.0.1 -p 5355 +time=3 +tries=1 +short evil.test A)
@@ -235,14 +250,6 @@ grep -q '"host":"evil.test".*"verdict":"audit-deny"' "$S/audit.jsonl" ||
 	fail "no audit-deny line: $(cat "$S/audit.jsonl")"
 out=$(dig @127.0.0.1 -p 5355 +time=3 +tries=1 +short rebind.test A)
 expect_eq "audit keeps the guard" "" "$out"
-
-echo "# nothing denied reached the upstream (before the audit test)"
-if sed '/evil.test.*from 192.0.2/q' "$S/dnsmasq.log" | head -n -1 | grep -q 'query.*evil\.test'; then
-	fail "dnsmasq saw a denied name: $(grep evil "$S/dnsmasq.log")"
-fi
-grep -q 'query.*nothere\.test' "$S/dnsmasq.log" && fail "dnsmasq saw nothere.test"
-grep -q 'query.*203\.0\.113\.\(10\|99\)\|in-addr' "$S/dnsmasq.log" && fail "PTR went upstream"
-grep -q 'query\[TXT\]\|query\[HTTPS\]\|query\[ANY\]' "$S/dnsmasq.log" && fail "a non-address type went upstream"
 
 if command -v dnsperf >/dev/null; then
 	echo "# 10,000 queries per second for 3 s without loss"
