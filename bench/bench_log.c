@@ -44,7 +44,7 @@ generate(const char *path, uint64_t lines)
 {
 	char err[256], host[64], ip[32], task[16], url[96];
 	struct elog *log = elog_open(path, err, sizeof(err));
-	const char *argv[] = { "pip", "install", "-r", "requirements.txt" };
+	const char *argv[] = {"pip", "install", "-r", "requirements.txt"};
 	uint64_t written = 0;
 	unsigned seed = 12345;
 
@@ -54,10 +54,13 @@ generate(const char *path, uint64_t lines)
 	}
 	for (int t = 0; t < 20 && written < lines; t++) {
 		uint64_t per = (lines - written) / (uint64_t)(20 - t);
-		struct elog_task_start ts = { .policy = "pypi", .policy_sha256 = "ab",
-		                              .mode = "enforce", .argv = argv, .argc = 4,
-		                              .selftest = "pass" };
-		struct elog_task_end te = { 0 };
+		struct elog_task_start ts = {.policy = "pypi",
+		                             .policy_sha256 = "ab",
+		                             .mode = "enforce",
+		                             .argv = argv,
+		                             .argc = 4,
+		                             .selftest = "pass"};
+		struct elog_task_end te = {0};
 
 		snprintf(task, sizeof(task), "task-%02d", t);
 		elog_set_task(log, task);
@@ -68,13 +71,14 @@ generate(const char *path, uint64_t lines)
 		for (uint64_t i = 0; i + 2 < per; i++) {
 			unsigned r = rand_r(&seed);
 			unsigned h = r % 1000;
-			const char *answers[] = { ip };
-			struct elog_event ev = { .port = 443, .host = host, .ip = ip };
+			const char *answers[] = {ip};
+			struct elog_event ev = {.port = 443, .host = host, .ip = ip};
 
 			snprintf(host, sizeof(host), "n%u.p%u.example.test", h, h % 50);
 			snprintf(ip, sizeof(ip), "192.0.2.%u", h % 250 + 1);
 			switch (r % 10) {
-			case 0: case 1:
+			case 0:
+			case 1:
 				ev.kind = "dns";
 				ev.port = -1;
 				ev.ip = NULL;
@@ -103,7 +107,8 @@ generate(const char *path, uint64_t lines)
 				ev.kind = "http";
 				ev.port = 80;
 				ev.method = "GET";
-				snprintf(url, sizeof(url), "http://%s/simple/pkg-%u/", host, r % 977);
+				snprintf(url, sizeof(url), "http://%s/simple/pkg-%u/", host,
+				         r % 977);
 				ev.url = url;
 				ev.verdict = "allow";
 				ev.rule = "policies/pypi.yaml:35";
@@ -139,7 +144,7 @@ fail:
 
 struct result {
 	double secs;
-	double cpu;   /* user + system seconds of the child */
+	double cpu; /* user + system seconds of the child */
 	long maxrss_kb;
 	int status;
 };
@@ -172,7 +177,7 @@ run(char *const argv[], struct result *res)
 		_exit(127);
 	}
 	for (;;) {
-		struct timespec tick = { 0, 5 * 1000 * 1000 };
+		struct timespec tick = {0, 5 * 1000 * 1000};
 
 		got = wait4(pid, &st, WNOHANG, &ru);
 		if (got < 0 && errno != EINTR)
@@ -208,24 +213,24 @@ have(const char *prog)
 }
 
 static const char jq_prog[] =
-	"reduce (inputs | select(.kind != \"task-start\" and .kind != \"task-end\")) as $e"
-	" ({}; (($e.host // $e.ip) + \":\" + ($e.port | tostring)) as $k"
-	" | .[$k].n += 1 | .[$k].up += $e.bytes_up | .[$k].down += $e.bytes_down)";
+        "reduce (inputs | select(.kind != \"task-start\" and .kind != \"task-end\")) as $e"
+        " ({}; (($e.host // $e.ip) + \":\" + ($e.port | tostring)) as $k"
+        " | .[$k].n += 1 | .[$k].up += $e.bytes_up | .[$k].down += $e.bytes_down)";
 
 static const char py_prog[] =
-	"import json, sys\n"
-	"d = {}\n"
-	"for line in open(sys.argv[1], 'rb'):\n"
-	"    try:\n"
-	"        e = json.loads(line)\n"
-	"    except ValueError:\n"
-	"        continue\n"
-	"    if e.get('kind') in ('task-start', 'task-end'):\n"
-	"        continue\n"
-	"    k = '%s:%s' % (e.get('host') or e.get('ip'), e.get('port'))\n"
-	"    s = d.setdefault(k, [0, 0, 0])\n"
-	"    s[0] += 1; s[1] += e.get('bytes_up', 0); s[2] += e.get('bytes_down', 0)\n"
-	"print(len(d))\n";
+        "import json, sys\n"
+        "d = {}\n"
+        "for line in open(sys.argv[1], 'rb'):\n"
+        "    try:\n"
+        "        e = json.loads(line)\n"
+        "    except ValueError:\n"
+        "        continue\n"
+        "    if e.get('kind') in ('task-start', 'task-end'):\n"
+        "        continue\n"
+        "    k = '%s:%s' % (e.get('host') or e.get('ip'), e.get('port'))\n"
+        "    s = d.setdefault(k, [0, 0, 0])\n"
+        "    s[0] += 1; s[1] += e.get('bytes_up', 0); s[2] += e.get('bytes_down', 0)\n"
+        "print(len(d))\n";
 
 static void
 report(const char *what, const struct result *r, const struct result *base)
@@ -286,7 +291,8 @@ main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--keep") == 0) {
 			keep = true;
 		} else {
-			fprintf(stderr, "usage: bench-log [--lines N] [--airlock PATH] [--timeout S] [--keep]\n");
+			fprintf(stderr, "usage: bench-log [--lines N] [--airlock PATH] [--timeout "
+			                "S] [--keep]\n");
 			return 2;
 		}
 	}
@@ -305,13 +311,13 @@ main(int argc, char **argv)
 	stat(path, &st);
 	printf("log: %s, %" PRIu64 " lines, %.1f MiB\n", path, lines,
 	       (double)st.st_size / 1048576.0);
-	printf("writer (elog_event, one write(2) per line): %.3f s wall, %.0f lines/s\n\n",
-	       t0, (double)lines / t0);
+	printf("writer (elog_event, one write(2) per line): %.3f s wall, %.0f lines/s\n\n", t0,
+	       (double)lines / t0);
 	fflush(stdout);
 	print_load();
 	printf("%-44s %10s %10s %13s\n", "reader", "wall", "CPU", "peak RSS");
 
-	char *summary[] = { (char *)airlock, "log", "summary", path, NULL };
+	char *summary[] = {(char *)airlock, "log", "summary", path, NULL};
 	if (run(summary, &base) < 0 || base.status != 0) {
 		fprintf(stderr, "bench-log: %s log summary failed (status %d)\n", airlock,
 		        base.status);
@@ -320,21 +326,21 @@ main(int argc, char **argv)
 		return 1;
 	}
 	report("airlock log summary", &base, NULL);
-	char *summary_json[] = { (char *)airlock, "log", "summary", "--json", path, NULL };
+	char *summary_json[] = {(char *)airlock, "log", "summary", "--json", path, NULL};
 	if (run(summary_json, &r) == 0)
 		report("airlock log summary --json", &r, &base);
-	char *suggest[] = { (char *)airlock, "log", "suggest", path, NULL };
+	char *suggest[] = {(char *)airlock, "log", "suggest", path, NULL};
 	if (run(suggest, &r) == 0)
 		report("airlock log suggest", &r, &base);
 	if (have("jq")) {
-		char *jq[] = { "jq", "-n", (char *)jq_prog, path, NULL };
+		char *jq[] = {"jq", "-n", (char *)jq_prog, path, NULL};
 		if (run(jq, &r) == 0)
 			report("jq -n 'reduce inputs ...' (counts+bytes)", &r, &base);
 	} else {
 		printf("jq: not installed, skipped\n");
 	}
 	if (have("python3")) {
-		char *py[] = { "python3", "-c", (char *)py_prog, path, NULL };
+		char *py[] = {"python3", "-c", (char *)py_prog, path, NULL};
 		if (run(py, &r) == 0)
 			report("python3 json.loads loop (counts+bytes)", &r, &base);
 	}

@@ -15,105 +15,103 @@
 static void
 usage_log(FILE *out)
 {
-	fprintf(out,
-	        "usage: airlock log show [--denied] [--host GLOB] [--task ID] [--since TIME]\n"
-	        "                        [--json] FILE...\n"
-	        "       airlock log summary [--json] FILE...\n"
-	        "       airlock log suggest [--wildcard-min N] [--name NAME] FILE... > policy.yaml\n"
-	        "       airlock log replay -p POLICY FILE...\n"
-	        "\n"
-	        "  show     one readable line per event, filtered\n"
-	        "  summary  per destination and per task: attempts, verdicts, bytes, times\n"
-	        "  suggest  the smallest policy that would have allowed what was attempted\n"
-	        "  replay   what would change under another policy (exit 1 if anything)\n"
-	        "\n"
-	        "FILE is an egress log (JSON Lines, docs/log.md), or - for stdin.\n"
-	        "Garbage lines are reported on stderr as FILE:LINE and skipped.\n"
-	        "`airlock log COMMAND --help` describes each command.\n");
+	fprintf(out, "usage: airlock log show [--denied] [--host GLOB] [--task ID] [--since TIME]\n"
+	             "                        [--json] FILE...\n"
+	             "       airlock log summary [--json] FILE...\n"
+	             "       airlock log suggest [--wildcard-min N] [--name NAME] FILE... > "
+	             "policy.yaml\n"
+	             "       airlock log replay -p POLICY FILE...\n"
+	             "\n"
+	             "  show     one readable line per event, filtered\n"
+	             "  summary  per destination and per task: attempts, verdicts, bytes, times\n"
+	             "  suggest  the smallest policy that would have allowed what was attempted\n"
+	             "  replay   what would change under another policy (exit 1 if anything)\n"
+	             "\n"
+	             "FILE is an egress log (JSON Lines, docs/log.md), or - for stdin.\n"
+	             "Garbage lines are reported on stderr as FILE:LINE and skipped.\n"
+	             "`airlock log COMMAND --help` describes each command.\n");
 }
 
 static void
 usage_show(FILE *out)
 {
-	fprintf(out,
-	        "usage: airlock log show [OPTIONS] FILE...\n"
-	        "\n"
-	        "One line per event: time, verdict, kind, host:port, address (or DNS\n"
-	        "type), bytes up/down, and the deciding rule or the reason.\n"
-	        "\n"
-	        "  --denied       only deny and audit-deny events\n"
-	        "  --host GLOB    only events whose host (or address) matches GLOB\n"
-	        "                 (shell pattern, case-insensitive: '*.pythonhosted.org')\n"
-	        "  --task ID      only this task's lines\n"
-	        "  --since TIME   only lines at or after TIME: RFC 3339\n"
-	        "                 (2026-11-30T10:00:00Z) or back from now (90s, 10m, 2h, 7d)\n"
-	        "  --json         print the selected lines unchanged (JSON Lines)\n"
-	        "  --color WHEN   auto (default: on a terminal, unless NO_COLOR is set),\n"
-	        "                 always, never\n"
-	        "\n"
-	        "Exit status: 0, 1 a file could not be read, 2 usage error.\n");
+	fprintf(out, "usage: airlock log show [OPTIONS] FILE...\n"
+	             "\n"
+	             "One line per event: time, verdict, kind, host:port, address (or DNS\n"
+	             "type), bytes up/down, and the deciding rule or the reason.\n"
+	             "\n"
+	             "  --denied       only deny and audit-deny events\n"
+	             "  --host GLOB    only events whose host (or address) matches GLOB\n"
+	             "                 (shell pattern, case-insensitive: '*.pythonhosted.org')\n"
+	             "  --task ID      only this task's lines\n"
+	             "  --since TIME   only lines at or after TIME: RFC 3339\n"
+	             "                 (2026-11-30T10:00:00Z) or back from now (90s, 10m, 2h, 7d)\n"
+	             "  --json         print the selected lines unchanged (JSON Lines)\n"
+	             "  --color WHEN   auto (default: on a terminal, unless NO_COLOR is set),\n"
+	             "                 always, never\n"
+	             "\n"
+	             "Exit status: 0, 1 a file could not be read, 2 usage error.\n");
 }
 
 static void
 usage_summary(FILE *out)
 {
-	fprintf(out,
-	        "usage: airlock log summary [--json] FILE...\n"
-	        "\n"
-	        "Per destination (host:port, or address:port when there is no name;\n"
-	        "\"name (dns)\" for DNS queries): attempts, allowed, denied, bytes up\n"
-	        "and down, first and last time. Per task: command, policy and mode,\n"
-	        "exit status and duration, totals.\n"
-	        "\n"
-	        "  --json   one JSON object {\"destinations\": [...], \"tasks\": [...]}\n"
-	        "\n"
-	        "Exit status: 0, 1 a file could not be read, 2 usage error.\n");
+	fprintf(out, "usage: airlock log summary [--json] FILE...\n"
+	             "\n"
+	             "Per destination (host:port, or address:port when there is no name;\n"
+	             "\"name (dns)\" for DNS queries): attempts, allowed, denied, bytes up\n"
+	             "and down, first and last time. Per task: command, policy and mode,\n"
+	             "exit status and duration, totals.\n"
+	             "\n"
+	             "  --json   one JSON object {\"destinations\": [...], \"tasks\": [...]}\n"
+	             "\n"
+	             "Exit status: 0, 1 a file could not be read, 2 usage error.\n");
 }
 
 static void
 usage_suggest(FILE *out)
 {
-	fprintf(out,
-	        "usage: airlock log suggest [--wildcard-min N] [--name NAME] FILE...\n"
-	        "\n"
-	        "Print (schema v1 YAML) the smallest policy that would have allowed\n"
-	        "every destination the logged tasks attempted, denied and audit-deny\n"
-	        "included; a DNS query counts as the name being needed. Exact names,\n"
-	        "ports collected per name, each rule commented with its counts.\n"
-	        "Addresses contacted without a name and guarded ranges (loopback,\n"
-	        "private, link-local, ...) appear only as commented-out cidr rules,\n"
-	        "with a warning on stderr.\n"
-	        "\n"
-	        "  --wildcard-min N  use \"*.parent\" where at least N sibling names under\n"
-	        "                    one parent were seen (default 3; 0: never)\n"
-	        "  --name NAME       the policy's name (default \"suggested\")\n"
-	        "\n"
-	        "Exit status: 0, 1 a file could not be read, 2 usage error.\n");
+	fprintf(out, "usage: airlock log suggest [--wildcard-min N] [--name NAME] FILE...\n"
+	             "\n"
+	             "Print (schema v1 YAML) the smallest policy that would have allowed\n"
+	             "every destination the logged tasks attempted, denied and audit-deny\n"
+	             "included; a DNS query counts as the name being needed. Exact names,\n"
+	             "ports collected per name, each rule commented with its counts.\n"
+	             "Addresses contacted without a name and guarded ranges (loopback,\n"
+	             "private, link-local, ...) appear only as commented-out cidr rules,\n"
+	             "with a warning on stderr.\n"
+	             "\n"
+	             "  --wildcard-min N  use \"*.parent\" where at least N sibling names under\n"
+	             "                    one parent were seen (default 3; 0: never)\n"
+	             "  --name NAME       the policy's name (default \"suggested\")\n"
+	             "\n"
+	             "Exit status: 0, 1 a file could not be read, 2 usage error.\n");
 }
 
 static void
 usage_replay(FILE *out)
 {
-	fprintf(out,
-	        "usage: airlock log replay -p POLICY FILE...\n"
-	        "\n"
-	        "Decide every logged event again under POLICY (a path or a preset name)\n"
-	        "and list the destinations whose outcome would change: allowed before\n"
-	        "and denied now, and the reverse, with counts, the old rule or reason\n"
-	        "and the new one. Events are decided by their rules (as in enforce\n"
-	        "mode), whatever the policy's mode.\n"
-	        "\n"
-	        "  -p, --policy POLICY   the candidate policy\n"
-	        "\n"
-	        "Exit status: 0 nothing would change, 1 something would (or a file\n"
-	        "could not be read), 2 usage error or an invalid policy.\n");
+	fprintf(out, "usage: airlock log replay -p POLICY FILE...\n"
+	             "\n"
+	             "Decide every logged event again under POLICY (a path or a preset name)\n"
+	             "and list the destinations whose outcome would change: allowed before\n"
+	             "and denied now, and the reverse, with counts, the old rule or reason\n"
+	             "and the new one. Events are decided by their rules (as in enforce\n"
+	             "mode), whatever the policy's mode.\n"
+	             "\n"
+	             "  -p, --policy POLICY   the candidate policy\n"
+	             "\n"
+	             "Exit status: 0 nothing would change, 1 something would (or a file\n"
+	             "could not be read), 2 usage error or an invalid policy.\n");
 }
 
 static int
 no_files(const char *cmd)
 {
-	fprintf(stderr, "airlock: log %s: no log FILE given; see 'airlock log %s "
-	        "--help'\n", cmd, cmd);
+	fprintf(stderr,
+	        "airlock: log %s: no log FILE given; see 'airlock log %s "
+	        "--help'\n",
+	        cmd, cmd);
 	return EXIT_USAGE;
 }
 
@@ -133,33 +131,44 @@ static int
 log_show(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "denied", no_argument, NULL, 'd' },
-		{ "host", required_argument, NULL, 'H' },
-		{ "task", required_argument, NULL, 't' },
-		{ "since", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "color", required_argument, NULL, 'c' },
-		{ "colour", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"denied", no_argument, NULL, 'd'},
+	        {"host", required_argument, NULL, 'H'},
+	        {"task", required_argument, NULL, 't'},
+	        {"since", required_argument, NULL, 's'},
+	        {"json", no_argument, NULL, 'j'},
+	        {"color", required_argument, NULL, 'c'},
+	        {"colour", required_argument, NULL, 'c'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
-	struct review_show_opts o = { 0 };
+	struct review_show_opts o = {0};
 	const char *when = "auto";
 	struct timespec now;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': o.denied = true; break;
-		case 'H': o.host_glob = optarg; break;
-		case 't': o.task = optarg; break;
-		case 'j': o.json = true; break;
+		case 'd':
+			o.denied = true;
+			break;
+		case 'H':
+			o.host_glob = optarg;
+			break;
+		case 't':
+			o.task = optarg;
+			break;
+		case 'j':
+			o.json = true;
+			break;
 		case 's':
 			clock_gettime(CLOCK_REALTIME, &now);
-			if (review_parse_since(optarg, (int64_t)now.tv_sec * 1000 +
-			                       now.tv_nsec / 1000000, &o.since_ms) < 0) {
-				fprintf(stderr, "airlock: log show: --since '%s': expected an "
-				        "RFC 3339 time or a duration such as 10m, 2h\n", optarg);
+			if (review_parse_since(optarg,
+			                       (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+			                       &o.since_ms) < 0) {
+				fprintf(stderr,
+				        "airlock: log show: --since '%s': expected an "
+				        "RFC 3339 time or a duration such as 10m, 2h\n",
+				        optarg);
 				return EXIT_USAGE;
 			}
 			o.has_since = true;
@@ -167,14 +176,20 @@ log_show(int argc, char **argv)
 		case 'c':
 			if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "always") != 0 &&
 			    strcmp(optarg, "never") != 0) {
-				fprintf(stderr, "airlock: log show: --color '%s': expected "
-				        "auto, always or never\n", optarg);
+				fprintf(stderr,
+				        "airlock: log show: --color '%s': expected "
+				        "auto, always or never\n",
+				        optarg);
 				return EXIT_USAGE;
 			}
 			when = optarg;
 			break;
-		case 'h': usage_show(stdout); return 0;
-		default: usage_show(stderr); return EXIT_USAGE;
+		case 'h':
+			usage_show(stdout);
+			return 0;
+		default:
+			usage_show(stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc)
@@ -187,18 +202,24 @@ static int
 log_summary(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"json", no_argument, NULL, 'j'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	bool json = false;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'j': json = true; break;
-		case 'h': usage_summary(stdout); return 0;
-		default: usage_summary(stderr); return EXIT_USAGE;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			usage_summary(stdout);
+			return 0;
+		default:
+			usage_summary(stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc)
@@ -210,12 +231,12 @@ static int
 log_suggest(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "wildcard-min", required_argument, NULL, 'w' },
-		{ "name", required_argument, NULL, 'n' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"wildcard-min", required_argument, NULL, 'w'},
+	        {"name", required_argument, NULL, 'n'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
-	struct review_suggest_opts o = { .wildcard_min = 3, .name = "suggested" };
+	struct review_suggest_opts o = {.wildcard_min = 3, .name = "suggested"};
 	uint64_t v;
 	int c;
 
@@ -223,8 +244,10 @@ log_suggest(int argc, char **argv)
 		switch (c) {
 		case 'w':
 			if (parse_uint(optarg, 0, 1000000, &v) < 0) {
-				fprintf(stderr, "airlock: log suggest: --wildcard-min '%s': "
-				        "expected a number (0 turns wildcards off)\n", optarg);
+				fprintf(stderr,
+				        "airlock: log suggest: --wildcard-min '%s': "
+				        "expected a number (0 turns wildcards off)\n",
+				        optarg);
 				return EXIT_USAGE;
 			}
 			o.wildcard_min = (unsigned)v;
@@ -234,14 +257,20 @@ log_suggest(int argc, char **argv)
 			if (optarg[0] == '\0' || strlen(optarg) > 64 ||
 			    strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 			                   "0123456789-_.") != strlen(optarg)) {
-				fprintf(stderr, "airlock: log suggest: --name '%s': expected "
-				        "letters, digits, '-', '_' or '.' (at most 64)\n", optarg);
+				fprintf(stderr,
+				        "airlock: log suggest: --name '%s': expected "
+				        "letters, digits, '-', '_' or '.' (at most 64)\n",
+				        optarg);
 				return EXIT_USAGE;
 			}
 			o.name = optarg;
 			break;
-		case 'h': usage_suggest(stdout); return 0;
-		default: usage_suggest(stderr); return EXIT_USAGE;
+		case 'h':
+			usage_suggest(stdout);
+			return 0;
+		default:
+			usage_suggest(stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc)
@@ -253,18 +282,24 @@ static int
 log_replay(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "policy", required_argument, NULL, 'p' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	        {"policy", required_argument, NULL, 'p'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	const char *policy = NULL;
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "+hp:", opts, NULL)) != -1) {
 		switch (c) {
-		case 'p': policy = optarg; break;
-		case 'h': usage_replay(stdout); return 0;
-		default: usage_replay(stderr); return EXIT_USAGE;
+		case 'p':
+			policy = optarg;
+			break;
+		case 'h':
+			usage_replay(stdout);
+			return 0;
+		default:
+			usage_replay(stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (policy == NULL) {
@@ -284,10 +319,10 @@ cmd_log(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} subs[] = {
-		{ "show", log_show },
-		{ "summary", log_summary },
-		{ "suggest", log_suggest },
-		{ "replay", log_replay },
+	        {"show", log_show},
+	        {"summary", log_summary},
+	        {"suggest", log_suggest},
+	        {"replay", log_replay},
 	};
 
 	if (argc < 2) {
@@ -311,7 +346,9 @@ cmd_log(int argc, char **argv)
 			return rc;
 		}
 	}
-	fprintf(stderr, "airlock: log: unknown command '%s'; expected show, summary, "
-	        "suggest or replay\n", argv[1]);
+	fprintf(stderr,
+	        "airlock: log: unknown command '%s'; expected show, summary, "
+	        "suggest or replay\n",
+	        argv[1]);
 	return EXIT_USAGE;
 }

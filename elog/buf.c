@@ -115,7 +115,7 @@ elog_buf_json_str(struct elog_buf *b, const char *s, size_t cap)
 		if (sl == 0) {
 			elog_buf_put(b, "\\ufffd", 6);
 		} else if (c == '"' || c == '\\') {
-			char e[2] = { '\\', (char)c };
+			char e[2] = {'\\', (char)c};
 			elog_buf_put(b, e, 2);
 		} else if (c == '\n') {
 			elog_buf_put(b, "\\n", 2);
@@ -124,7 +124,7 @@ elog_buf_json_str(struct elog_buf *b, const char *s, size_t cap)
 		} else if (c == '\r') {
 			elog_buf_put(b, "\\r", 2);
 		} else if (c < 0x20 || c == 0x7f) {
-			char e[6] = { '\\', 'u', '0', '0', hexdig[c >> 4], hexdig[c & 15] };
+			char e[6] = {'\\', 'u', '0', '0', hexdig[c >> 4], hexdig[c & 15]};
 			elog_buf_put(b, e, 6);
 		} else {
 			elog_buf_put(b, (const char *)p + i, sl);
@@ -149,13 +149,19 @@ elog_buf_safe_text(struct elog_buf *b, const char *s, size_t cap)
 		if (i + take > cap)
 			return true;
 		if (sl == 0 || c < 0x20 || c == 0x7f || c == '\\') {
-			char e[4] = { '\\', 'x', hexdig[c >> 4], hexdig[c & 15] };
+			char e[4] = {'\\', 'x', hexdig[c >> 4], hexdig[c & 15]};
 			elog_buf_put(b, e, 4);
 		} else {
 			/* C1 controls (U+0080..U+009F) are terminal escapes too. */
 			if (sl == 2 && c == 0xc2 && p[i + 1] < 0xa0) {
-				char e[8] = { '\\', 'x', 'c', '2', '\\', 'x',
-				              hexdig[p[i + 1] >> 4], hexdig[p[i + 1] & 15] };
+				char e[8] = {'\\',
+				             'x',
+				             'c',
+				             '2',
+				             '\\',
+				             'x',
+				             hexdig[p[i + 1] >> 4],
+				             hexdig[p[i + 1] & 15]};
 				elog_buf_put(b, e, 8);
 			} else {
 				elog_buf_put(b, (const char *)p + i, sl);

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 struct elog_buf {
-	char *data;    /* borrowed storage of cap bytes */
+	char *data; /* borrowed storage of cap bytes */
 	size_t len;
 	size_t cap;
 	bool overflow; /* some write did not fit; the content is incomplete */

@@ -21,16 +21,16 @@
 /* Caps on input bytes per field (docs/log.md). Sandbox-controlled fields
  * are capped hardest; the sum of the worst cases, escaped (x6), stays
  * under ELOG_LINE_MAX. */
-#define CAP_NAME 255       /* host, sni */
-#define CAP_URL 2048
-#define CAP_SHORT 32       /* kind, verdict, method, qtype, rcode, proto, mode */
-#define CAP_ADDR 64        /* ip, orig_dst, one DNS answer */
-#define CAP_RULE 512       /* rule, reason */
-#define CAP_TASK 128
-#define CAP_ANSWERS 32     /* entries */
-#define CAP_ARG 1024       /* one command word */
-#define CAP_COMMAND 8192   /* all command words together */
-#define CAP_TEXT 255       /* policy, selftest */
+#define CAP_NAME    255 /* host, sni */
+#define CAP_URL     2048
+#define CAP_SHORT   32  /* kind, verdict, method, qtype, rcode, proto, mode */
+#define CAP_ADDR    64  /* ip, orig_dst, one DNS answer */
+#define CAP_RULE    512 /* rule, reason */
+#define CAP_TASK    128
+#define CAP_ANSWERS 32   /* entries */
+#define CAP_ARG     1024 /* one command word */
+#define CAP_COMMAND 8192 /* all command words together */
+#define CAP_TEXT    255  /* policy, selftest */
 
 struct elog {
 	int fd;
@@ -77,11 +77,9 @@ elog_open(const char *path, char *err, size_t errlen)
 		/* A copy, so elog_free() closes what it owns and stdout stays. */
 		fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
 	else
-		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY,
-		          0600);
+		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot open egress log %s: %s", path,
-		         strerror(errno));
+		snprintf(err, errlen, "cannot open egress log %s: %s", path, strerror(errno));
 		return NULL;
 	}
 	log = elog_open_fd(fd);
@@ -131,8 +129,8 @@ elog_totals(const struct elog *log, struct elog_task_end *te)
 
 /* ts, task and kind: the first three fields of every line. */
 static void
-line_begin(struct elog *log, struct elog_buf *b, const char *kind,
-           struct timespec *now, struct cuts *cuts)
+line_begin(struct elog *log, struct elog_buf *b, const char *kind, struct timespec *now,
+           struct cuts *cuts)
 {
 	struct tm tm;
 	char ts[40];
@@ -140,9 +138,9 @@ line_begin(struct elog *log, struct elog_buf *b, const char *kind,
 
 	clock_gettime(CLOCK_REALTIME, now);
 	gmtime_r(&now->tv_sec, &tm);
-	n = snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-	             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-	             tm.tm_min, tm.tm_sec, now->tv_nsec / 1000000L);
+	n = snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+	             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	             now->tv_nsec / 1000000L);
 	elog_buf_init(b, log->line, sizeof(log->line));
 	elog_buf_puts(b, "{\"ts\":\"");
 	elog_buf_put(b, ts, (size_t)n);
@@ -156,8 +154,7 @@ line_begin(struct elog *log, struct elog_buf *b, const char *kind,
 }
 
 static void
-field_str(struct elog_buf *b, struct cuts *cuts, const char *name,
-          const char *val, size_t cap)
+field_str(struct elog_buf *b, struct cuts *cuts, const char *name, const char *val, size_t cap)
 {
 	if (val == NULL)
 		return;
@@ -195,8 +192,7 @@ line_end(struct elog *log, struct elog_buf *b, struct cuts *cuts)
 	}
 	elog_buf_puts(b, "}\n");
 	if (b->overflow) {
-		log_warnx("egress log: a line exceeded %d bytes; log marked failed",
-		          ELOG_LINE_MAX);
+		log_warnx("egress log: a line exceeded %d bytes; log marked failed", ELOG_LINE_MAX);
 		log->failed = true;
 		return -1;
 	}
@@ -208,7 +204,8 @@ line_end(struct elog *log, struct elog_buf *b, struct cuts *cuts)
 			log_warn("egress log: write failed; log marked failed");
 		else
 			log_warnx("egress log: short write (%zd of %zu bytes); log "
-			          "marked failed", n, b->len);
+			          "marked failed",
+			          n, b->len);
 		log->failed = true;
 		return -1;
 	}
@@ -223,8 +220,7 @@ human_time(struct elog_buf *h, const struct timespec *now)
 	int n;
 
 	gmtime_r(&now->tv_sec, &tm);
-	n = snprintf(t, sizeof(t), "%02d:%02d:%02d ", tm.tm_hour, tm.tm_min,
-	             tm.tm_sec);
+	n = snprintf(t, sizeof(t), "%02d:%02d:%02d ", tm.tm_hour, tm.tm_min, tm.tm_sec);
 	elog_buf_put(h, t, (size_t)n);
 }
 
@@ -249,8 +245,7 @@ human_pad(struct elog_buf *h, const char *s, size_t width)
 
 /* `10:24:48 deny  tls     evil.test:443 (203.0.113.66) no match` */
 static void
-human_event(struct elog *log, const struct elog_event *ev,
-            const struct timespec *now)
+human_event(struct elog *log, const struct elog_event *ev, const struct timespec *now)
 {
 	char storage[1024];
 	struct elog_buf h;
@@ -309,7 +304,7 @@ int
 elog_event(struct elog *log, const struct elog_event *ev)
 {
 	struct elog_buf b;
-	struct cuts cuts = { .n = 0 };
+	struct cuts cuts = {.n = 0};
 	struct timespec now;
 
 	if (log->failed)
@@ -370,7 +365,7 @@ int
 elog_task_start(struct elog *log, const struct elog_task_start *ts)
 {
 	struct elog_buf b;
-	struct cuts cuts = { .n = 0 };
+	struct cuts cuts = {.n = 0};
 	struct timespec now;
 	size_t budget = CAP_COMMAND;
 
@@ -430,7 +425,7 @@ int
 elog_task_end(struct elog *log, const struct elog_task_end *te)
 {
 	struct elog_buf b;
-	struct cuts cuts = { .n = 0 };
+	struct cuts cuts = {.n = 0};
 	struct timespec now;
 
 	if (log->failed)

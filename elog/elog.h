@@ -36,9 +36,9 @@ bool elog_failed(const struct elog *log);
 /* One connection, DNS query or blocked packet, written when it ends.
  * NULL strings and port < 0 are left out of the line. */
 struct elog_event {
-	const char *kind;    /* "connect" | "http" | "tls" | "tcp" | "dns" | "packet" */
-	const char *host;    /* destination name as asked (sandbox-controlled) */
-	const char *ip;      /* address actually dialled (or the original dst) */
+	const char *kind; /* "connect" | "http" | "tls" | "tcp" | "dns" | "packet" */
+	const char *host; /* destination name as asked (sandbox-controlled) */
+	const char *ip;   /* address actually dialled (or the original dst) */
 	int port;
 	const char *verdict; /* "allow" | "deny" | "audit-deny" */
 	const char *rule;    /* "file:line" of the deciding rule */
@@ -49,11 +49,11 @@ struct elog_event {
 	const char *sni;
 	const char *method;
 	const char *url;
-	const char *qtype;   /* dns */
-	const char *rcode;   /* dns: "NOERROR", "NXDOMAIN", ... */
+	const char *qtype;          /* dns */
+	const char *rcode;          /* dns: "NOERROR", "NXDOMAIN", ... */
 	const char *const *answers; /* dns: addresses returned */
 	size_t n_answers;
-	const char *proto;   /* packet: "udp", "tcp", "icmp", "icmpv6", ... */
+	const char *proto;    /* packet: "udp", "tcp", "icmp", "icmpv6", ... */
 	const char *orig_dst; /* transparent: SO_ORIGINAL_DST "ip:port" when it
 	                       * differs from ip */
 };
@@ -62,18 +62,18 @@ struct elog_event {
 int elog_event(struct elog *log, const struct elog_event *ev);
 
 struct elog_task_start {
-	const char *policy;        /* policy name */
+	const char *policy; /* policy name */
 	const char *policy_sha256;
-	const char *mode;          /* "enforce" | "audit" */
-	const char *const *argv;   /* the command, argc entries */
+	const char *mode;        /* "enforce" | "audit" */
+	const char *const *argv; /* the command, argc entries */
 	int argc;
-	const char *selftest;      /* "pass" or the failed check */
+	const char *selftest; /* "pass" or the failed check */
 };
 int elog_task_start(struct elog *log, const struct elog_task_start *ts);
 
 struct elog_task_end {
-	int exit_status;   /* airlock's exit status */
-	int signal;        /* signal that killed CMD, 0 if none */
+	int exit_status; /* airlock's exit status */
+	int signal;      /* signal that killed CMD, 0 if none */
 	uint64_t duration_ms;
 	uint64_t connections, allowed, denied; /* totals over the task */
 	uint64_t bytes_up, bytes_down;

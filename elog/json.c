@@ -42,7 +42,7 @@ new_tok(struct parser *p, enum elog_json_type type)
 
 	if (j->n_tok >= ELOG_JSON_MAX_TOKENS)
 		return fail(p, "too many values");
-	j->tok[j->n_tok] = (struct elog_json_tok){ .type = (uint8_t)type };
+	j->tok[j->n_tok] = (struct elog_json_tok){.type = (uint8_t)type};
 	return (int)j->n_tok++;
 }
 
@@ -117,8 +117,8 @@ parse_string(struct parser *p)
 		/* Fast path: a run of plain printable ASCII is copied at once;
 		 * most of a log line is exactly that. */
 		size_t run = p->pos;
-		while (run < p->len && p->s[run] >= 0x20 && p->s[run] < 0x80 &&
-		       p->s[run] != '"' && p->s[run] != '\\')
+		while (run < p->len && p->s[run] >= 0x20 && p->s[run] < 0x80 && p->s[run] != '"' &&
+		       p->s[run] != '\\')
 			run++;
 		if (run > p->pos) {
 			memcpy(j->strings + j->str_len, p->s + p->pos, run - p->pos);
@@ -141,14 +141,26 @@ parse_string(struct parser *p)
 			c = p->s[p->pos + 1];
 			p->pos += 2;
 			switch (c) {
-			case '"': case '\\': case '/':
+			case '"':
+			case '\\':
+			case '/':
 				j->strings[j->str_len++] = (char)c;
 				continue;
-			case 'b': j->strings[j->str_len++] = '\b'; continue;
-			case 'f': j->strings[j->str_len++] = '\f'; continue;
-			case 'n': j->strings[j->str_len++] = '\n'; continue;
-			case 'r': j->strings[j->str_len++] = '\r'; continue;
-			case 't': j->strings[j->str_len++] = '\t'; continue;
+			case 'b':
+				j->strings[j->str_len++] = '\b';
+				continue;
+			case 'f':
+				j->strings[j->str_len++] = '\f';
+				continue;
+			case 'n':
+				j->strings[j->str_len++] = '\n';
+				continue;
+			case 'r':
+				j->strings[j->str_len++] = '\r';
+				continue;
+			case 't':
+				j->strings[j->str_len++] = '\t';
+				continue;
 			case 'u':
 				break;
 			default:
@@ -161,9 +173,8 @@ parse_string(struct parser *p)
 				return fail(p, "lone low surrogate");
 			if (cp >= 0xd800 && cp <= 0xdbff) {
 				if (p->pos + 6 > p->len || p->s[p->pos] != '\\' ||
-				    p->s[p->pos + 1] != 'u' ||
-				    hex4(p->s + p->pos + 2, &lo) < 0 || lo < 0xdc00 ||
-				    lo > 0xdfff)
+				    p->s[p->pos + 1] != 'u' || hex4(p->s + p->pos + 2, &lo) < 0 ||
+				    lo < 0xdc00 || lo > 0xdfff)
 					return fail(p, "lone high surrogate");
 				p->pos += 6;
 				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
@@ -307,12 +318,18 @@ parse_value(struct parser *p, int depth)
 	if (p->pos >= p->len)
 		return fail(p, "unexpected end of line");
 	switch (p->s[p->pos]) {
-	case '{': return parse_container(p, depth, true);
-	case '[': return parse_container(p, depth, false);
-	case '"': return parse_string(p);
-	case 't': return parse_literal(p, "true", ELOG_JSON_TRUE);
-	case 'f': return parse_literal(p, "false", ELOG_JSON_FALSE);
-	case 'n': return parse_literal(p, "null", ELOG_JSON_NULL);
+	case '{':
+		return parse_container(p, depth, true);
+	case '[':
+		return parse_container(p, depth, false);
+	case '"':
+		return parse_string(p);
+	case 't':
+		return parse_literal(p, "true", ELOG_JSON_TRUE);
+	case 'f':
+		return parse_literal(p, "false", ELOG_JSON_FALSE);
+	case 'n':
+		return parse_literal(p, "null", ELOG_JSON_NULL);
 	default:
 		if (p->s[p->pos] == '-' || is_digit(p->s[p->pos]))
 			return parse_number(p);
@@ -321,10 +338,9 @@ parse_value(struct parser *p, int depth)
 }
 
 int
-elog_json_parse(struct elog_json *j, const char *line, size_t len, char *why,
-                size_t whylen)
+elog_json_parse(struct elog_json *j, const char *line, size_t len, char *why, size_t whylen)
 {
-	struct parser p = { .j = j, .s = (const unsigned char *)line, .len = len };
+	struct parser p = {.j = j, .s = (const unsigned char *)line, .len = len};
 
 	j->n_tok = 0;
 	j->str_len = 0;
@@ -362,8 +378,7 @@ elog_json_get(const struct elog_json *j, int obj, const char *key)
 	k = (uint32_t)obj + 1;
 	for (uint32_t m = 0; m < j->tok[obj].count; m++) {
 		uint32_t v = k + 1;
-		if (j->tok[k].len == klen &&
-		    memcmp(j->strings + j->tok[k].off, key, klen) == 0)
+		if (j->tok[k].len == klen && memcmp(j->strings + j->tok[k].off, key, klen) == 0)
 			return (int)v;
 		k = j->tok[v].next;
 	}

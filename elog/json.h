@@ -15,7 +15,7 @@
 #include "elog/elog.h"
 
 #define ELOG_JSON_MAX_TOKENS 1024
-#define ELOG_JSON_MAX_DEPTH 16
+#define ELOG_JSON_MAX_DEPTH  16
 
 enum elog_json_type {
 	ELOG_JSON_NULL = 0,
@@ -31,17 +31,17 @@ enum elog_json_type {
  * followed by its value; next skips a whole value with its children. */
 struct elog_json_tok {
 	uint8_t type;
-	uint32_t next;     /* index of the token after this value's subtree */
-	uint32_t count;    /* ARRAY: elements; OBJECT: members */
-	uint32_t off;      /* STRING: offset of the decoded text in strings;
-	                    * NUMBER: offset of the literal in the line */
-	uint32_t len;      /* its length in bytes */
+	uint32_t next;  /* index of the token after this value's subtree */
+	uint32_t count; /* ARRAY: elements; OBJECT: members */
+	uint32_t off;   /* STRING: offset of the decoded text in strings;
+	                 * NUMBER: offset of the literal in the line */
+	uint32_t len;   /* its length in bytes */
 };
 
 struct elog_json {
 	uint32_t n_tok;
 	struct elog_json_tok tok[ELOG_JSON_MAX_TOKENS];
-	const char *src;   /* the line (borrowed, valid while in use) */
+	const char *src; /* the line (borrowed, valid while in use) */
 	size_t str_len;
 	char strings[ELOG_LINE_MAX + 1]; /* decoded strings, NUL-separated */
 };
@@ -51,8 +51,7 @@ struct elog_json {
  * or is accepted as whitespace). Returns 0, or -1 with *why set to a short
  * static reason ("unterminated string at byte 12" style text is written
  * into why_buf). Token 0 is the top value. */
-int elog_json_parse(struct elog_json *j, const char *line, size_t len,
-                    char *why, size_t whylen);
+int elog_json_parse(struct elog_json *j, const char *line, size_t len, char *why, size_t whylen);
 
 /* Index of key's value in the object at index obj, or -1. */
 int elog_json_get(const struct elog_json *j, int obj, const char *key);

@@ -11,16 +11,16 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define READ_CHUNK (256 * 1024)
+#define READ_CHUNK  (256 * 1024)
 #define MAX_REPORTS 20
 
 struct elog_reader {
 	int fd;
 	char *path;
-	char *buf;       /* READ_CHUNK + ELOG_LINE_MAX bytes */
+	char *buf; /* READ_CHUNK + ELOG_LINE_MAX bytes */
 	size_t start, end;
 	bool eof;
-	bool skipping;   /* inside an over-long line, dropping to its newline */
+	bool skipping; /* inside an over-long line, dropping to its newline */
 	uint64_t lineno;
 	uint64_t garbage;
 	struct elog_json json;
@@ -60,12 +60,10 @@ elog_parse_time(const char *s, int64_t *ms)
 	size_t i = 19;
 
 	if (strlen(s) < 20 || s[4] != '-' || s[7] != '-' ||
-	    (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || s[13] != ':' ||
-	    s[16] != ':')
+	    (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || s[13] != ':' || s[16] != ':')
 		return -1;
-	if (digits(s, 4, &y) < 0 || digits(s + 5, 2, &mo) < 0 ||
-	    digits(s + 8, 2, &d) < 0 || digits(s + 11, 2, &h) < 0 ||
-	    digits(s + 14, 2, &mi) < 0 || digits(s + 17, 2, &sec) < 0)
+	if (digits(s, 4, &y) < 0 || digits(s + 5, 2, &mo) < 0 || digits(s + 8, 2, &d) < 0 ||
+	    digits(s + 11, 2, &h) < 0 || digits(s + 14, 2, &mi) < 0 || digits(s + 17, 2, &sec) < 0)
 		return -1;
 	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
 		return -1;
@@ -85,15 +83,17 @@ elog_parse_time(const char *s, int64_t *ms)
 		off = 0;
 	} else if ((s[i] == '+' || s[i] == '-') && strlen(s + i) == 6 && s[i + 3] == ':') {
 		int oh, om;
-		if (digits(s + i + 1, 2, &oh) < 0 || digits(s + i + 4, 2, &om) < 0 ||
-		    oh > 23 || om > 59)
+		if (digits(s + i + 1, 2, &oh) < 0 || digits(s + i + 4, 2, &om) < 0 || oh > 23 ||
+		    om > 59)
 			return -1;
 		off = (oh * 60 + om) * (s[i] == '+' ? 1 : -1);
 	} else {
 		return -1;
 	}
-	*ms = ((days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 +
-	        mi * 60 + sec - (int64_t)off * 60) * 1000) + frac;
+	*ms = ((days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + sec -
+	        (int64_t)off * 60) *
+	       1000) +
+	      frac;
 	return 0;
 }
 
@@ -105,25 +105,50 @@ elog_format_time(int64_t ms, char *out, size_t outlen)
 	struct tm tm;
 
 	gmtime_r(&t, &tm);
-	snprintf(out, outlen, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-	         tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-	         tm.tm_min, tm.tm_sec, (int)rem);
+	snprintf(out, outlen, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)rem);
 }
 
 /* The documented top-level fields; the line's members are matched
  * against this table once, so decoding costs one pass over the object. */
 enum field {
-	F_TS, F_KIND, F_TASK, F_HOST, F_IP, F_PORT, F_VERDICT, F_RULE, F_REASON,
-	F_BYTES_UP, F_BYTES_DOWN, F_DURATION, F_SNI, F_METHOD, F_URL, F_QTYPE,
-	F_RCODE, F_PROTO, F_ORIG_DST, F_ANSWERS, F_POLICY, F_POLICY_SHA, F_MODE,
-	F_SELFTEST, F_COMMAND, F_EXIT, F_SIGNAL, F_TOTALS, N_FIELDS
+	F_TS,
+	F_KIND,
+	F_TASK,
+	F_HOST,
+	F_IP,
+	F_PORT,
+	F_VERDICT,
+	F_RULE,
+	F_REASON,
+	F_BYTES_UP,
+	F_BYTES_DOWN,
+	F_DURATION,
+	F_SNI,
+	F_METHOD,
+	F_URL,
+	F_QTYPE,
+	F_RCODE,
+	F_PROTO,
+	F_ORIG_DST,
+	F_ANSWERS,
+	F_POLICY,
+	F_POLICY_SHA,
+	F_MODE,
+	F_SELFTEST,
+	F_COMMAND,
+	F_EXIT,
+	F_SIGNAL,
+	F_TOTALS,
+	N_FIELDS
 };
 
 static const char *const field_names[N_FIELDS] = {
-	"ts", "kind", "task", "host", "ip", "port", "verdict", "rule", "reason",
-	"bytes_up", "bytes_down", "duration_ms", "sni", "method", "url", "qtype",
-	"rcode", "proto", "orig_dst", "answers", "policy", "policy_sha256", "mode",
-	"selftest", "command", "exit_status", "signal", "totals",
+        "ts",       "kind",        "task",   "host",          "ip",         "port",
+        "verdict",  "rule",        "reason", "bytes_up",      "bytes_down", "duration_ms",
+        "sni",      "method",      "url",    "qtype",         "rcode",      "proto",
+        "orig_dst", "answers",     "policy", "policy_sha256", "mode",       "selftest",
+        "command",  "exit_status", "signal", "totals",
 };
 
 static void
@@ -160,8 +185,7 @@ absent(const struct elog_json *j, int i)
 /* A known field present with the wrong type makes the line garbage: a
  * consumer must be able to trust the types docs/log.md promises. */
 static int
-get_str(const struct elog_json *j, const int *idx, int f, const char **out,
-        const char **bad)
+get_str(const struct elog_json *j, const int *idx, int f, const char **out, const char **bad)
 {
 	*out = NULL;
 	if (absent(j, idx[f]))
@@ -175,8 +199,7 @@ get_str(const struct elog_json *j, const int *idx, int f, const char **out,
 }
 
 static int
-get_u64_at(const struct elog_json *j, int i, const char *name, uint64_t *out,
-           const char **bad)
+get_u64_at(const struct elog_json *j, int i, const char *name, uint64_t *out, const char **bad)
 {
 	*out = 0;
 	if (absent(j, i))
@@ -189,15 +212,13 @@ get_u64_at(const struct elog_json *j, int i, const char *name, uint64_t *out,
 }
 
 static int
-get_u64(const struct elog_json *j, const int *idx, int f, uint64_t *out,
-        const char **bad)
+get_u64(const struct elog_json *j, const int *idx, int f, uint64_t *out, const char **bad)
 {
 	return get_u64_at(j, idx[f], field_names[f], out, bad);
 }
 
 static int
-get_i64(const struct elog_json *j, const int *idx, int f, int64_t *out,
-        const char **bad)
+get_i64(const struct elog_json *j, const int *idx, int f, int64_t *out, const char **bad)
 {
 	*out = 0;
 	if (absent(j, idx[f]))
@@ -210,8 +231,7 @@ get_i64(const struct elog_json *j, const int *idx, int f, int64_t *out,
 }
 
 static int
-get_array_of_str(const struct elog_json *j, const int *idx, int f, int *out,
-                 const char **bad)
+get_array_of_str(const struct elog_json *j, const int *idx, int f, int *out, const char **bad)
 {
 	int i = idx[f];
 
@@ -233,8 +253,8 @@ wrong:
 }
 
 int
-elog_record_parse(struct elog_json *j, const char *line, size_t len,
-                  struct elog_record *rec, char *why, size_t whylen)
+elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog_record *rec,
+                  char *why, size_t whylen)
 {
 	const char *bad = NULL;
 	int idx[N_FIELDS];
@@ -310,8 +330,8 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len,
 			                 &rec->t_connections, &bad);
 			rc |= get_u64_at(j, elog_json_get(j, t, "allowed"), "allowed",
 			                 &rec->t_allowed, &bad);
-			rc |= get_u64_at(j, elog_json_get(j, t, "denied"), "denied",
-			                 &rec->t_denied, &bad);
+			rc |= get_u64_at(j, elog_json_get(j, t, "denied"), "denied", &rec->t_denied,
+			                 &bad);
 			rc |= get_u64_at(j, elog_json_get(j, t, "bytes_up"), "bytes_up",
 			                 &rec->t_bytes_up, &bad);
 			rc |= get_u64_at(j, elog_json_get(j, t, "bytes_down"), "bytes_down",
@@ -322,8 +342,7 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len,
 		}
 	}
 	if (rc != 0) {
-		snprintf(why, whylen, "field \"%s\" has the wrong type",
-		         bad != NULL ? bad : "?");
+		snprintf(why, whylen, "field \"%s\" has the wrong type", bad != NULL ? bad : "?");
 		return -1;
 	}
 	return 0;
@@ -382,8 +401,8 @@ report(struct elog_reader *r, const char *what)
 {
 	r->garbage++;
 	if (r->garbage <= MAX_REPORTS)
-		log_warnx("%s:%llu: %s; line skipped", r->path,
-		          (unsigned long long)r->lineno, what);
+		log_warnx("%s:%llu: %s; line skipped", r->path, (unsigned long long)r->lineno,
+		          what);
 	if (r->garbage == MAX_REPORTS)
 		log_warnx("%s: further garbage lines are only counted", r->path);
 }
@@ -472,8 +491,8 @@ elog_reader_next(struct elog_reader *r, struct elog_record *rec)
 		}
 		if (cut) {
 			char what[240];
-			snprintf(what, sizeof(what),
-			         "last line is cut short (a crashed run?): %s", why);
+			snprintf(what, sizeof(what), "last line is cut short (a crashed run?): %s",
+			         why);
 			report(r, what);
 		} else {
 			report(r, why);

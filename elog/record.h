@@ -27,11 +27,11 @@ struct elog_record {
 	enum elog_rec_type type;
 	const char *file;
 	uint64_t lineno;
-	const char *raw;   /* the line's bytes, without its newline */
+	const char *raw; /* the line's bytes, without its newline */
 	size_t raw_len;
 
 	const char *ts;
-	int64_t ts_ms;     /* ms since the epoch, UTC */
+	int64_t ts_ms; /* ms since the epoch, UTC */
 	const char *task;
 	const char *kind;
 	const char *host, *ip;
@@ -39,11 +39,11 @@ struct elog_record {
 	const char *verdict, *rule, *reason;
 	uint64_t bytes_up, bytes_down, duration_ms;
 	const char *sni, *method, *url, *qtype, *rcode, *proto, *orig_dst;
-	int answers;       /* token of the answers array, or -1 */
+	int answers; /* token of the answers array, or -1 */
 
 	/* task-start */
 	const char *policy, *policy_sha256, *mode, *selftest;
-	int command;       /* token of the command array, or -1 */
+	int command; /* token of the command array, or -1 */
 	/* task-end */
 	int64_t exit_status, signal;
 	bool has_totals;
@@ -64,8 +64,8 @@ uint64_t elog_reader_garbage(const struct elog_reader *r);
 
 /* Decode one line (without newline) into rec. Returns 0, or -1 with a
  * reason in why. j must outlive rec. Pure; used by the reader and fuzzed. */
-int elog_record_parse(struct elog_json *j, const char *line, size_t len,
-                      struct elog_record *rec, char *why, size_t whylen);
+int elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog_record *rec,
+                      char *why, size_t whylen);
 
 /* RFC 3339 date-time ("2026-11-30T10:24:48.123Z", offsets allowed) to ms
  * since the epoch. Returns 0 or -1. */

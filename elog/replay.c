@@ -22,14 +22,14 @@
 /* A DNS query has no port. The DNS listener resolves a name when an allow
  * rule covers it on one of these ports (dns/answer.c, docs/dns.md); replay
  * decides DNS events the same way. */
-static const uint16_t dns_ports[] = { 443, 80, 22 };
+static const uint16_t dns_ports[] = {443, 80, 22};
 
 struct change {
 	char *dest;
-	bool now_allowed;       /* direction: denied before -> allowed now */
+	bool now_allowed; /* direction: denied before -> allowed now */
 	uint64_t events;
-	char *was;              /* old rule or reason (first seen) */
-	char *now;              /* new rule or reason */
+	char *was; /* old rule or reason (first seen) */
+	char *now; /* new rule or reason */
 };
 
 static bool
@@ -63,7 +63,7 @@ static bool
 decide(const struct policy *p, const struct elog_record *r, const char **why)
 {
 	struct sockaddr_storage ss;
-	struct policy_verdict v = { .action = POLICY_NO_MATCH };
+	struct policy_verdict v = {.action = POLICY_NO_MATCH};
 	bool dns = strcmp(r->kind, "dns") == 0;
 	uint16_t port = r->port >= 0 ? (uint16_t)r->port : 0;
 
@@ -89,8 +89,7 @@ decide(const struct policy *p, const struct elog_record *r, const char **why)
 		} else {
 			policy_match_host(p, name, port, &v);
 		}
-		if (v.action == POLICY_ALLOW && !dns && r->ip != NULL &&
-		    to_sockaddr(r->ip, &ss) &&
+		if (v.action == POLICY_ALLOW && !dns && r->ip != NULL && to_sockaddr(r->ip, &ss) &&
 		    guard_classify((struct sockaddr *)&ss) != GUARD_PUBLIC &&
 		    !policy_cidr_allows(p, (struct sockaddr *)&ss, port)) {
 			*why = "address guard";
@@ -109,8 +108,7 @@ decide(const struct policy *p, const struct elog_record *r, const char **why)
 		*why = v.where != NULL ? v.where : "allow";
 		return true;
 	}
-	*why = v.action == POLICY_DENY ? (v.where != NULL ? v.where : "deny rule")
-	                               : "no match";
+	*why = v.action == POLICY_DENY ? (v.where != NULL ? v.where : "deny rule") : "no match";
 	return false;
 }
 
@@ -122,8 +120,7 @@ dest_key(const struct elog_record *r, struct elog_buf *b)
 	const char *why;
 
 	/* One line per name however the sandbox spelled it (case, final dot). */
-	if (r->host != NULL &&
-	    policy_name_normalize(r->host, norm, sizeof(norm), &why) == 0)
+	if (r->host != NULL && policy_name_normalize(r->host, norm, sizeof(norm), &why) == 0)
 		name = norm;
 	bool v6 = r->host == NULL && r->ip != NULL && strchr(r->ip, ':') != NULL;
 
@@ -181,7 +178,7 @@ safe_copy(char *out, size_t outlen, const char *s)
 int
 review_replay(const char *policy_path, char *const *files, int n_files, FILE *out)
 {
-	struct policy_diag diag = { 0 };
+	struct policy_diag diag = {0};
 	struct policy *p = policy_load(policy_path, &diag);
 	struct elog_strmap *changes = NULL;
 	struct change **list = NULL;
@@ -237,8 +234,9 @@ review_replay(const char *policy_path, char *const *files, int n_files, FILE *ou
 			c = elog_strmap_get(changes, kb.data);
 			if (c == NULL) {
 				char was_s[300], now_s[300];
-				const char *old = r.rule != NULL ? r.rule
-				                  : r.reason != NULL ? r.reason : r.verdict;
+				const char *old = r.rule != NULL     ? r.rule
+				                  : r.reason != NULL ? r.reason
+				                                     : r.verdict;
 
 				safe_copy(was_s, sizeof(was_s), old);
 				safe_copy(now_s, sizeof(now_s), why);
@@ -282,13 +280,14 @@ review_replay(const char *policy_path, char *const *files, int n_files, FILE *ou
 			fprintf(out, "%s%s\n", i > 0 ? "\n" : "",
 			        c->now_allowed ? "denied before, allowed now:"
 			                       : "allowed before, denied now:");
-		fprintf(out, "  %-40s %6" PRIu64 " event%s  was: %s  now: %s\n", c->dest,
-		        c->events, c->events == 1 ? " " : "s", c->was, c->now);
+		fprintf(out, "  %-40s %6" PRIu64 " event%s  was: %s  now: %s\n", c->dest, c->events,
+		        c->events == 1 ? " " : "s", c->was, c->now);
 	}
 	if (n > 0)
 		fputc('\n', out);
-	fprintf(out, "%" PRIu64 " events replayed under %s: %" PRIu64 " unchanged, %"
-	        PRIu64 " would now be denied, %" PRIu64 " would now be allowed\n",
+	fprintf(out,
+	        "%" PRIu64 " events replayed under %s: %" PRIu64 " unchanged, %" PRIu64
+	        " would now be denied, %" PRIu64 " would now be allowed\n",
 	        events, policy_name(p), same, n_to_deny, n_to_allow);
 	rc = n > 0 ? 1 : 0;
 out:

@@ -13,11 +13,11 @@
 #include "elog/record.h"
 #include "elog/strmap.h"
 
-#define C_RED "\033[31m"
-#define C_GREEN "\033[32m"
+#define C_RED    "\033[31m"
+#define C_GREEN  "\033[32m"
 #define C_YELLOW "\033[33m"
-#define C_DIM "\033[2m"
-#define C_RESET "\033[0m"
+#define C_DIM    "\033[2m"
+#define C_RESET  "\033[0m"
 
 static bool
 is_denied(const char *verdict)
@@ -44,11 +44,20 @@ review_parse_since(const char *s, int64_t now, int64_t *out)
 	if (len < 2 || len - 1 >= sizeof(num))
 		return -1;
 	switch (s[len - 1]) {
-	case 's': unit = 1000; break;
-	case 'm': unit = 60 * 1000; break;
-	case 'h': unit = 3600 * 1000; break;
-	case 'd': unit = 86400 * 1000; break;
-	default: return -1;
+	case 's':
+		unit = 1000;
+		break;
+	case 'm':
+		unit = 60 * 1000;
+		break;
+	case 'h':
+		unit = 3600 * 1000;
+		break;
+	case 'd':
+		unit = 86400 * 1000;
+		break;
+	default:
+		return -1;
 	}
 	memcpy(num, s, len - 1);
 	num[len - 1] = '\0';
@@ -142,8 +151,11 @@ show_line(const struct elog_record *r, const struct review_show_opts *o, FILE *o
 			elog_buf_puts(&b, ":");
 			for (uint32_t k = 0; k < r->json->tok[r->command].count; k++) {
 				elog_buf_putc(&b, ' ');
-				elog_buf_safe_text(&b, elog_json_str(r->json,
-				                   elog_json_elem(r->json, r->command, k)), 200);
+				elog_buf_safe_text(
+				        &b,
+				        elog_json_str(r->json,
+				                      elog_json_elem(r->json, r->command, k)),
+				        200);
 			}
 		}
 	} else if (r->type == ELOG_REC_TASK_END) {
@@ -171,17 +183,17 @@ show_line(const struct elog_record *r, const struct review_show_opts *o, FILE *o
 		const char *v = r->verdict != NULL ? r->verdict : "-";
 
 		if (o->color)
-			color = is_allowed(v) ? C_GREEN
-			        : strcmp(v, "deny") == 0 ? C_RED
-			        : strcmp(v, "audit-deny") == 0 ? C_YELLOW : NULL;
+			color = is_allowed(v)                  ? C_GREEN
+			        : strcmp(v, "deny") == 0       ? C_RED
+			        : strcmp(v, "audit-deny") == 0 ? C_YELLOW
+			                                       : NULL;
 		start = b.len;
 		if (color != NULL)
 			elog_buf_puts(&b, color);
 		elog_buf_safe_text(&b, v, 32);
 		if (color != NULL)
 			elog_buf_puts(&b, C_RESET);
-		pad_to(&b, start,
-		       10 + (color != NULL ? strlen(color) + strlen(C_RESET) : 0));
+		pad_to(&b, start, 10 + (color != NULL ? strlen(color) + strlen(C_RESET) : 0));
 		start = b.len;
 		elog_buf_safe_text(&b, r->kind, 32);
 		pad_to(&b, start, 7);
@@ -233,16 +245,14 @@ selected(const struct elog_record *r, const struct review_show_opts *o)
 		return false;
 	if (o->host_glob != NULL) {
 		const char *h = r->host != NULL ? r->host : r->ip;
-		if (!is_event || h == NULL ||
-		    fnmatch(o->host_glob, h, FNM_CASEFOLD) != 0)
+		if (!is_event || h == NULL || fnmatch(o->host_glob, h, FNM_CASEFOLD) != 0)
 			return false;
 	}
 	return true;
 }
 
 int
-review_show(char *const *files, int n_files, const struct review_show_opts *o,
-            FILE *out)
+review_show(char *const *files, int n_files, const struct review_show_opts *o, FILE *out)
 {
 	int rc = 0;
 
@@ -359,8 +369,7 @@ task_get(struct summary *s, const char *id)
 	if (t != NULL)
 		return t;
 	t = calloc(1, sizeof(*t));
-	if (t == NULL || (t->id = strdup(id)) == NULL ||
-	    elog_strmap_put(s->tasks, id, t) < 0) {
+	if (t == NULL || (t->id = strdup(id)) == NULL || elog_strmap_put(s->tasks, id, t) < 0) {
 		if (t != NULL)
 			task_free(t);
 		s->oom = true;
@@ -396,8 +405,8 @@ summary_add(struct summary *s, const struct elog_record *r)
 				return;
 			}
 			for (uint32_t k = 0; k < n; k++) {
-				t->command[k] = strdup(elog_json_str(r->json,
-				                elog_json_elem(r->json, r->command, k)));
+				t->command[k] = strdup(elog_json_str(
+				        r->json, elog_json_elem(r->json, r->command, k)));
 				if (t->command[k] == NULL) {
 					s->oom = true;
 					return;
@@ -642,9 +651,8 @@ summary_text(struct summary *s, struct dest **ds, size_t nd, FILE *out)
 		down[db.len] = '\0';
 		short_time(d->first, first, sizeof(first));
 		short_time(d->last, last, sizeof(last));
-		fprintf(out, "  %-40s %8" PRIu64 " %8" PRIu64 " %8" PRIu64
-		        " %9s %9s  %s  %s\n", b.data, d->attempts, d->allowed,
-		        d->denied, up, down, first, last);
+		fprintf(out, "  %-40s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %9s %9s  %s  %s\n",
+		        b.data, d->attempts, d->allowed, d->denied, up, down, first, last);
 	}
 	fprintf(out, "\ntasks: %zu\n", elog_strmap_count(s->tasks));
 	for (size_t i = 0; i < elog_strmap_count(s->tasks); i++) {
@@ -706,7 +714,7 @@ summary_text(struct summary *s, struct dest **ds, size_t nd, FILE *out)
 int
 review_summary(char *const *files, int n_files, bool json, FILE *out)
 {
-	struct summary s = { .dests = elog_strmap_new(), .tasks = elog_strmap_new() };
+	struct summary s = {.dests = elog_strmap_new(), .tasks = elog_strmap_new()};
 	struct dest **ds = NULL;
 	size_t nd = 0;
 	int rc = 0;

@@ -16,13 +16,12 @@ struct review_show_opts {
 	const char *host_glob; /* fnmatch(3) on host (or ip), case-insensitive */
 	const char *task;      /* only this task id */
 	bool has_since;
-	int64_t since_ms;      /* only events at or after this time */
-	bool json;             /* pass the selected lines through unchanged */
-	bool color;            /* ANSI colours for verdicts */
+	int64_t since_ms; /* only events at or after this time */
+	bool json;        /* pass the selected lines through unchanged */
+	bool color;       /* ANSI colours for verdicts */
 };
 
-int review_show(char *const *files, int n_files,
-                const struct review_show_opts *o, FILE *out);
+int review_show(char *const *files, int n_files, const struct review_show_opts *o, FILE *out);
 int review_summary(char *const *files, int n_files, bool json, FILE *out);
 
 /* Parse "--since": an RFC 3339 time, or a duration back from now_ms
@@ -34,13 +33,11 @@ struct review_suggest_opts {
 	const char *name;      /* the policy's name: field */
 };
 /* Write a policy (schema v1 YAML) to out; warnings on stderr. */
-int review_suggest(char *const *files, int n_files,
-                   const struct review_suggest_opts *o, FILE *out);
+int review_suggest(char *const *files, int n_files, const struct review_suggest_opts *o, FILE *out);
 
 /* What-if: evaluate the policy at policy_path against the logged events.
  * Returns 0 when no verdict would change, 1 when one would, -1 on error
  * (bad policy or unreadable file, reported). */
-int review_replay(const char *policy_path, char *const *files, int n_files,
-                  FILE *out);
+int review_replay(const char *policy_path, char *const *files, int n_files, FILE *out);
 
 #endif

@@ -10,8 +10,8 @@ struct entry {
 };
 
 struct elog_strmap {
-	uint32_t *slots;     /* index+1 into entries, 0 = empty */
-	size_t n_slots;      /* power of two */
+	uint32_t *slots; /* index+1 into entries, 0 = empty */
+	size_t n_slots;  /* power of two */
 	struct entry *entries;
 	size_t n, cap;
 };
@@ -86,8 +86,7 @@ grow(struct elog_strmap *m)
 	m->slots = slots;
 	m->n_slots = n_slots;
 	for (size_t e = 0; e < m->n; e++)
-		m->slots[find(m, m->entries[e].key, hash(m->entries[e].key))] =
-			(uint32_t)(e + 1);
+		m->slots[find(m, m->entries[e].key, hash(m->entries[e].key))] = (uint32_t)(e + 1);
 	return 0;
 }
 

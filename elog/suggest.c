@@ -20,20 +20,20 @@
 #include "elog/strmap.h"
 #include "policy/guard.h"
 
-#define MAX_PORTS 64
+#define MAX_PORTS    64
 #define NAME_MAX_LEN 253
 
 struct stat_entry {
-	char *key;             /* name, "*.parent" or address */
+	char *key; /* name, "*.parent" or address */
 	uint16_t ports[MAX_PORTS];
 	size_t n_ports;
 	bool ports_overflow;
 	uint64_t attempts, allowed, denied, audit_denied, dns;
-	char *protos;          /* packets: "udp,icmp" */
+	char *protos; /* packets: "udp,icmp" */
 	/* wildcard: the names it replaced */
 	char *members;
 	size_t n_members;
-	bool covered;          /* replaced by a wildcard */
+	bool covered; /* replaced by a wildcard */
 	bool apex_kept;
 };
 
@@ -164,8 +164,8 @@ normalize_name(const char *in, char *out, size_t outlen)
 			if (label == 0)
 				return -1;
 			label = 0;
-		} else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		           c == '-' || c == '_') {
+		} else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+		           c == '_') {
 			if (++label > 63)
 				return -1;
 		} else {
@@ -226,8 +226,8 @@ suggest_add(struct suggest *s, const struct elog_record *r)
 				elog_buf_safe_text(&b, r->host, 255);
 				elog_buf_putc(&b, '\0');
 				log_warnx("%s:%" PRIu64 ": \"%s\" is not a valid host name; "
-				          "left out of the suggestion", r->file, r->lineno,
-				          b.data);
+				          "left out of the suggestion",
+				          r->file, r->lineno, b.data);
 			}
 			return;
 		}
@@ -395,8 +395,7 @@ put_counts(FILE *out, const struct stat_entry *e)
 	const char *sep = " (";
 
 	if (e->attempts > 0) {
-		fprintf(out, "%" PRIu64 " connection%s", e->attempts,
-		        e->attempts == 1 ? "" : "s");
+		fprintf(out, "%" PRIu64 " connection%s", e->attempts, e->attempts == 1 ? "" : "s");
 		if (e->allowed > 0) {
 			fprintf(out, "%s%" PRIu64 " allowed", sep, e->allowed);
 			sep = ", ";
@@ -435,13 +434,11 @@ write_rule(FILE *out, const struct stat_entry *e)
 	fputs("  # ", out);
 	if (e->key[0] == '*')
 		fprintf(out, "%zu names under %s (%s%s): ", e->n_members, e->key + 2,
-		        e->members != NULL ? e->members : "",
-		        e->n_members > 6 ? ", ..." : "");
+		        e->members != NULL ? e->members : "", e->n_members > 6 ? ", ..." : "");
 	put_counts(out, e);
 	fputc('\n', out);
 	if (e->n_ports == 0)
-		fputs("  # seen in DNS only: ports unknown, the default 80, 443 applies\n",
-		      out);
+		fputs("  # seen in DNS only: ports unknown, the default 80, 443 applies\n", out);
 	if (e->ports_overflow)
 		fprintf(out, "  # more than %d ports were seen; only the first are listed\n",
 		        MAX_PORTS);
@@ -469,11 +466,11 @@ write_addr(FILE *out, const struct stat_entry *e)
 		fprintf(out, " (blocked packets: %s)", e->protos);
 	fputs(".\n", out);
 	if (g != GUARD_PUBLIC)
-		fprintf(out, "  # A %s address, refused by the address guard: allowing it "
+		fprintf(out,
+		        "  # A %s address, refused by the address guard: allowing it "
 		        "can open the host's own or internal services.\n",
 		        guard_class_name(g));
-	fputs("  # Left out on purpose; enable only if this address is really needed:\n",
-	      out);
+	fputs("  # Left out on purpose; enable only if this address is really needed:\n", out);
 	fprintf(out, "  # - cidr: %s/%d\n", e->key, v6 ? 128 : 32);
 	put_ports(out, e, "  #   ");
 }
@@ -503,15 +500,14 @@ warn_addrs(const struct suggest *s)
 	}
 	list[b.len] = '\0';
 	log_warnx("suggest: %zu address%s contacted without a name (%s%s) left as "
-	          "commented-out cidr rules: review them", n, n == 1 ? "" : "es", list,
-	          n > 4 ? ", ..." : "");
+	          "commented-out cidr rules: review them",
+	          n, n == 1 ? "" : "es", list, n > 4 ? ", ..." : "");
 }
 
 int
-review_suggest(char *const *files, int n_files, const struct review_suggest_opts *o,
-               FILE *out)
+review_suggest(char *const *files, int n_files, const struct review_suggest_opts *o, FILE *out)
 {
-	struct suggest s = { .names = elog_strmap_new(), .addrs = elog_strmap_new() };
+	struct suggest s = {.names = elog_strmap_new(), .addrs = elog_strmap_new()};
 	struct elog_strmap *wild = elog_strmap_new();
 	struct stat_entry **list = NULL;
 	size_t n = 0;
@@ -545,8 +541,7 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 		s.oom = true;
 		goto out;
 	}
-	list = calloc(elog_strmap_count(s.names) + elog_strmap_count(wild) + 1,
-	              sizeof(*list));
+	list = calloc(elog_strmap_count(s.names) + elog_strmap_count(wild) + 1, sizeof(*list));
 	if (list == NULL) {
 		s.oom = true;
 		goto out;
@@ -561,11 +556,11 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 	qsort(list, n, sizeof(*list), entry_cmp);
 
 	elog_format_time((int64_t)time(NULL) * 1000, now, sizeof(now));
-	fprintf(out, "# Suggested by `airlock log suggest` at %s from %d log file%s\n"
+	fprintf(out,
+	        "# Suggested by `airlock log suggest` at %s from %d log file%s\n"
 	        "# (%" PRIu64 " task%s, %" PRIu64 " events). Review every rule before "
 	        "enforcing it.\n",
-	        now, n_files, n_files == 1 ? "" : "s", s.tasks, s.tasks == 1 ? "" : "s",
-	        s.events);
+	        now, n_files, n_files == 1 ? "" : "s", s.tasks, s.tasks == 1 ? "" : "s", s.events);
 	fputs("version: 1\n", out);
 	fprintf(out, "name: %s\n", o->name != NULL ? o->name : "suggested");
 	fputs("description: allowlist suggested from egress logs\n", out);
@@ -573,8 +568,8 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 	for (size_t i = 0; i < n; i++)
 		write_rule(out, list[i]);
 	if (elog_strmap_count(s.addrs) > 0) {
-		fputs(n == 0 ? "# addresses contacted without a name (allow: stays empty):\n"
-		             : "", out);
+		fputs(n == 0 ? "# addresses contacted without a name (allow: stays empty):\n" : "",
+		      out);
 		for (size_t i = 0; i < elog_strmap_count(s.addrs); i++)
 			write_addr(out, elog_strmap_value(s.addrs, i));
 		warn_addrs(&s);

@@ -31,10 +31,15 @@ static void
 test_json_accepts(void **state)
 {
 	static const char *good[] = {
-		"{}", "[]", " {\"a\" : 1 } \n", "{\"a\":[1,-2,3.5e+2,0.0,-0]}",
-		"{\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\"}",
-		"{\"t\":true,\"f\":false,\"n\":null}", "\"x\"", "12",
-		"{\"u\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}",
+	        "{}",
+	        "[]",
+	        " {\"a\" : 1 } \n",
+	        "{\"a\":[1,-2,3.5e+2,0.0,-0]}",
+	        "{\"s\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\"}",
+	        "{\"t\":true,\"f\":false,\"n\":null}",
+	        "\"x\"",
+	        "12",
+	        "{\"u\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}",
 	};
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		if (parse(good[i]) != 0)
@@ -49,13 +54,37 @@ static void
 test_json_rejects(void **state)
 {
 	static const char *bad[] = {
-		"", "{", "}", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "[1,]", "{a:1}",
-		"{\"a\":01}", "{\"a\":1.}", "{\"a\":.5}", "{\"a\":-}", "{\"a\":1e}",
-		"{\"a\":tru}", "{\"a\":nul}", "{\"a\":\"x}", "{\"a\":\"\\x\"}",
-		"{\"a\":\"\\u12\"}", "{\"a\":\"\\ud800\"}", "{\"a\":\"\\udc00\"}",
-		"{\"a\":\"\x01\"}", "{\"a\":\"\xff\"}", "{\"a\":\"\xc0\xaf\"}",
-		"{\"a\":\"\xed\xa0\x80\"}", "{} {}", "{}x", "[1 2]", "'x'",
-		"{\"a\":NaN}", "{\"a\":Infinity}", "{\"a\":+1}",
+	        "",
+	        "{",
+	        "}",
+	        "{\"a\"}",
+	        "{\"a\":}",
+	        "{\"a\":1,}",
+	        "[1,]",
+	        "{a:1}",
+	        "{\"a\":01}",
+	        "{\"a\":1.}",
+	        "{\"a\":.5}",
+	        "{\"a\":-}",
+	        "{\"a\":1e}",
+	        "{\"a\":tru}",
+	        "{\"a\":nul}",
+	        "{\"a\":\"x}",
+	        "{\"a\":\"\\x\"}",
+	        "{\"a\":\"\\u12\"}",
+	        "{\"a\":\"\\ud800\"}",
+	        "{\"a\":\"\\udc00\"}",
+	        "{\"a\":\"\x01\"}",
+	        "{\"a\":\"\xff\"}",
+	        "{\"a\":\"\xc0\xaf\"}",
+	        "{\"a\":\"\xed\xa0\x80\"}",
+	        "{} {}",
+	        "{}x",
+	        "[1 2]",
+	        "'x'",
+	        "{\"a\":NaN}",
+	        "{\"a\":Infinity}",
+	        "{\"a\":+1}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		if (parse(bad[i]) == 0)
@@ -104,7 +133,8 @@ test_json_access(void **state)
 
 	assert_int_equal(parse("{\"a\":{\"x\":[1,{\"y\":2}]},\"b\":[\"p\",\"q\"],"
 	                       "\"n\":18446744073709551615,\"big\":18446744073709551616,"
-	                       "\"neg\":-5,\"f\":1.5,\"a\":\"dup\"}"), 0);
+	                       "\"neg\":-5,\"f\":1.5,\"a\":\"dup\"}"),
+	                 0);
 	assert_int_equal(elog_json_type(&J, elog_json_get(&J, 0, "a")), ELOG_JSON_OBJECT);
 	int b = elog_json_get(&J, 0, "b");
 	assert_string_equal(elog_json_str(&J, elog_json_elem(&J, b, 1)), "q");
@@ -148,11 +178,10 @@ test_record_fields(void **state)
 {
 	struct elog_record r;
 	char why[160];
-	const char *line =
-		"{\"ts\":\"2026-11-30T10:24:48.123Z\",\"task\":\"t\",\"kind\":\"dns\","
-		"\"host\":\"pypi.org\",\"verdict\":\"allow\",\"rule\":\"p:3\","
-		"\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":3,\"qtype\":\"A\","
-		"\"answers\":[\"192.0.2.1\"],\"some_future_field\":{\"x\":[true]}}";
+	const char *line = "{\"ts\":\"2026-11-30T10:24:48.123Z\",\"task\":\"t\",\"kind\":\"dns\","
+	                   "\"host\":\"pypi.org\",\"verdict\":\"allow\",\"rule\":\"p:3\","
+	                   "\"bytes_up\":0,\"bytes_down\":0,\"duration_ms\":3,\"qtype\":\"A\","
+	                   "\"answers\":[\"192.0.2.1\"],\"some_future_field\":{\"x\":[true]}}";
 
 	assert_int_equal(elog_record_parse(&J, line, strlen(line), &r, why, sizeof(why)), 0);
 	assert_int_equal(r.type, ELOG_REC_EVENT);
@@ -173,20 +202,20 @@ test_record_fields(void **state)
 	assert_int_equal(r.t_connections, 5);
 
 	static const char *garbage[] = {
-		"[1]",
-		"{\"kind\":\"dns\"}",
-		"{\"ts\":\"2026-11-30T10:24:48Z\"}",
-		"{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"tcp\",\"port\":70000}",
-		"{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"tcp\",\"port\":\"443\"}",
-		"{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"tcp\",\"host\":5}",
-		"{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"dns\",\"answers\":[1]}",
-		"{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"task-start\",\"command\":\"ls\"}",
-		"{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"task-end\",\"totals\":[]}",
-		"{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"tcp\",\"bytes_up\":-1}",
+	        "[1]",
+	        "{\"kind\":\"dns\"}",
+	        "{\"ts\":\"2026-11-30T10:24:48Z\"}",
+	        "{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"tcp\",\"port\":70000}",
+	        "{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"tcp\",\"port\":\"443\"}",
+	        "{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"tcp\",\"host\":5}",
+	        "{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"dns\",\"answers\":[1]}",
+	        "{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"task-start\",\"command\":\"ls\"}",
+	        "{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"task-end\",\"totals\":[]}",
+	        "{\"ts\":\"2026-11-30T10:24:48Z\",\"kind\":\"tcp\",\"bytes_up\":-1}",
 	};
 	for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++)
-		if (elog_record_parse(&J, garbage[i], strlen(garbage[i]), &r, why,
-		                      sizeof(why)) == 0)
+		if (elog_record_parse(&J, garbage[i], strlen(garbage[i]), &r, why, sizeof(why)) ==
+		    0)
 			fail_msg("accepted: %s", garbage[i]);
 }
 
@@ -266,11 +295,17 @@ test_writer_round_trip(void **state)
 	char path[] = "/tmp/elog-rt-XXXXXX";
 	int fd = mkstemp(path);
 	struct elog *log = elog_open_fd(fd);
-	const char *answers[] = { "192.0.2.1" };
+	const char *answers[] = {"192.0.2.1"};
 	struct elog_event ev = {
-		.kind = "http", .host = "h\"\\\n\x01\x7f\xc3\xa9\xff.test", .port = 80,
-		.verdict = "deny", .reason = "no match", .url = "http://x/\t",
-		.answers = answers, .n_answers = 1, .bytes_up = UINT64_MAX,
+	        .kind = "http",
+	        .host = "h\"\\\n\x01\x7f\xc3\xa9\xff.test",
+	        .port = 80,
+	        .verdict = "deny",
+	        .reason = "no match",
+	        .url = "http://x/\t",
+	        .answers = answers,
+	        .n_answers = 1,
+	        .bytes_up = UINT64_MAX,
 	};
 	char err[256];
 	struct elog_reader *rd;
@@ -295,15 +330,15 @@ int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_json_accepts),
-		cmocka_unit_test(test_json_rejects),
-		cmocka_unit_test(test_json_bounds),
-		cmocka_unit_test(test_json_access),
-		cmocka_unit_test(test_time),
-		cmocka_unit_test(test_record_fields),
-		cmocka_unit_test(test_reader_fixture),
-		cmocka_unit_test(test_reader_long_lines),
-		cmocka_unit_test(test_writer_round_trip),
+	        cmocka_unit_test(test_json_accepts),
+	        cmocka_unit_test(test_json_rejects),
+	        cmocka_unit_test(test_json_bounds),
+	        cmocka_unit_test(test_json_access),
+	        cmocka_unit_test(test_time),
+	        cmocka_unit_test(test_record_fields),
+	        cmocka_unit_test(test_reader_fixture),
+	        cmocka_unit_test(test_reader_long_lines),
+	        cmocka_unit_test(test_writer_round_trip),
 	};
 	data_dir = argc > 1 ? argv[1] : "tests/elog/data";
 	return cmocka_run_group_tests(tests, NULL, NULL);

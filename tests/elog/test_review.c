@@ -94,7 +94,7 @@ test_summary_json(void **state)
 {
 	struct out o;
 	char why[160];
-	char *files[] = { path("audit-pip.jsonl"), path("mixed.jsonl") };
+	char *files[] = {path("audit-pip.jsonl"), path("mixed.jsonl")};
 	char *s;
 	int d, tasks;
 
@@ -132,8 +132,9 @@ test_summary_json(void **state)
 	int a1 = elog_json_elem(&J, tasks, 0);
 	assert_string_equal(elog_json_str(&J, elog_json_get(&J, a1, "task")), "a1");
 	assert_string_equal(elog_json_str(&J, elog_json_get(&J, a1, "mode")), "audit");
-	assert_string_equal(elog_json_str(&J, elog_json_elem(&J,
-	                    elog_json_get(&J, a1, "command"), 4)), "requests");
+	assert_string_equal(
+	        elog_json_str(&J, elog_json_elem(&J, elog_json_get(&J, a1, "command"), 4)),
+	        "requests");
 	assert_int_equal(num(a1, "duration_ms"), 3499);
 	assert_int_equal(num(elog_json_get(&J, a1, "totals"), "denied"), 6);
 	/* c2 has no task-end: totals are counted from its events. */
@@ -152,7 +153,7 @@ static void
 test_summary_text(void **state)
 {
 	struct out o;
-	char *files[] = { path("mixed.jsonl") };
+	char *files[] = {path("mixed.jsonl")};
 	char *s;
 
 	out_open(&o);
@@ -170,7 +171,7 @@ static void
 test_summary_missing_file(void **state)
 {
 	struct out o;
-	char *files[] = { path("does-not-exist.jsonl") };
+	char *files[] = {path("does-not-exist.jsonl")};
 
 	out_open(&o);
 	assert_int_equal(review_summary(files, 1, false, o.f), -1);
@@ -181,7 +182,7 @@ static char *
 show(char *file, const struct review_show_opts *opts)
 {
 	struct out o;
-	char *files[] = { file };
+	char *files[] = {file};
 
 	out_open(&o);
 	assert_int_equal(review_show(files, 1, opts, o.f), 0);
@@ -191,7 +192,7 @@ show(char *file, const struct review_show_opts *opts)
 static void
 test_show_filters(void **state)
 {
-	struct review_show_opts o = { 0 };
+	struct review_show_opts o = {0};
 	char *s;
 
 	/* 13 lines: 4 garbage, 9 shown. */
@@ -206,24 +207,24 @@ test_show_filters(void **state)
 	assert_non_null(strstr(s, "policies/pypi.yaml:9\n"));
 	free(s);
 
-	o = (struct review_show_opts){ .host_glob = "*.PYPI.org" };
+	o = (struct review_show_opts){.host_glob = "*.PYPI.org"};
 	s = show(path("mixed.jsonl"), &o);
 	assert_int_equal(count_lines(s), 1);
 	assert_non_null(strstr(s, "upload.pypi.org:443"));
 	free(s);
 
-	o = (struct review_show_opts){ .host_glob = "203.0.113.*" };
+	o = (struct review_show_opts){.host_glob = "203.0.113.*"};
 	s = show(path("mixed.jsonl"), &o);
 	assert_int_equal(count_lines(s), 1); /* by address when no host */
 	free(s);
 
-	o = (struct review_show_opts){ .task = "c2" };
+	o = (struct review_show_opts){.task = "c2"};
 	s = show(path("mixed.jsonl"), &o);
 	assert_int_equal(count_lines(s), 3);
 	assert_non_null(strstr(s, "task-start c2 policy npm (enforce): npm ci"));
 	free(s);
 
-	o = (struct review_show_opts){ .has_since = true };
+	o = (struct review_show_opts){.has_since = true};
 	assert_int_equal(review_parse_since("2026-11-30T11:00:02Z", 0, &o.since_ms), 0);
 	s = show(path("mixed.jsonl"), &o);
 	assert_int_equal(count_lines(s), 3);
@@ -233,7 +234,7 @@ test_show_filters(void **state)
 static void
 test_show_json_passthrough(void **state)
 {
-	struct review_show_opts o = { .json = true, .task = "c2" };
+	struct review_show_opts o = {.json = true, .task = "c2"};
 	char *s = show(path("mixed.jsonl"), &o);
 	FILE *f = fopen(path("mixed.jsonl"), "r");
 	char line[4096];
@@ -258,13 +259,13 @@ test_show_json_passthrough(void **state)
 static void
 test_show_escapes_terminal(void **state)
 {
-	struct review_show_opts o = { .host_glob = "bad*" };
+	struct review_show_opts o = {.host_glob = "bad*"};
 	char *s = show(path("wild.jsonl"), &o);
 
 	assert_non_null(strstr(s, "bad\\x1bname.test:443"));
 	assert_null(strchr(s, '\x1b'));
 	free(s);
-	o = (struct review_show_opts){ .denied = true, .color = true };
+	o = (struct review_show_opts){.denied = true, .color = true};
 	s = show(path("wild.jsonl"), &o);
 	assert_non_null(strstr(s, "\033[31mdeny\033[0m"));
 	assert_non_null(strstr(s, "\033[33maudit-deny\033[0m"));
@@ -293,7 +294,7 @@ static char *
 suggest(unsigned min, char **files, int n)
 {
 	struct out o;
-	struct review_suggest_opts opts = { .wildcard_min = min, .name = "learned" };
+	struct review_suggest_opts opts = {.wildcard_min = min, .name = "learned"};
 
 	out_open(&o);
 	assert_int_equal(review_suggest(files, n, &opts, o.f), 0);
@@ -303,7 +304,7 @@ suggest(unsigned min, char **files, int n)
 static struct policy *
 load(const char *yaml)
 {
-	struct policy_diag diag = { 0 };
+	struct policy_diag diag = {0};
 	struct policy *p = policy_load_buffer("suggested.yaml", yaml, strlen(yaml), &diag);
 
 	for (size_t i = 0; i < diag.n_lines; i++)
@@ -326,7 +327,7 @@ match(struct policy *p, const char *name, uint16_t port)
 static void
 test_suggest_exact(void **state)
 {
-	char *files[] = { path("audit-pip.jsonl"), path("mixed.jsonl") };
+	char *files[] = {path("audit-pip.jsonl"), path("mixed.jsonl")};
 	char *y = suggest(3, files, 2);
 	struct policy *p = load(y);
 
@@ -356,10 +357,10 @@ test_suggest_exact(void **state)
 static void
 test_suggest_wildcards(void **state)
 {
-	char *files[] = { path("wild.jsonl") };
+	char *files[] = {path("wild.jsonl")};
 	char *y = suggest(3, files, 1);
 	struct policy *p = load(y);
-	struct sockaddr_in lo = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001) };
+	struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
 
 	/* a, b, c directly under cdn.example.com: a wildcard, which also takes
 	 * in deep.d.cdn.example.com and its port; the apex stays exact. */
@@ -404,7 +405,7 @@ static void
 test_suggest_uncommented_cidr_is_valid(void **state)
 {
 	/* A person who enables a commented cidr rule gets a valid policy. */
-	char *files[] = { path("wild.jsonl") };
+	char *files[] = {path("wild.jsonl")};
 	char *y = suggest(3, files, 1);
 	char *c;
 	struct policy *p;
@@ -416,7 +417,7 @@ test_suggest_uncommented_cidr_is_valid(void **state)
 		memmove(c + 2, c + 4, strlen(c + 4) + 1);
 	}
 	p = load(y);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0xcb007107) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0xcb007107)};
 	assert_true(policy_cidr_allows(p, (struct sockaddr *)&a, 22));
 	policy_free(p);
 	free(y);
@@ -443,14 +444,16 @@ replay(const char *policy_yaml, char **files, int n, char **out_text)
 static void
 test_replay(void **state)
 {
-	char *files[] = { path("mixed.jsonl") };
+	char *files[] = {path("mixed.jsonl")};
 	char *s;
 
 	/* The policy the log was made under (pypi + npm): nothing changes. */
 	assert_int_equal(replay("version: 1\nname: same\nallow:\n"
 	                        "  - host: pypi.org\n    ports: [443]\n"
 	                        "  - host: registry.npmjs.org\n    ports: [443]\n"
-	                        "deny:\n  - host: upload.pypi.org\n", files, 1, &s), 0);
+	                        "deny:\n  - host: upload.pypi.org\n",
+	                        files, 1, &s),
+	                 0);
 	assert_non_null(strstr(s, "6 events replayed under same: 6 unchanged, 0 would "
 	                          "now be denied, 0 would now be allowed\n"));
 	free(s);
@@ -460,7 +463,8 @@ test_replay(void **state)
 	                        "  - host: pypi.org\n    ports: [443]\n"
 	                        "  - host: evil.test\n    ports: [80]\n"
 	                        "  - cidr: 203.0.113.0/24\n    ports: [22]\n",
-	                        files, 1, &s), 1);
+	                        files, 1, &s),
+	                 1);
 	assert_non_null(strstr(s, "allowed before, denied now:\n"
 	                          "  registry.npmjs.org:443 "));
 	assert_non_null(strstr(s, "1 event   was: policies/npm.yaml:5  now: no match\n"));
@@ -481,7 +485,7 @@ test_replay(void **state)
 static void
 test_replay_guard_and_dns(void **state)
 {
-	char *files[] = { path("audit-pip.jsonl"), path("wild.jsonl") };
+	char *files[] = {path("audit-pip.jsonl"), path("wild.jsonl")};
 	char *s;
 
 	/* A name allowed by rule whose logged address is loopback stays denied
@@ -490,7 +494,8 @@ test_replay_guard_and_dns(void **state)
 	                        "  - host: pypi.org\n    ports: [443]\n"
 	                        "  - host: \"*.cdn.example.com\"\n    ports: [443, 80, 8443]\n"
 	                        "  - host: only-dns.example.org\n    ports: [22]\n",
-	                        files, 2, &s), 1);
+	                        files, 2, &s),
+	                 1);
 	assert_non_null(strstr(s, "  pypi.org (dns) "));
 	assert_non_null(strstr(s, "  pypi.org:443 "));
 	assert_non_null(strstr(s, "  b.cdn.example.com:443 "));
@@ -504,18 +509,18 @@ int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_summary_json),
-		cmocka_unit_test(test_summary_text),
-		cmocka_unit_test(test_summary_missing_file),
-		cmocka_unit_test(test_show_filters),
-		cmocka_unit_test(test_show_json_passthrough),
-		cmocka_unit_test(test_show_escapes_terminal),
-		cmocka_unit_test(test_parse_since),
-		cmocka_unit_test(test_suggest_exact),
-		cmocka_unit_test(test_suggest_wildcards),
-		cmocka_unit_test(test_suggest_uncommented_cidr_is_valid),
-		cmocka_unit_test(test_replay),
-		cmocka_unit_test(test_replay_guard_and_dns),
+	        cmocka_unit_test(test_summary_json),
+	        cmocka_unit_test(test_summary_text),
+	        cmocka_unit_test(test_summary_missing_file),
+	        cmocka_unit_test(test_show_filters),
+	        cmocka_unit_test(test_show_json_passthrough),
+	        cmocka_unit_test(test_show_escapes_terminal),
+	        cmocka_unit_test(test_parse_since),
+	        cmocka_unit_test(test_suggest_exact),
+	        cmocka_unit_test(test_suggest_wildcards),
+	        cmocka_unit_test(test_suggest_uncommented_cidr_is_valid),
+	        cmocka_unit_test(test_replay),
+	        cmocka_unit_test(test_replay_guard_and_dns),
 	};
 	snprintf(data_dir, sizeof(data_dir), "%s", argc > 1 ? argv[1] : "tests/elog/data");
 	/* Garbage-line reports go to stderr; keep them out of the test output. */

@@ -86,33 +86,48 @@ static void
 test_event_field_order(void **state)
 {
 	struct pipelog pl;
-	const char *answers[] = { "192.0.2.10", "2001:db8::10" };
+	const char *answers[] = {"192.0.2.10", "2001:db8::10"};
 	struct elog_event ev = {
-		.kind = "dns", .host = "pypi.org", .port = -1, .verdict = "allow",
-		.rule = "p.yaml:4", .qtype = "A", .rcode = "NOERROR",
-		.answers = answers, .n_answers = 2, .duration_ms = 3,
+	        .kind = "dns",
+	        .host = "pypi.org",
+	        .port = -1,
+	        .verdict = "allow",
+	        .rule = "p.yaml:4",
+	        .qtype = "A",
+	        .rcode = "NOERROR",
+	        .answers = answers,
+	        .n_answers = 2,
+	        .duration_ms = 3,
 	};
 
 	pipelog_open(&pl);
 	elog_set_task(pl.log, "t-1");
 	assert_int_equal(elog_event(pl.log, &ev), 0);
-	assert_string_equal(skip_ts(drain(pl.rd)),
-	    ",\"task\":\"t-1\",\"kind\":\"dns\",\"host\":\"pypi.org\","
-	    "\"verdict\":\"allow\",\"rule\":\"p.yaml:4\",\"bytes_up\":0,"
-	    "\"bytes_down\":0,\"duration_ms\":3,\"qtype\":\"A\","
-	    "\"rcode\":\"NOERROR\",\"answers\":[\"192.0.2.10\",\"2001:db8::10\"]}\n");
+	assert_string_equal(
+	        skip_ts(drain(pl.rd)),
+	        ",\"task\":\"t-1\",\"kind\":\"dns\",\"host\":\"pypi.org\","
+	        "\"verdict\":\"allow\",\"rule\":\"p.yaml:4\",\"bytes_up\":0,"
+	        "\"bytes_down\":0,\"duration_ms\":3,\"qtype\":\"A\","
+	        "\"rcode\":\"NOERROR\",\"answers\":[\"192.0.2.10\",\"2001:db8::10\"]}\n");
 
 	struct elog_event c = {
-		.kind = "tls", .host = "evil.test", .ip = "203.0.113.66", .port = 443,
-		.verdict = "deny", .reason = "no match", .bytes_up = 517,
-		.sni = "evil.test", .orig_dst = "203.0.113.66:443",
+	        .kind = "tls",
+	        .host = "evil.test",
+	        .ip = "203.0.113.66",
+	        .port = 443,
+	        .verdict = "deny",
+	        .reason = "no match",
+	        .bytes_up = 517,
+	        .sni = "evil.test",
+	        .orig_dst = "203.0.113.66:443",
 	};
 	assert_int_equal(elog_event(pl.log, &c), 0);
-	assert_string_equal(skip_ts(drain(pl.rd)),
-	    ",\"task\":\"t-1\",\"kind\":\"tls\",\"host\":\"evil.test\","
-	    "\"ip\":\"203.0.113.66\",\"port\":443,\"verdict\":\"deny\","
-	    "\"reason\":\"no match\",\"bytes_up\":517,\"bytes_down\":0,"
-	    "\"duration_ms\":0,\"sni\":\"evil.test\",\"orig_dst\":\"203.0.113.66:443\"}\n");
+	assert_string_equal(
+	        skip_ts(drain(pl.rd)),
+	        ",\"task\":\"t-1\",\"kind\":\"tls\",\"host\":\"evil.test\","
+	        "\"ip\":\"203.0.113.66\",\"port\":443,\"verdict\":\"deny\","
+	        "\"reason\":\"no match\",\"bytes_up\":517,\"bytes_down\":0,"
+	        "\"duration_ms\":0,\"sni\":\"evil.test\",\"orig_dst\":\"203.0.113.66:443\"}\n");
 	pipelog_close(&pl);
 }
 
@@ -123,17 +138,19 @@ test_escaping(void **state)
 	/* quote, backslash, newline, ESC, DEL, a valid 2-byte and 4-byte
 	 * sequence, a lone continuation byte, an overlong '/', a surrogate. */
 	struct elog_event ev = {
-		.kind = "http", .port = 80, .verdict = "deny",
-		.host = "a\"b\\c\nd\x1b[31me\x7f\xc3\xa9\xf0\x9f\x98\x80\x80\xc0\xaf\xed\xa0\x80",
+	        .kind = "http",
+	        .port = 80,
+	        .verdict = "deny",
+	        .host = "a\"b\\c\nd\x1b[31me\x7f\xc3\xa9\xf0\x9f\x98\x80\x80\xc0\xaf\xed\xa0\x80",
 	};
 
 	pipelog_open(&pl);
 	assert_int_equal(elog_event(pl.log, &ev), 0);
 	assert_string_equal(skip_ts(drain(pl.rd)),
-	    ",\"kind\":\"http\",\"host\":\"a\\\"b\\\\c\\nd\\u001b[31me\\u007f"
-	    "\xc3\xa9\xf0\x9f\x98\x80\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\","
-	    "\"port\":80,\"verdict\":\"deny\",\"bytes_up\":0,\"bytes_down\":0,"
-	    "\"duration_ms\":0}\n");
+	                    ",\"kind\":\"http\",\"host\":\"a\\\"b\\\\c\\nd\\u001b[31me\\u007f"
+	                    "\xc3\xa9\xf0\x9f\x98\x80\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\","
+	                    "\"port\":80,\"verdict\":\"deny\",\"bytes_up\":0,\"bytes_down\":0,"
+	                    "\"duration_ms\":0}\n");
 	pipelog_close(&pl);
 }
 
@@ -153,8 +170,12 @@ test_capping(void **state)
 	url[sizeof(url) - 1] = '\0';
 
 	struct elog_event ev = {
-		.kind = "http", .host = host, .port = 80, .verdict = "deny",
-		.url = url, .method = "GET",
+	        .kind = "http",
+	        .host = host,
+	        .port = 80,
+	        .verdict = "deny",
+	        .url = url,
+	        .method = "GET",
 	};
 	pipelog_open(&pl);
 	assert_int_equal(elog_event(pl.log, &ev), 0);
@@ -175,16 +196,27 @@ static void
 test_task_lines(void **state)
 {
 	struct pipelog pl;
-	const char *argv[] = { "pip", "install", "req\"uests" };
+	const char *argv[] = {"pip", "install", "req\"uests"};
 	struct elog_task_start ts = {
-		.policy = "pypi", .policy_sha256 = "ab12", .mode = "audit",
-		.argv = argv, .argc = 3, .selftest = "pass",
+	        .policy = "pypi",
+	        .policy_sha256 = "ab12",
+	        .mode = "audit",
+	        .argv = argv,
+	        .argc = 3,
+	        .selftest = "pass",
 	};
-	struct elog_event a = { .kind = "connect", .host = "pypi.org", .port = 443,
-	                        .verdict = "allow", .bytes_up = 10, .bytes_down = 100 };
-	struct elog_event d = { .kind = "packet", .ip = "192.0.2.1", .port = 443,
-	                        .verdict = "audit-deny", .proto = "udp" };
-	struct elog_task_end te = { .exit_status = 3, .signal = 0, .duration_ms = 1500 };
+	struct elog_event a = {.kind = "connect",
+	                       .host = "pypi.org",
+	                       .port = 443,
+	                       .verdict = "allow",
+	                       .bytes_up = 10,
+	                       .bytes_down = 100};
+	struct elog_event d = {.kind = "packet",
+	                       .ip = "192.0.2.1",
+	                       .port = 443,
+	                       .verdict = "audit-deny",
+	                       .proto = "udp"};
+	struct elog_task_end te = {.exit_status = 3, .signal = 0, .duration_ms = 1500};
 	char *line;
 
 	pipelog_open(&pl);
@@ -197,9 +229,10 @@ test_task_lines(void **state)
 	         AIRLOCK_VERSION, (int)getpid());
 	const char *rest = skip_ts(line);
 	assert_memory_equal(rest, expect, strlen(expect));
-	assert_string_equal(rest + strlen(expect),
-	    "\"policy\":\"pypi\",\"policy_sha256\":\"ab12\",\"mode\":\"audit\","
-	    "\"command\":[\"pip\",\"install\",\"req\\\"uests\"],\"selftest\":\"pass\"}\n");
+	assert_string_equal(
+	        rest + strlen(expect),
+	        "\"policy\":\"pypi\",\"policy_sha256\":\"ab12\",\"mode\":\"audit\","
+	        "\"command\":[\"pip\",\"install\",\"req\\\"uests\"],\"selftest\":\"pass\"}\n");
 
 	assert_int_equal(elog_event(pl.log, &a), 0);
 	assert_int_equal(elog_event(pl.log, &a), 0);
@@ -212,10 +245,11 @@ test_task_lines(void **state)
 	assert_int_equal(te.bytes_up, 20);
 	assert_int_equal(te.bytes_down, 200);
 	assert_int_equal(elog_task_end(pl.log, &te), 0);
-	assert_string_equal(skip_ts(drain(pl.rd)),
-	    ",\"task\":\"t-2\",\"kind\":\"task-end\",\"exit_status\":3,\"signal\":0,"
-	    "\"duration_ms\":1500,\"totals\":{\"connections\":3,\"allowed\":2,"
-	    "\"denied\":1,\"bytes_up\":20,\"bytes_down\":200}}\n");
+	assert_string_equal(
+	        skip_ts(drain(pl.rd)),
+	        ",\"task\":\"t-2\",\"kind\":\"task-end\",\"exit_status\":3,\"signal\":0,"
+	        "\"duration_ms\":1500,\"totals\":{\"connections\":3,\"allowed\":2,"
+	        "\"denied\":1,\"bytes_up\":20,\"bytes_down\":200}}\n");
 	pipelog_close(&pl);
 }
 
@@ -230,7 +264,7 @@ test_long_command_capped(void **state)
 	memset(big, '\x01', sizeof(big) - 1); /* worst case: 6 bytes escaped */
 	for (size_t i = 0; i < 40; i++)
 		argv[i] = big;
-	struct elog_task_start ts = { .policy = "x", .argv = argv, .argc = 40 };
+	struct elog_task_start ts = {.policy = "x", .argv = argv, .argc = 40};
 	pipelog_open(&pl);
 	assert_int_equal(elog_task_start(pl.log, &ts), 0);
 	line = drain(pl.rd);
@@ -244,8 +278,11 @@ test_fail_closed_dev_full(void **state)
 {
 	int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
 	struct elog *log;
-	struct elog_event ev = { .kind = "tcp", .ip = "192.0.2.1", .port = 22,
-	                         .verdict = "deny", .reason = "no match" };
+	struct elog_event ev = {.kind = "tcp",
+	                        .ip = "192.0.2.1",
+	                        .port = 22,
+	                        .verdict = "deny",
+	                        .reason = "no match"};
 
 	if (fd < 0)
 		skip();
@@ -264,7 +301,7 @@ test_fail_closed_broken_pipe(void **state)
 {
 	int p[2];
 	struct elog *log;
-	struct elog_task_end te = { 0 };
+	struct elog_task_end te = {0};
 
 	signal(SIGPIPE, SIG_IGN);
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -282,8 +319,7 @@ test_open_path(void **state)
 	char err[256];
 	int fd = mkstemp(path);
 	struct elog *log;
-	struct elog_event ev = { .kind = "tcp", .ip = "192.0.2.1", .port = 22,
-	                         .verdict = "deny" };
+	struct elog_event ev = {.kind = "tcp", .ip = "192.0.2.1", .port = 22, .verdict = "deny"};
 	char buf[4096];
 	ssize_t n;
 
@@ -322,8 +358,12 @@ test_human_line(void **state)
 	size_t hlen = 0;
 	FILE *h = open_memstream(&hbuf, &hlen);
 	struct elog_event ev = {
-		.kind = "tls", .host = "evil.test\x1b]0;pwned\x07", .ip = "203.0.113.66",
-		.port = 443, .verdict = "deny", .reason = "no match",
+	        .kind = "tls",
+	        .host = "evil.test\x1b]0;pwned\x07",
+	        .ip = "203.0.113.66",
+	        .port = 443,
+	        .verdict = "deny",
+	        .reason = "no match",
 	};
 
 	pipelog_open(&pl);
@@ -332,8 +372,9 @@ test_human_line(void **state)
 	fclose(h);
 	/* HH:MM:SS then the rest; terminal controls shown as \xHH. */
 	assert_true(hlen > 9);
-	assert_string_equal(hbuf + 9,
-	    "deny  tls     evil.test\\x1b]0;pwned\\x07:443 (203.0.113.66) no match\n");
+	assert_string_equal(
+	        hbuf + 9,
+	        "deny  tls     evil.test\\x1b]0;pwned\\x07:443 (203.0.113.66) no match\n");
 	free(hbuf);
 	pipelog_close(&pl);
 }
@@ -355,16 +396,16 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_event_field_order),
-		cmocka_unit_test(test_escaping),
-		cmocka_unit_test(test_capping),
-		cmocka_unit_test(test_task_lines),
-		cmocka_unit_test(test_long_command_capped),
-		cmocka_unit_test(test_fail_closed_dev_full),
-		cmocka_unit_test(test_fail_closed_broken_pipe),
-		cmocka_unit_test(test_open_path),
-		cmocka_unit_test(test_human_line),
-		cmocka_unit_test(test_utf8_len),
+	        cmocka_unit_test(test_event_field_order),
+	        cmocka_unit_test(test_escaping),
+	        cmocka_unit_test(test_capping),
+	        cmocka_unit_test(test_task_lines),
+	        cmocka_unit_test(test_long_command_capped),
+	        cmocka_unit_test(test_fail_closed_dev_full),
+	        cmocka_unit_test(test_fail_closed_broken_pipe),
+	        cmocka_unit_test(test_open_path),
+	        cmocka_unit_test(test_human_line),
+	        cmocka_unit_test(test_utf8_len),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
