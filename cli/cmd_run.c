@@ -34,14 +34,17 @@
 extern char **environ;
 
 #define DNS_CACHE_ENTRIES 4096
-#define TASK_ID_LEN       16
+
+_Static_assert(SBX_MAX_USER_MOUNTS + 1 <= SBX_MAX_MOUNTS,
+               "the sandbox must take the user's mounts and the log's");
+#define TASK_ID_LEN 16
 
 struct run {
 	struct sbx_opts opts;
 	char task[TASK_ID_LEN + 1];
 	char logpath[PATH_MAX];
 	char logdir[PATH_MAX]; /* default log directory, hidden inside; or "" */
-	struct sbx_mount mounts[SBX_MAX_MOUNTS + 1];
+	struct sbx_mount mounts[SBX_MAX_USER_MOUNTS + 1];
 	size_t n_mounts;
 	struct sockaddr_storage upstream[DNS_MAX_UPSTREAMS];
 	size_t n_upstream;

@@ -73,8 +73,8 @@ static int
 add_mount(struct sbx_opts *o, enum sbx_mount_kind kind, const char *path, const char *flag,
           char *err, size_t errlen)
 {
-	if (o->n_mounts >= SBX_MAX_MOUNTS) {
-		snprintf(err, errlen, "too many mount flags (at most %d)", SBX_MAX_MOUNTS);
+	if (o->n_mounts >= SBX_MAX_USER_MOUNTS) {
+		snprintf(err, errlen, "too many mount flags (at most %d)", SBX_MAX_USER_MOUNTS);
 		return -1;
 	}
 	if (path[0] == '\0') {

@@ -9,7 +9,8 @@
 #include "sandbox/env.h"
 #include "sandbox/sandbox.h"
 
-#define SBX_MAX_TIMEOUT_S (7u * 24 * 3600)
+#define SBX_MAX_TIMEOUT_S   (7u * 24 * 3600)
+#define SBX_MAX_USER_MOUNTS 64 /* --rw, --ro, --tmpfs, --hide */
 
 struct sbx_opts {
 	const char *policy;       /* -p/--policy, required */
@@ -19,7 +20,7 @@ struct sbx_opts {
 	const char *dns_upstream; /* --dns-upstream ADDR; NULL = resolv.conf */
 	unsigned timeout_s;       /* --timeout; 0 = none */
 	const char *workdir;      /* --workdir; NULL = cwd */
-	struct sbx_mount mounts[SBX_MAX_MOUNTS];
+	struct sbx_mount mounts[SBX_MAX_USER_MOUNTS];
 	size_t n_mounts;
 	const char *env[SBX_MAX_ENV];
 	size_t n_env;

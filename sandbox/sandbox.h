@@ -31,7 +31,7 @@ struct sbx_mount {
 	const char *path; /* borrowed; relative paths are taken from the cwd */
 };
 
-#define SBX_MAX_MOUNTS 64
+#define SBX_MAX_MOUNTS 72 /* the user's 64 (SBX_MAX_USER_MOUNTS) and airlock's own */
 
 /* Everything init needs; borrowed by sbx_new() and valid until sbx_free().
  * Validated by sbx_new() before anything is created. */

@@ -102,7 +102,7 @@ opts_errors(void **state)
 static void
 opts_mount_limit(void **state)
 {
-	char *argv[4 + 2 * (SBX_MAX_MOUNTS + 1) + 2];
+	char *argv[4 + 2 * (SBX_MAX_USER_MOUNTS + 1) + 2];
 	struct sbx_opts o;
 	char err[256];
 	int n = 0;
@@ -110,7 +110,7 @@ opts_mount_limit(void **state)
 	argv[n++] = "run";
 	argv[n++] = "-p";
 	argv[n++] = "p";
-	for (int i = 0; i <= SBX_MAX_MOUNTS; i++) {
+	for (int i = 0; i <= SBX_MAX_USER_MOUNTS; i++) {
 		argv[n++] = "--tmpfs";
 		argv[n++] = "/x";
 	}
