@@ -28,8 +28,6 @@
 #include "policy/policy.h"
 #include "proxy/sni.h"
 
-#define CONN_URL_MAX 1024
-
 static const char *const conn_state_names[] = {
         [CONN_HEAD] = "head",       [CONN_SNIFF] = "sniff",   [CONN_RESOLVE] = "resolve",
         [CONN_CONNECT] = "connect", [CONN_TUNNEL] = "tunnel", [CONN_HTTP] = "http",
@@ -43,12 +41,9 @@ static void conn_up_read(struct bufferevent *bev, void *arg);
 static void conn_up_write(struct bufferevent *bev, void *arg);
 static void conn_up_event(struct bufferevent *bev, short what, void *arg);
 static void conn_timer(evutil_socket_t fd, short what, void *arg);
-static void conn_head_read(struct conn *c);
-static void conn_http_pump_req(struct conn *c);
-static void conn_http_pump_resp(struct conn *c);
 
 /* The only place the state changes. */
-static void
+void
 conn_enter(struct conn *c, enum conn_state s)
 {
 	log_debug("conn %llu: %s -> %s", (unsigned long long)c->id, conn_state_names[c->state],
@@ -56,8 +51,8 @@ conn_enter(struct conn *c, enum conn_state s)
 	c->state = s;
 }
 
-static void
-timer_in(struct conn *c, uint64_t ms)
+void
+conn_timer_in(struct conn *c, uint64_t ms)
 {
 	struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
 
@@ -69,7 +64,7 @@ conn_enter_tunnel(struct conn *c)
 {
 	conn_enter(c, CONN_TUNNEL);
 	evtimer_del(c->timer);
-	timer_in(c, c->px->px_cfg.idle_timeout_ms);
+	conn_timer_in(c, c->px->px_cfg.idle_timeout_ms);
 }
 
 void
@@ -79,7 +74,7 @@ conn_touch(struct conn *c)
 }
 
 /* The egress log line for this connection (or this HTTP exchange). */
-static void
+void
 conn_log(struct conn *c)
 {
 	struct proxy *px = c->px;
@@ -123,8 +118,8 @@ conn_log(struct conn *c)
 	}
 }
 
-static void
-half_free(struct conn_half *h)
+void
+conn_half_free(struct conn_half *h)
 {
 	if (h->bev != NULL) {
 		bufferevent_free(h->bev);
@@ -146,8 +141,8 @@ conn_close(struct conn *c)
 	px->px_n_conns--;
 	upstream_cancel(c);
 	relay_free(c);
-	half_free(&c->up);
-	half_free(&c->down);
+	conn_half_free(&c->up);
+	conn_half_free(&c->down);
 	if (c->timer != NULL)
 		event_free(c->timer);
 	free(c->url);
@@ -202,19 +197,19 @@ status_text(int status)
 /* Stop forwarding, let what is queued for the client drain, then close;
  * the client's further bytes are read and dropped meanwhile so the close
  * never turns into a reset that destroys the reply in flight. */
-static void
+void
 conn_finish(struct conn *c)
 {
 	upstream_cancel(c);
 	relay_free(c);
-	half_free(&c->up);
+	conn_half_free(&c->up);
 	conn_enter(c, CONN_REPLY);
 	bufferevent_setcb(c->down.bev, conn_down_read, conn_down_write, conn_down_event, c);
 	bufferevent_setwatermark(c->down.bev, EV_WRITE, 0, 0);
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
 	bufferevent_enable(c->down.bev, EV_READ | EV_WRITE);
 	evtimer_del(c->timer);
-	timer_in(c, CONN_REPLY_MS);
+	conn_timer_in(c, CONN_REPLY_MS);
 	if (evbuffer_get_length(bufferevent_get_output(c->down.bev)) == 0)
 		conn_down_write(c->down.bev, c);
 }
@@ -292,7 +287,7 @@ conn_tunnel_done(struct conn *c, const char *why)
 
 /* Policy on c->host (a normalised name or an IP literal) and c->port.
  * Returns true to go on (allowed, or audit mode), false when refused. */
-static bool
+bool
 conn_decide_name(struct conn *c)
 {
 	const struct policy *p = c->px->px_cfg.policy;
@@ -331,7 +326,7 @@ conn_decide_name(struct conn *c)
 
 /* Set c->host from an untrusted name: IP literal, or a normalised DNS
  * name. Returns 0, or -1 with a reason in why. */
-static int
+int
 conn_set_host(struct conn *c, const char *name, bool ip_literal, const char **why)
 {
 	c->ip_literal = ip_literal;
@@ -395,7 +390,7 @@ conn_resolved(struct conn *c)
 /* Transparent connection without a name: the original address must be
  * allowed by a cidr rule, or have been learned from DNS for an allowed
  * name still within its TTL. */
-static void
+void
 conn_decide_noname(struct conn *c)
 {
 	const struct policy *p = c->px->px_cfg.policy;
@@ -443,134 +438,15 @@ conn_decide_noname(struct conn *c)
 	conn_resolved(c);
 }
 
-static void
+void
 conn_start_resolve(struct conn *c)
 {
 	/* evdns has its own timeouts, but a resolver without a reachable
 	 * nameserver must not hold a client forever. */
 	evtimer_del(c->timer);
-	timer_in(c, c->px->px_cfg.connect_timeout_ms);
+	conn_timer_in(c, c->px->px_cfg.connect_timeout_ms);
 	conn_enter(c, CONN_RESOLVE);
 	upstream_resolve(c);
-}
-
-/* ---- transparent: sniffing the first bytes ---- */
-
-/* Whether the first bytes start an HTTP/1 request line: an upper-case
- * method and a space (1), could still (0), or cannot (-1). */
-static int
-sniff_looks_http(const uint8_t *buf, size_t n)
-{
-	for (size_t i = 0; i < n && i < 16; i++) {
-		if (buf[i] == ' ')
-			return i > 0 ? 1 : -1;
-		if (buf[i] < 'A' || buf[i] > 'Z')
-			return -1;
-	}
-	return n < 16 ? 0 : -1;
-}
-
-static void
-conn_sniff_decide(struct conn *c, bool timed_out)
-{
-	struct evbuffer *in = bufferevent_get_input(c->down.bev);
-	size_t len = evbuffer_get_length(in), n = len < SNI_MAX_INPUT ? len : SNI_MAX_INPUT;
-	const uint8_t *buf = n > 0 ? evbuffer_pullup(in, (ssize_t)n) : NULL;
-	char name[SNI_NAME_MAX];
-	const char *why = NULL;
-	enum sni_result sr;
-
-	if (n == 0) {
-		if (!timed_out)
-			return;
-		c->kind = "tcp";
-		conn_decide_noname(c);
-		return;
-	}
-	sr = sni_parse(buf, n, name, sizeof(name));
-	if (sr != SNI_NOT_TLS) {
-		c->tls = true;
-		c->kind = "tls";
-		if (sr == SNI_INCOMPLETE && n < SNI_MAX_INPUT && !timed_out)
-			return;
-		if (sr == SNI_FOUND) {
-			struct http_authority a;
-			bool lit = http_parse_authority(name, strlen(name), false, 0, &a) == 0 &&
-			           a.ip_literal;
-
-			c->has_name = true;
-			if (conn_set_host(c, name, lit, &why) != 0) {
-				conn_refuse(c, 403, "http_request_denied", "bad SNI name: %s", why);
-				return;
-			}
-			if (conn_decide_name(c))
-				conn_start_resolve(c);
-			return;
-		}
-		if (sr == SNI_NO_NAME) {
-			conn_decide_noname(c);
-			return;
-		}
-		conn_refuse(c, 403, "tls_protocol_error", "%s",
-		            sr == SNI_INCOMPLETE ? "incomplete ClientHello" : sni_result_str(sr));
-		return;
-	} else {
-		static struct http_head h; /* one loop, one thread: no re-entry */
-		enum http_result hr;
-		const char *s = (const char *)buf;
-		int hi, looks = sniff_looks_http(buf, n);
-
-		if (looks == 0 && !timed_out)
-			return;
-		if (looks <= 0) {
-			/* Not HTTP/1 nor TLS: a protocol we cannot name. */
-			c->kind = "tcp";
-			conn_decide_noname(c);
-			return;
-		}
-		hr = http_parse_request(s, n, &h);
-		if (hr == HTTP_INCOMPLETE && !timed_out)
-			return;
-		if (hr != HTTP_OK) {
-			/* HTTP, but not a head we can read in time: refused
-			 * like a bad one. */
-			c->kind = "http";
-			conn_refuse(c, hr == HTTP_INCOMPLETE ? 408 : 400, "http_request_error",
-			            "%s",
-			            hr == HTTP_INCOMPLETE ? "request head not complete in time"
-			                                  : http_result_str(hr));
-			return;
-		}
-		c->kind = "http";
-		str_copy(c->method, "", sizeof(c->method));
-		if (h.method.len < sizeof(c->method)) {
-			memcpy(c->method, s + h.method.off, h.method.len);
-			c->method[h.method.len] = '\0';
-		}
-		c->url = strndup(s + h.target.off,
-		                 h.target.len < CONN_URL_MAX ? h.target.len : CONN_URL_MAX);
-		hi = http_find_header(s, &h, "host", 0);
-		if (hi >= 0 && http_find_header(s, &h, "host", (size_t)hi + 1) < 0) {
-			struct http_authority a;
-
-			if (http_parse_authority(s + h.headers[hi].value.off,
-			                         h.headers[hi].value.len, false, c->port,
-			                         &a) != 0 ||
-			    conn_set_host(c, a.host, a.ip_literal, &why) != 0) {
-				conn_refuse(c, 400, "http_request_error", "bad Host header");
-				return;
-			}
-			c->has_name = true;
-			if (conn_decide_name(c))
-				conn_start_resolve(c);
-			return;
-		}
-		if (hi >= 0) {
-			conn_refuse(c, 400, "http_request_error", "more than one Host header");
-			return;
-		}
-		conn_decide_noname(c);
-	}
 }
 
 /* ---- explicit: request heads ---- */
@@ -608,85 +484,7 @@ conn_connect_request(struct conn *c, const char *s, const struct http_head *h)
 		conn_start_resolve(c);
 }
 
-static void
-conn_http_request(struct conn *c, const char *s, const struct http_head *h)
-{
-	struct conn_http *ht = &c->http;
-	struct http_authority a, ha;
-	const char *path, *why = NULL;
-	size_t plen;
-	char hosthdr[HTTP_HOST_MAX + 8];
-	ssize_t n;
-	int hi;
-
-	c->kind = "http";
-	if (http_parse_absolute(s + h->target.off, h->target.len, &a, &path, &plen) != 0) {
-		conn_refuse(c, 400, "http_request_error",
-		            "the request target must be absolute-form http://host/path");
-		return;
-	}
-	c->port = a.port;
-	if (conn_set_host(c, a.host, a.ip_literal, &why) != 0) {
-		conn_refuse(c, 400, "http_request_error", "bad host name: %s", why);
-		return;
-	}
-	hi = http_find_header(s, h, "host", 0);
-	if (hi >= 0) {
-		if (http_find_header(s, h, "host", (size_t)hi + 1) >= 0 ||
-		    http_parse_authority(s + h->headers[hi].value.off, h->headers[hi].value.len,
-		                         false, 80, &ha) != 0 ||
-		    strcmp(ha.host, a.host) != 0 || ha.port != a.port) {
-			conn_refuse(c, 400, "http_request_error",
-			            "the Host header disagrees with the request target");
-			return;
-		}
-	}
-	if (http_request_framing(s, h, &ht->req_framing, &ht->req_left) != 0) {
-		conn_refuse(c, 400, "http_request_error",
-		            "the request body's length is ambiguous "
-		            "(Content-Length/Transfer-Encoding)");
-		return;
-	}
-	if (a.port == 80)
-		snprintf(hosthdr, sizeof(hosthdr),
-		         a.host[0] != '\0' && strchr(a.host, ':') ? "[%s]" : "%s", a.host);
-	else
-		snprintf(hosthdr, sizeof(hosthdr), strchr(a.host, ':') ? "[%s]:%u" : "%s:%u",
-		         a.host, (unsigned)a.port);
-	free(ht->out_head);
-	ht->out_head = malloc(HTTP_MAX_HEAD + 512);
-	if (ht->out_head == NULL) {
-		conn_refuse(c, 503, "proxy_internal_error", "out of memory");
-		return;
-	}
-	n = http_rewrite_request(s, h, path, plen, hosthdr, ht->out_head, HTTP_MAX_HEAD + 512);
-	if (n < 0) {
-		conn_refuse(c, 431, "http_request_error", "request head too large");
-		return;
-	}
-	ht->out_len = (size_t)n;
-	ht->head_request = http_span_eq(s, h->method, "HEAD");
-	ht->client_close = http_has_token(s, h, "connection", "close") ||
-	                   (h->minor == 0 && !http_has_token(s, h, "connection", "keep-alive"));
-	if (ht->req_framing == HTTP_BODY_CHUNKED)
-		http_chunked_init(&ht->req_chunks);
-	ht->req_done = ht->req_framing == HTTP_BODY_NONE;
-	ht->resp_head_done = false;
-	ht->server_close = false;
-	evbuffer_drain(bufferevent_get_input(c->down.bev), h->head_len);
-	if (!conn_decide_name(c))
-		return;
-	/* Reuse the open upstream only for the very same host and port. */
-	if (c->up.bev != NULL && strcmp(c->up_host, c->host) == 0 && c->up_port == c->port) {
-		conn_connected(c);
-		return;
-	}
-	half_free(&c->up);
-	c->has_dst = false;
-	conn_start_resolve(c);
-}
-
-static void
+void
 conn_head_read(struct conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->down.bev);
@@ -712,210 +510,7 @@ conn_head_read(struct conn *c)
 	if (http_span_eq(s, h.method, "CONNECT"))
 		conn_connect_request(c, s, &h);
 	else
-		conn_http_request(c, s, &h);
-}
-
-/* ---- HTTP forwarding ---- */
-
-static void
-conn_http_next(struct conn *c)
-{
-	struct conn_http *ht = &c->http;
-
-	conn_log(c);
-	if (ht->server_close || !ht->req_done) {
-		half_free(&c->up);
-		c->up_host[0] = '\0';
-	}
-	if (ht->client_close || !ht->req_done) {
-		conn_finish(c);
-		return;
-	}
-	/* Ready for the next request on this connection: a fresh exchange
-	 * and, later, a fresh log line. */
-	c->logged = false;
-	c->kind = NULL;
-	c->verdict = NULL;
-	c->rule[0] = c->reason[0] = c->method[0] = c->host[0] = '\0';
-	c->port = 0;
-	free(c->url);
-	c->url = NULL;
-	c->up.bytes = c->down.bytes = 0;
-	c->start_ms = now_ms();
-	conn_enter(c, CONN_HEAD);
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, HTTP_MAX_HEAD + 1);
-	bufferevent_enable(c->down.bev, EV_READ);
-	evtimer_del(c->timer);
-	timer_in(c, c->px->px_cfg.header_timeout_ms);
-	conn_head_read(c);
-}
-
-/* Move request body bytes to the origin, bounded by its output buffer. */
-static void
-conn_http_pump_req(struct conn *c)
-{
-	struct conn_http *ht = &c->http;
-	struct evbuffer *in = bufferevent_get_input(c->down.bev);
-	struct evbuffer *out = bufferevent_get_output(c->up.bev);
-
-	while (!ht->req_done && evbuffer_get_length(in) > 0) {
-		size_t n = evbuffer_get_length(in);
-
-		if (evbuffer_get_length(out) >= CONN_HIGH_WATER) {
-			bufferevent_disable(c->down.bev, EV_READ);
-			return;
-		}
-		if (ht->req_framing == HTTP_BODY_LENGTH) {
-			if (n > ht->req_left)
-				n = (size_t)ht->req_left;
-			ht->req_left -= n;
-			ht->req_done = ht->req_left == 0;
-		} else {
-			struct evbuffer_iovec v;
-			bool done = false;
-			ssize_t used;
-
-			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-				return;
-			used = http_chunked_feed(&ht->req_chunks, v.iov_base, v.iov_len, &done);
-			if (used < 0) {
-				/* Part of the request is already upstream: this
-				 * connection is beyond repair. */
-				str_copy(c->reason, "malformed chunked request body",
-				         sizeof(c->reason));
-				conn_close(c);
-				return;
-			}
-			n = (size_t)used;
-			ht->req_done = done;
-		}
-		evbuffer_remove_buffer(in, out, n);
-		c->up.bytes += n;
-	}
-	if (!ht->req_done)
-		bufferevent_enable(c->down.bev, EV_READ);
-	else
-		/* A pipelined next request waits in the buffer, unread
-		 * beyond the head limit, until this response is done. */
-		bufferevent_disable(c->down.bev, EV_READ);
-}
-
-static int
-conn_http_resp_head(struct conn *c)
-{
-	struct conn_http *ht = &c->http;
-	struct evbuffer *in = bufferevent_get_input(c->up.bev);
-	static struct http_head h;
-	static char out[HTTP_MAX_HEAD + 512];
-
-	for (;;) {
-		size_t len = evbuffer_get_length(in), n = len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD;
-		const char *s;
-		enum http_result r;
-		bool close;
-		ssize_t ol;
-
-		if (len == 0)
-			return 0;
-		s = (const char *)evbuffer_pullup(in, (ssize_t)n);
-		r = http_parse_response(s, n, &h);
-		if (r == HTTP_INCOMPLETE)
-			return 0;
-		if (r != HTTP_OK ||
-		    http_response_framing(s, &h, ht->head_request, &ht->resp_framing,
-		                          &ht->resp_left) != 0 ||
-		    h.status == 101) {
-			conn_refuse(c, 502, "http_protocol_error",
-			            "malformed response from upstream");
-			return -1;
-		}
-		if (h.status >= 100 && h.status < 200) {
-			ol = http_rewrite_response(s, &h, false, out, sizeof(out));
-			if (ol < 0) {
-				conn_refuse(c, 502, "http_response_header_section_size",
-				            "response head too large");
-				return -1;
-			}
-			bufferevent_write(c->down.bev, out, (size_t)ol);
-			c->down.bytes += (size_t)ol;
-			evbuffer_drain(in, h.head_len);
-			continue;
-		}
-		ht->server_close =
-		        ht->resp_framing == HTTP_BODY_CLOSE ||
-		        http_has_token(s, &h, "connection", "close") ||
-		        (h.minor == 0 && !http_has_token(s, &h, "connection", "keep-alive"));
-		if (ht->resp_framing == HTTP_BODY_CLOSE)
-			ht->client_close = true;
-		if (ht->resp_framing == HTTP_BODY_CHUNKED)
-			http_chunked_init(&ht->resp_chunks);
-		close = ht->client_close;
-		ol = http_rewrite_response(s, &h, close, out, sizeof(out));
-		if (ol < 0) {
-			conn_refuse(c, 502, "http_response_header_section_size",
-			            "response head too large");
-			return -1;
-		}
-		bufferevent_write(c->down.bev, out, (size_t)ol);
-		c->down.bytes += (size_t)ol;
-		evbuffer_drain(in, h.head_len);
-		ht->resp_head_done = true;
-		return 0;
-	}
-}
-
-/* Move response bytes to the client; finish the exchange at the end. */
-static void
-conn_http_pump_resp(struct conn *c)
-{
-	struct conn_http *ht = &c->http;
-	struct evbuffer *in, *out;
-
-	if (c->up.bev == NULL)
-		return;
-	if (!ht->resp_head_done && (conn_http_resp_head(c) != 0 || !ht->resp_head_done))
-		return;
-	in = bufferevent_get_input(c->up.bev);
-	out = bufferevent_get_output(c->down.bev);
-	for (;;) {
-		size_t n = evbuffer_get_length(in);
-		bool done = false;
-
-		if (ht->resp_framing == HTTP_BODY_NONE ||
-		    (ht->resp_framing == HTTP_BODY_LENGTH && ht->resp_left == 0))
-			break;
-		if (n == 0)
-			return;
-		if (evbuffer_get_length(out) >= CONN_HIGH_WATER) {
-			bufferevent_disable(c->up.bev, EV_READ);
-			return;
-		}
-		if (ht->resp_framing == HTTP_BODY_LENGTH) {
-			if (n > ht->resp_left)
-				n = (size_t)ht->resp_left;
-			ht->resp_left -= n;
-		} else if (ht->resp_framing == HTTP_BODY_CHUNKED) {
-			struct evbuffer_iovec v;
-			ssize_t used;
-
-			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-				return;
-			used = http_chunked_feed(&ht->resp_chunks, v.iov_base, v.iov_len, &done);
-			if (used < 0) {
-				str_copy(c->reason, "malformed chunked response body",
-				         sizeof(c->reason));
-				conn_close(c);
-				return;
-			}
-			n = (size_t)used;
-		}
-		evbuffer_remove_buffer(in, out, n);
-		c->down.bytes += n;
-		if (done)
-			break;
-	}
-	bufferevent_enable(c->up.bev, EV_READ);
-	conn_http_next(c);
+		forward_request(c, s, &h);
 }
 
 /* ---- callbacks ---- */
@@ -931,10 +526,10 @@ conn_down_read(struct bufferevent *bev, void *arg)
 		conn_head_read(c);
 		break;
 	case CONN_SNIFF:
-		conn_sniff_decide(c, false);
+		sniff_decide(c, false);
 		break;
 	case CONN_HTTP:
-		conn_http_pump_req(c);
+		forward_pump_request(c);
 		break;
 	case CONN_REPLY:
 		evbuffer_drain(bufferevent_get_input(bev),
@@ -987,7 +582,7 @@ conn_down_event(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 		if (c->state == CONN_SNIFF) {
-			conn_sniff_decide(c, true);
+			sniff_decide(c, true);
 			return;
 		}
 	}
@@ -1007,11 +602,11 @@ conn_up_read(struct bufferevent *bev, void *arg)
 
 	conn_touch(c);
 	if (c->state == CONN_HTTP) {
-		conn_http_pump_resp(c);
+		forward_pump_response(c);
 	} else if (c->state == CONN_HEAD) {
 		/* Bytes nobody asked for between requests: this upstream
 		 * cannot be trusted with the next one. */
-		half_free(&c->up);
+		conn_half_free(&c->up);
 		c->up_host[0] = '\0';
 	}
 }
@@ -1024,43 +619,27 @@ conn_up_write(struct bufferevent *bev, void *arg)
 
 	conn_touch(c);
 	if (c->state == CONN_HTTP && !c->http.req_done)
-		conn_http_pump_req(c);
+		forward_pump_request(c);
 }
 
 static void
 conn_up_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
-	struct conn_http *ht = &c->http;
 	(void)bev;
 
 	if (c->state == CONN_HEAD) {
 		/* The kept-alive upstream went away between requests: the next
 		 * request to that host simply connects again. */
-		half_free(&c->up);
+		conn_half_free(&c->up);
 		c->up_host[0] = '\0';
 		return;
 	}
-	if (c->state == CONN_HTTP && (what & BEV_EVENT_EOF)) {
-		c->up.eof = true;
-		if (ht->resp_head_done && ht->resp_framing == HTTP_BODY_CLOSE) {
-			conn_http_pump_resp(c);
-			ht->server_close = true;
-			ht->client_close = true;
-			conn_http_next(c);
-			return;
-		}
-		if (!ht->resp_head_done && c->down.bytes == 0) {
-			conn_refuse(c, 502, "connection_terminated",
-			            "upstream closed the connection before responding");
-			return;
-		}
-	}
-	if (c->state == CONN_HTTP && !ht->resp_head_done && c->down.bytes == 0) {
-		conn_refuse(c, 502, "connection_terminated", "upstream connection failed");
+	if (c->state == CONN_HTTP) {
+		forward_upstream_event(c, what);
 		return;
 	}
-	str_copy(c->reason, "upstream closed during the response", sizeof(c->reason));
+	str_copy(c->reason, "upstream closed", sizeof(c->reason));
 	conn_close(c);
 }
 
@@ -1074,18 +653,7 @@ conn_connected(struct conn *c)
 	c->up_port = c->port;
 	bufferevent_setcb(c->up.bev, conn_up_read, conn_up_write, conn_up_event, c);
 	if (c->lkind == PROXY_LISTEN_EXPLICIT && strcmp(c->kind, "http") == 0) {
-		struct conn_http *ht = &c->http;
-
-		conn_enter(c, CONN_HTTP);
-		evtimer_del(c->timer);
-		timer_in(c, c->px->px_cfg.idle_timeout_ms);
-		bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
-		bufferevent_write(c->up.bev, ht->out_head, ht->out_len);
-		c->up.bytes += ht->out_len;
-		free(ht->out_head);
-		ht->out_head = NULL;
-		bufferevent_enable(c->up.bev, EV_READ | EV_WRITE);
-		conn_http_pump_req(c);
+		forward_start(c);
 		return;
 	}
 	if (c->lkind == PROXY_LISTEN_EXPLICIT) {
@@ -1118,10 +686,10 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 		if (now - c->start_ms < c->px->px_cfg.header_timeout_ms &&
 		    evbuffer_get_length(bufferevent_get_input(c->down.bev)) > 0) {
 			/* Bytes came but not enough: wait out the header time. */
-			timer_in(c, c->px->px_cfg.header_timeout_ms - (now - c->start_ms));
+			conn_timer_in(c, c->px->px_cfg.header_timeout_ms - (now - c->start_ms));
 			return;
 		}
-		conn_sniff_decide(c, true);
+		sniff_decide(c, true);
 		return;
 	case CONN_TUNNEL:
 	case CONN_HTTP:
@@ -1130,7 +698,7 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 			conn_close(c);
 			return;
 		}
-		timer_in(c, idle - (now - c->last_ms));
+		conn_timer_in(c, idle - (now - c->last_ms));
 		return;
 	case CONN_REPLY:
 		conn_close(c);
@@ -1264,12 +832,12 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 		c->port = ntohs(c->orig.sa.sa_family == AF_INET6 ? c->orig.in6.sin6_port
 		                                                 : c->orig.in.sin_port);
 		bufferevent_setwatermark(c->down.bev, EV_READ, 0, SNI_MAX_INPUT);
-		timer_in(c, PROXY_SNIFF_SILENT_MS < px->px_cfg.header_timeout_ms
-		                    ? PROXY_SNIFF_SILENT_MS
-		                    : px->px_cfg.header_timeout_ms);
+		conn_timer_in(c, PROXY_SNIFF_SILENT_MS < px->px_cfg.header_timeout_ms
+		                         ? PROXY_SNIFF_SILENT_MS
+		                         : px->px_cfg.header_timeout_ms);
 	} else {
 		bufferevent_setwatermark(c->down.bev, EV_READ, 0, HTTP_MAX_HEAD + 1);
-		timer_in(c, px->px_cfg.header_timeout_ms);
+		conn_timer_in(c, px->px_cfg.header_timeout_ms);
 	}
 	bufferevent_enable(c->down.bev, EV_READ | EV_WRITE);
 }

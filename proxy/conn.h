@@ -3,6 +3,8 @@
  *
  *   proxy.c     listeners, accept, limits, the host's own addresses
  *   conn.c      the per-connection state machine, decisions, replies, log
+ *   sniff.c     transparent: SNI / Host / no name from the first bytes
+ *   forward.c   explicit absolute-form HTTP: one exchange at a time
  *   upstream.c  resolution (evdns), the address guard, connect with timeout
  *   relay.c     tunnel bytes both ways: bufferevents, then splice(2)
  *   http.c      request/response heads (pure)   sni.c  ClientHello (pure)
@@ -37,6 +39,8 @@ struct relay;
 #define CONN_MAX_ADDRS 8
 /* A reply (403, 502, alert) gets this long to drain before a hard close. */
 #define CONN_REPLY_MS 5000
+/* Longest URL kept for the log. */
+#define CONN_URL_MAX 1024
 /* Per-direction buffering cap before reading that side pauses. */
 #define CONN_HIGH_WATER (256 * 1024)
 /* Spare empty pipes kept for splice. */
@@ -155,7 +159,28 @@ struct conn {
 
 /* conn.c */
 void conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind);
+/* The one teardown: logs (once), frees both halves, the relay, timers. */
 void conn_close(struct conn *c);
+/* The only place c->state changes (logged at debug level). */
+void conn_enter(struct conn *c, enum conn_state s);
+/* (Re)arm c->timer to fire in ms; what it means depends on the state. */
+void conn_timer_in(struct conn *c, uint64_t ms);
+/* Write the egress log line for this connection or exchange, once. */
+void conn_log(struct conn *c);
+/* Free a half's bufferevent and close its fd; tolerates an empty half. */
+void conn_half_free(struct conn_half *h);
+/* Drop the upstream, drain what is queued for the client, then close. */
+void conn_finish(struct conn *c);
+/* Policy on c->host and c->port; false after refusing (c may be gone). */
+bool conn_decide_name(struct conn *c);
+/* Set c->host from an untrusted name (IP literal or normalised DNS name);
+ * 0, or -1 with a static reason in *why. */
+int conn_set_host(struct conn *c, const char *name, bool ip_literal, const char **why);
+/* Transparent without a name: cidr rule, or the DNS cache's name. */
+void conn_decide_noname(struct conn *c);
+void conn_start_resolve(struct conn *c);
+/* Explicit: parse the request head buffered so far and act on it. */
+void conn_head_read(struct conn *c);
 void conn_touch(struct conn *c);
 /* Enter the tunnel state with the idle timer running (relay.c). */
 void conn_enter_tunnel(struct conn *c);
@@ -168,6 +193,19 @@ void conn_refuse(struct conn *c, int status, const char *error, const char *fmt,
         __attribute__((format(printf, 4, 5)));
 /* Called by relay.c when both directions are finished or failed. */
 void conn_tunnel_done(struct conn *c, const char *why);
+
+/* sniff.c: decide a transparent connection from its first bytes; with
+ * timed_out, decide on what is there. */
+void sniff_decide(struct conn *c, bool timed_out);
+
+/* forward.c */
+/* An absolute-form request head (s, h): check, rewrite, decide, connect. */
+void forward_request(struct conn *c, const char *s, const struct http_head *h);
+/* The upstream is connected: send the head and start the exchange. */
+void forward_start(struct conn *c);
+void forward_pump_request(struct conn *c);
+void forward_pump_response(struct conn *c);
+void forward_upstream_event(struct conn *c, short what);
 
 /* upstream.c */
 /* Resolve c->host (or take the literal) into c->addrs, then call

@@ -1,0 +1,345 @@
+/* Absolute-form HTTP/1.1 through the explicit proxy (docs/proxy.md):
+ * one request at a time is decided, connected (the upstream reused only for
+ * the same host:port), its head rewritten to origin-form without hop-by-hop
+ * fields, its body moved with exact framing, the response relayed with its
+ * own framing, then the next request is read. Anything that cannot be
+ * framed exactly is refused or ends the connection, never guessed. */
+#include "proxy/conn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "common/util.h"
+
+static void forward_next(struct conn *c);
+
+void
+forward_request(struct conn *c, const char *s, const struct http_head *h)
+{
+	struct conn_http *ht = &c->http;
+	struct http_authority a, ha;
+	const char *path, *why = NULL;
+	size_t plen;
+	char hosthdr[HTTP_HOST_MAX + 8];
+	ssize_t n;
+	int hi;
+
+	c->kind = "http";
+	if (http_parse_absolute(s + h->target.off, h->target.len, &a, &path, &plen) != 0) {
+		conn_refuse(c, 400, "http_request_error",
+		            "the request target must be absolute-form http://host/path");
+		return;
+	}
+	c->port = a.port;
+	if (conn_set_host(c, a.host, a.ip_literal, &why) != 0) {
+		conn_refuse(c, 400, "http_request_error", "bad host name: %s", why);
+		return;
+	}
+	hi = http_find_header(s, h, "host", 0);
+	if (hi >= 0) {
+		if (http_find_header(s, h, "host", (size_t)hi + 1) >= 0 ||
+		    http_parse_authority(s + h->headers[hi].value.off, h->headers[hi].value.len,
+		                         false, 80, &ha) != 0 ||
+		    strcmp(ha.host, a.host) != 0 || ha.port != a.port) {
+			conn_refuse(c, 400, "http_request_error",
+			            "the Host header disagrees with the request target");
+			return;
+		}
+	}
+	if (http_request_framing(s, h, &ht->req_framing, &ht->req_left) != 0) {
+		conn_refuse(c, 400, "http_request_error",
+		            "the request body's length is ambiguous "
+		            "(Content-Length/Transfer-Encoding)");
+		return;
+	}
+	if (a.port == 80)
+		snprintf(hosthdr, sizeof(hosthdr),
+		         a.host[0] != '\0' && strchr(a.host, ':') ? "[%s]" : "%s", a.host);
+	else
+		snprintf(hosthdr, sizeof(hosthdr), strchr(a.host, ':') ? "[%s]:%u" : "%s:%u",
+		         a.host, (unsigned)a.port);
+	free(ht->out_head);
+	ht->out_head = malloc(HTTP_MAX_HEAD + 512);
+	if (ht->out_head == NULL) {
+		conn_refuse(c, 503, "proxy_internal_error", "out of memory");
+		return;
+	}
+	n = http_rewrite_request(s, h, path, plen, hosthdr, ht->out_head, HTTP_MAX_HEAD + 512);
+	if (n < 0) {
+		conn_refuse(c, 431, "http_request_error", "request head too large");
+		return;
+	}
+	ht->out_len = (size_t)n;
+	ht->head_request = http_span_eq(s, h->method, "HEAD");
+	ht->client_close = http_has_token(s, h, "connection", "close") ||
+	                   (h->minor == 0 && !http_has_token(s, h, "connection", "keep-alive"));
+	if (ht->req_framing == HTTP_BODY_CHUNKED)
+		http_chunked_init(&ht->req_chunks);
+	ht->req_done = ht->req_framing == HTTP_BODY_NONE;
+	ht->resp_head_done = false;
+	ht->server_close = false;
+	evbuffer_drain(bufferevent_get_input(c->down.bev), h->head_len);
+	if (!conn_decide_name(c))
+		return;
+	/* Reuse the open upstream only for the very same host and port. */
+	if (c->up.bev != NULL && strcmp(c->up_host, c->host) == 0 && c->up_port == c->port) {
+		conn_connected(c);
+		return;
+	}
+	conn_half_free(&c->up);
+	c->has_dst = false;
+	conn_start_resolve(c);
+}
+
+static void
+forward_next(struct conn *c)
+{
+	struct conn_http *ht = &c->http;
+
+	conn_log(c);
+	if (ht->server_close || !ht->req_done) {
+		conn_half_free(&c->up);
+		c->up_host[0] = '\0';
+	}
+	if (ht->client_close || !ht->req_done) {
+		conn_finish(c);
+		return;
+	}
+	/* Ready for the next request on this connection: a fresh exchange
+	 * and, later, a fresh log line. */
+	c->logged = false;
+	c->kind = NULL;
+	c->verdict = NULL;
+	c->rule[0] = c->reason[0] = c->method[0] = c->host[0] = '\0';
+	c->port = 0;
+	free(c->url);
+	c->url = NULL;
+	c->up.bytes = c->down.bytes = 0;
+	c->start_ms = now_ms();
+	conn_enter(c, CONN_HEAD);
+	bufferevent_setwatermark(c->down.bev, EV_READ, 0, HTTP_MAX_HEAD + 1);
+	bufferevent_enable(c->down.bev, EV_READ);
+	evtimer_del(c->timer);
+	conn_timer_in(c, c->px->px_cfg.header_timeout_ms);
+	conn_head_read(c);
+}
+
+/* Move request body bytes to the origin, bounded by its output buffer. */
+void
+forward_pump_request(struct conn *c)
+{
+	struct conn_http *ht = &c->http;
+	struct evbuffer *in = bufferevent_get_input(c->down.bev);
+	struct evbuffer *out = bufferevent_get_output(c->up.bev);
+
+	while (!ht->req_done && evbuffer_get_length(in) > 0) {
+		size_t n = evbuffer_get_length(in);
+
+		if (evbuffer_get_length(out) >= CONN_HIGH_WATER) {
+			bufferevent_disable(c->down.bev, EV_READ);
+			return;
+		}
+		if (ht->req_framing == HTTP_BODY_LENGTH) {
+			if (n > ht->req_left)
+				n = (size_t)ht->req_left;
+			ht->req_left -= n;
+			ht->req_done = ht->req_left == 0;
+		} else {
+			struct evbuffer_iovec v;
+			bool done = false;
+			ssize_t used;
+
+			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+				return;
+			used = http_chunked_feed(&ht->req_chunks, v.iov_base, v.iov_len, &done);
+			if (used < 0) {
+				/* Part of the request is already upstream: this
+				 * connection is beyond repair. */
+				str_copy(c->reason, "malformed chunked request body",
+				         sizeof(c->reason));
+				conn_close(c);
+				return;
+			}
+			n = (size_t)used;
+			ht->req_done = done;
+		}
+		evbuffer_remove_buffer(in, out, n);
+		c->up.bytes += n;
+	}
+	if (!ht->req_done)
+		bufferevent_enable(c->down.bev, EV_READ);
+	else
+		/* A pipelined next request waits in the buffer, unread
+		 * beyond the head limit, until this response is done. */
+		bufferevent_disable(c->down.bev, EV_READ);
+}
+
+static int
+forward_response_head(struct conn *c)
+{
+	struct conn_http *ht = &c->http;
+	struct evbuffer *in = bufferevent_get_input(c->up.bev);
+	static struct http_head h;
+	static char out[HTTP_MAX_HEAD + 512];
+
+	for (;;) {
+		size_t len = evbuffer_get_length(in), n = len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD;
+		const char *s;
+		enum http_result r;
+		bool close;
+		ssize_t ol;
+
+		if (len == 0)
+			return 0;
+		s = (const char *)evbuffer_pullup(in, (ssize_t)n);
+		r = http_parse_response(s, n, &h);
+		if (r == HTTP_INCOMPLETE)
+			return 0;
+		if (r != HTTP_OK ||
+		    http_response_framing(s, &h, ht->head_request, &ht->resp_framing,
+		                          &ht->resp_left) != 0 ||
+		    h.status == 101) {
+			conn_refuse(c, 502, "http_protocol_error",
+			            "malformed response from upstream");
+			return -1;
+		}
+		if (h.status >= 100 && h.status < 200) {
+			ol = http_rewrite_response(s, &h, false, out, sizeof(out));
+			if (ol < 0) {
+				conn_refuse(c, 502, "http_response_header_section_size",
+				            "response head too large");
+				return -1;
+			}
+			bufferevent_write(c->down.bev, out, (size_t)ol);
+			c->down.bytes += (size_t)ol;
+			evbuffer_drain(in, h.head_len);
+			continue;
+		}
+		ht->server_close =
+		        ht->resp_framing == HTTP_BODY_CLOSE ||
+		        http_has_token(s, &h, "connection", "close") ||
+		        (h.minor == 0 && !http_has_token(s, &h, "connection", "keep-alive"));
+		if (ht->resp_framing == HTTP_BODY_CLOSE)
+			ht->client_close = true;
+		if (ht->resp_framing == HTTP_BODY_CHUNKED)
+			http_chunked_init(&ht->resp_chunks);
+		close = ht->client_close;
+		ol = http_rewrite_response(s, &h, close, out, sizeof(out));
+		if (ol < 0) {
+			conn_refuse(c, 502, "http_response_header_section_size",
+			            "response head too large");
+			return -1;
+		}
+		bufferevent_write(c->down.bev, out, (size_t)ol);
+		c->down.bytes += (size_t)ol;
+		evbuffer_drain(in, h.head_len);
+		ht->resp_head_done = true;
+		return 0;
+	}
+}
+
+/* Move response bytes to the client; finish the exchange at the end. */
+void
+forward_pump_response(struct conn *c)
+{
+	struct conn_http *ht = &c->http;
+	struct evbuffer *in, *out;
+
+	if (c->up.bev == NULL)
+		return;
+	if (!ht->resp_head_done && (forward_response_head(c) != 0 || !ht->resp_head_done))
+		return;
+	in = bufferevent_get_input(c->up.bev);
+	out = bufferevent_get_output(c->down.bev);
+	for (;;) {
+		size_t n = evbuffer_get_length(in);
+		bool done = false;
+
+		if (ht->resp_framing == HTTP_BODY_NONE ||
+		    (ht->resp_framing == HTTP_BODY_LENGTH && ht->resp_left == 0))
+			break;
+		if (n == 0)
+			return;
+		if (evbuffer_get_length(out) >= CONN_HIGH_WATER) {
+			bufferevent_disable(c->up.bev, EV_READ);
+			return;
+		}
+		if (ht->resp_framing == HTTP_BODY_LENGTH) {
+			if (n > ht->resp_left)
+				n = (size_t)ht->resp_left;
+			ht->resp_left -= n;
+		} else if (ht->resp_framing == HTTP_BODY_CHUNKED) {
+			struct evbuffer_iovec v;
+			ssize_t used;
+
+			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+				return;
+			used = http_chunked_feed(&ht->resp_chunks, v.iov_base, v.iov_len, &done);
+			if (used < 0) {
+				str_copy(c->reason, "malformed chunked response body",
+				         sizeof(c->reason));
+				conn_close(c);
+				return;
+			}
+			n = (size_t)used;
+		}
+		evbuffer_remove_buffer(in, out, n);
+		c->down.bytes += n;
+		if (done)
+			break;
+	}
+	bufferevent_enable(c->up.bev, EV_READ);
+	forward_next(c);
+}
+
+void
+forward_start(struct conn *c)
+{
+	struct conn_http *ht = &c->http;
+
+	conn_enter(c, CONN_HTTP);
+	evtimer_del(c->timer);
+	conn_timer_in(c, c->px->px_cfg.idle_timeout_ms);
+	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	bufferevent_write(c->up.bev, ht->out_head, ht->out_len);
+	c->up.bytes += ht->out_len;
+	free(ht->out_head);
+	ht->out_head = NULL;
+	bufferevent_enable(c->up.bev, EV_READ | EV_WRITE);
+	forward_pump_request(c);
+}
+
+void
+forward_upstream_event(struct conn *c, short what)
+{
+	struct conn_http *ht = &c->http;
+
+	if (what & BEV_EVENT_EOF) {
+		c->up.eof = true;
+		if (ht->resp_head_done && ht->resp_framing == HTTP_BODY_CLOSE) {
+			/* A close-delimited body ends here: the exchange is
+			 * complete, and neither connection can be reused. */
+			forward_pump_response(c);
+			ht->server_close = true;
+			ht->client_close = true;
+			forward_next(c);
+			return;
+		}
+	}
+	if (!ht->resp_head_done && c->down.bytes == 0) {
+		conn_refuse(c, 502, "connection_terminated",
+		            (what & BEV_EVENT_EOF)
+		                    ? "upstream closed the connection before responding"
+		                    : "upstream connection failed");
+		return;
+	}
+	/* Part of the response is already with the client: only closing
+	 * tells it the response is cut. */
+	str_copy(c->reason, "upstream closed during the response", sizeof(c->reason));
+	conn_close(c);
+}
