@@ -7,10 +7,10 @@
 lab_need
 out=$(NO_COLOR=1 "$SOURCE_ROOT/demo" 2>&1) || fail "./demo failed: $(printf '%s\n' "$out" | tail -n 30)"
 expect_match "pip install" "installed: labpkg 1\.0" "$out"
-if printf '%s\n' "$out" | grep -q 'GOT THROUGH'; then
-	fail "an exfiltration attempt got through: $(printf '%s\n' "$out" | grep 'GOT THROUGH')"
+if grep -q 'GOT THROUGH' <<<"$out"; then
+	fail "an exfiltration attempt got through: $(grep 'GOT THROUGH' <<<"$out")"
 fi
-[ "$(printf '%s\n' "$out" | grep -c 'steal.py: .* failed:')" -ge 6 ] || fail "not every attempt ran and failed"
+[ "$(grep -c 'steal.py: .* failed:' <<<"$out")" -ge 6 ] || fail "not every attempt ran and failed"
 expect_match "the allowed request" "steal.py: pypi.org, the one allowed place +ok \(allowed\)" "$out"
 expect_match "canaries" "Nothing reached the attacker" "$out"
 expect_match "log review" "deny +connect +evil\.test:443" "$out"

@@ -46,7 +46,7 @@ in_lab git clone -q https://github.com/org/repo.git "$LAB_WORK/repo" || fail "gi
 [ -f "$LAB_WORK/repo/hello.py" ] || fail "git clone: hello.py missing"
 in_lab curl -sSf -o "$LAB_WORK/repo.tgz" https://codeload.github.com/org/repo/tar.gz/refs/heads/main ||
 	fail "codeload tarball"
-tar -tzf "$LAB_WORK/repo.tgz" | grep -q 'repo-main/hello.py' || fail "codeload tarball content"
+grep -q 'repo-main/hello.py' <<<"$(tar -tzf "$LAB_WORK/repo.tgz")" || fail "codeload tarball content"
 
 # Raw canaries: TCP and UDP by IP, and the client's own services.
 before=$(canary_packets)
@@ -77,7 +77,10 @@ client_ino=$(stat -L -c %i "$LAB_CLIENT_NS")
 inet_ino=$(stat -L -c %i "$LAB_INET_NS")
 lab_down "$LAB"
 [ ! -e "$LAB" ] || fail "lab directory left behind"
-if stat -L -c %i /proc/[0-9]*/ns/net 2>/dev/null | grep -qx -e "$client_ino" -e "$inet_ino"; then
+# Captured first: under pipefail, grep -q quitting early could SIGPIPE stat
+# and turn a match into a pass.
+inodes=$(stat -L -c %i /proc/[0-9]*/ns/net 2>/dev/null || true)
+if grep -qx -e "$client_ino" -e "$inet_ino" <<<"$inodes"; then
 	fail "a process is left in a lab namespace"
 fi
 LAB=
