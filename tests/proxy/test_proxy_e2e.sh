@@ -155,5 +155,8 @@ for _ in $(seq 100); do
 	sleep 0.05
 done
 expect_eq "task-end" 1 "$(log_count 'e.get("kind") == "task-end"')"
+pid=$(cat "$LAB_WORK/proxy.pid")
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+! grep -q Sanitizer "$LAB_LOG/proxy.out" || fail "sanitizer report: $(head -n 20 "$LAB_LOG/proxy.out")"
 expect_eq "one line per tunnel" 1000 "$(log_count 'e.get("kind") == "connect" and e.get("port") == 7')"
 echo "ok"

@@ -55,6 +55,7 @@ cat >"$LAB_WORK/inside.sh" <<-'SH'
 	PY
 SH
 out=$(airlock_lab "$POL" -- sh "$LAB_WORK/inside.sh" 2>&1) || true
+! printf '%s\n' "$out" | grep -q Sanitizer || fail "sanitizer report: $out"
 for m in tls-allowed tls6-allowed sni-spoof-refused http-allowed host-spoof-refused sni-denied \
 	tcp-learned tcp-silent tcp-unknown-refused; do
 	printf '%s\n' "$out" | grep -qx "$m" || fail "transparent: '$m' missing; output: $out"
