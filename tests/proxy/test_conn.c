@@ -486,6 +486,40 @@ test_connection_refused(void **state)
 	close(fd);
 }
 
+/* A listener whose accept queue is full drops SYNs: the proxy's connect
+ * times out (500 ms here) and the client gets 504 connection_timeout. */
+static void
+test_connect_timeout(void **state)
+{
+	struct fixture *f = *state;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(loop_port)};
+	int fill[4], fd;
+	char req[128];
+	const char *r;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* backlog 4 (setup_loopback): fill it and then some, never accept */
+	close(loop_listener);
+	loop_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(
+	        setsockopt(loop_listener, SOL_SOCKET, SO_REUSEADDR, &(int){1}, sizeof(int)), 0);
+	assert_int_equal(bind(loop_listener, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(loop_listener, 0), 0);
+	for (int i = 0; i < 4; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		(void)connect(fill[i], (struct sockaddr *)&sa, sizeof(sa));
+	}
+	usleep(100000);
+	fd = client(f);
+	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", loop_port);
+	r = exchange(f, fd, req, 3000);
+	assert_true(strncmp(r, "HTTP/1.1 504", 12) == 0);
+	assert_non_null(strstr(r, "error=connection_timeout"));
+	close(fd);
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+}
+
 /* Audit mode: what enforce would refuse goes on (here to a resolver with
  * no nameserver) and is logged audit-deny. */
 static void
@@ -554,6 +588,8 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_tunnel_half_close, setup_loopback,
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_connection_refused, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_connect_timeout, setup_loopback,
 	                                        teardown_loopback),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
