@@ -60,23 +60,33 @@ proxy_on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(arg);
 }
 
-/* A listening socket for ADDR:PORT; -1 with a message on failure. */
+/* Parse ADDR:PORT (a v4 or bracketed v6 address and a non-zero port). */
 static int
-proxy_listen_on(const char *spec)
+proxy_parse_listen(const char *spec, struct sockaddr_storage *ss, int *len)
 {
-	struct sockaddr_storage ss;
-	int len = sizeof(ss), fd, one = 1;
-
-	memset(&ss, 0, sizeof(ss));
-	if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)&ss, &len) != 0 ||
-	    (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) ||
-	    (ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_port == 0) ||
-	    (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port == 0)) {
+	*len = sizeof(*ss);
+	memset(ss, 0, sizeof(*ss));
+	if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)ss, len) != 0 ||
+	    (ss->ss_family != AF_INET && ss->ss_family != AF_INET6) ||
+	    (ss->ss_family == AF_INET && ((struct sockaddr_in *)ss)->sin_port == 0) ||
+	    (ss->ss_family == AF_INET6 && ((struct sockaddr_in6 *)ss)->sin6_port == 0)) {
 		fprintf(stderr,
 		        "airlock proxy: --listen '%s': expected ADDR:PORT, e.g. 127.0.0.1:3128\n",
 		        spec);
 		return -1;
 	}
+	return 0;
+}
+
+/* A listening socket for ADDR:PORT; -1 with a message on failure. */
+static int
+proxy_listen_on(const char *spec)
+{
+	struct sockaddr_storage ss;
+	int len, fd, one = 1;
+
+	if (proxy_parse_listen(spec, &ss, &len) != 0)
+		return -1;
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		fprintf(stderr, "airlock proxy: socket: %s\n", strerror(errno));
@@ -230,6 +240,13 @@ cmd_proxy(int argc, char **argv)
 		        optind != argc ? " (and no other arguments)" : "");
 		proxy_usage(stderr);
 		return EXIT_USAGE;
+	}
+	{
+		struct sockaddr_storage ss;
+		int len;
+
+		if (proxy_parse_listen(listen_spec, &ss, &len) != 0)
+			return EXIT_USAGE;
 	}
 	if (verbose)
 		log_set_level(LOG_LEVEL_INFO);
