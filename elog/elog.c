@@ -30,6 +30,7 @@
 #define CAP_ANSWERS 32   /* entries */
 #define CAP_ARG     1024 /* one command word */
 #define CAP_COMMAND 8192 /* all command words together */
+#define CAP_WORDS   512  /* command words (each costs at least 3 bytes) */
 #define CAP_TEXT    255  /* policy, selftest */
 
 struct elog {
@@ -386,7 +387,7 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 			size_t cap = budget < CAP_ARG ? budget : CAP_ARG;
 			size_t len = strlen(arg);
 
-			if (cap == 0) {
+			if (cap == 0 || i == CAP_WORDS) {
 				cut = true;
 				break;
 			}

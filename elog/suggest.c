@@ -19,6 +19,7 @@
 #include "elog/record.h"
 #include "elog/strmap.h"
 #include "policy/guard.h"
+#include "policy/policy.h"
 
 #define MAX_PORTS    64
 #define NAME_MAX_LEN 253
@@ -145,38 +146,32 @@ count(struct stat_entry *e, const struct elog_record *r)
 	add_port(e, r->port);
 }
 
-/* Lowercase, no trailing dot, letters/digits/hyphen/underscore labels of
- * 1..63 bytes, at most 253 bytes: the names a policy can hold. */
+/* The policy's own normalisation (lowercase, no final dot, valid labels),
+ * plus the length limit of a DNS name, so every name suggested loads. */
 static int
 normalize_name(const char *in, char *out, size_t outlen)
 {
-	size_t n = strlen(in), label = 0;
+	const char *why;
 
-	if (n > 0 && in[n - 1] == '.')
-		n--;
-	if (n == 0 || n > NAME_MAX_LEN || n >= outlen)
+	if (policy_name_normalize(in, out, outlen, &why) < 0)
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		char c = in[i];
-		if (c >= 'A' && c <= 'Z')
-			c = (char)(c - 'A' + 'a');
-		if (c == '.') {
-			if (label == 0)
-				return -1;
-			label = 0;
-		} else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-		           c == '_') {
-			if (++label > 63)
-				return -1;
-		} else {
-			return -1;
-		}
-		out[i] = c;
-	}
-	if (label == 0)
-		return -1;
-	out[n] = '\0';
-	return 0;
+	return strlen(out) <= NAME_MAX_LEN ? 0 : -1;
+}
+
+/* A plain YAML scalar that a YAML reader could take for something other
+ * than a string (a number, a boolean, null) is quoted. */
+static bool
+needs_quotes(const char *name)
+{
+	static const char *const words[] = {"y",   "n",    "yes",   "no",   "on",
+	                                    "off", "true", "false", "null", "~"};
+
+	if (strpbrk(name, "abcdefghijklmnopqrstuvwxyz") == NULL)
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++)
+		if (strcmp(name, words[i]) == 0)
+			return true;
+	return false;
 }
 
 static bool
@@ -442,7 +437,7 @@ write_rule(FILE *out, const struct stat_entry *e)
 	if (e->ports_overflow)
 		fprintf(out, "  # more than %d ports were seen; only the first are listed\n",
 		        MAX_PORTS);
-	if (e->key[0] == '*')
+	if (e->key[0] == '*' || needs_quotes(e->key))
 		fprintf(out, "  - host: \"%s\"\n", e->key);
 	else
 		fprintf(out, "  - host: %s\n", e->key);
@@ -473,6 +468,36 @@ write_addr(FILE *out, const struct stat_entry *e)
 	fputs("  # Left out on purpose; enable only if this address is really needed:\n", out);
 	fprintf(out, "  # - cidr: %s/%d\n", e->key, v6 ? 128 : 32);
 	put_ports(out, e, "  #   ");
+}
+
+/* The policy loader is the authority on what a host rule may hold (it
+ * refuses, for example, a numeric last label): every rule is loaded alone
+ * first, and one it refuses is left out with the loader's reason, so the
+ * suggestion as a whole always loads. Returns the new count. */
+static size_t
+keep_loadable(struct stat_entry **list, size_t n)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		char yaml[NAME_MAX_LEN + 64];
+		struct policy_diag diag = {0};
+		struct policy *p;
+		int len = snprintf(yaml, sizeof(yaml),
+		                   "version: 1\nname: check\nallow:\n  - host: \"%s\"\n",
+		                   list[i]->key);
+
+		p = policy_load_buffer("suggested rule", yaml, (size_t)len, &diag);
+		if (p != NULL)
+			list[kept++] = list[i];
+		else
+			log_warnx("suggest: %s left out: %s", list[i]->key,
+			          diag.n_lines > 0 ? diag.lines[0]
+			                           : "refused by the policy loader");
+		policy_free(p);
+		policy_diag_clear(&diag);
+	}
+	return kept;
 }
 
 /* One warning naming the first few addresses, not one per address. */
@@ -554,6 +579,7 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 	for (size_t i = 0; i < elog_strmap_count(wild); i++)
 		list[n++] = elog_strmap_value(wild, i);
 	qsort(list, n, sizeof(*list), entry_cmp);
+	n = keep_loadable(list, n);
 
 	elog_format_time((int64_t)time(NULL) * 1000, now, sizeof(now));
 	fprintf(out,

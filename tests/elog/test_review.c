@@ -423,6 +423,31 @@ test_suggest_uncommented_cidr_is_valid(void **state)
 	free(y);
 }
 
+static void
+test_suggest_odd_names(void **state)
+{
+	/* Whatever names a hostile task used, the suggestion loads: names the
+	 * policy cannot hold are left out, YAML-ambiguous ones are quoted, and
+	 * addresses (bracketed IPv6, metadata) are commented out. */
+	char *files[] = {path("odd.jsonl")};
+	char *y = suggest(3, files, 1);
+	struct policy *p = load(y);
+	struct sockaddr_in md = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0xa9fea9fe)};
+
+	/* The loader refuses a numeric last label: left out, not emitted. */
+	assert_null(strstr(y, "123.456"));
+	assert_non_null(strstr(y, "  - host: \"on\"\n"));
+	assert_int_equal(match(p, "xn--bcher-kva.example", 443), POLICY_ALLOW);
+	assert_int_equal(match(p, "a.b.c.d.e.f.example", 65535), POLICY_ALLOW);
+	assert_null(strstr(y, "b\xc3\xbc"
+	                      "cher"));
+	assert_non_null(strstr(y, "  # - cidr: 2001:db8::5/128\n"));
+	assert_non_null(strstr(y, "A link-local address"));
+	assert_false(policy_cidr_allows(p, (struct sockaddr *)&md, 80));
+	policy_free(p);
+	free(y);
+}
+
 static int
 replay(const char *policy_yaml, char **files, int n, char **out_text)
 {
@@ -519,6 +544,7 @@ main(int argc, char **argv)
 	        cmocka_unit_test(test_suggest_exact),
 	        cmocka_unit_test(test_suggest_wildcards),
 	        cmocka_unit_test(test_suggest_uncommented_cidr_is_valid),
+	        cmocka_unit_test(test_suggest_odd_names),
 	        cmocka_unit_test(test_replay),
 	        cmocka_unit_test(test_replay_guard_and_dns),
 	};

@@ -274,6 +274,26 @@ test_long_command_capped(void **state)
 }
 
 static void
+test_many_empty_words_capped(void **state)
+{
+	/* Empty words cost no bytes of the command budget but 3 bytes of line
+	 * each: their number is capped too, so the line always fits. */
+	struct pipelog pl;
+	static const char *argv[100000];
+	char *line;
+
+	for (size_t i = 0; i < 100000; i++)
+		argv[i] = "";
+	struct elog_task_start ts = {.policy = "x", .argv = argv, .argc = 100000};
+	pipelog_open(&pl);
+	assert_int_equal(elog_task_start(pl.log, &ts), 0);
+	assert_false(elog_failed(pl.log));
+	line = drain(pl.rd);
+	assert_non_null(strstr(line, "\"truncated\":[\"command\"]}\n"));
+	pipelog_close(&pl);
+}
+
+static void
 test_fail_closed_dev_full(void **state)
 {
 	int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
@@ -401,6 +421,7 @@ main(void)
 	        cmocka_unit_test(test_capping),
 	        cmocka_unit_test(test_task_lines),
 	        cmocka_unit_test(test_long_command_capped),
+	        cmocka_unit_test(test_many_empty_words_capped),
 	        cmocka_unit_test(test_fail_closed_dev_full),
 	        cmocka_unit_test(test_fail_closed_broken_pipe),
 	        cmocka_unit_test(test_open_path),
