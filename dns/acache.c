@@ -127,8 +127,8 @@ remove_at(struct dns_acache *c, struct acache_entry **pp)
 }
 
 int
-dns_acache_put(struct dns_acache *c, const char *name, uint16_t qtype,
-               const struct dns_filtered *f, const char *reason, uint64_t now_ms)
+dns_acache_put(struct dns_acache *c, const char *name, uint16_t qtype, const struct dns_filtered *f,
+               const char *reason, uint64_t now_ms)
 {
 	char lname[DNS_NAME_TEXT_MAX];
 	struct acache_entry **pp, *e;
@@ -176,8 +176,8 @@ dns_acache_put(struct dns_acache *c, const char *name, uint16_t qtype,
 }
 
 int
-dns_acache_get(struct dns_acache *c, const char *name, uint16_t qtype,
-               uint64_t now_ms, struct dns_filtered *out, const char **reason)
+dns_acache_get(struct dns_acache *c, const char *name, uint16_t qtype, uint64_t now_ms,
+               struct dns_filtered *out, const char **reason)
 {
 	char lname[DNS_NAME_TEXT_MAX];
 	struct acache_entry **pp, *e;

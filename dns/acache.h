@@ -23,14 +23,12 @@ void dns_acache_free(struct dns_acache *c);
 /* Store f (copied) as the answer for name/qtype at now_ms. Returns 0, or
  * -1 when it is not cacheable (SERVFAIL, zero TTL) or memory ran out. */
 int dns_acache_put(struct dns_acache *c, const char *name, uint16_t qtype,
-                   const struct dns_filtered *f, const char *reason,
-                   uint64_t now_ms);
+                   const struct dns_filtered *f, const char *reason, uint64_t now_ms);
 
 /* Fill out with the cached answer for name/qtype, TTLs reduced by its age,
  * and *reason (borrowed until the next put or free; may be NULL).
  * Returns 0 on a hit, -1 on a miss or an expired entry. */
-int dns_acache_get(struct dns_acache *c, const char *name, uint16_t qtype,
-                   uint64_t now_ms, struct dns_filtered *out,
-                   const char **reason);
+int dns_acache_get(struct dns_acache *c, const char *name, uint16_t qtype, uint64_t now_ms,
+                   struct dns_filtered *out, const char **reason);
 
 #endif

@@ -46,8 +46,7 @@ ends_with(const char *s, const char *suffix)
 }
 
 void
-dns_decide(const struct policy *p, const struct dns_query *q,
-           struct dns_decision *d)
+dns_decide(const struct policy *p, const struct dns_query *q, struct dns_decision *d)
 {
 	const char *why = NULL;
 	int action;
@@ -74,8 +73,7 @@ dns_decide(const struct policy *p, const struct dns_query *q,
 	 * may know names for are those it learned from us. */
 	if (ends_with(d->name, ".in-addr.arpa") || ends_with(d->name, ".ip6.arpa") ||
 	    dns_name_eq(d->name, "in-addr.arpa") || dns_name_eq(d->name, "ip6.arpa")) {
-		if (q->qtype == DNS_TYPE_PTR &&
-		    dns_reverse_parse(d->name, &d->ptr_addr) == 0) {
+		if (q->qtype == DNS_TYPE_PTR && dns_reverse_parse(d->name, &d->ptr_addr) == 0) {
 			d->action = DNS_ACT_PTR;
 			d->verdict = "allow";
 			return;
@@ -85,8 +83,7 @@ dns_decide(const struct policy *p, const struct dns_query *q,
 		d->reason = "reverse zone: only PTR of learned addresses";
 		return;
 	}
-	action = q->qname[0] == '\0' ? POLICY_NO_MATCH
-	                             : dns_name_verdict(p, d->name, &d->rule);
+	action = q->qname[0] == '\0' ? POLICY_NO_MATCH : dns_name_verdict(p, d->name, &d->rule);
 	if (action == POLICY_ALLOW) {
 		d->verdict = "allow";
 	} else {
@@ -123,8 +120,7 @@ dns_decide(const struct policy *p, const struct dns_query *q,
 }
 
 static bool
-addr_allowed(const struct policy *p, const struct sockaddr *sa,
-             const char **cls)
+addr_allowed(const struct policy *p, const struct sockaddr *sa, const char **cls)
 {
 	enum guard_class c = guard_classify(sa);
 
@@ -155,9 +151,8 @@ rr_sockaddr(const struct dns_rr *rr, struct sockaddr_storage *ss)
 }
 
 int
-dns_filter(const struct policy *p, const struct dns_query *q,
-           const struct dns_response *r, uint32_t ttl_cap,
-           struct dns_filtered *out)
+dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_response *r,
+           uint32_t ttl_cap, struct dns_filtered *out)
 {
 	const char *cur = q->qname;
 	unsigned rc = DNS_RCODE(r->flags);
@@ -166,8 +161,7 @@ dns_filter(const struct policy *p, const struct dns_query *q,
 	out->n_removed = 0;
 	out->reason = NULL;
 	out->min_ttl = ttl_cap;
-	if (!dns_name_eq(r->qname, q->qname) || r->qtype != q->qtype ||
-	    r->qclass != q->qclass)
+	if (!dns_name_eq(r->qname, q->qname) || r->qtype != q->qtype || r->qclass != q->qclass)
 		return -1;
 	if (rc == DNS_RCODE_NXDOMAIN) {
 		out->rcode = DNS_RCODE_NXDOMAIN;
@@ -187,8 +181,7 @@ dns_filter(const struct policy *p, const struct dns_query *q,
 		const struct dns_rr *next = NULL;
 
 		for (size_t i = 0; i < r->n_an; i++)
-			if (r->an[i].type == DNS_TYPE_CNAME &&
-			    dns_name_eq(r->an[i].name, cur)) {
+			if (r->an[i].type == DNS_TYPE_CNAME && dns_name_eq(r->an[i].name, cur)) {
 				next = &r->an[i];
 				break;
 			}
@@ -227,10 +220,10 @@ dns_filter(const struct policy *p, const struct dns_query *q,
 		if (!addr_allowed(p, (struct sockaddr *)&ss, &cls)) {
 			char ip[INET6_ADDRSTRLEN];
 
-			inet_ntop(rr->type == DNS_TYPE_A ? AF_INET : AF_INET6, rr->addr,
-			          ip, sizeof(ip));
-			snprintf(out->removed[out->n_removed],
-			         sizeof(out->removed[out->n_removed]), "%s (%s)", ip, cls);
+			inet_ntop(rr->type == DNS_TYPE_A ? AF_INET : AF_INET6, rr->addr, ip,
+			          sizeof(ip));
+			snprintf(out->removed[out->n_removed], sizeof(out->removed[out->n_removed]),
+			         "%s (%s)", ip, cls);
 			out->n_removed++;
 			out->reason = "address guard removed answers";
 			continue;
@@ -254,9 +247,8 @@ dns_udp_limit(const struct dns_query *q)
 }
 
 static size_t
-reply_once(const struct dns_query *q, const struct dns_filtered *f,
-           unsigned rcode, int ede, const char *ede_text, bool truncated,
-           uint8_t *buf, size_t cap)
+reply_once(const struct dns_query *q, const struct dns_filtered *f, unsigned rcode, int ede,
+           const char *ede_text, bool truncated, uint8_t *buf, size_t cap)
 {
 	struct dns_builder b;
 	uint16_t flags = DNS_FLAG_QR | DNS_FLAG_RA | (q->flags & (DNS_FLAG_RD | DNS_FLAG_CD));
@@ -275,21 +267,19 @@ reply_once(const struct dns_query *q, const struct dns_filtered *f,
 			rc = dns_build_rr_name(&b, DNS_SEC_AN, rr->name, rr->type, rr->ttl,
 			                       rr->target);
 		else
-			rc = dns_build_rr(&b, DNS_SEC_AN, rr->name, rr->type, rr->ttl,
-			                  rr->addr, rr->type == DNS_TYPE_A ? 4 : 16);
+			rc = dns_build_rr(&b, DNS_SEC_AN, rr->name, rr->type, rr->ttl, rr->addr,
+			                  rr->type == DNS_TYPE_A ? 4 : 16);
 		if (rc != 0)
 			return 0;
 	}
-	if (q->has_opt &&
-	    dns_build_opt(&b, DNS_UDP_MAX, rcode, ede, ede_text) != 0)
+	if (q->has_opt && dns_build_opt(&b, DNS_UDP_MAX, rcode, ede, ede_text) != 0)
 		return 0;
 	return dns_build_finish(&b);
 }
 
 size_t
-dns_reply(const struct dns_query *q, const struct dns_filtered *f,
-          unsigned rcode, int ede, const char *ede_text, size_t limit,
-          uint8_t *buf, size_t cap)
+dns_reply(const struct dns_query *q, const struct dns_filtered *f, unsigned rcode, int ede,
+          const char *ede_text, size_t limit, uint8_t *buf, size_t cap)
 {
 	size_t n;
 
@@ -312,17 +302,15 @@ dns_reply(const struct dns_query *q, const struct dns_filtered *f,
 }
 
 size_t
-dns_upstream_query(const struct dns_query *q, uint16_t id, uint8_t *buf,
-                   size_t cap)
+dns_upstream_query(const struct dns_query *q, uint16_t id, uint8_t *buf, size_t cap)
 {
 	struct dns_builder b;
 	char lname[DNS_NAME_TEXT_MAX];
 	size_t i;
 
 	for (i = 0; q->qname[i] != '\0' && i + 1 < sizeof(lname); i++)
-		lname[i] = (q->qname[i] >= 'A' && q->qname[i] <= 'Z')
-		                   ? (char)(q->qname[i] + 32)
-		                   : q->qname[i];
+		lname[i] = (q->qname[i] >= 'A' && q->qname[i] <= 'Z') ? (char)(q->qname[i] + 32)
+		                                                      : q->qname[i];
 	lname[i] = '\0';
 	dns_build_init(&b, buf, cap, id, DNS_FLAG_RD);
 	if (dns_build_question(&b, lname, q->qtype, q->qclass) != 0 ||

@@ -28,17 +28,16 @@ enum dns_action {
 
 struct dns_decision {
 	enum dns_action action;
-	const char *verdict;  /* "allow" | "deny" | "audit-deny" */
-	const char *rule;     /* borrowed from the policy; NULL if none */
-	const char *reason;   /* static text; NULL if none */
-	unsigned rcode;       /* for DENY and LOCAL */
-	char name[DNS_NAME_TEXT_MAX]; /* normalised qname ("." for the root) */
+	const char *verdict;              /* "allow" | "deny" | "audit-deny" */
+	const char *rule;                 /* borrowed from the policy; NULL if none */
+	const char *reason;               /* static text; NULL if none */
+	unsigned rcode;                   /* for DENY and LOCAL */
+	char name[DNS_NAME_TEXT_MAX];     /* normalised qname ("." for the root) */
 	struct sockaddr_storage ptr_addr; /* for DNS_ACT_PTR */
 };
 
 /* Decide what to do with a parsed query (docs/dns.md has the table). */
-void dns_decide(const struct policy *p, const struct dns_query *q,
-                struct dns_decision *d);
+void dns_decide(const struct policy *p, const struct dns_query *q, struct dns_decision *d);
 
 /* Whether a normalised name may be resolved: some allow rule covers it on
  * port 443, 80 or 22 and no deny rule wins there. *rule is the deciding
@@ -59,18 +58,16 @@ struct dns_filtered {
 
 /* Filter an upstream response for query q. Returns -1 when the response
  * does not answer q (another question: ignore it, keep waiting). */
-int dns_filter(const struct policy *p, const struct dns_query *q,
-               const struct dns_response *r, uint32_t ttl_cap,
-               struct dns_filtered *out);
+int dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_response *r,
+               uint32_t ttl_cap, struct dns_filtered *out);
 
 /* Build the reply to q into buf[cap]: the records in f (f may be NULL for
  * a reply with no records, then rcode is used), an OPT record when the
  * query had one, carrying an Extended DNS Error if ede >= 0. If the reply
  * exceeds limit bytes it is rebuilt without records and with TC set.
  * Returns the length, or 0 if it cannot be built. */
-size_t dns_reply(const struct dns_query *q, const struct dns_filtered *f,
-                 unsigned rcode, int ede, const char *ede_text, size_t limit,
-                 uint8_t *buf, size_t cap);
+size_t dns_reply(const struct dns_query *q, const struct dns_filtered *f, unsigned rcode, int ede,
+                 const char *ede_text, size_t limit, uint8_t *buf, size_t cap);
 
 /* The size limit for a UDP reply to q (512, or its EDNS size up to
  * DNS_UDP_MAX). */
@@ -78,8 +75,7 @@ size_t dns_udp_limit(const struct dns_query *q);
 
 /* The upstream query for q with our id: RD set, EDNS0 with our size, the
  * question name lowercased. Returns the length or 0. */
-size_t dns_upstream_query(const struct dns_query *q, uint16_t id, uint8_t *buf,
-                          size_t cap);
+size_t dns_upstream_query(const struct dns_query *q, uint16_t id, uint8_t *buf, size_t cap);
 
 /* Parse "4.3.2.1.in-addr.arpa" or the 32-nibble ip6.arpa form into sa.
  * Returns 0, or -1 if name is not a complete reverse name. */

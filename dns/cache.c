@@ -27,11 +27,11 @@ struct cache_entry {
 struct dns_cache {
 	struct cache_entry *entries;
 	size_t max;
-	size_t used;          /* entries handed out so far (never shrinks) */
+	size_t used; /* entries handed out so far (never shrinks) */
 	uint32_t *buckets;
-	size_t n_buckets;     /* power of two */
+	size_t n_buckets; /* power of two */
 	uint32_t oldest, newest;
-	uint32_t free_list;   /* through ce_hnext */
+	uint32_t free_list; /* through ce_hnext */
 	uint64_t seed;
 };
 
@@ -112,8 +112,7 @@ bucket_of(const struct dns_cache *c, uint8_t family, const uint8_t addr[16])
 }
 
 static uint32_t
-find(const struct dns_cache *c, uint8_t family, const uint8_t addr[16],
-     size_t bucket)
+find(const struct dns_cache *c, uint8_t family, const uint8_t addr[16], size_t bucket)
 {
 	for (uint32_t i = c->buckets[bucket]; i != NIL; i = c->entries[i].ce_hnext)
 		if (c->entries[i].ce_family == family &&
@@ -171,8 +170,8 @@ remove_entry(struct dns_cache *c, uint32_t i)
 }
 
 void
-dns_cache_put(struct dns_cache *c, const struct sockaddr *sa, const char *name,
-              uint32_t ttl, uint64_t now_s)
+dns_cache_put(struct dns_cache *c, const struct sockaddr *sa, const char *name, uint32_t ttl,
+              uint64_t now_s)
 {
 	uint8_t family, addr[16];
 	size_t b;

@@ -16,12 +16,11 @@ void dns_cache_free(struct dns_cache *c);
 
 /* Record that name (normalised, copied) resolved to sa for ttl seconds,
  * counted from now_s (a monotonic clock in seconds). */
-void dns_cache_put(struct dns_cache *c, const struct sockaddr *sa,
-                   const char *name, uint32_t ttl, uint64_t now_s);
+void dns_cache_put(struct dns_cache *c, const struct sockaddr *sa, const char *name, uint32_t ttl,
+                   uint64_t now_s);
 
 /* The name sa was last learned for, or NULL if unknown or expired. The
  * string is borrowed and valid until the next dns_cache_put or free. */
-const char *dns_cache_lookup(struct dns_cache *c, const struct sockaddr *sa,
-                             uint64_t now_s);
+const char *dns_cache_lookup(struct dns_cache *c, const struct sockaddr *sa, uint64_t now_s);
 
 #endif

@@ -22,20 +22,18 @@ struct dns_server_config {
 	struct dns_cache *cache;     /* borrowed; answers are recorded here */
 	struct sockaddr_storage upstream[DNS_MAX_UPSTREAMS];
 	size_t n_upstream;
-	uint32_t ttl_cap;            /* seconds; answers' TTLs are capped to it */
-	uint32_t timeout_ms;         /* upstream budget before SERVFAIL */
+	uint32_t ttl_cap;    /* seconds; answers' TTLs are capped to it */
+	uint32_t timeout_ms; /* upstream budget before SERVFAIL */
 };
 
 /* Read up to max nameserver addresses (port 53) from a resolv.conf file.
  * Returns how many were found (0 is possible), or -1 if it can't be read. */
-int dns_upstream_from_resolv_conf(const char *path, struct sockaddr_storage *out,
-                                  size_t max);
+int dns_upstream_from_resolv_conf(const char *path, struct sockaddr_storage *out, size_t max);
 
 /* Parse "ADDR" or "ADDR:PORT" / "[V6]:PORT" for --dns-upstream. 0 or -1. */
 int dns_upstream_parse(const char *s, struct sockaddr_storage *out);
 
-struct dns_server *dns_server_new(struct event_base *base,
-                                  const struct dns_server_config *cfg);
+struct dns_server *dns_server_new(struct event_base *base, const struct dns_server_config *cfg);
 /* Serve on a bound UDP socket / a listening TCP socket; takes ownership of
  * fd in every case. Returns 0 or -1. */
 int dns_server_add_udp(struct dns_server *srv, int fd);

@@ -11,16 +11,16 @@
 #define DNS_MAX_POINTERS 32
 
 static const char *const dns_err_names[DNS_ERR__COUNT] = {
-	[DNS_OK] = "ok",
-	[DNS_ERR_SHORT] = "message cut short",
-	[DNS_ERR_QR] = "wrong QR bit",
-	[DNS_ERR_OPCODE] = "opcode is not QUERY",
-	[DNS_ERR_COUNTS] = "bad section counts",
-	[DNS_ERR_NAME] = "malformed name",
-	[DNS_ERR_CHARS] = "name has bytes other than letters, digits, '-' and '_'",
-	[DNS_ERR_RR] = "malformed record",
-	[DNS_ERR_OPT] = "malformed or misplaced OPT record",
-	[DNS_ERR_TRAILING] = "bytes after the last record",
+        [DNS_OK] = "ok",
+        [DNS_ERR_SHORT] = "message cut short",
+        [DNS_ERR_QR] = "wrong QR bit",
+        [DNS_ERR_OPCODE] = "opcode is not QUERY",
+        [DNS_ERR_COUNTS] = "bad section counts",
+        [DNS_ERR_NAME] = "malformed name",
+        [DNS_ERR_CHARS] = "name has bytes other than letters, digits, '-' and '_'",
+        [DNS_ERR_RR] = "malformed record",
+        [DNS_ERR_OPT] = "malformed or misplaced OPT record",
+        [DNS_ERR_TRAILING] = "bytes after the last record",
 };
 
 const char *
@@ -40,25 +40,23 @@ get16(const uint8_t *p)
 static uint32_t
 get32(const uint8_t *p)
 {
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
-	       ((uint32_t)p[2] << 8) | p[3];
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
 static bool
 label_char_ok(uint8_t c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || c == '-' || c == '_';
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '_';
 }
 
 enum dns_err
-dns_name_read(const uint8_t *msg, size_t len, size_t *off,
-              char out[DNS_NAME_TEXT_MAX])
+dns_name_read(const uint8_t *msg, size_t len, size_t *off, char out[DNS_NAME_TEXT_MAX])
 {
 	size_t pos = *off;
-	size_t end = 0;      /* where the name ends in the uncompressed stream */
-	size_t floor = pos;  /* a pointer must target below this */
-	size_t wire = 0;     /* wire length so far, root byte counted at the end */
+	size_t end = 0;     /* where the name ends in the uncompressed stream */
+	size_t floor = pos; /* a pointer must target below this */
+	size_t wire = 0;    /* wire length so far, root byte counted at the end */
 	size_t olen = 0;
 	unsigned hops = 0;
 	bool jumped = false;
@@ -215,8 +213,7 @@ dns_query_parse(const uint8_t *buf, size_t len, struct dns_query *q)
 /* Walk one record at *off: check its bounds and, for the answer section,
  * decode what we keep. keep is NULL to only check. */
 static enum dns_err
-rr_walk(const uint8_t *buf, size_t len, size_t *off, struct dns_rr *keep,
-        bool *kept)
+rr_walk(const uint8_t *buf, size_t len, size_t *off, struct dns_rr *keep, bool *kept)
 {
 	struct dns_rr tmp;
 	struct dns_rr *rr = keep != NULL ? keep : &tmp;
@@ -351,15 +348,13 @@ put16(struct dns_builder *b, uint16_t v)
 static void
 put32(struct dns_builder *b, uint32_t v)
 {
-	uint8_t t[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8),
-	                (uint8_t)v};
+	uint8_t t[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
 
 	put_bytes(b, t, 4);
 }
 
 void
-dns_build_init(struct dns_builder *b, uint8_t *buf, size_t cap, uint16_t id,
-               uint16_t flags)
+dns_build_init(struct dns_builder *b, uint8_t *buf, size_t cap, uint16_t id, uint16_t flags)
 {
 	memset(b, 0, sizeof(*b));
 	b->buf = buf;
@@ -407,13 +402,12 @@ put_name(struct dns_builder *b, const char *name)
 }
 
 int
-dns_build_question(struct dns_builder *b, const char *name, uint16_t qtype,
-                   uint16_t qclass)
+dns_build_question(struct dns_builder *b, const char *name, uint16_t qtype, uint16_t qclass)
 {
 	size_t at = b->len;
 
-	if (b->overflow || b->counts[DNS_SEC_AN] + b->counts[DNS_SEC_NS] +
-	                           b->counts[DNS_SEC_AR] != 0)
+	if (b->overflow ||
+	    b->counts[DNS_SEC_AN] + b->counts[DNS_SEC_NS] + b->counts[DNS_SEC_AR] != 0)
 		return -1;
 	if (put_name(b, name) != 0)
 		return -1;
@@ -430,8 +424,8 @@ dns_build_question(struct dns_builder *b, const char *name, uint16_t qtype,
 }
 
 static int
-rr_head(struct dns_builder *b, enum dns_section sec, const char *name,
-        uint16_t type, uint16_t rclass, uint32_t ttl)
+rr_head(struct dns_builder *b, enum dns_section sec, const char *name, uint16_t type,
+        uint16_t rclass, uint32_t ttl)
 {
 	if (b->overflow)
 		return -1;
@@ -447,8 +441,8 @@ rr_head(struct dns_builder *b, enum dns_section sec, const char *name,
 }
 
 int
-dns_build_rr(struct dns_builder *b, enum dns_section sec, const char *name,
-             uint16_t type, uint32_t ttl, const void *rdata, uint16_t rdlen)
+dns_build_rr(struct dns_builder *b, enum dns_section sec, const char *name, uint16_t type,
+             uint32_t ttl, const void *rdata, uint16_t rdlen)
 {
 	size_t mark = b->len;
 
@@ -467,9 +461,8 @@ fail:
 }
 
 int
-dns_build_rr_name(struct dns_builder *b, enum dns_section sec,
-                  const char *name, uint16_t type, uint32_t ttl,
-                  const char *target)
+dns_build_rr_name(struct dns_builder *b, enum dns_section sec, const char *name, uint16_t type,
+                  uint32_t ttl, const char *target)
 {
 	size_t mark = b->len, rdstart;
 
@@ -490,8 +483,8 @@ fail:
 }
 
 int
-dns_build_opt(struct dns_builder *b, uint16_t udp_size, unsigned rcode,
-              int ede_code, const char *ede_text)
+dns_build_opt(struct dns_builder *b, uint16_t udp_size, unsigned rcode, int ede_code,
+              const char *ede_text)
 {
 	size_t tlen = 0, rdlen = 0;
 
@@ -542,13 +535,11 @@ dns_type_str(uint16_t type, char *buf, size_t len)
 		uint16_t t;
 		const char *s;
 	} names[] = {
-		{DNS_TYPE_A, "A"},         {DNS_TYPE_NS, "NS"},
-		{DNS_TYPE_CNAME, "CNAME"}, {DNS_TYPE_SOA, "SOA"},
-		{DNS_TYPE_PTR, "PTR"},     {DNS_TYPE_MX, "MX"},
-		{DNS_TYPE_TXT, "TXT"},     {DNS_TYPE_AAAA, "AAAA"},
-		{DNS_TYPE_SRV, "SRV"},     {DNS_TYPE_OPT, "OPT"},
-		{DNS_TYPE_SVCB, "SVCB"},   {DNS_TYPE_HTTPS, "HTTPS"},
-		{DNS_TYPE_ANY, "ANY"},
+	        {DNS_TYPE_A, "A"},     {DNS_TYPE_NS, "NS"},     {DNS_TYPE_CNAME, "CNAME"},
+	        {DNS_TYPE_SOA, "SOA"}, {DNS_TYPE_PTR, "PTR"},   {DNS_TYPE_MX, "MX"},
+	        {DNS_TYPE_TXT, "TXT"}, {DNS_TYPE_AAAA, "AAAA"}, {DNS_TYPE_SRV, "SRV"},
+	        {DNS_TYPE_OPT, "OPT"}, {DNS_TYPE_SVCB, "SVCB"}, {DNS_TYPE_HTTPS, "HTTPS"},
+	        {DNS_TYPE_ANY, "ANY"},
 	};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -563,13 +554,21 @@ const char *
 dns_rcode_str(unsigned rcode)
 {
 	switch (rcode) {
-	case DNS_RCODE_NOERROR: return "NOERROR";
-	case DNS_RCODE_FORMERR: return "FORMERR";
-	case DNS_RCODE_SERVFAIL: return "SERVFAIL";
-	case DNS_RCODE_NXDOMAIN: return "NXDOMAIN";
-	case DNS_RCODE_NOTIMP: return "NOTIMP";
-	case DNS_RCODE_REFUSED: return "REFUSED";
-	case DNS_RCODE_BADVERS: return "BADVERS";
-	default: return "RCODE?";
+	case DNS_RCODE_NOERROR:
+		return "NOERROR";
+	case DNS_RCODE_FORMERR:
+		return "FORMERR";
+	case DNS_RCODE_SERVFAIL:
+		return "SERVFAIL";
+	case DNS_RCODE_NXDOMAIN:
+		return "NXDOMAIN";
+	case DNS_RCODE_NOTIMP:
+		return "NOTIMP";
+	case DNS_RCODE_REFUSED:
+		return "REFUSED";
+	case DNS_RCODE_BADVERS:
+		return "BADVERS";
+	default:
+		return "RCODE?";
 	}
 }

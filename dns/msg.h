@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DNS_HEADER_LEN 12
+#define DNS_HEADER_LEN    12
 #define DNS_NAME_WIRE_MAX 255 /* RFC 1035 3.1, root label included */
-#define DNS_LABEL_MAX 63
+#define DNS_LABEL_MAX     63
 /* Presentation form: at most 253 characters plus the NUL. */
 #define DNS_NAME_TEXT_MAX 254
 /* Largest UDP answer we send without EDNS, and the cap on what we honour
@@ -55,35 +55,35 @@ enum dns_rcode {
 };
 
 /* RFC 8914 info-codes we send. */
-#define DNS_EDE_OTHER 0
-#define DNS_EDE_BLOCKED 15
-#define DNS_EDE_FILTERED 17
-#define DNS_EDE_PROHIBITED 18
+#define DNS_EDE_OTHER                  0
+#define DNS_EDE_BLOCKED                15
+#define DNS_EDE_FILTERED               17
+#define DNS_EDE_PROHIBITED             18
 #define DNS_EDE_NO_REACHABLE_AUTHORITY 22
-#define DNS_OPT_EDE 15 /* EDNS option code of an Extended DNS Error */
+#define DNS_OPT_EDE                    15 /* EDNS option code of an Extended DNS Error */
 
-#define DNS_FLAG_QR 0x8000u
-#define DNS_FLAG_AA 0x0400u
-#define DNS_FLAG_TC 0x0200u
-#define DNS_FLAG_RD 0x0100u
-#define DNS_FLAG_RA 0x0080u
-#define DNS_FLAG_AD 0x0020u
-#define DNS_FLAG_CD 0x0010u
+#define DNS_FLAG_QR       0x8000u
+#define DNS_FLAG_AA       0x0400u
+#define DNS_FLAG_TC       0x0200u
+#define DNS_FLAG_RD       0x0100u
+#define DNS_FLAG_RA       0x0080u
+#define DNS_FLAG_AD       0x0020u
+#define DNS_FLAG_CD       0x0010u
 #define DNS_OPCODE(flags) (((flags) >> 11) & 0xfu)
-#define DNS_RCODE(flags) ((flags)&0xfu)
+#define DNS_RCODE(flags)  ((flags)&0xfu)
 
 /* Why a message was rejected; dns_err_str() names each. */
 enum dns_err {
 	DNS_OK = 0,
-	DNS_ERR_SHORT,     /* shorter than a header, or cut inside a field */
-	DNS_ERR_QR,        /* a response where a query was expected or v.v. */
-	DNS_ERR_OPCODE,    /* not a standard QUERY (id and flags are set) */
-	DNS_ERR_COUNTS,    /* section counts a query may not have */
-	DNS_ERR_NAME,      /* bad label type, loop, forward pointer, too long */
-	DNS_ERR_CHARS,     /* a name with bytes outside letters, digits, - and _ */
-	DNS_ERR_RR,        /* a record whose rdata overruns or is malformed */
-	DNS_ERR_OPT,       /* OPT record misplaced, repeated or malformed */
-	DNS_ERR_TRAILING,  /* bytes after the last section */
+	DNS_ERR_SHORT,    /* shorter than a header, or cut inside a field */
+	DNS_ERR_QR,       /* a response where a query was expected or v.v. */
+	DNS_ERR_OPCODE,   /* not a standard QUERY (id and flags are set) */
+	DNS_ERR_COUNTS,   /* section counts a query may not have */
+	DNS_ERR_NAME,     /* bad label type, loop, forward pointer, too long */
+	DNS_ERR_CHARS,    /* a name with bytes outside letters, digits, - and _ */
+	DNS_ERR_RR,       /* a record whose rdata overruns or is malformed */
+	DNS_ERR_OPT,      /* OPT record misplaced, repeated or malformed */
+	DNS_ERR_TRAILING, /* bytes after the last section */
 	DNS_ERR__COUNT,
 };
 
@@ -117,8 +117,7 @@ struct dns_query {
  * answer or authority records, at most one additional record which must
  * be an OPT with the root owner, nothing after it. DNS_ERR_OPCODE leaves
  * q->id and q->flags set so a NOTIMP answer can be sent. */
-enum dns_err dns_query_parse(const uint8_t *buf, size_t len,
-                             struct dns_query *q);
+enum dns_err dns_query_parse(const uint8_t *buf, size_t len, struct dns_query *q);
 
 /* One resource record of an upstream answer section. */
 struct dns_rr {
@@ -137,15 +136,14 @@ struct dns_response {
 	char qname[DNS_NAME_TEXT_MAX];
 	uint16_t qtype;
 	uint16_t qclass;
-	size_t n_an;              /* records kept in an[] (A, AAAA, CNAME only) */
+	size_t n_an; /* records kept in an[] (A, AAAA, CNAME only) */
 	struct dns_rr an[DNS_MAX_RR];
 };
 
 /* Parse an upstream response: QR set, one question, every section walked
  * and bounds-checked. Only IN-class A, AAAA and CNAME answer records are
  * kept (the first DNS_MAX_RR); everything else is checked and skipped. */
-enum dns_err dns_response_parse(const uint8_t *buf, size_t len,
-                                struct dns_response *r);
+enum dns_err dns_response_parse(const uint8_t *buf, size_t len, struct dns_response *r);
 
 /* Builder over a caller-owned buffer. Any write that does not fit sets
  * overflow, writes nothing, and makes every later call fail too, so a
@@ -162,24 +160,21 @@ struct dns_builder {
 
 enum dns_section { DNS_SEC_QD = 0, DNS_SEC_AN, DNS_SEC_NS, DNS_SEC_AR };
 
-void dns_build_init(struct dns_builder *b, uint8_t *buf, size_t cap,
-                    uint16_t id, uint16_t flags);
+void dns_build_init(struct dns_builder *b, uint8_t *buf, size_t cap, uint16_t id, uint16_t flags);
 /* Names are written in presentation form ("" is the root); a name equal to
  * the question's name is compressed to a pointer at it. Return 0 or -1. */
-int dns_build_question(struct dns_builder *b, const char *name, uint16_t qtype,
-                       uint16_t qclass);
-int dns_build_rr(struct dns_builder *b, enum dns_section sec, const char *name,
-                 uint16_t type, uint32_t ttl, const void *rdata, uint16_t rdlen);
+int dns_build_question(struct dns_builder *b, const char *name, uint16_t qtype, uint16_t qclass);
+int dns_build_rr(struct dns_builder *b, enum dns_section sec, const char *name, uint16_t type,
+                 uint32_t ttl, const void *rdata, uint16_t rdlen);
 /* CNAME or PTR: the rdata is a name. */
-int dns_build_rr_name(struct dns_builder *b, enum dns_section sec,
-                      const char *name, uint16_t type, uint32_t ttl,
-                      const char *target);
+int dns_build_rr_name(struct dns_builder *b, enum dns_section sec, const char *name, uint16_t type,
+                      uint32_t ttl, const char *target);
 /* An OPT record in the additional section with our buffer size; rcode is
  * the full (possibly extended) rcode whose upper 8 bits go into the OPT
  * TTL. ede_code < 0 means no Extended DNS Error; ede_text may be NULL and
  * is cut at DNS_EDE_TEXT_MAX bytes. */
-int dns_build_opt(struct dns_builder *b, uint16_t udp_size, unsigned rcode,
-                  int ede_code, const char *ede_text);
+int dns_build_opt(struct dns_builder *b, uint16_t udp_size, unsigned rcode, int ede_code,
+                  const char *ede_text);
 /* Write the section counts into the header. Returns the message length,
  * or 0 after an overflow. */
 size_t dns_build_finish(struct dns_builder *b);

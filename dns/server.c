@@ -28,20 +28,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define DNS_DEFAULT_TTL_CAP 300
+#define DNS_DEFAULT_TTL_CAP    300
 #define DNS_DEFAULT_TIMEOUT_MS 2000
 /* The IP -> name cache keeps an address at least this long, since
  * programs keep using an address well past a short TTL. */
-#define DNS_CACHE_MIN_TTL 60
-#define DNS_MAX_LISTENERS 4
-#define DNS_MAX_PENDING 4096
-#define DNS_MAX_TCP_CONNS 64
-#define DNS_TCP_MAX_PENDING 16       /* queries in flight per connection */
-#define DNS_TCP_IDLE_S 10
-#define DNS_TCP_OUT_MAX (256 * 1024) /* stop reading above this backlog */
-#define DNS_UDP_BATCH 64             /* datagrams read per readiness event */
-#define DNS_ACCEPT_PAUSE_MS 200      /* pause after EMFILE */
-#define DNS_ACACHE_ENTRIES 4096
+#define DNS_CACHE_MIN_TTL   60
+#define DNS_MAX_LISTENERS   4
+#define DNS_MAX_PENDING     4096
+#define DNS_MAX_TCP_CONNS   64
+#define DNS_TCP_MAX_PENDING 16 /* queries in flight per connection */
+#define DNS_TCP_IDLE_S      10
+#define DNS_TCP_OUT_MAX     (256 * 1024) /* stop reading above this backlog */
+#define DNS_UDP_BATCH       64           /* datagrams read per readiness event */
+#define DNS_ACCEPT_PAUSE_MS 200          /* pause after EMFILE */
+#define DNS_ACACHE_ENTRIES  4096
 
 struct dns_tcp;
 
@@ -61,8 +61,8 @@ struct dns_pending {
 	struct dns_decision p_d;
 	struct dns_client p_client;
 	struct dns_pending *p_tnext, *p_tprev; /* on p_client.tcp's list */
-	uint16_t p_id;        /* upstream id; pending[p_id] == this */
-	size_t p_up;          /* index into cfg.upstream */
+	uint16_t p_id;                         /* upstream id; pending[p_id] == this */
+	size_t p_up;                           /* index into cfg.upstream */
 	unsigned p_tries;
 	uint64_t p_start_ms;
 	struct event *p_timer;
@@ -142,7 +142,7 @@ static void tcp_maybe_resume(struct dns_tcp *t);
 
 /* snprintf for texts that are cut on purpose (EDE text, reasons). */
 static void textf(char *buf, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 static void
 textf(char *buf, size_t len, const char *fmt, ...)
@@ -155,9 +155,9 @@ textf(char *buf, size_t len, const char *fmt, ...)
 }
 
 static void
-log_query(struct dns_server *srv, const struct dns_query *q,
-          const struct dns_decision *d, unsigned rcode, const char *reason,
-          const char *const *answers, size_t n_answers, uint64_t start_ms)
+log_query(struct dns_server *srv, const struct dns_query *q, const struct dns_decision *d,
+          unsigned rcode, const char *reason, const char *const *answers, size_t n_answers,
+          uint64_t start_ms)
 {
 	struct elog_event ev = {0};
 	char tbuf[16];
@@ -189,8 +189,7 @@ batch_flush(struct dns_server *srv)
 	unsigned done = 0;
 
 	while (done < b->n) {
-		int r = sendmmsg(b->fd, b->msgs + done, b->n - done,
-		                 MSG_DONTWAIT | MSG_NOSIGNAL);
+		int r = sendmmsg(b->fd, b->msgs + done, b->n - done, MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		if (r <= 0) {
 			/* A full socket buffer drops the rest; clients retry
@@ -205,8 +204,7 @@ batch_flush(struct dns_server *srv)
 }
 
 static void
-client_send(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
-            size_t len)
+client_send(struct dns_server *srv, struct dns_client *c, const uint8_t *msg, size_t len)
 {
 	struct dns_send_batch *b = &srv->batch;
 
@@ -255,12 +253,11 @@ client_limit(const struct dns_client *c, const struct dns_query *q)
 
 /* A reply with no records; ede < 0 for none. */
 static void
-reply_empty(struct dns_server *srv, struct dns_client *c,
-            const struct dns_query *q, unsigned rcode, int ede,
-            const char *ede_text)
+reply_empty(struct dns_server *srv, struct dns_client *c, const struct dns_query *q, unsigned rcode,
+            int ede, const char *ede_text)
 {
-	size_t n = dns_reply(q, NULL, rcode, ede, ede_text, client_limit(c, q),
-	                     srv->out, sizeof(srv->out));
+	size_t n = dns_reply(q, NULL, rcode, ede, ede_text, client_limit(c, q), srv->out,
+	                     sizeof(srv->out));
 
 	client_send(srv, c, srv->out, n);
 }
@@ -270,8 +267,7 @@ reply_empty(struct dns_server *srv, struct dns_client *c,
 static socklen_t
 sa_len(const struct sockaddr_storage *ss)
 {
-	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-	                                 : sizeof(struct sockaddr_in);
+	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
 static bool
@@ -282,8 +278,7 @@ sa_equal(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 	if (a->ss_family == AF_INET) {
 		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
 
-		return x->sin_port == y->sin_port &&
-		       x->sin_addr.s_addr == y->sin_addr.s_addr;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
 	}
 	if (a->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
@@ -325,9 +320,9 @@ fam_idx(sa_family_t f)
  * cache and log. why is the full reason ("" if none); a non-empty reason
  * on an answer means something was withheld, said with an EDE. */
 static void
-answer_send(struct dns_server *srv, struct dns_client *c,
-            const struct dns_query *q, const struct dns_decision *d,
-            const struct dns_filtered *f, const char *why, uint64_t start_ms)
+answer_send(struct dns_server *srv, struct dns_client *c, const struct dns_query *q,
+            const struct dns_decision *d, const struct dns_filtered *f, const char *why,
+            uint64_t start_ms)
 {
 	const char *answers[DNS_MAX_RR];
 	char abuf[DNS_MAX_RR][INET6_ADDRSTRLEN];
@@ -368,18 +363,16 @@ answer_send(struct dns_server *srv, struct dns_client *c,
 			              rr->ttl < DNS_CACHE_MIN_TTL ? DNS_CACHE_MIN_TTL : rr->ttl,
 			              now_s);
 	}
-	n = dns_reply(q, f, f->rcode, ede, ede >= 0 ? ede_text : NULL,
-	              client_limit(c, q), srv->out, sizeof(srv->out));
+	n = dns_reply(q, f, f->rcode, ede, ede >= 0 ? ede_text : NULL, client_limit(c, q), srv->out,
+	              sizeof(srv->out));
 	client_send(srv, c, srv->out, n);
-	log_query(srv, q, d, f->rcode, why[0] != '\0' ? why : NULL, answers,
-	          n_answers, start_ms);
+	log_query(srv, q, d, f->rcode, why[0] != '\0' ? why : NULL, answers, n_answers, start_ms);
 }
 
 /* Finish a forwarded query: reply, cache, log, free. f NULL means failure
  * with rcode SERVFAIL and reason. */
 static void
-pending_finish(struct dns_pending *p, const struct dns_filtered *f,
-               const char *reason)
+pending_finish(struct dns_pending *p, const struct dns_filtered *f, const char *reason)
 {
 	struct dns_server *srv = p->p_srv;
 	char why[512];
@@ -397,8 +390,8 @@ pending_finish(struct dns_pending *p, const struct dns_filtered *f,
 	}
 	str_copy(why, f->reason != NULL ? f->reason : "", sizeof(why));
 	for (size_t i = 0, off = strlen(why); i < f->n_removed && off < sizeof(why); i++) {
-		int w = snprintf(why + off, sizeof(why) - off, "%s%s",
-		                 i == 0 ? ": " : ", ", f->removed[i]);
+		int w = snprintf(why + off, sizeof(why) - off, "%s%s", i == 0 ? ": " : ", ",
+		                 f->removed[i]);
 		if (w < 0)
 			break;
 		off += (size_t)w;
@@ -412,9 +405,7 @@ pending_finish(struct dns_pending *p, const struct dns_filtered *f,
 
 /* Handle one upstream response (UDP or TCP) for p. Returns false when it
  * does not answer p's question (then keep waiting). */
-static bool
-pending_response(struct dns_pending *p, const uint8_t *msg, size_t len,
-                 bool via_tcp);
+static bool pending_response(struct dns_pending *p, const uint8_t *msg, size_t len, bool via_tcp);
 
 static int pending_send(struct dns_pending *p);
 
@@ -487,8 +478,7 @@ pending_to_tcp(struct dns_pending *p)
 }
 
 static bool
-pending_response(struct dns_pending *p, const uint8_t *msg, size_t len,
-                 bool via_tcp)
+pending_response(struct dns_pending *p, const uint8_t *msg, size_t len, bool via_tcp)
 {
 	struct dns_server *srv = p->p_srv;
 	enum dns_err e = dns_response_parse(msg, len, &srv->resp);
@@ -500,12 +490,10 @@ pending_response(struct dns_pending *p, const uint8_t *msg, size_t len,
 			pending_to_tcp(p);
 			return true;
 		}
-		log_debug("dns: bad upstream answer for %s: %s", p->p_d.name,
-		          dns_err_str(e));
+		log_debug("dns: bad upstream answer for %s: %s", p->p_d.name, dns_err_str(e));
 		return false;
 	}
-	if (dns_filter(srv->cfg.policy, &p->p_q, &srv->resp, srv->cfg.ttl_cap,
-	               &srv->filt) != 0)
+	if (dns_filter(srv->cfg.policy, &p->p_q, &srv->resp, srv->cfg.ttl_cap, &srv->filt) != 0)
 		return false;
 	if (!via_tcp && (srv->resp.flags & DNS_FLAG_TC)) {
 		pending_to_tcp(p);
@@ -604,8 +592,8 @@ upstream_read(evutil_socket_t fd, short what, void *arg)
 		ssize_t n;
 		uint16_t id;
 
-		n = recvfrom(fd, srv->buf, sizeof(srv->buf), MSG_DONTWAIT,
-		             (struct sockaddr *)&from, &flen);
+		n = recvfrom(fd, srv->buf, sizeof(srv->buf), MSG_DONTWAIT, (struct sockaddr *)&from,
+		             &flen);
 		if (n < 0)
 			break;
 		if (n < DNS_HEADER_LEN)
@@ -647,24 +635,22 @@ ptr_answer(struct dns_server *srv, struct dns_client *c, const struct dns_query 
 		f->rr[0].rclass = DNS_CLASS_IN;
 		f->rr[0].ttl = DNS_CACHE_MIN_TTL;
 		str_copy(f->rr[0].target, name, sizeof(f->rr[0].target));
-		n = dns_reply(q, f, 0, -1, NULL, client_limit(c, q), srv->out,
-		              sizeof(srv->out));
+		n = dns_reply(q, f, 0, -1, NULL, client_limit(c, q), srv->out, sizeof(srv->out));
 		client_send(srv, c, srv->out, n);
-		log_query(srv, q, d, DNS_RCODE_NOERROR, "answered from the IP cache",
-		          answers, 1, start_ms);
+		log_query(srv, q, d, DNS_RCODE_NOERROR, "answered from the IP cache", answers, 1,
+		          start_ms);
 		return;
 	}
 	d->verdict = "deny";
 	reply_empty(srv, c, q, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED,
 	            "airlock: no allowed name is known for this address");
-	log_query(srv, q, d, DNS_RCODE_NXDOMAIN, "reverse lookup of an unknown address",
-	          NULL, 0, start_ms);
+	log_query(srv, q, d, DNS_RCODE_NXDOMAIN, "reverse lookup of an unknown address", NULL, 0,
+	          start_ms);
 }
 
 static void
-query_forward(struct dns_server *srv, struct dns_client *c,
-              const struct dns_query *q, const struct dns_decision *d,
-              uint64_t start_ms)
+query_forward(struct dns_server *srv, struct dns_client *c, const struct dns_query *q,
+              const struct dns_decision *d, uint64_t start_ms)
 {
 	struct dns_pending *p;
 	struct dns_decision dd = *d;
@@ -705,8 +691,7 @@ query_forward(struct dns_server *srv, struct dns_client *c,
 }
 
 static void
-handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
-             size_t len)
+handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg, size_t len)
 {
 	struct dns_query q;
 	struct dns_decision d;
@@ -717,8 +702,7 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
 	e = dns_query_parse(msg, len, &q);
 	if (e == DNS_ERR_OPCODE) {
 		/* Well-formed enough to say no. */
-		uint8_t r[DNS_HEADER_LEN] = {msg[0], msg[1],
-		                             (uint8_t)(0x80 | (msg[2] & 0x79)),
+		uint8_t r[DNS_HEADER_LEN] = {msg[0], msg[1], (uint8_t)(0x80 | (msg[2] & 0x79)),
 		                             DNS_RCODE_NOTIMP};
 
 		client_send(srv, c, r, sizeof(r));
@@ -744,11 +728,11 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
 	switch (d.action) {
 	case DNS_ACT_DENY:
 		if (d.rule != NULL)
-			textf(text, sizeof(text), "airlock: %s denied by policy '%s' (%s)",
-			         d.name, policy_name(srv->cfg.policy), d.rule);
+			textf(text, sizeof(text), "airlock: %s denied by policy '%s' (%s)", d.name,
+			      policy_name(srv->cfg.policy), d.rule);
 		else
-			textf(text, sizeof(text), "airlock: %s %s of policy '%s'", d.name,
-			         d.reason, policy_name(srv->cfg.policy));
+			textf(text, sizeof(text), "airlock: %s %s of policy '%s'", d.name, d.reason,
+			      policy_name(srv->cfg.policy));
 		reply_empty(srv, c, &q, d.rcode, DNS_EDE_BLOCKED, text);
 		log_query(srv, &q, &d, d.rcode, d.reason, NULL, 0, start);
 		return;
@@ -762,8 +746,7 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg,
 	case DNS_ACT_FORWARD: {
 		const char *why = NULL;
 
-		if (dns_acache_get(srv->acache, d.name, q.qtype, start, &srv->filt,
-		                   &why) == 0) {
+		if (dns_acache_get(srv->acache, d.name, q.qtype, start, &srv->filt, &why) == 0) {
 			answer_send(srv, c, &q, &d, &srv->filt, why != NULL ? why : "", start);
 			return;
 		}
@@ -865,8 +848,7 @@ tcp_event(struct bufferevent *bev, short what, void *arg)
 		/* Half-close: answer what was asked, then close. */
 		t->t_eof = true;
 		bufferevent_disable(bev, EV_READ);
-		if (t->t_n_pending == 0 &&
-		    evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		if (t->t_n_pending == 0 && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
 			tcp_close(t);
 		return;
 	}
@@ -934,8 +916,7 @@ accept_error(struct evconnlistener *l, void *arg)
 }
 
 static void
-tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-           int salen, void *arg)
+tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
 	struct dns_server *srv = arg;
 	struct dns_tcp *t;

@@ -20,9 +20,9 @@ static int
 numeric_addr(const char *s, uint16_t port, struct sockaddr_storage *out)
 {
 	struct addrinfo hints = {
-		.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_DGRAM,
+	        .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+	        .ai_family = AF_UNSPEC,
+	        .ai_socktype = SOCK_DGRAM,
 	};
 	struct addrinfo *res = NULL;
 	char portstr[8];
@@ -42,8 +42,7 @@ numeric_addr(const char *s, uint16_t port, struct sockaddr_storage *out)
 }
 
 int
-dns_upstream_from_resolv_conf(const char *path, struct sockaddr_storage *out,
-                              size_t max)
+dns_upstream_from_resolv_conf(const char *path, struct sockaddr_storage *out, size_t max)
 {
 	FILE *f = fopen(path, "re");
 	char line[RESOLV_LINE_MAX];
@@ -74,8 +73,8 @@ dns_upstream_from_resolv_conf(const char *path, struct sockaddr_storage *out,
 		while (*p == ' ' || *p == '\t')
 			p++;
 		word = p;
-		while (*p != '\0' && *p != ' ' && *p != '\t' && *p != '\n' &&
-		       *p != '#' && *p != ';')
+		while (*p != '\0' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '#' &&
+		       *p != ';')
 			p++;
 		end = p;
 		*end = '\0';
@@ -84,8 +83,8 @@ dns_upstream_from_resolv_conf(const char *path, struct sockaddr_storage *out,
 		if (n >= max)
 			break;
 		if (numeric_addr(word, 53, &out[n]) != 0) {
-			log_warnx("dns: %s:%u: '%s' is not an IP address; ignored", path,
-			          lineno, word);
+			log_warnx("dns: %s:%u: '%s' is not an IP address; ignored", path, lineno,
+			          word);
 			continue;
 		}
 		n++;

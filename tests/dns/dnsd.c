@@ -84,16 +84,24 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	while ((opt = getopt(argc, argv, "p:l:u:r:o:t:c:n:v")) != -1) {
 		switch (opt) {
-		case 'p': policy_path = optarg; break;
-		case 'l': listen_addr = optarg; break;
+		case 'p':
+			policy_path = optarg;
+			break;
+		case 'l':
+			listen_addr = optarg;
+			break;
 		case 'u':
 			if (cfg.n_upstream >= DNS_MAX_UPSTREAMS ||
 			    dns_upstream_parse(optarg, &cfg.upstream[cfg.n_upstream]) != 0)
 				log_fatalx(2, "dnsd: bad upstream '%s'", optarg);
 			cfg.n_upstream++;
 			break;
-		case 'r': resolv = optarg; break;
-		case 'o': log_path = optarg; break;
+		case 'r':
+			resolv = optarg;
+			break;
+		case 'o':
+			log_path = optarg;
+			break;
 		case 't':
 			if (parse_uint(optarg, 1, 60000, &v) != 0)
 				usage();
@@ -108,8 +116,11 @@ main(int argc, char **argv)
 			if (parse_uint(optarg, 1, 1u << 22, &cache_entries) != 0)
 				usage();
 			break;
-		case 'v': log_set_level(LOG_LEVEL_DEBUG); break;
-		default: usage();
+		case 'v':
+			log_set_level(LOG_LEVEL_DEBUG);
+			break;
+		default:
+			usage();
 		}
 	}
 	if (policy_path == NULL || listen_addr == NULL)
@@ -149,8 +160,7 @@ main(int argc, char **argv)
 	sigint = evsignal_new(base, SIGINT, on_signal, base);
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
-	fprintf(stderr, "dnsd: serving %s with %zu upstream(s)\n", listen_addr,
-	        cfg.n_upstream);
+	fprintf(stderr, "dnsd: serving %s with %zu upstream(s)\n", listen_addr, cfg.n_upstream);
 	event_base_dispatch(base);
 	dns_server_free(srv);
 	event_free(sigterm);

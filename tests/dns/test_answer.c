@@ -14,22 +14,21 @@
 #include "dns/answer.h"
 #include "policy/policy.h"
 
-static const char pol_text[] =
-	"version: 1\n"
-	"name: t\n"
-	"allow:\n"
-	"  - host: allowed.test\n"
-	"  - host: \"*.allowed.test\"\n"
-	"  - host: web.test\n"
-	"    ports: [80]\n"
-	"  - host: ssh.test\n"
-	"    ports: [22]\n"
-	"  - host: odd.test\n"
-	"    ports: [8443]\n"
-	"  - cidr: 10.9.0.0/16\n"
-	"deny:\n"
-	"  - host: evil.test\n"
-	"  - host: bad.allowed.test\n";
+static const char pol_text[] = "version: 1\n"
+                               "name: t\n"
+                               "allow:\n"
+                               "  - host: allowed.test\n"
+                               "  - host: \"*.allowed.test\"\n"
+                               "  - host: web.test\n"
+                               "    ports: [80]\n"
+                               "  - host: ssh.test\n"
+                               "    ports: [22]\n"
+                               "  - host: odd.test\n"
+                               "    ports: [8443]\n"
+                               "  - cidr: 10.9.0.0/16\n"
+                               "deny:\n"
+                               "  - host: evil.test\n"
+                               "  - host: bad.allowed.test\n";
 
 static struct policy *pol, *audit;
 
@@ -339,9 +338,11 @@ test_reverse(void **state)
 	assert_int_equal(dns_reverse_parse("256.1.1.1.in-addr.arpa", &ss), -1);
 	assert_int_equal(dns_reverse_parse("01.1.1.1.in-addr.arpa", &ss), -1);
 	assert_int_equal(dns_reverse_parse("1.1.1.in-addr.arpa", &ss), -1);
-	assert_int_equal(dns_reverse_parse(
-		"1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa",
-		&ss), 0);
+	assert_int_equal(
+	        dns_reverse_parse(
+	                "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa",
+	                &ss),
+	        0);
 	inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof(ip));
 	assert_string_equal(ip, "2001:db8::1");
 	assert_int_equal(dns_reverse_parse("1.0.ip6.arpa", &ss), -1);
@@ -383,12 +384,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_decide),
-		cmocka_unit_test(test_filter_guard),
-		cmocka_unit_test(test_filter_chain),
-		cmocka_unit_test(test_reply),
-		cmocka_unit_test(test_reverse),
-		cmocka_unit_test(test_acache),
+	        cmocka_unit_test(test_decide),       cmocka_unit_test(test_filter_guard),
+	        cmocka_unit_test(test_filter_chain), cmocka_unit_test(test_reply),
+	        cmocka_unit_test(test_reverse),      cmocka_unit_test(test_acache),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

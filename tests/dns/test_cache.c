@@ -143,10 +143,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_put_lookup_expiry),
-		cmocka_unit_test(test_v4_v6_distinct),
-		cmocka_unit_test(test_update_and_eviction),
-		cmocka_unit_test(test_many),
+	        cmocka_unit_test(test_put_lookup_expiry),
+	        cmocka_unit_test(test_v4_v6_distinct),
+	        cmocka_unit_test(test_update_and_eviction),
+	        cmocka_unit_test(test_many),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,14 +11,13 @@
 
 /* A query for "www.example.com" A, id 0x1234, RD. */
 static const uint8_t q_plain[] = {
-	0x12, 0x34, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-	3, 'w', 'w', 'w', 7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 3, 'c', 'o', 'm', 0,
-	0x00, 0x01, 0x00, 0x01,
+        0x12, 0x34, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 3,    'w',  'w',  'w',  7,    'e',  'x',  'a',  'm',  'p',
+        'l',  'e',  3,    'c',  'o',  'm',  0,    0x00, 0x01, 0x00, 0x01,
 };
 
 static size_t
-build_query(uint8_t *buf, size_t cap, const char *name, uint16_t type,
-            bool opt, uint16_t size)
+build_query(uint8_t *buf, size_t cap, const char *name, uint16_t type, bool opt, uint16_t size)
 {
 	struct dns_builder b;
 
@@ -280,8 +279,9 @@ test_build_ede_and_reparse(void **state)
 	(void)state;
 	dns_build_init(&b, buf, sizeof(buf), 7, DNS_FLAG_QR | DNS_RCODE_NXDOMAIN);
 	assert_int_equal(dns_build_question(&b, "evil.test", DNS_TYPE_A, 1), 0);
-	assert_int_equal(dns_build_opt(&b, 1232, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED,
-	                               "airlock: blocked"), 0);
+	assert_int_equal(
+	        dns_build_opt(&b, 1232, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED, "airlock: blocked"),
+	        0);
 	n = dns_build_finish(&b);
 	assert_true(n > 0);
 	assert_int_equal(find_ede(buf, n, text, sizeof(text)), DNS_EDE_BLOCKED);
@@ -292,10 +292,10 @@ test_build_ede_and_reparse(void **state)
 	/* Answers: the CNAME compresses its owner to the question. */
 	dns_build_init(&b, buf, sizeof(buf), 8, DNS_FLAG_QR);
 	assert_int_equal(dns_build_question(&b, "www.a.test", DNS_TYPE_A, 1), 0);
-	assert_int_equal(dns_build_rr_name(&b, DNS_SEC_AN, "www.a.test",
-	                                   DNS_TYPE_CNAME, 60, "cdn.b.test"), 0);
-	assert_int_equal(dns_build_rr(&b, DNS_SEC_AN, "cdn.b.test", DNS_TYPE_A, 30,
-	                              a, 4), 0);
+	assert_int_equal(
+	        dns_build_rr_name(&b, DNS_SEC_AN, "www.a.test", DNS_TYPE_CNAME, 60, "cdn.b.test"),
+	        0);
+	assert_int_equal(dns_build_rr(&b, DNS_SEC_AN, "cdn.b.test", DNS_TYPE_A, 30, a, 4), 0);
 	n = dns_build_finish(&b);
 	assert_int_equal(dns_response_parse(buf, n, &r), DNS_OK);
 	assert_int_equal(r.n_an, 2);
@@ -382,18 +382,18 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_query_plain),
-		cmocka_unit_test(test_query_truncated_everywhere),
-		cmocka_unit_test(test_query_trailing),
-		cmocka_unit_test(test_query_flags_counts),
-		cmocka_unit_test(test_name_compression_loop),
-		cmocka_unit_test(test_name_pointer_ok_and_two_node_loop),
-		cmocka_unit_test(test_name_overlong),
-		cmocka_unit_test(test_name_chars),
-		cmocka_unit_test(test_edns),
-		cmocka_unit_test(test_build_ede_and_reparse),
-		cmocka_unit_test(test_build_overflow),
-		cmocka_unit_test(test_response_rdata_bounds),
+	        cmocka_unit_test(test_query_plain),
+	        cmocka_unit_test(test_query_truncated_everywhere),
+	        cmocka_unit_test(test_query_trailing),
+	        cmocka_unit_test(test_query_flags_counts),
+	        cmocka_unit_test(test_name_compression_loop),
+	        cmocka_unit_test(test_name_pointer_ok_and_two_node_loop),
+	        cmocka_unit_test(test_name_overlong),
+	        cmocka_unit_test(test_name_chars),
+	        cmocka_unit_test(test_edns),
+	        cmocka_unit_test(test_build_ede_and_reparse),
+	        cmocka_unit_test(test_build_overflow),
+	        cmocka_unit_test(test_response_rdata_bounds),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

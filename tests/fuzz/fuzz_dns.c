@@ -14,15 +14,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char fuzz_policy[] =
-	"version: 1\n"
-	"name: fuzz\n"
-	"allow:\n"
-	"  - host: allowed.test\n"
-	"  - host: \"*.allowed.test\"\n"
-	"  - cidr: 10.0.0.0/8\n"
-	"deny:\n"
-	"  - host: evil.test\n";
+static const char fuzz_policy[] = "version: 1\n"
+                                  "name: fuzz\n"
+                                  "allow:\n"
+                                  "  - host: allowed.test\n"
+                                  "  - host: \"*.allowed.test\"\n"
+                                  "  - cidr: 10.0.0.0/8\n"
+                                  "deny:\n"
+                                  "  - host: evil.test\n";
 
 static struct policy *
 fuzz_get_policy(void)
@@ -30,8 +29,7 @@ fuzz_get_policy(void)
 	static struct policy *p;
 
 	if (p == NULL) {
-		p = policy_load_buffer("fuzz.yaml", fuzz_policy, sizeof(fuzz_policy) - 1,
-		                       NULL);
+		p = policy_load_buffer("fuzz.yaml", fuzz_policy, sizeof(fuzz_policy) - 1, NULL);
 		if (p == NULL)
 			abort();
 	}
@@ -55,8 +53,7 @@ check_reply(const struct dns_query *q, const uint8_t *buf, size_t n, size_t limi
 }
 
 static void
-as_response(const struct policy *p, const struct dns_query *q, const uint8_t *data,
-            size_t size)
+as_response(const struct policy *p, const struct dns_query *q, const uint8_t *data, size_t size)
 {
 	static struct dns_response r;
 	static struct dns_filtered f;
@@ -71,10 +68,10 @@ as_response(const struct policy *p, const struct dns_query *q, const uint8_t *da
 	for (size_t i = 0; i < f.n; i++)
 		if (f.rr[i].ttl > 300)
 			abort();
-	check_reply(q, out, dns_reply(q, &f, 0, DNS_EDE_BLOCKED, "fuzz", 512, out,
-	                              sizeof(out)), 512);
-	check_reply(q, out, dns_reply(q, &f, 0, -1, NULL, DNS_MSG_MAX, out,
-	                              sizeof(out)), DNS_MSG_MAX);
+	check_reply(q, out, dns_reply(q, &f, 0, DNS_EDE_BLOCKED, "fuzz", 512, out, sizeof(out)),
+	            512);
+	check_reply(q, out, dns_reply(q, &f, 0, -1, NULL, DNS_MSG_MAX, out, sizeof(out)),
+	            DNS_MSG_MAX);
 }
 
 int
@@ -93,8 +90,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t limit = dns_udp_limit(&q);
 
 		dns_decide(p, &q, &d);
-		check_reply(&q, out, dns_reply(&q, NULL, d.rcode, DNS_EDE_BLOCKED,
-		                               "airlock: fuzz", limit, out, sizeof(out)),
+		check_reply(&q, out,
+		            dns_reply(&q, NULL, d.rcode, DNS_EDE_BLOCKED, "airlock: fuzz", limit,
+		                      out, sizeof(out)),
 		            limit);
 		{
 			/* Our upstream query must parse as a query again. */
