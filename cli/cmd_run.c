@@ -285,38 +285,46 @@ prepare_loop(struct run *r)
 	return 0;
 }
 
-/* Serve the listeners. Takes the fds out of r->lst as each consumer
- * accepts them; what is left is closed by the caller. */
+/* Serve the listeners. Each consumer takes its fd, even when it fails, so
+ * the field is cleared first. On failure, why says which. */
 static int
-serve(struct run *r)
+serve(struct run *r, char *why, size_t whylen)
 {
-	if (proxy_add_listener(r->proxy, r->lst.explicit_fd, PROXY_LISTEN_EXPLICIT) < 0)
-		goto lost;
-	r->lst.explicit_fd = -1;
-	if (proxy_add_listener(r->proxy, r->lst.tproxy4_fd, PROXY_LISTEN_TRANSPARENT) < 0)
-		goto lost;
-	r->lst.tproxy4_fd = -1;
-	if (proxy_add_listener(r->proxy, r->lst.tproxy6_fd, PROXY_LISTEN_TRANSPARENT) < 0)
-		goto lost;
-	r->lst.tproxy6_fd = -1;
-	if (dns_server_add_udp(r->dns, r->lst.dns_udp_fd) < 0)
-		goto lost;
-	r->lst.dns_udp_fd = -1;
-	if (dns_server_add_tcp(r->dns, r->lst.dns_tcp_fd) < 0)
-		goto lost;
-	r->lst.dns_tcp_fd = -1;
+	static const char *const names[] = {"explicit proxy", "transparent proxy (v4)",
+	                                    "transparent proxy (v6)"};
+	int *pfds[] = {&r->lst.explicit_fd, &r->lst.tproxy4_fd, &r->lst.tproxy6_fd};
+	int fd;
 
-	r->nflog = nflog_reader_new(r->base, r->lst.nflog_fd, r->log);
-	r->lst.nflog_fd = -1; /* taken in every case */
+	for (size_t i = 0; i < ARRAY_SIZE(pfds); i++) {
+		fd = *pfds[i];
+		*pfds[i] = -1;
+		if (proxy_add_listener(r->proxy, fd,
+		                       i == 0 ? PROXY_LISTEN_EXPLICIT : PROXY_LISTEN_TRANSPARENT) <
+		    0) {
+			snprintf(why, whylen, "the proxy cannot serve the %s listener", names[i]);
+			return -1;
+		}
+	}
+	fd = r->lst.dns_udp_fd;
+	r->lst.dns_udp_fd = -1;
+	if (dns_server_add_udp(r->dns, fd) < 0) {
+		snprintf(why, whylen, "the DNS server cannot serve the UDP listener");
+		return -1;
+	}
+	fd = r->lst.dns_tcp_fd;
+	r->lst.dns_tcp_fd = -1;
+	if (dns_server_add_tcp(r->dns, fd) < 0) {
+		snprintf(why, whylen, "the DNS server cannot serve the TCP listener");
+		return -1;
+	}
+	fd = r->lst.nflog_fd;
+	r->lst.nflog_fd = -1;
+	r->nflog = nflog_reader_new(r->base, fd, r->log);
 	if (r->nflog == NULL) {
-		log_warnx("NFLOG reader: cannot start");
+		snprintf(why, whylen, "the NFLOG reader cannot start");
 		return -1;
 	}
 	return 0;
-lost:
-	/* add_* took the fd even on failure: forget it. */
-	log_warnx("cannot serve a listener");
-	return -1;
 }
 
 static int
@@ -499,6 +507,15 @@ cmd_run(int argc, char **argv)
 	}
 	log_debug("supervisor: listeners received, %llu ms", (unsigned long long)now_ms());
 	failed = sbx_report_first_failure(&rep, SBX_CHECK_PRE_GO);
+	if (failed < 0) {
+		/* Held is not enough: the listeners must be served before CMD
+		 * may start, and a failure to serve is a failed check. */
+		char why[SBX_REASON_MAX];
+		if (serve(&r, why, sizeof(why)) < 0) {
+			sbx_check_set_failed(&rep, SBX_CHECK_LISTENERS, why);
+			failed = SBX_CHECK_LISTENERS;
+		}
+	}
 	selftest_text(&rep, failed, selftest, sizeof(selftest));
 
 	memset(&ts, 0, sizeof(ts));
@@ -517,7 +534,7 @@ cmd_run(int argc, char **argv)
 		goto end;
 	}
 
-	if (serve(&r) < 0 || setup_events(&r) < 0)
+	if (setup_events(&r) < 0)
 		goto end;
 	if (sbx_go(r.sbx, true) < 0) {
 		log_warn("cannot start the command");

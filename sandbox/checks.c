@@ -52,6 +52,14 @@ sbx_report_first_failure(const struct sbx_report *r, enum sbx_check upto)
 }
 
 void
+sbx_check_set_failed(struct sbx_report *r, enum sbx_check c, const char *reason)
+{
+	if ((int)c < 0 || c >= SBX_CHECK_COUNT)
+		return;
+	sbx_check_set(r, c, false, "%s", reason);
+}
+
+void
 sbx_check_set(struct sbx_report *r, enum sbx_check c, bool ok, const char *fmt, ...)
 {
 	va_list ap;

@@ -91,6 +91,9 @@ struct sbx_report {
 
 /* Human name of a check ("user namespace", ...). */
 const char *sbx_check_name(enum sbx_check c);
+/* Record that check c failed for reason (copied, cut to fit): for checks
+ * the supervisor makes itself. */
+void sbx_check_set_failed(struct sbx_report *r, enum sbx_check c, const char *reason);
 /* The first check that ran and failed in [0, upto), or -1 if all passed. */
 int sbx_report_first_failure(const struct sbx_report *r, enum sbx_check upto);
 
