@@ -737,7 +737,9 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg, s
 		log_query(srv, &q, &d, d.rcode, d.reason, NULL, 0, start);
 		return;
 	case DNS_ACT_LOCAL:
-		reply_empty(srv, c, &q, d.rcode, -1, NULL);
+		/* Say why the answer is empty, for whoever debugs it. */
+		textf(text, sizeof(text), "airlock: %s", d.reason);
+		reply_empty(srv, c, &q, d.rcode, DNS_EDE_BLOCKED, text);
 		log_query(srv, &q, &d, d.rcode, d.reason, NULL, 0, start);
 		return;
 	case DNS_ACT_PTR:

