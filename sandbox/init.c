@@ -57,6 +57,13 @@ write_proc(const char *path, const char *data)
 	return 0;
 }
 
+/* A user namespace that grants no capability inside: AppArmor's
+ * restriction on unprivileged user namespaces (Ubuntu 23.10 and later). */
+static const char userns_advice[] =
+        "; the user namespace gives no privileges here: check sysctl "
+        "kernel.apparmor_restrict_unprivileged_userns (must be 0, or give airlock an "
+        "AppArmor profile with 'userns,')";
+
 /* Map the caller's uid/gid to themselves (or to 0 with --root). Written by
  * init itself: a one-line map of the creator's own ids needs no privilege
  * in the parent namespace, so this works rootless and as root alike. */
@@ -73,12 +80,12 @@ write_id_maps(const struct sbx *s)
 		init_die("user namespace: /proc/self/setgroups: %s", strerror(errno));
 	snprintf(line, sizeof(line), "%u %u 1\n", uin, (unsigned)s->uid);
 	if (write_proc("/proc/self/uid_map", line) < 0)
-		init_die("user namespace: uid_map '%u %u 1': %s", uin, (unsigned)s->uid,
-		         strerror(errno));
+		init_die("user namespace: uid_map '%u %u 1': %s%s", uin, (unsigned)s->uid,
+		         strerror(errno), errno == EPERM ? userns_advice : "");
 	snprintf(line, sizeof(line), "%u %u 1\n", gin, (unsigned)s->gid);
 	if (write_proc("/proc/self/gid_map", line) < 0)
-		init_die("user namespace: gid_map '%u %u 1': %s", gin, (unsigned)s->gid,
-		         strerror(errno));
+		init_die("user namespace: gid_map '%u %u 1': %s%s", gin, (unsigned)s->gid,
+		         strerror(errno), errno == EPERM ? userns_advice : "");
 }
 
 /* The user-namespace check: the map is exactly the one line we wrote. */
