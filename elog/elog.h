@@ -20,8 +20,9 @@ struct elog;
  * garbage. */
 #define ELOG_LINE_MAX 65536
 
-/* Open path for appending (created 0600 if missing). "-" means stdout.
- * Returns NULL with a one-line reason in err. */
+/* Open path for appending (created 0600 if missing). "-" means stdout (a
+ * duplicate of fd 1, so elog_free() leaves stdout open). Returns NULL with
+ * a one-line reason in err. */
 struct elog *elog_open(const char *path, char *err, size_t errlen);
 /* Wrap an fd opened by the caller; takes ownership of fd. */
 struct elog *elog_open_fd(int fd);
@@ -34,7 +35,9 @@ void elog_set_human(struct elog *log, FILE *human);
 bool elog_failed(const struct elog *log);
 
 /* One connection, DNS query or blocked packet, written when it ends.
- * NULL strings and port < 0 are left out of the line. */
+ * NULL strings and port < 0 are left out of the line; a NULL kind is
+ * written as "unknown". Strings are borrowed for the call only. Returns 0,
+ * or -1 when the log has failed (now or before; the line is not written). */
 struct elog_event {
 	const char *kind; /* "connect" | "http" | "tls" | "tcp" | "dns" | "packet" */
 	const char *host; /* destination name as asked (sandbox-controlled) */
@@ -58,7 +61,6 @@ struct elog_event {
 	                       * differs from ip */
 };
 
-/* Returns 0, or -1 when the line could not be written (then failed). */
 int elog_event(struct elog *log, const struct elog_event *ev);
 
 struct elog_task_start {
@@ -80,7 +82,10 @@ struct elog_task_end {
 };
 int elog_task_end(struct elog *log, const struct elog_task_end *te);
 
-/* Totals so far (for task-end); counted by elog_event(). */
+/* Totals so far (for task-end), counted by elog_event(): connections is
+ * every event written (DNS queries and blocked packets included), denied
+ * counts "deny" and "audit-deny", bytes are summed. Fills only those five
+ * fields of te. */
 void elog_totals(const struct elog *log, struct elog_task_end *te);
 
 #endif
