@@ -20,8 +20,7 @@ void nft_params_default(struct nft_params *p);
 /* Build the whole ruleset (table inet airlock, its chains and rules) as one
  * batch into buf. Pure: no socket. Returns the batch length, or -1 if buf
  * is too small. */
-long nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen,
-                       uint32_t seq);
+long nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq);
 
 /* Build and commit the ruleset, once per network namespace: if table inet
  * airlock exists already, nothing changes and this fails (EEXIST). Returns
