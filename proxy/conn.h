@@ -75,6 +75,7 @@ struct proxy {
 	/* Empty pipes for splice, shared: a tunnel holds one only while
 	 * bytes wait in it, so idle tunnels cost no pipe descriptors. */
 	int px_pipes[PROXY_PIPE_POOL][2];
+	size_t px_pipe_cap[PROXY_PIPE_POOL]; /* bytes each pipe holds */
 	size_t px_n_pipes;
 };
 

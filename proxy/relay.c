@@ -32,7 +32,10 @@ struct relay_dir {
 	struct event *ev_read;  /* src readable */
 	struct event *ev_write; /* dst writable */
 	int pipe[2];
-	size_t in_pipe;
+	size_t cap;        /* the pipe's capacity */
+	size_t in_pipe;    /* bytes read from src, not yet written to dst */
+	bool read_blocked; /* pipe full (or src empty) with bytes in it: read
+	                    * again after the next write makes room */
 	bool eof, done;
 };
 
@@ -55,18 +58,24 @@ half_of(struct conn *c, struct bufferevent *bev)
 static int
 relay_pipe_get(struct proxy *px, struct relay_dir *d)
 {
+	int sz;
+
 	if (px->px_n_pipes > 0) {
 		px->px_n_pipes--;
 		d->pipe[0] = px->px_pipes[px->px_n_pipes][0];
 		d->pipe[1] = px->px_pipes[px->px_n_pipes][1];
+		d->cap = px->px_pipe_cap[px->px_n_pipes];
 		return 0;
 	}
 	if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) != 0)
 		return -1;
-	/* A larger pipe moves a bulk transfer in fewer splice calls; pipes
-	 * only live while bytes are in flight, so this costs idle tunnels
-	 * nothing. Failure (a lower fs.pipe-max-size) keeps the default. */
+	/* A larger pipe lets reading run ahead of a slow writer and moves a
+	 * bulk transfer in fewer calls; pipes only live while bytes are in
+	 * flight, so this costs idle tunnels nothing. Failure (a lower
+	 * fs.pipe-max-size) keeps the default size. */
 	(void)fcntl(d->pipe[1], F_SETPIPE_SZ, RELAY_CHUNK);
+	sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
+	d->cap = sz > 0 ? (size_t)sz : 65536;
 	return 0;
 }
 
@@ -80,6 +89,7 @@ relay_pipe_put(struct proxy *px, struct relay_dir *d)
 	if (d->in_pipe == 0 && px->px_n_pipes < PROXY_PIPE_POOL) {
 		px->px_pipes[px->px_n_pipes][0] = d->pipe[0];
 		px->px_pipes[px->px_n_pipes][1] = d->pipe[1];
+		px->px_pipe_cap[px->px_n_pipes] = d->cap;
 		px->px_n_pipes++;
 		d->pipe[0] = d->pipe[1] = -1;
 		return;
@@ -111,77 +121,89 @@ relay_free(struct conn *c)
 
 /* ---- splice mode ---- */
 
-/* Move what can be moved in one direction. Returns -1 if the connection
- * was closed (c is gone), 0 otherwise. */
+/* Move what can be moved in one direction: write what the pipe holds,
+ * read more while it has room, so reading src overlaps a slow dst instead
+ * of waiting for it. Returns -1 if the connection was closed (c is gone),
+ * 0 otherwise. Events are left armed for exactly what is still to do. */
 static int
 relay_pump(struct relay *r, struct relay_dir *d)
 {
 	struct conn *c = r->c;
 
 	for (int round = 0; round < RELAY_ROUNDS; round++) {
+		bool progress = false;
 		ssize_t n;
 
 		if (d->in_pipe > 0) {
 			n = splice(d->pipe[0], NULL, d->dst->fd, NULL, d->in_pipe,
 			           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n < 0 && errno == EAGAIN) {
-				/* dst is full: stop reading src until it drains. */
-				event_del(d->ev_read);
-				event_add(d->ev_write, NULL);
-				return 0;
-			}
-			if (n <= 0) {
+			if (n > 0) {
+				d->in_pipe -= (size_t)n;
+				d->dst->bytes += (uint64_t)n;
+				d->read_blocked = false;
+				progress = true;
+			} else if (n == 0 || errno != EAGAIN) {
 				conn_tunnel_done(c, d->dst == &c->up ? "upstream write failed"
 				                                     : "client write failed");
 				return -1;
 			}
-			d->in_pipe -= (size_t)n;
-			d->dst->bytes += (uint64_t)n;
-			conn_touch(c);
-			continue;
 		}
-		event_del(d->ev_write);
-		if (d->eof) {
+		if (!d->eof && !d->read_blocked && (d->pipe[0] < 0 || d->in_pipe < d->cap)) {
+			if (d->pipe[0] < 0 && relay_pipe_get(c->px, d) != 0) {
+				log_warn("proxy: pipe2 for splice");
+				conn_tunnel_done(c, "out of file descriptors");
+				return -1;
+			}
+			n = splice(d->src->fd, NULL, d->pipe[1], NULL, d->cap - d->in_pipe,
+			           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n > 0) {
+				d->in_pipe += (size_t)n;
+				progress = true;
+			} else if (n == 0) {
+				d->eof = true;
+				d->src->eof = true;
+				progress = true;
+			} else if (errno != EAGAIN) {
+				conn_tunnel_done(c, d->src == &c->up ? "upstream connection reset"
+				                                     : "client connection reset");
+				return -1;
+			} else if (d->in_pipe > 0) {
+				/* src empty or the pipe's slots full: either way
+				 * the next write is when to try again. */
+				d->read_blocked = true;
+			} else {
+				/* Nothing to read and the pipe is empty: return
+				 * it to the pool until bytes come. */
+				relay_pipe_put(c->px, d);
+			}
+		}
+		if (d->eof && d->in_pipe == 0) {
 			/* Everything before the FIN is delivered: pass it on. */
 			relay_pipe_put(c->px, d);
 			shutdown(d->dst->fd, SHUT_WR);
 			d->dst->shut = true;
 			d->done = true;
 			event_del(d->ev_read);
+			event_del(d->ev_write);
 			if (r->dir[0].done && r->dir[1].done) {
 				conn_tunnel_done(c, NULL);
 				return -1;
 			}
 			return 0;
 		}
-		if (d->pipe[0] < 0 && relay_pipe_get(c->px, d) != 0) {
-			log_warn("proxy: pipe2 for splice");
-			conn_tunnel_done(c, "out of file descriptors");
-			return -1;
-		}
-		n = splice(d->src->fd, NULL, d->pipe[1], NULL, RELAY_CHUNK,
-		           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n < 0 && errno == EAGAIN) {
-			/* Nothing to read and the pipe is empty: return it. */
-			relay_pipe_put(c->px, d);
-			event_add(d->ev_read, NULL);
-			return 0;
-		}
-		if (n < 0) {
-			conn_tunnel_done(c, d->src == &c->up ? "upstream connection reset"
-			                                     : "client connection reset");
-			return -1;
-		}
-		if (n == 0) {
-			d->eof = true;
-			d->src->eof = true;
-			continue;
-		}
-		d->in_pipe = (size_t)n;
-		conn_touch(c);
+		if (progress)
+			conn_touch(c);
+		else
+			break;
 	}
-	/* Yield; the socket is still readable and level-triggered. */
-	event_add(d->ev_read, NULL);
+	if (d->in_pipe > 0)
+		event_add(d->ev_write, NULL);
+	else
+		event_del(d->ev_write);
+	if (!d->eof && !d->read_blocked && (d->pipe[0] < 0 || d->in_pipe < d->cap))
+		event_add(d->ev_read, NULL);
+	else
+		event_del(d->ev_read);
 	return 0;
 }
 
