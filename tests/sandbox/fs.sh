@@ -4,7 +4,7 @@
 # the egress log invisible, and nothing mounted on the host afterwards.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
-need_prog setpriv
+need_prog setpriv python3
 sbx_setup
 
 body() {
@@ -54,6 +54,7 @@ tmpfs-ok" "$out"
 	expect_eq "$role: /dev" "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero " "$out"
 	expect_eq "$role: /dev/null works" "0" "$(al "$role" -- sh -c 'echo x > /dev/null; head -c 4 /dev/zero | tr -d "\0" | wc -c')"
 	al "$role" -- sh -c 'ls /dev/sda /dev/vda /dev/mem 2>/dev/null' && fail "$role: host disks visible"
+	expect_eq "$role: new pty inside" "/dev/pts/0" "$(al "$role" -- python3 -c 'import os, pty; m, s = pty.openpty(); print(os.ttyname(s))')"
 
 	# /proc: the sandbox's own, its machine-wide knobs read-only.
 	expect_match "$role: /proc/sys read-only" "^[^ ]+ [^ ]+ [^ ]+ /sys /proc/sys ro," "$(al "$role" -- grep ' /proc/sys ' /proc/self/mountinfo)"
