@@ -225,9 +225,26 @@ show_line(const struct elog_record *r, const struct review_show_opts *o, FILE *o
 			elog_buf_safe_text(&b, r->reason, 512);
 		else if (r->rule != NULL)
 			elog_buf_safe_text(&b, r->rule, 512);
+		if (r->rcode != NULL) {
+			elog_buf_puts(&b, (r->reason != NULL || r->rule != NULL) ? "; " : "");
+			elog_buf_safe_text(&b, r->rcode, 32);
+		}
+		/* What the sandbox was told: the first few DNS answers. */
+		for (uint32_t k = 0; r->answers >= 0 && k < r->json->tok[r->answers].count; k++) {
+			if (k == 4) {
+				elog_buf_puts(&b, ", ...");
+				break;
+			}
+			elog_buf_puts(&b, k == 0 ? " " : ", ");
+			elog_buf_safe_text(
+			        &b, elog_json_str(r->json, elog_json_elem(r->json, r->answers, k)),
+			        64);
+		}
 		if (o->color && color == NULL)
 			elog_buf_puts(&b, C_RESET);
 	}
+	while (b.len > 0 && b.data[b.len - 1] == ' ')
+		b.len--;
 	elog_buf_putc(&b, '\n');
 	fwrite(b.data, 1, b.len, out);
 }
