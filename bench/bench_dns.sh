@@ -85,7 +85,7 @@ cpu_ticks() {
 
 # run PORT -> "qps lost avg_ms max_ms p50_ms p99_ms cpu_us_per_query"
 run() {
-	local port=$1 out qps lost p
+	local port=$1 out qps lost p lost2
 	# Throughput: as fast as it answers.
 	local pidvar=PID_$port c0 c1 done_q
 	c0=$(cpu_ticks "${!pidvar}")
@@ -100,11 +100,12 @@ run() {
 		'BEGIN {printf "%.2f", (n > 0 ? t / hz * 1e6 / n : 0)}')
 	# Latency at a fixed rate, per query (-v prints one line each).
 	out=$(dnsperf -s 127.0.0.1 -p "$port" -d "$S/queries" -l "$SECS" -c 4 -Q 5000 -t 2 -v 2>&1)
+	lost2=$(awk '/Queries lost:/{print $3}' <<<"$out")
 	p=$(awk '/^> [A-Z]+ / {print $NF}' <<<"$out" |
 		sort -g | awk '{a[NR]=$1} END {if (NR==0) {print "- - - -"; exit}
 			s=0; for (i=1;i<=NR;i++) s+=a[i];
 			printf "%.3f %.3f %.3f %.3f\n", s/NR*1000, a[NR]*1000, a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000}')
-	echo "$qps $lost $p $cpu_us"
+	echo "$qps $lost $p $cpu_us $lost2"
 }
 
 # Warm every cache once, then ROUNDS rounds, alternating the resolvers so
@@ -116,14 +117,14 @@ for r in $(seq "$ROUNDS"); do
 done >"$S/results"
 
 # median PORT COLUMN (2 = qps, 3 = lost, 4 = avg, 5 = max, 6 = p50, 7 = p99,
-# 8 = CPU us per query)
+# 8 = CPU us per query, 9 = lost in the latency run)
 median() {
 	awk -v p="$1" -v c="$2" '$1 == p {print $c}' "$S/results" | sort -g |
 		awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
 row() {
 	printf '%-30s %10.0f %6s %8s %8s %8s %8s %8s\n' "$1" "$(median "$2" 2)" \
-		"$(awk -v p="$2" '$1 == p {s+=$3} END {print s}' "$S/results")" \
+		"$(awk -v p="$2" '$1 == p {s += $3 + $9} END {print s}' "$S/results")" \
 		"$(median "$2" 4)" "$(median "$2" 6)" "$(median "$2" 7)" "$(median "$2" 5)" \
 		"$(median "$2" 8)"
 }
@@ -139,6 +140,9 @@ awk -v a="$(median 5353 2)" -v m="$(median 5400 2)" -v b="$(median 5401 2)" \
 	printf "p99 ratio airlock/dnsmasq(default): %.2f   airlock/dnsmasq(cache 10k): %.2f\n", (mp > 0 ? ap/mp : 0), (bp > 0 ? ap/bp : 0) }'
 awk -v a="$(median 5353 8)" -v m="$(median 5400 8)" -v b="$(median 5401 8)" 'BEGIN {
 	printf "CPU per query ratio airlock/dnsmasq(default): %.2f   airlock/dnsmasq(cache 10k): %.2f\n", (m > 0 ? a/m : 0), (b > 0 ? a/b : 0) }'
-echo "per-round figures (port qps lost avg max p50 p99 cpu_us; 5400/5401 dnsmasq, 5353 airlock):"
+echo "per-round figures (port qps lost avg max p50 p99 cpu_us lost@5000qps; 5400/5401 dnsmasq, 5353 airlock):"
 cat "$S/results"
 echo "egress log lines written by airlock: $(wc -l <"$S/egress.jsonl")"
+# Datagrams the kernel dropped for full buffers, over the whole run, all
+# resolvers (the namespace is ours alone).
+awk '/^Udp:/ {if (!h) {split($0, n); h = 1} else {for (i = 2; i <= NF; i++) if (n[i] ~ /Errors/) printf "%s=%s ", n[i], $i; print ""}}' /proc/net/snmp
