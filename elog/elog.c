@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,6 +37,7 @@
 struct elog {
 	int fd;
 	bool failed;
+	bool is_stream; /* a pipe or socket: a gone reader is visible early */
 	char *task;
 	FILE *human;
 	struct elog_task_end totals;
@@ -59,12 +61,14 @@ struct elog *
 elog_open_fd(int fd)
 {
 	struct elog *log = calloc(1, sizeof(*log));
+	struct stat st;
 
 	if (log == NULL) {
 		fd_close(&fd);
 		return NULL;
 	}
 	log->fd = fd;
+	log->is_stream = fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 	return log;
 }
 
@@ -115,7 +119,18 @@ elog_set_human(struct elog *log, FILE *human)
 bool
 elog_failed(const struct elog *log)
 {
-	return log->failed;
+	struct pollfd pfd = {.fd = log->fd, .events = 0};
+
+	if (log->failed)
+		return true;
+	/* Lines are written when a connection ends, so a log piped to a reader
+	 * that has gone would only be found broken after the next connection
+	 * was let through unrecorded. A pipe or socket whose reader is gone
+	 * reports POLLERR/POLLHUP at once: call the log failed before that. */
+	if (log->is_stream && poll(&pfd, 1, 0) == 1 &&
+	    (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0)
+		return true;
+	return false;
 }
 
 void

@@ -32,6 +32,9 @@ void elog_free(struct elog *log);
 void elog_set_task(struct elog *log, const char *task_id);
 /* With -v: also a short human line per event on this stream (borrowed). */
 void elog_set_human(struct elog *log, FILE *human);
+/* True once a line could not be written, and, for a log that is a pipe or
+ * socket, as soon as its reader has gone (before the next line is lost).
+ * Costs one poll(2) on such a log; callers check it per new connection. */
 bool elog_failed(const struct elog *log);
 
 /* One connection, DNS query or blocked packet, written when it ends.

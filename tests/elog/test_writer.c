@@ -317,6 +317,21 @@ test_fail_closed_dev_full(void **state)
 }
 
 static void
+test_failed_when_reader_gone(void **state)
+{
+	/* A piped log whose reader exits is failed before any line is lost. */
+	int p[2];
+	struct elog *log;
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	log = elog_open_fd(p[1]);
+	assert_false(elog_failed(log));
+	close(p[0]);
+	assert_true(elog_failed(log));
+	elog_free(log);
+}
+
+static void
 test_fail_closed_broken_pipe(void **state)
 {
 	int p[2];
@@ -424,6 +439,7 @@ main(void)
 	        cmocka_unit_test(test_many_empty_words_capped),
 	        cmocka_unit_test(test_fail_closed_dev_full),
 	        cmocka_unit_test(test_fail_closed_broken_pipe),
+	        cmocka_unit_test(test_failed_when_reader_gone),
 	        cmocka_unit_test(test_open_path),
 	        cmocka_unit_test(test_human_line),
 	        cmocka_unit_test(test_utf8_len),
