@@ -55,7 +55,8 @@ ANSWER_CAP, ANSWERS_MAX = 64, 32
 COMMAND_WORD_CAP, COMMAND_CAP = 1024, 8192
 
 # Fields that belong to one kind only.
-ONLY_FOR = {"sni": ("tls",), "method": ("http",), "url": ("http",), "qtype": ("dns",),
+ONLY_FOR = {"sni": ("tls",), "method": ("http", "connect"), "url": ("http", "connect"),
+            "qtype": ("dns",),
             "rcode": ("dns",), "answers": ("dns",), "proto": ("packet",),
             "orig_dst": ("tls", "tcp", "http")}
 # Fields a kind must carry.

@@ -10,10 +10,11 @@ start='{"ts":"2026-11-30T10:24:40.001Z","task":"7f3a","kind":"task-start","airlo
 tls='{"ts":"2026-11-30T10:24:48.123Z","task":"7f3a","kind":"tls","host":"evil.test","ip":"203.0.113.66","port":443,"verdict":"deny","reason":"no match","bytes_up":517,"bytes_down":0,"duration_ms":2,"sni":"evil.test"}'
 dns='{"ts":"2026-11-30T10:24:49.001Z","task":"7f3a","kind":"dns","host":"pypi.org","verdict":"allow","rule":"policies/pypi.yaml:6","bytes_up":0,"bytes_down":0,"duration_ms":3,"qtype":"A","rcode":"NOERROR","answers":["192.0.2.10"]}'
 pkt='{"ts":"2026-11-30T10:24:49.200Z","task":"7f3a","kind":"packet","ip":"198.51.100.53","port":443,"verdict":"deny","reason":"udp is not proxied","bytes_up":0,"bytes_down":0,"duration_ms":0,"proto":"udp"}'
-end='{"ts":"2026-11-30T10:24:43.500Z","task":"7f3a","kind":"task-end","exit_status":0,"signal":0,"duration_ms":3499,"totals":{"connections":3,"allowed":1,"denied":2,"bytes_up":517,"bytes_down":0}}'
+conn='{"ts":"2026-11-30T11:00:28.139Z","task":"7f3a","kind":"connect","host":"pypi.org","ip":"2001:db8:1::10","port":443,"verdict":"audit-deny","reason":"no rule allows pypi.org port 443","bytes_up":1266,"bytes_down":2247,"duration_ms":480,"method":"CONNECT","url":"pypi.org:443"}'
+end='{"ts":"2026-11-30T10:24:43.500Z","task":"7f3a","kind":"task-end","exit_status":0,"signal":0,"duration_ms":3499,"totals":{"connections":4,"allowed":1,"denied":3,"bytes_up":1783,"bytes_down":2247}}'
 
 good=$SCRATCH/good.jsonl
-printf '%s\n' "$start" "$tls" "$dns" "$pkt" "$end" >"$good"
+printf '%s\n' "$start" "$conn" "$tls" "$dns" "$pkt" "$end" >"$good"
 $CHECK "$good" >/dev/null || fail "the documented examples are rejected: $($CHECK "$good")"
 
 # bad NAME EXPECTED-MESSAGE-REGEX LINE...: a log made of LINEs is rejected
@@ -38,12 +39,13 @@ bad sni-on-dns "sni on a dns line" "$start" "${dns/\"answers\"/\"sni\":\"x\",\"a
 bad ts "not RFC 3339" "$start" "${tls/10:24:48.123Z/10:24:48Z}"
 bad dup-key "duplicate key" "$start" "${tls/\"sni\":\"evil.test\"/\"sni\":\"evil.test\",\"sni\":\"x\"}"
 bad not-json "not JSON" "$start" '{"ts": '
-bad totals "totals.connections is 3, the task's lines add up to 2" "$start" "$tls" "$dns" "$end"
-bad after-end "after the task's task-end" "$start" "$tls" "$dns" "$pkt" "$end" "$pkt"
+bad totals "totals.connections is 4, the task's lines add up to 2" "$start" "$tls" "$dns" "$end"
+bad after-end "after the task's task-end" "$start" "$conn" "$tls" "$dns" "$pkt" "$end" "$pkt"
+bad sni-on-connect "sni on a connect line" "$start" "${conn/\"method\"/\"sni\":\"x\",\"method\"}"
 bad no-start "has no task-start" "$tls"
 long=$(printf 'a%.0s' $(seq 300))
 bad cap "host is 300 bytes, over its cap of 255" "$start" "${tls/\"host\":\"evil.test\"/\"host\":\"$long\"}"
 printf '%s' "$start" >"$SCRATCH/cut.jsonl"
 out=$($CHECK "$SCRATCH/cut.jsonl") && fail "a cut last line is accepted"
 expect_match "cut line" "not terminated" "$out"
-echo "check_log.py accepts docs/log.md's examples and rejects 16 kinds of defect"
+echo "check_log.py accepts docs/log.md's examples and rejects 17 kinds of defect"
