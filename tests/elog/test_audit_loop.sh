@@ -75,3 +75,28 @@ assert len(s["tasks"]) == 2, s["tasks"]
 "$AIRLOCK" log replay -p "$LEARNED" "$LOGF" >"$LAB_WORK/replay2.out" 2>&1 ||
 	fail "replaying the enforce log under its own policy changed something: $(cat "$LAB_WORK/replay2.out")"
 echo "audit loop: ok"
+
+# 7. Rootless (AIRLOCK_TEST_USER, which CI sets): the same loop as an
+#    ordinary user, who also runs suggest on their own log.
+if [ -n "${AIRLOCK_TEST_USER:-}" ] && id "$AIRLOCK_TEST_USER" >/dev/null 2>&1; then
+	user=$AIRLOCK_TEST_USER
+	# The build tree may not be readable by the user: a copy of the binary.
+	mkdir -p "$LAB_WORK/bin"
+	install -m 755 "$AIRLOCK" "$LAB_WORK/bin/airlock"
+	AIRLOCK=$LAB_WORK/bin/airlock
+	LOGF=$LAB_WORK/audit-user.jsonl
+	airlock_lab_as "$user" none --audit -- python3 -m pip install -q --target "$LAB_WORK/site3" labpkg ||
+		fail "rootless: pip install labpkg in audit mode"
+	in_lab_as "$user" "$AIRLOCK" log suggest --name learned-user "$LOGF" >"$LAB_WORK/learned-user.yaml" ||
+		fail "rootless: log suggest"
+	chown "$user:" "$LAB_WORK/learned-user.yaml"
+	LOGF=$LAB_WORK/enforce-user.jsonl
+	airlock_lab_as "$user" "$LAB_WORK/learned-user.yaml" -- python3 -m pip install -q --target "$LAB_WORK/site4" labpkg ||
+		fail "rootless: pip install under the suggested policy: $(tail -n 5 "$LOGF")"
+	expect_logged "rootless: pypi.org allowed by the learned rule" \
+		'e.get("host") == "pypi.org" and e.get("verdict") == "allow" and "learned-user.yaml:" in e.get("rule", "")'
+	if airlock_lab_as "$user" "$LAB_WORK/learned-user.yaml" -- curl -sSf -o /dev/null https://registry.npmjs.org/ 2>/dev/null; then
+		fail "rootless: registry.npmjs.org was reachable under the learned policy"
+	fi
+	echo "audit loop (rootless as $user): ok"
+fi
