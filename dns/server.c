@@ -1060,6 +1060,8 @@ dns_server_add_udp(struct dns_server *srv, int fd)
 		close(fd);
 		return -1;
 	}
+	/* Best effort: room for bursts (capped by net.core.rmem_max). */
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){1 << 20}, sizeof(int));
 	u->fd = fd;
 	u->ev = event_new(srv->base, fd, EV_READ | EV_PERSIST, udp_read, srv);
 	if (u->ev == NULL || event_add(u->ev, NULL) != 0) {

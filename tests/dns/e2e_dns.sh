@@ -260,7 +260,7 @@ if command -v dnsperf >/dev/null; then
 		echo "v6.allowed.test AAAA"
 		echo "evil.test A"
 	done >"$S/queries.txt"
-	out=$(dnsperf -s 127.0.0.1 -p 5353 -d "$S/queries.txt" -l 3 -Q 10000 -c 4 -t 2 2>&1)
+	out=$(dnsperf -s 127.0.0.1 -p 5353 -d "$S/queries.txt" -l 3 -Q 10000 -c 4 -t 2 -b 4096 2>&1)
 	printf '%s\n' "$out" | grep -E 'Queries (sent|completed|lost)|Queries per second'
 	lost=$(printf '%s\n' "$out" | awk '/Queries lost:/{print $3}')
 	sent=$(printf '%s\n' "$out" | awk '/Queries sent:/{print $3}')
