@@ -1,0 +1,346 @@
+/* The DNS server's event-driven shell (dns/server.c) over real loopback
+ * sockets, no privileges: the test plays the sandbox's client and the
+ * upstream resolver, and drives the server's event loop itself. Proves id
+ * and source matching (spoofed and stale answers are ignored), the guard
+ * on the way back, the retry and SERVFAIL after the budget, the TCP
+ * fallback on TC, and TCP clients. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <cmocka.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "dns/cache.h"
+#include "dns/dns.h"
+#include "dns/msg.h"
+#include "policy/policy.h"
+
+static const char pol_text[] = "version: 1\n"
+                               "name: t\n"
+                               "allow:\n"
+                               "  - host: allowed.test\n"
+                               "  - host: \"*.allowed.test\"\n";
+
+struct fixture {
+	struct policy *pol;
+	struct dns_cache *cache;
+	struct event_base *base;
+	struct dns_server *srv;
+	int client;       /* UDP, connected to the listener */
+	int upstream;     /* UDP, the fake upstream */
+	int upstream_tcp; /* TCP listener on the same port */
+	int spoofer;      /* UDP, another port */
+	struct sockaddr_in listen_addr;
+	struct sockaddr_in up_addr;
+};
+
+static int
+udp_bound(struct sockaddr_in *out)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	if (out != NULL)
+		*out = a;
+	return fd;
+}
+
+/* Run the server's loop until fd is readable or ms pass. */
+static bool
+wait_readable(struct fixture *f, int fd, int ms)
+{
+	uint64_t end = now_ms() + (uint64_t)ms;
+
+	do {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		if (poll(&p, 1, 5) == 1)
+			return true;
+	} while (now_ms() < end);
+	return false;
+}
+
+static int
+setup(void **state)
+{
+	static struct fixture f;
+	struct dns_server_config cfg = {0};
+	struct sockaddr_in tcp_addr;
+	int one = 1;
+
+	memset(&f, 0, sizeof(f));
+	f.pol = policy_load_buffer("t.yaml", pol_text, sizeof(pol_text) - 1, NULL);
+	f.cache = dns_cache_new(64);
+	f.base = event_base_new();
+	if (f.pol == NULL || f.cache == NULL || f.base == NULL)
+		return -1;
+	f.upstream = udp_bound(&f.up_addr);
+	f.spoofer = udp_bound(NULL);
+	/* The upstream's TCP side, on the same port number. */
+	f.upstream_tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(f.upstream_tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	tcp_addr = f.up_addr;
+	if (bind(f.upstream_tcp, (struct sockaddr *)&tcp_addr, sizeof(tcp_addr)) != 0 ||
+	    listen(f.upstream_tcp, 4) != 0)
+		return -1;
+	cfg.policy = f.pol;
+	cfg.cache = f.cache;
+	memcpy(&cfg.upstream[0], &f.up_addr, sizeof(f.up_addr));
+	cfg.n_upstream = 1;
+	cfg.timeout_ms = 400;
+	f.srv = dns_server_new(f.base, &cfg);
+	if (f.srv == NULL)
+		return -1;
+	{
+		int lfd = udp_bound(&f.listen_addr);
+
+		if (dns_server_add_udp(f.srv, lfd) != 0)
+			return -1;
+	}
+	f.client = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (connect(f.client, (struct sockaddr *)&f.listen_addr, sizeof(f.listen_addr)) != 0)
+		return -1;
+	*state = &f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	dns_server_free(f->srv);
+	close(f->client);
+	close(f->upstream);
+	close(f->upstream_tcp);
+	close(f->spoofer);
+	event_base_free(f->base);
+	dns_cache_free(f->cache);
+	policy_free(f->pol);
+	return 0;
+}
+
+static size_t
+mkquery(uint8_t *buf, size_t cap, uint16_t id, const char *name, bool opt)
+{
+	struct dns_builder b;
+
+	dns_build_init(&b, buf, cap, id, DNS_FLAG_RD);
+	dns_build_question(&b, name, DNS_TYPE_A, DNS_CLASS_IN);
+	if (opt)
+		dns_build_opt(&b, 1232, 0, -1, NULL);
+	return dns_build_finish(&b);
+}
+
+/* An upstream answer for q (as received) with the given A records. */
+static size_t
+mkanswer(uint8_t *buf, size_t cap, const struct dns_query *q, uint16_t flags,
+         const char *const *ips, size_t n)
+{
+	struct dns_builder b;
+
+	dns_build_init(&b, buf, cap, q->id, (uint16_t)(DNS_FLAG_QR | DNS_FLAG_RA | flags));
+	dns_build_question(&b, q->qname, q->qtype, q->qclass);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t a[4];
+
+		inet_pton(AF_INET, ips[i], a);
+		dns_build_rr(&b, DNS_SEC_AN, q->qname, DNS_TYPE_A, 600, a, 4);
+	}
+	return dns_build_finish(&b);
+}
+
+/* Receive the upstream's copy of a query. */
+static void
+upstream_recv(struct fixture *f, struct dns_query *q, struct sockaddr_in *from)
+{
+	uint8_t buf[2048];
+	socklen_t flen = sizeof(*from);
+	ssize_t n;
+
+	assert_true(wait_readable(f, f->upstream, 2000));
+	n = recvfrom(f->upstream, buf, sizeof(buf), 0, (struct sockaddr *)from, &flen);
+	assert_true(n > 0);
+	assert_int_equal(dns_query_parse(buf, (size_t)n, q), DNS_OK);
+}
+
+static void
+test_forward_spoof_guard(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t buf[2048];
+	struct dns_query uq;
+	struct dns_response r;
+	struct sockaddr_in from;
+	const char *spoof[] = {"203.0.113.66"};
+	const char *good[] = {"203.0.113.10", "127.0.0.1"};
+	size_t n;
+	ssize_t got;
+
+	n = mkquery(buf, sizeof(buf), 0x1111, "WWW.Allowed.Test", true);
+	assert_int_equal(send(f->client, buf, n, 0), (ssize_t)n);
+	upstream_recv(f, &uq, &from);
+	/* Our upstream query: new id, RD, EDNS, name lowercased. */
+	assert_string_equal(uq.qname, "www.allowed.test");
+	assert_true(uq.flags & DNS_FLAG_RD);
+	assert_true(uq.has_opt);
+
+	/* The right id from the wrong port: ignored. */
+	n = mkanswer(buf, sizeof(buf), &uq, 0, spoof, 1);
+	sendto(f->spoofer, buf, n, 0, (struct sockaddr *)&from, sizeof(from));
+	/* The right port with the wrong id: ignored. */
+	uq.id ^= 0x5555;
+	n = mkanswer(buf, sizeof(buf), &uq, 0, spoof, 1);
+	sendto(f->upstream, buf, n, 0, (struct sockaddr *)&from, sizeof(from));
+	uq.id ^= 0x5555;
+	assert_false(wait_readable(f, f->client, 100));
+
+	/* The real answer: loopback removed, TTL capped, id restored. */
+	n = mkanswer(buf, sizeof(buf), &uq, 0, good, 2);
+	sendto(f->upstream, buf, n, 0, (struct sockaddr *)&from, sizeof(from));
+	assert_true(wait_readable(f, f->client, 2000));
+	got = recv(f->client, buf, sizeof(buf), 0);
+	assert_true(got > 0);
+	assert_int_equal(dns_response_parse(buf, (size_t)got, &r), DNS_OK);
+	assert_int_equal(r.id, 0x1111);
+	assert_string_equal(r.qname, "WWW.Allowed.Test");
+	assert_int_equal(r.n_an, 1);
+	assert_int_equal(r.an[0].addr[3], 10);
+	assert_int_equal(r.an[0].ttl, 300);
+	assert_non_null(memmem(buf, (size_t)got, "127.0.0.1 (loopback)", 20));
+	/* The address is now known to the IP -> name cache. */
+	{
+		struct sockaddr_in a = {.sin_family = AF_INET};
+
+		inet_pton(AF_INET, "203.0.113.10", &a.sin_addr);
+		assert_string_equal(
+		        dns_cache_lookup(f->cache, (struct sockaddr *)&a, now_ms() / 1000),
+		        "www.allowed.test");
+	}
+	/* Asked again: answered from the answer cache, nothing upstream. */
+	n = mkquery(buf, sizeof(buf), 0x2222, "www.allowed.test", false);
+	send(f->client, buf, n, 0);
+	assert_true(wait_readable(f, f->client, 2000));
+	got = recv(f->client, buf, sizeof(buf), 0);
+	assert_int_equal(dns_response_parse(buf, (size_t)got, &r), DNS_OK);
+	assert_int_equal(r.id, 0x2222);
+	assert_int_equal(r.n_an, 1);
+	assert_false(wait_readable(f, f->upstream, 50));
+}
+
+static void
+test_timeout_retry_servfail(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t buf[2048];
+	struct dns_query q1, q2;
+	struct dns_response r;
+	struct sockaddr_in from;
+	uint64_t t0 = now_ms();
+	size_t n;
+	ssize_t got;
+
+	n = mkquery(buf, sizeof(buf), 0x3333, "slow.allowed.test", true);
+	send(f->client, buf, n, 0);
+	upstream_recv(f, &q1, &from);
+	upstream_recv(f, &q2, &from); /* the retry, after half the budget */
+	assert_int_not_equal(q1.id, q2.id);
+	assert_true(wait_readable(f, f->client, 2000));
+	got = recv(f->client, buf, sizeof(buf), 0);
+	assert_int_equal(dns_response_parse(buf, (size_t)got, &r), DNS_OK);
+	assert_int_equal(DNS_RCODE(r.flags), DNS_RCODE_SERVFAIL);
+	assert_true(now_ms() - t0 >= 380);
+	assert_true(now_ms() - t0 < 1500);
+	assert_non_null(memmem(buf, (size_t)got, "timed out", 9));
+}
+
+static void
+test_truncated_goes_tcp(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t buf[4096];
+	struct dns_query uq, tq;
+	struct dns_response r;
+	struct sockaddr_in from;
+	const char *ips[] = {"203.0.113.1", "203.0.113.2", "203.0.113.3"};
+	size_t n;
+	ssize_t got;
+	int c;
+	uint8_t hdr[2];
+
+	n = mkquery(buf, sizeof(buf), 0x4444, "big.allowed.test", false);
+	send(f->client, buf, n, 0);
+	upstream_recv(f, &uq, &from);
+	n = mkanswer(buf, sizeof(buf), &uq, DNS_FLAG_TC, NULL, 0);
+	sendto(f->upstream, buf, n, 0, (struct sockaddr *)&from, sizeof(from));
+	/* The server comes back over TCP to the same address. */
+	assert_true(wait_readable(f, f->upstream_tcp, 2000));
+	c = accept(f->upstream_tcp, NULL, NULL);
+	assert_true(c >= 0);
+	assert_true(wait_readable(f, c, 2000));
+	assert_int_equal(recv(c, hdr, 2, MSG_WAITALL), 2);
+	n = (size_t)(hdr[0] << 8 | hdr[1]);
+	assert_int_equal(recv(c, buf, n, MSG_WAITALL), (ssize_t)n);
+	assert_int_equal(dns_query_parse(buf, n, &tq), DNS_OK);
+	assert_string_equal(tq.qname, "big.allowed.test");
+	n = mkanswer(buf + 2, sizeof(buf) - 2, &tq, 0, ips, 3);
+	buf[0] = (uint8_t)(n >> 8);
+	buf[1] = (uint8_t)n;
+	assert_int_equal(send(c, buf, n + 2, 0), (ssize_t)(n + 2));
+	assert_true(wait_readable(f, f->client, 2000));
+	got = recv(f->client, buf, sizeof(buf), 0);
+	assert_int_equal(dns_response_parse(buf, (size_t)got, &r), DNS_OK);
+	assert_int_equal(r.id, 0x4444);
+	assert_int_equal(r.n_an, 3);
+	close(c);
+}
+
+static void
+test_denied_and_malformed(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t buf[2048];
+	struct dns_response r;
+	size_t n;
+	ssize_t got;
+
+	/* Garbage: dropped, no answer, the server lives on. */
+	send(f->client, "\x01\x02\x03", 3, 0);
+	assert_false(wait_readable(f, f->client, 50));
+	n = mkquery(buf, sizeof(buf), 0x5555, "evil.test", true);
+	send(f->client, buf, n, 0);
+	assert_true(wait_readable(f, f->client, 2000));
+	got = recv(f->client, buf, sizeof(buf), 0);
+	assert_int_equal(dns_response_parse(buf, (size_t)got, &r), DNS_OK);
+	assert_int_equal(DNS_RCODE(r.flags), DNS_RCODE_NXDOMAIN);
+	assert_non_null(memmem(buf, (size_t)got, "not in allowlist", 16));
+	assert_false(wait_readable(f, f->upstream, 50));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_forward_spoof_guard),
+	        cmocka_unit_test(test_timeout_retry_servfail),
+	        cmocka_unit_test(test_truncated_goes_tcp),
+	        cmocka_unit_test(test_denied_and_malformed),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
