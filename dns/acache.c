@@ -134,7 +134,7 @@ dns_acache_put(struct dns_acache *c, const char *name, uint16_t qtype, const str
 	struct acache_entry **pp, *e;
 	uint32_t ttl;
 
-	if (c == NULL || (f->rcode != 0 && f->rcode != 3))
+	if (c == NULL || (f->rcode != DNS_RCODE_NOERROR && f->rcode != DNS_RCODE_NXDOMAIN))
 		return -1;
 	ttl = f->n > 0 ? f->min_ttl : DNS_ACACHE_NEG_TTL;
 	if (ttl == 0)
