@@ -41,7 +41,7 @@ ip addr add 2001:db8::53/128 dev lo
 # Upstream: dnsmasq, authoritative for the test names only.
 for i in $(seq 1 100); do echo "203.0.113.$i many.allowed.test"; done >"$S/many.hosts"
 dnsmasq --keep-in-foreground --no-resolv --no-hosts --user=root --group=root \
-	--listen-address=192.0.2.53 --bind-interfaces --port=53 \
+	--listen-address=192.0.2.53 --listen-address=2001:db8::53 --bind-interfaces --port=53 \
 	--pid-file="$S/dnsmasq.pid" --log-queries --log-facility="$S/dnsmasq.log" \
 	--addn-hosts="$S/many.hosts" \
 	--address=/allowed.test/203.0.113.10 \
@@ -87,6 +87,8 @@ start_dnsd "$S/egress.jsonl" "$S/policy.yaml" 5353 192.0.2.53
 # unroutable one.
 start_dnsd "$S/down.jsonl" "$S/policy.yaml" 5354 192.0.2.53:5399 192.0.2.53:5398
 start_dnsd "$S/unroute.jsonl" "$S/policy.yaml" 5356 192.0.2.99
+# An IPv6 upstream.
+start_dnsd "$S/v6.jsonl" "$S/policy.yaml" 5357 "[2001:db8::53]:53"
 start_dnsd "$S/audit.jsonl" "$S/audit.yaml" 5355 192.0.2.53
 
 q() { dig @127.0.0.1 -p 5353 +time=3 +tries=1 "$@"; }
@@ -168,6 +170,10 @@ out=$(q +short -x 203.0.113.10)
 expect_eq "PTR of a learned address" "allowed.test." "$out"
 out=$(q -x 203.0.113.99)
 expect_re "PTR of an unknown address" 'status: NXDOMAIN' "$out"
+
+echo "# an IPv6 upstream"
+out=$(dig @127.0.0.1 -p 5357 +time=3 +tries=1 +short allowed.test A)
+expect_eq "via [2001:db8::53]:53" "203.0.113.10" "$out"
 
 echo "# TCP"
 out=$(q +tcp +short allowed.test A)
