@@ -194,9 +194,15 @@ dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_r
 
 			if (policy_name_normalize(next->target, norm, sizeof(norm), &why) != 0 ||
 			    dns_name_verdict(p, norm, &rule) == POLICY_DENY) {
-				out->n = 0;
-				out->reason = "CNAME to a denied name";
-				return 0;
+				/* Audit mode allows what the guard permits, and
+				 * says what enforce mode would have cut. */
+				if (policy_mode(p) == POLICY_MODE_AUDIT) {
+					out->reason = "audit: CNAME to a denied name";
+				} else {
+					out->n = 0;
+					out->reason = "CNAME to a denied name";
+					return 0;
+				}
 			}
 		}
 		out->rr[out->n] = *next;

@@ -265,6 +265,10 @@ test_filter_chain(void **state)
 	assert_int_equal(dns_filter(pol, &q, &resp, 300, &filt), 0);
 	assert_int_equal(filt.n, 0);
 	assert_string_equal(filt.reason, "CNAME to a denied name");
+	/* Audit mode follows it, and says so. */
+	assert_int_equal(dns_filter(audit, &q, &resp, 300, &filt), 0);
+	assert_int_equal(filt.n, 2);
+	assert_string_equal(filt.reason, "audit: CNAME to a denied name");
 
 	/* A CNAME loop ends after DNS_MAX_CHAIN links. */
 	resp_init(&q, 0);
