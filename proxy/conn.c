@@ -398,7 +398,9 @@ conn_decide_noname(struct conn *c)
 	const char *name = NULL;
 	struct timespec ts;
 
-	conn_addr_str(&c->orig, c->host, sizeof(c->host));
+	/* No name: host stays empty unless DNS taught us one; the log's ip
+	 * field carries the address. */
+	c->host[0] = '\0';
 	policy_match_addr(p, &c->orig.sa, c->port, &v);
 	if (v.action != POLICY_ALLOW && c->px->px_cfg.cache != NULL) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -46,8 +46,11 @@ sniff_decide(struct conn *c, bool timed_out)
 	}
 	sr = sni_parse(buf, n, name, sizeof(name));
 	if (sr != SNI_NOT_TLS) {
+		/* The log's "tls" means a ClientHello that named a server;
+		 * TLS without a (readable) name is name-less "tcp", though
+		 * a refusal still answers it with a TLS alert. */
 		c->tls = true;
-		c->kind = "tls";
+		c->kind = sr == SNI_FOUND ? "tls" : "tcp";
 		if (sr == SNI_INCOMPLETE && n < SNI_MAX_INPUT && !timed_out)
 			return;
 		if (sr == SNI_FOUND) {

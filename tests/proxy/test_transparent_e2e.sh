@@ -69,4 +69,5 @@ expect_logged "denied SNI logged" 'e.get("kind") == "tls" and e.get("sni") == "e
 expect_logged "learned tcp logged" 'e.get("kind") == "tcp" and e.get("host") == "pypi.org" and e.get("port") == 7 and e.get("verdict") == "allow"'
 expect_logged "unknown tcp logged" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 4444 and e.get("verdict") == "deny"'
 expect_canaries_silent "transparent"
+/usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 echo "ok"
