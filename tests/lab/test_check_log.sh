@@ -43,9 +43,17 @@ bad totals "totals.connections is 4, the task's lines add up to 2" "$start" "$tl
 bad after-end "after the task's task-end" "$start" "$conn" "$tls" "$dns" "$pkt" "$end" "$pkt"
 bad sni-on-connect "sni on a connect line" "$start" "${conn/\"method\"/\"sni\":\"x\",\"method\"}"
 bad no-start "has no task-start" "$tls"
+bad tls-without-sni "tls line without sni" "$start" "${tls/,\"sni\":\"evil.test\"/}"
+bad start-without-policy "task-start without policy" "${start/\"policy\":\"pypi\",/}"
+# What docs/log.md leaves out when unknown may be missing: an unreadable
+# request's host, method and url; airlock proxy's selftest and command.
+ok=$SCRATCH/unknown.jsonl
+printf '%s\n' "${start/,\"command\":\[\"pip\",\"install\",\"requests\"\],\"selftest\":\"pass\"/}" \
+	'{"ts":"2026-11-30T10:24:48.123Z","task":"7f3a","kind":"http","ip":"203.0.113.66","port":80,"verdict":"deny","reason":"request head not complete in time","bytes_up":0,"bytes_down":0,"duration_ms":5007}' >"$ok"
+$CHECK "$ok" >/dev/null || fail "fields left out when unknown are demanded: $($CHECK "$ok")"
 long=$(printf 'a%.0s' $(seq 300))
 bad cap "host is 300 bytes, over its cap of 255" "$start" "${tls/\"host\":\"evil.test\"/\"host\":\"$long\"}"
 printf '%s' "$start" >"$SCRATCH/cut.jsonl"
 out=$($CHECK "$SCRATCH/cut.jsonl") && fail "a cut last line is accepted"
 expect_match "cut line" "not terminated" "$out"
-echo "check_log.py accepts docs/log.md's examples and rejects 17 kinds of defect"
+echo "check_log.py accepts docs/log.md's examples and rejects 19 kinds of defect"
