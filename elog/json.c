@@ -93,6 +93,15 @@ put_utf8(struct elog_json *j, unsigned cp)
 	}
 }
 
+/* Bytes that stand for themselves inside a JSON string: printable ASCII
+ * other than '"' and the backslash. */
+static const bool plain[256] = {
+        [0x20] = true,
+        [0x21] = true,
+        [0x23 ... 0x5b] = true,
+        [0x5d ... 0x7f] = true,
+};
+
 /* The decoded form of a string is never longer than its source (an escape
  * of 6 or 12 bytes yields at most 4), so strings[] of the line's size plus
  * one NUL per string always fits: each string has two quotes in the
@@ -117,8 +126,7 @@ parse_string(struct parser *p)
 		/* Fast path: a run of plain printable ASCII is copied at once;
 		 * most of a log line is exactly that. */
 		size_t run = p->pos;
-		while (run < p->len && p->s[run] >= 0x20 && p->s[run] < 0x80 && p->s[run] != '"' &&
-		       p->s[run] != '\\')
+		while (run < p->len && plain[p->s[run]])
 			run++;
 		if (run > p->pos) {
 			memcpy(j->strings + j->str_len, p->s + p->pos, run - p->pos);

@@ -151,6 +151,10 @@ static const char *const field_names[N_FIELDS] = {
         "command",  "exit_status", "signal", "totals",
 };
 
+static const uint8_t field_lens[N_FIELDS] = {
+        2, 4, 4, 4, 2, 4, 7, 4, 6, 8, 10, 11, 3, 6, 3, 5, 5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6, 6,
+};
+
 static void
 index_fields(const struct elog_json *j, int idx[N_FIELDS])
 {
@@ -165,7 +169,7 @@ index_fields(const struct elog_json *j, int idx[N_FIELDS])
 
 		for (int f = 0; f < N_FIELDS; f++) {
 			const char *name = field_names[f];
-			if (name[0] == key[0] && strlen(name) == klen &&
+			if (name[0] == key[0] && field_lens[f] == klen &&
 			    memcmp(name, key, klen) == 0) {
 				if (idx[f] < 0) /* the first of duplicate keys wins */
 					idx[f] = (int)v;
