@@ -42,7 +42,9 @@ expect_eq() {
 
 # expect_match WHAT REGEX TEXT
 expect_match() {
-	printf '%s' "$3" | grep -Eq -- "$2" || fail "$1: '$3' does not match /$2/"
+	# A here-string, not a pipe: grep -q exiting early must not trip
+	# pipefail on long text.
+	grep -Eq -- "$2" <<<"$3" || fail "$1: '$3' does not match /$2/"
 }
 
 # A scratch directory removed when the test exits, readable by the
