@@ -10,6 +10,14 @@
 
 #include "sandbox/sandbox.h"
 
+/* seccomp.c: the filter (docs/run.md, seccomp) compiled to BPF by
+ * sbx_seccomp_build (0 or -1 + reason; free with sbx_seccomp_free) and
+ * installed on the calling process by sbx_seccomp_install (needs
+ * no_new_privs). */
+struct sbx_filter {
+	struct sock_filter *insns; /* owned */
+	unsigned short len;
+};
 struct sbx {
 	const struct sbx_config *cfg; /* borrowed */
 	char workdir[PATH_MAX];       /* absolute, resolved by sbx_new */
@@ -20,12 +28,16 @@ struct sbx {
 	int sock;   /* supervisor's end of the socketpair; -1 */
 	int exited; /* init has been reaped */
 	int init_wstatus;
+	/* Compiled by the supervisor while init sets up the network, sent
+	 * with the go: off init's critical path. */
+	struct sbx_filter filter;
 };
 
 /* Messages on the SOCK_SEQPACKET socketpair, one struct per packet. */
 enum sbx_msg_type {
 	SBX_MSG_READY = 1, /* init -> sup: pre-go checks, listener fds attached */
-	SBX_MSG_GO,        /* sup -> init: value 1 = start CMD, 0 = give up */
+	SBX_MSG_GO,        /* sup -> init: value 1 = start CMD, 0 = give up; with
+	                    * 1 the seccomp filter's BPF follows the struct */
 	SBX_MSG_CHECKS,    /* init -> sup (selftest): post-set-up checks */
 	SBX_MSG_EXIT,      /* init -> sup: value = CMD's wait status */
 };
@@ -40,6 +52,13 @@ struct sbx_msg {
 
 /* One message with up to SBX_N_LISTEN_FDS fds (SCM_RIGHTS). 0 or -1. */
 int sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds);
+/* The same with a payload after the struct (the GO message carries the
+ * seccomp filter). A message longer than the struct plus pcap is an error;
+ * *plen says how many payload bytes came. */
+int sbx_msg_sendv(int sock, const struct sbx_msg *m, const void *payload, size_t plen,
+                  const int *fds, size_t nfds);
+int sbx_msg_recvv(int sock, struct sbx_msg *m, void *payload, size_t pcap, size_t *plen, int *fds,
+                  size_t maxfds, size_t *nfds, int flags);
 /* Receive one message; fds received (CLOEXEC, ours) go to fds[*nfds].
  * Returns 1 on a message, 0 on EOF, -1 on error or a malformed packet (any
  * fds received with it are closed). flags: MSG_DONTWAIT or 0. */
@@ -63,14 +82,6 @@ int sbx_fs_setup(const struct sbx *s, char *err, size_t errlen);
 /* privs.c: drop every capability (bounding, ambient, effective, permitted,
  * inheritable) and lock the securebits. 0 or -1 + reason. */
 int sbx_caps_drop(char *err, size_t errlen);
-/* seccomp.c: the filter (docs/run.md, seccomp) compiled to BPF by
- * sbx_seccomp_build (0 or -1 + reason; free with sbx_seccomp_free) and
- * installed on the calling process by sbx_seccomp_install (needs
- * no_new_privs). */
-struct sbx_filter {
-	struct sock_filter *insns; /* owned */
-	unsigned short len;
-};
 int sbx_seccomp_build(struct sbx_filter *f, char *err, size_t errlen);
 int sbx_seccomp_install(const struct sbx_filter *f, char *err, size_t errlen);
 void sbx_seccomp_free(struct sbx_filter *f);
