@@ -8,33 +8,18 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The policy matches name + port, but a DNS query carries no port. A name
- * is resolvable when an allow rule covers it on one of these ports (the
- * ports that name-based traffic uses: HTTPS, HTTP, git over ssh) and no
- * deny rule wins there. A name allowed only on some other port does not
- * resolve; see docs/dns.md. */
-static const uint16_t dns_policy_ports[] = {443, 80, 22};
-
+/* The policy matches name + port, but a DNS question carries no port. A
+ * name resolves when some port is open for it: an allow rule names it on
+ * a port no deny rule takes back (policy_match_name), so a name allowed
+ * only on, say, 5432 resolves too. See docs/dns.md. */
 int
 dns_name_verdict(const struct policy *p, const char *name, const char **rule)
 {
-	int result = POLICY_NO_MATCH;
+	struct policy_verdict v;
 
-	*rule = NULL;
-	for (size_t i = 0; i < ARRAY_SIZE(dns_policy_ports); i++) {
-		struct policy_verdict v;
-
-		policy_match_host(p, name, dns_policy_ports[i], &v);
-		if (v.action == POLICY_ALLOW) {
-			*rule = v.where;
-			return POLICY_ALLOW;
-		}
-		if (v.action == POLICY_DENY && result != POLICY_DENY) {
-			result = POLICY_DENY;
-			*rule = v.where;
-		}
-	}
-	return result;
+	policy_match_name(p, name, &v);
+	*rule = v.where;
+	return v.action;
 }
 
 static bool
@@ -127,10 +112,15 @@ addr_allowed(const struct policy *p, const struct sockaddr *sa, const char **cls
 	*cls = guard_class_name(c);
 	if (c == GUARD_PUBLIC)
 		return true;
-	for (size_t i = 0; i < ARRAY_SIZE(dns_policy_ports); i++)
-		if (policy_cidr_allows(p, sa, dns_policy_ports[i]))
-			return true;
-	return false;
+	{
+		/* A guarded address the cidr rules open on some port (a
+		 * database on 10.0.0.5:5432) may be answered; the proxy
+		 * still checks the port of every connection. */
+		struct policy_verdict v;
+
+		policy_match_addr_any(p, sa, &v);
+		return v.action == POLICY_ALLOW;
+	}
 }
 
 static void

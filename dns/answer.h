@@ -40,8 +40,10 @@ struct dns_decision {
 void dns_decide(const struct policy *p, const struct dns_query *q, struct dns_decision *d);
 
 /* Whether a normalised name may be resolved: some allow rule covers it on
- * port 443, 80 or 22 and no deny rule wins there. *rule is the deciding
- * rule (borrowed) or NULL; returns the policy_action. */
+ * a port that no deny rule covering it takes back (policy_match_name).
+ * *rule is the deciding rule (borrowed) or NULL; returns the
+ * policy_action: POLICY_DENY when deny rules close every port the allow
+ * rules open for it, or name it and no allow rule does. */
 int dns_name_verdict(const struct policy *p, const char *name, const char **rule);
 
 /* Upstream records after filtering: the CNAME chain from the question name

@@ -66,8 +66,19 @@ struct prule {
 	uint16_t n_ports;
 	uint8_t action; /* POLICY_ALLOW or POLICY_DENY */
 	uint8_t kind;   /* enum prule_kind */
+	uint32_t set;   /* chain heads of name rules: index into p_sets */
 };
 #define PRULE_NONE UINT32_MAX
+
+/* The ports of one name chain (all rules with the same exact name, or
+ * the same wildcard suffix), merged at compile time: the allow rules'
+ * ports and the deny rules' ports, each sorted, disjoint and with no two
+ * intervals adjacent. policy_match_name() answers "is some port open?"
+ * from these with binary searches instead of 65,536-bit maps. */
+struct pset {
+	uint32_t allow_off, deny_off; /* into p_set_ports */
+	uint32_t n_allow, n_deny;
+};
 
 /* Open-addressing table of names (exact names, or wildcard suffixes).
  * The key pointer lives in the slot so that a hit can fetch the key text
@@ -112,6 +123,8 @@ struct policy {
 	uint64_t *p_filter; /* bit per name and suffix: probe only if set */
 	unsigned p_filter_shift;
 	uint32_t p_n_wild;
+	struct pset *p_sets;       /* one per name chain, see struct pset */
+	struct pport *p_set_ports; /* the merged intervals of p_sets */
 	struct pcidr4_slot *p_cidr4;
 	unsigned p_cidr4_shift;   /* index = hash >> shift */
 	uint64_t *p_cidr4_filter; /* bit per (prefix length, network) */
@@ -141,6 +154,12 @@ struct policy_rule_src {
 /* Build the match tables of p from rules[0..n) (ports already in
  * p->p_ports, strings in p->p_arena). Returns 0 or -1 (out of memory). */
 int policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n);
+
+/* True when the label s[0..len) is numeric the way URL parsers read an
+ * IPv4 part: all decimal digits, or "0x" followed by hex digits. A host
+ * name never ends in such a label (the loader refuses it, the matchers
+ * never match it), so "1.0x7f" or "10.1" cannot be taken for a name. */
+bool policy_label_numeric(const char *s, size_t len);
 
 /* Append a warning line for every catalog destination p admits. */
 int policy_catalog_check(const struct policy *p, struct policy_diag *diag);

@@ -223,12 +223,7 @@ last_label_numeric(const char *s)
 	const char *dot = strrchr(s, '.');
 	const char *l = dot ? dot + 1 : s;
 
-	if (*l == '\0')
-		return false;
-	for (; *l; l++)
-		if (*l < '0' || *l > '9')
-			return false;
-	return true;
+	return policy_label_numeric(l, strlen(l));
 }
 
 /* Fills r->kind and r->key; -1 after reporting. */
@@ -838,8 +833,15 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 		seen[i] = key;
 		switch (i) {
 		case 0: /* version */
-			if (val->type != YNODE_SCALAR || !val->plain ||
-			    strcmp(node_str(t, val), "1") != 0)
+			/* A quoted "1" is a string to YAML; "got 1" would
+			 * read as nonsense, so that case gets its own words. */
+			if (val->type == YNODE_SCALAR && !val->plain &&
+			    strcmp(node_str(t, val), "1") == 0)
+				lerr(ld, file, val->line, val->col,
+				     "version: must be the number 1, not the string \"1\" (drop the "
+				     "quotes)");
+			else if (val->type != YNODE_SCALAR || !val->plain ||
+			         strcmp(node_str(t, val), "1") != 0)
 				lerr(ld, file, val->line, val->col,
 				     "version: expected 1 (the only schema version), got %s",
 				     val->type == YNODE_SCALAR ? node_str(t, val) : type_name(val));
@@ -865,7 +867,7 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 		case 3: /* include: later, after this file's own rules */
 			if (val->type != YNODE_SEQ)
 				lerr(ld, file, val->line, val->col,
-				     "include: expected a list like [base], got %s",
+				     "include: expected a list like [pypi], got %s",
 				     type_name(val));
 			break;
 		case 4:

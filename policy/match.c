@@ -8,6 +8,7 @@
  * Nothing here allocates after policy_compile(). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy/internal.h"
@@ -133,6 +134,98 @@ static inline uint64_t
 cidr6_hash(uint64_t hi, uint64_t lo, unsigned plen)
 {
 	return ((hi * GOLDEN) ^ (lo + plen) * 0xc2b2ae3d27d4eb4full) * GOLDEN;
+}
+
+static int
+port_cmp(const void *a, const void *b)
+{
+	const struct pport *x = a, *y = b;
+
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Sort iv[0..n) and merge overlapping and adjacent intervals in place;
+ * returns the new count. */
+static uint32_t
+ports_merge(struct pport *iv, uint32_t n)
+{
+	uint32_t k = 0;
+
+	if (n == 0)
+		return 0;
+	qsort(iv, n, sizeof(*iv), port_cmp);
+	for (uint32_t i = 1; i < n; i++) {
+		if ((uint32_t)iv[i].lo <= (uint32_t)iv[k].hi + 1) {
+			if (iv[i].hi > iv[k].hi)
+				iv[k].hi = iv[i].hi;
+		} else {
+			iv[++k] = iv[i];
+		}
+	}
+	return k + 1;
+}
+
+/* Copy the ports of the chain's rules of one action to p_set_ports at
+ * *off, merged; returns the count and advances *off. */
+static uint32_t
+chain_ports(struct policy *p, uint32_t first, uint8_t action, uint32_t *off)
+{
+	uint32_t start = *off;
+
+	for (uint32_t i = first; i != PRULE_NONE; i = p->p_rules[i].next) {
+		const struct prule *r = &p->p_rules[i];
+
+		if (r->action != action)
+			continue;
+		memcpy(p->p_set_ports + *off, p->p_ports + r->port_off,
+		       sizeof(struct pport) * r->n_ports);
+		*off += r->n_ports;
+	}
+	*off = start + ports_merge(p->p_set_ports + start, *off - start);
+	return *off - start;
+}
+
+/* One struct pset per chain (name or cidr), for the any-port matchers. */
+static int
+compile_sets(struct policy *p, uint32_t n_keys)
+{
+	struct pname_slot *const tabs[2] = {p->p_exact, p->p_suffix};
+	const uint64_t masks[2] = {p->p_exact_mask, p->p_suffix_mask};
+	size_t total = 0;
+	uint32_t k = 0, off = 0;
+
+	for (uint32_t i = 0; i < p->p_n_rules; i++)
+		total += p->p_rules[i].n_ports;
+	p->p_sets = policy_arena_alloc(p->p_arena, sizeof(struct pset) * (n_keys ? n_keys : 1));
+	p->p_set_ports =
+	        policy_arena_alloc(p->p_arena, sizeof(struct pport) * (total ? total : 1));
+	if (p->p_sets == NULL || p->p_set_ports == NULL)
+		return -1;
+	for (int t = 0; t < 4; t++) {
+		uint64_t size = t < 2                ? masks[t] + 1
+		                : t == 2             ? (UINT64_MAX >> p->p_cidr4_shift) + 1
+		                                     : (UINT64_MAX >> p->p_cidr6_shift) + 1;
+
+		for (uint64_t i = 0; i < size; i++) {
+			uint32_t first;
+			struct pset *ps = &p->p_sets[k];
+
+			if (t < 2 && tabs[t][i].len != 0)
+				first = tabs[t][i].first;
+			else if (t == 2 && p->p_cidr4[i].used)
+				first = p->p_cidr4[i].first;
+			else if (t == 3 && p->p_cidr6[i].used)
+				first = p->p_cidr6[i].first;
+			else
+				continue;
+			ps->allow_off = off;
+			ps->n_allow = chain_ports(p, first, POLICY_ALLOW, &off);
+			ps->deny_off = off;
+			ps->n_deny = chain_ports(p, first, POLICY_DENY, &off);
+			p->p_rules[first].set = k++;
+		}
+	}
+	return 0;
 }
 
 int
@@ -273,7 +366,7 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 	for (int l = 128; l >= 0; l--)
 		if (seen6[l])
 			p->p_plen6[p->p_n_plen6++] = (uint8_t)l;
-	return 0;
+	return compile_sets(p, n);
 }
 
 static inline bool
@@ -339,66 +432,226 @@ name_lookup(const struct policy *p, const struct pname_slot *tab, uint64_t mask,
 	}
 }
 
-void
-policy_match_host(const struct policy *p, const char *name, uint16_t port,
-                  struct policy_verdict *out)
+/* At most 127 labels fit in 253 characters: one exact name and at most
+ * 126 wildcard suffixes can match. */
+#define NAME_MAX_CHAINS 128
+
+/* The chains (first rule of each) whose key matches name: its exact
+ * entry and every wildcard suffix. Returns the count, 0 for a name that
+ * is not a normalised host name (empty, too long, an empty label, a label
+ * starting or ending with '-', or a numeric last label such as an IP
+ * literal): those never match a host rule (fail closed). */
+static inline unsigned
+name_chains(const struct policy *p, const char *name, uint32_t heads[NAME_MAX_CHAINS])
 {
-	uint32_t deny = PRULE_NONE, allow = PRULE_NONE;
 	size_t len = strnlen(name, 254), i = len;
 	uint64_t h = FNV_OFFSET;
-	unsigned nondigit = 0;
+	unsigned k = 0, bad = 0;
 	const struct pname_slot *s;
+	unsigned char prev;
 
-	out->action = POLICY_NO_MATCH;
-	out->where = NULL;
-	/* Not a normalised name: never matches (fail closed). */
-	if (len == 0 || len > 253)
-		return;
+	if (len == 0 || len > 253 || name[0] == '.' || name[0] == '-' || name[len - 1] == '-')
+		return 0;
 	/* The last label. An IP literal (numeric last label) only ever
-	 * matches cidr rules, and no name ends in a numeric label. (An IPv6
-	 * literal needs no check: no key contains ':'.) */
+	 * matches cidr rules, and no rule's name ends in a numeric label.
+	 * (An IPv6 literal needs no check: no key contains ':'.) */
 	while (i > 0 && name[i - 1] != '.') {
 		unsigned char c = (unsigned char)name[--i];
 
-		nondigit |= (unsigned)(c - '0') > 9u;
 		h = (h ^ c) * FNV_PRIME;
 	}
-	if (!nondigit)
-		return;
+	if (policy_label_numeric(name + i, len - i))
+		return 0;
 	/* The rest, right to left: at each dot, h is the hash of the suffix
-	 * after it, which is where a wildcard may end. */
+	 * after it, which is where a wildcard may end. prev is the character
+	 * after c: ".." , ".-" and "-." mark a bad label. */
+	prev = i < len ? (unsigned char)name[i] : '.';
 	while (i > 0) {
 		unsigned char c = (unsigned char)name[--i];
 
+		bad |= ((c == '.') | (c == '-')) & (prev == '.');
+		bad |= (c == '.') & (prev == '-');
+		prev = c;
 		if (c == '.' && p->p_n_wild > 0) {
 			uint64_t m = hash_mix(h);
 
 			if (filter_has(p, m)) {
 				s = name_lookup(p, p->p_suffix, p->p_suffix_mask, m, h,
 				                name + i + 1, len - i - 1);
-				if (s != NULL)
-					chain_scan(p, s->first, port, &deny, &allow);
+				if (s != NULL && k < NAME_MAX_CHAINS)
+					heads[k++] = s->first;
 			}
 		}
 		h = (h ^ c) * FNV_PRIME;
 	}
+	if (bad)
+		return 0;
 	{
 		uint64_t m = hash_mix(h ^ SALT_EXACT);
 
 		if (filter_has(p, m)) {
 			s = name_lookup(p, p->p_exact, p->p_exact_mask, m, h, name, len);
-			if (s != NULL)
-				chain_scan(p, s->first, port, &deny, &allow);
+			if (s != NULL && k < NAME_MAX_CHAINS)
+				heads[k++] = s->first;
 		}
 	}
-	verdict(p, deny, allow, out);
+	return k;
 }
 
 void
-policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port,
+policy_match_host(const struct policy *p, const char *name, uint16_t port,
                   struct policy_verdict *out)
 {
+	uint32_t deny = PRULE_NONE, allow = PRULE_NONE, heads[NAME_MAX_CHAINS];
+	unsigned k = name_chains(p, name, heads);
+
+	for (unsigned j = 0; j < k; j++)
+		chain_scan(p, heads[j], port, &deny, &allow);
+	verdict(p, deny, allow, out);
+}
+
+/* The interval of iv[0..n) (sorted, disjoint) holding x: its end in *end. */
+static inline bool
+set_find(const struct pport *iv, uint32_t n, uint32_t x, uint32_t *end)
+{
+	uint32_t lo = 0, hi = n;
+
+	/* lo ends as the number of intervals starting at or before x. */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (iv[mid].lo <= x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || x > iv[lo - 1].hi)
+		return false;
+	*end = iv[lo - 1].hi;
+	return true;
+}
+
+/* True when every port of lo..hi is in the deny ports of some chain.
+ * Each round moves x past a whole merged interval, so this ends after at
+ * most (deny intervals of the chains + 1) rounds. */
+static bool
+all_denied(const struct policy *p, const uint32_t *heads, unsigned k, uint32_t lo, uint32_t hi)
+{
+	uint32_t x = lo, end;
+
+	for (;;) {
+		bool moved = false;
+
+		for (unsigned j = 0; j < k; j++) {
+			const struct pset *s = &p->p_sets[p->p_rules[heads[j]].set];
+
+			if (s->n_deny > 0 &&
+			    set_find(p->p_set_ports + s->deny_off, s->n_deny, x, &end)) {
+				x = end + 1;
+				moved = true;
+				if (x > hi)
+					return true;
+			}
+		}
+		if (!moved)
+			return false;
+	}
+}
+
+/* True when lo..hi shares a port with the allow ports of some chain. */
+static bool
+any_allowed(const struct policy *p, const uint32_t *heads, unsigned k, uint32_t lo, uint32_t hi)
+{
+	for (unsigned j = 0; j < k; j++) {
+		const struct pset *s = &p->p_sets[p->p_rules[heads[j]].set];
+		const struct pport *iv = p->p_set_ports + s->allow_off;
+		uint32_t a = 0, b = s->n_allow;
+
+		/* The last interval starting at or before hi ends latest. */
+		while (a < b) {
+			uint32_t mid = a + (b - a) / 2;
+
+			if (iv[mid].lo <= hi)
+				a = mid + 1;
+			else
+				b = mid;
+		}
+		if (a > 0 && iv[a - 1].hi >= lo)
+			return true;
+	}
+	return false;
+}
+
+/* The verdict over all ports for the rules of the chains heads[0..k)
+ * (see policy_match_name). */
+static void
+any_port(const struct policy *p, const uint32_t *heads, unsigned k, struct policy_verdict *out)
+{
 	uint32_t deny = PRULE_NONE, allow = PRULE_NONE;
+	bool some_allow = false, some_deny = false;
+
+	for (unsigned j = 0; j < k; j++) {
+		const struct pset *s = &p->p_sets[p->p_rules[heads[j]].set];
+
+		some_allow |= s->n_allow > 0;
+		some_deny |= s->n_deny > 0;
+	}
+	/* The lowest-numbered allow rule with a port no deny rule takes.
+	 * Chains are in load order, so each stops at its first such rule. */
+	for (unsigned j = 0; some_allow && j < k; j++) {
+		for (uint32_t i = heads[j]; i != PRULE_NONE && i < allow; i = p->p_rules[i].next) {
+			const struct prule *r = &p->p_rules[i];
+			const struct pport *pp = p->p_ports + r->port_off;
+
+			if (r->action != POLICY_ALLOW)
+				continue;
+			for (uint16_t e = 0; e < r->n_ports; e++)
+				if (!some_deny || !all_denied(p, heads, k, pp[e].lo, pp[e].hi)) {
+					allow = i;
+					break;
+				}
+		}
+	}
+	if (allow != PRULE_NONE) {
+		verdict(p, PRULE_NONE, allow, out);
+		return;
+	}
+	/* Nothing open: the lowest-numbered deny rule that closes one of the
+	 * allowed ports (any deny rule naming it when no allow rule does). */
+	for (unsigned j = 0; some_deny && j < k; j++) {
+		for (uint32_t i = heads[j]; i != PRULE_NONE && i < deny; i = p->p_rules[i].next) {
+			const struct prule *r = &p->p_rules[i];
+			const struct pport *pp = p->p_ports + r->port_off;
+
+			if (r->action != POLICY_DENY)
+				continue;
+			for (uint16_t e = 0; e < r->n_ports; e++)
+				if (!some_allow || any_allowed(p, heads, k, pp[e].lo, pp[e].hi)) {
+					deny = i;
+					break;
+				}
+		}
+	}
+	verdict(p, deny, PRULE_NONE, out);
+}
+
+void
+policy_match_name(const struct policy *p, const char *name, struct policy_verdict *out)
+{
+	uint32_t heads[NAME_MAX_CHAINS];
+	unsigned k = name_chains(p, name, heads);
+
+	any_port(p, heads, k, out);
+}
+
+/* At most one chain per prefix length: 33 for IPv4, 129 for IPv6. */
+#define ADDR_MAX_CHAINS 129
+
+/* The cidr chains (first rule of each) covering sa; returns the count. */
+static unsigned
+addr_chains(const struct policy *p, const struct sockaddr *sa, uint32_t heads[ADDR_MAX_CHAINS])
+{
+	unsigned n = 0;
 	const uint8_t *a6 = NULL;
 	uint32_t a4 = 0;
 	bool v4 = false;
@@ -438,7 +691,7 @@ policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t po
 				if (!s->used)
 					break;
 				if (s->key == key) {
-					chain_scan(p, s->first, port, &deny, &allow);
+					heads[n++] = s->first;
 					break;
 				}
 			}
@@ -459,13 +712,35 @@ policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t po
 				if (!s->used)
 					break;
 				if (s->hi == hi && s->lo == lo && s->plen == plen) {
-					chain_scan(p, s->first, port, &deny, &allow);
+					heads[n++] = s->first;
 					break;
 				}
 			}
 		}
 	}
+	return n;
+}
+
+void
+policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port,
+                  struct policy_verdict *out)
+{
+	uint32_t deny = PRULE_NONE, allow = PRULE_NONE, heads[ADDR_MAX_CHAINS];
+	unsigned k = addr_chains(p, sa, heads);
+
+	for (unsigned j = 0; j < k; j++)
+		chain_scan(p, heads[j], port, &deny, &allow);
 	verdict(p, deny, allow, out);
+}
+
+void
+policy_match_addr_any(const struct policy *p, const struct sockaddr *sa,
+                      struct policy_verdict *out)
+{
+	uint32_t heads[ADDR_MAX_CHAINS];
+	unsigned k = addr_chains(p, sa, heads);
+
+	any_port(p, heads, k, out);
 }
 
 bool

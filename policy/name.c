@@ -3,6 +3,7 @@
  * rule and a query can never be normalised differently. */
 #include <string.h>
 
+#include "policy/internal.h"
 #include "policy/policy.h"
 
 int
@@ -41,6 +42,8 @@ policy_name_normalize(const char *in, char *out, size_t outlen, const char **why
 				reason = "empty label";
 				goto fail;
 			}
+			if (out[i - 1] == '-')
+				goto hyphen;
 			label = 0;
 			out[i] = c;
 			continue;
@@ -57,6 +60,11 @@ policy_name_normalize(const char *in, char *out, size_t outlen, const char **why
 			         "'.')";
 			goto fail;
 		}
+		/* RFC 952/1123: a host name label neither starts nor ends
+		 * with '-'. Refused for rules and requests alike, so such a
+		 * name can never reach a wildcard rule. */
+		if (c == '-' && label == 0)
+			goto hyphen;
 		if (++label > 63) {
 			reason = "label longer than 63 characters";
 			goto fail;
@@ -68,12 +76,40 @@ policy_name_normalize(const char *in, char *out, size_t outlen, const char **why
 		reason = "empty label";
 		goto fail;
 	}
+	if (out[len - 1] == '-')
+		goto hyphen;
 	out[len] = '\0';
 	return 0;
+hyphen:
+	reason = "label starts or ends with a hyphen";
 fail:
 	if (why != NULL)
 		*why = reason;
 	if (outlen > 0)
 		out[0] = '\0';
 	return -1;
+}
+
+bool
+policy_label_numeric(const char *s, size_t len)
+{
+	size_t i = 0;
+
+	if (len == 0)
+		return false;
+	if (len >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+		/* "0x" alone is zero to inet_aton and to URL parsers. */
+		for (i = 2; i < len; i++) {
+			char c = s[i];
+
+			if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+			      (c >= 'A' && c <= 'F')))
+				return false;
+		}
+		return true;
+	}
+	for (; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return true;
 }

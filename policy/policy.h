@@ -69,10 +69,28 @@ void policy_set_mode(struct policy *p, enum policy_mode mode);
 void policy_match_host(const struct policy *p, const char *name, uint16_t port,
                        struct policy_verdict *out);
 
+/* Match a name (normalised, as for policy_match_host) on no port in
+ * particular, for DNS, whose questions carry none. The verdict is the best
+ * one policy_match_host gives the name over all ports: POLICY_ALLOW when
+ * some port is allowed (an allow rule names it there and no deny rule
+ * does), where = the lowest-numbered allow rule with such a port;
+ * otherwise POLICY_DENY when a deny rule names it, where = the
+ * lowest-numbered deny rule that closes one of the ports the allow rules
+ * open (any deny rule naming it, when no allow rule does); otherwise
+ * POLICY_NO_MATCH. No allocation; cost grows with the rules naming it,
+ * not with the size of the policy. */
+void policy_match_name(const struct policy *p, const char *name, struct policy_verdict *out);
+
 /* Match an address (AF_INET or AF_INET6, port ignored) against cidr rules
  * only, with the given port. */
 void policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port,
                        struct policy_verdict *out);
+
+/* policy_match_name's any-port verdict for an address against the cidr
+ * rules: POLICY_ALLOW when some port of sa is allowed. For the resolver's
+ * address guard, which sees an answer but no port. */
+void policy_match_addr_any(const struct policy *p, const struct sockaddr *sa,
+                           struct policy_verdict *out);
 
 /* True when the cidr rules allow sa on port: an allow cidr rule covers
  * the address and that port, and no deny cidr rule does (the same verdict

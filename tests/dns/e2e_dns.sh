@@ -49,6 +49,8 @@ dnsmasq --keep-in-foreground --no-resolv --no-hosts --user=root --group=root \
 	--address=/rebind.test/127.0.0.1 \
 	--address=/meta.test/169.254.169.254 \
 	--address=/mixed.test/203.0.113.30 --address=/mixed.test/10.1.2.3 \
+	--address=/db.test/203.0.113.54 --address=/closed.test/203.0.113.55 \
+	--address=/dbpriv.test/10.7.0.5 \
 	--host-record=evil.test,203.0.113.66 \
 	--host-record=cdn.elsewhere.test,203.0.113.20 \
 	--local-ttl=600 \
@@ -66,8 +68,20 @@ allow:
   - host: rebind.test
   - host: meta.test
   - host: mixed.test
+  - host: db.test
+    ports: [5432]
+  - host: dbpriv.test
+    ports: [5432]
+  - cidr: 10.7.0.5/32
+    ports: [5432]
+  - host: closed.test
+    ports: [443, 8443]
 deny:
   - host: evil.test
+  - host: closed.test
+    ports: [443]
+  - host: closed.test
+    ports: [8443]
 YAML
 sed 's/^name: dnstest/name: dnsaudit\nmode: audit/' "$S/policy.yaml" >"$S/audit.yaml"
 
@@ -139,6 +153,18 @@ out=$(q +noedns nothere.test A)
 expect_re "no EDNS: plain NXDOMAIN" 'status: NXDOMAIN' "$out"
 if grep -q 'EDE' <<<"$out"; then fail "EDE without OPT: $out"; fi
 grep -q '"host":"evil.test".*"verdict":"deny"' "$S/egress.jsonl" || fail "no deny log line"
+
+echo "# a name allowed only on port 5432 resolves"
+out=$(q +short db.test A)
+expect_eq "db.test A" "203.0.113.54" "$out"
+echo "# a private answer that a cidr rule opens on 5432 is kept"
+out=$(q +short dbpriv.test A)
+expect_eq "dbpriv.test A" "10.7.0.5" "$out"
+echo "# a name denied on every port it is allowed on: NXDOMAIN, never upstream"
+out=$(q closed.test A)
+expect_re "closed status" 'status: NXDOMAIN' "$out"
+expect_re "closed EDE" 'EDE: 15 \(Blocked\).*closed\.test denied by policy .dnstest.' "$out"
+grep -q '"host":"closed.test".*"verdict":"deny"' "$S/egress.jsonl" || fail "no deny log line for closed.test"
 
 echo "# TXT tunnelling under a denied domain never leaves"
 out=$(q TXT aGVsbG8gd29ybGQ.c2VjcmV0.exfil.evil.test)
@@ -247,6 +273,7 @@ if grep -q 'query.*evil\.test' "$S/dnsmasq.log"; then
 	fail "dnsmasq saw a denied name: $(grep evil "$S/dnsmasq.log")"
 fi
 grep -q 'query.*nothere\.test' "$S/dnsmasq.log" && fail "dnsmasq saw nothere.test"
+grep -q 'query.*closed\.test' "$S/dnsmasq.log" && fail "dnsmasq saw closed.test"
 grep -q 'query.*203\.0\.113\.\(10\|99\)\|in-addr' "$S/dnsmasq.log" && fail "PTR went upstream"
 grep -q 'query\[TXT\]\|query\[HTTPS\]\|query\[ANY\]' "$S/dnsmasq.log" && fail "a non-address type went upstream"
 

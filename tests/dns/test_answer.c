@@ -26,9 +26,26 @@ static const char pol_text[] = "version: 1\n"
                                "  - host: odd.test\n"
                                "    ports: [8443]\n"
                                "  - cidr: 10.9.0.0/16\n"
+                               "  - host: db.test\n"
+                               "    ports: [5432]\n"
+                               "  - host: half.test\n"
+                               "    ports: [443, 5432]\n"
+                               "  - host: closed.test\n"
+                               "    ports: [443, 8443]\n"
+                               "  - cidr: 10.7.0.5/32\n"
+                               "    ports: [5432]\n"
+                               "  - cidr: 10.6.0.0/16\n"
+                               "    ports: [5432]\n"
                                "deny:\n"
                                "  - host: evil.test\n"
-                               "  - host: bad.allowed.test\n";
+                               "  - host: bad.allowed.test\n"
+                               "  - host: half.test\n"
+                               "  - host: closed.test\n"
+                               "    ports: [\"1-8000\"]\n"
+                               "  - host: closed.test\n"
+                               "    ports: [8443]\n"
+                               "  - cidr: 10.6.1.0/24\n"
+                               "    ports: [5432]\n";
 
 static struct policy *pol, *audit;
 
@@ -101,7 +118,8 @@ test_decide(void **state)
 	assert_null(d.rule);
 	assert_string_equal(d.reason, "not in allowlist");
 
-	/* Port 80 only and port 22 only still resolve; 8443 only does not. */
+	/* A name resolves when any port is open for it: 80, 22, 8443 or
+	 * 5432 alone will do. */
 	q = mkq("web.test", DNS_TYPE_A, false);
 	dns_decide(pol, &q, &d);
 	assert_int_equal(d.action, DNS_ACT_FORWARD);
@@ -110,7 +128,36 @@ test_decide(void **state)
 	assert_int_equal(d.action, DNS_ACT_FORWARD);
 	q = mkq("odd.test", DNS_TYPE_A, false);
 	dns_decide(pol, &q, &d);
+	assert_int_equal(d.action, DNS_ACT_FORWARD);
+	q = mkq("db.test", DNS_TYPE_A, false);
+	dns_decide(pol, &q, &d);
+	assert_int_equal(d.action, DNS_ACT_FORWARD);
+	assert_string_equal(d.verdict, "allow");
+	assert_string_equal(d.rule, "t.yaml:13");
+	/* The deny takes 80 and 443; 5432 stays open. */
+	q = mkq("half.test", DNS_TYPE_AAAA, false);
+	dns_decide(pol, &q, &d);
+	assert_int_equal(d.action, DNS_ACT_FORWARD);
+	assert_string_equal(d.rule, "t.yaml:15");
+	/* Two deny rules close both allowed ports: no resolution, and the
+	 * first of them is named. */
+	q = mkq("closed.test", DNS_TYPE_A, false);
+	dns_decide(pol, &q, &d);
 	assert_int_equal(d.action, DNS_ACT_DENY);
+	assert_int_equal(d.rcode, DNS_RCODE_NXDOMAIN);
+	assert_string_equal(d.verdict, "deny");
+	assert_string_equal(d.reason, "denied by rule");
+	assert_string_equal(d.rule, "t.yaml:27");
+	/* Bad labels never reach the allow wildcard. */
+	q = mkq("-x-.allowed.test", DNS_TYPE_A, false);
+	dns_decide(pol, &q, &d);
+	assert_int_equal(d.action, DNS_ACT_DENY);
+	assert_int_equal(d.rcode, DNS_RCODE_NXDOMAIN);
+	assert_string_equal(d.reason, "label starts or ends with a hyphen");
+	q = mkq("1.0x7f", DNS_TYPE_A, false);
+	dns_decide(pol, &q, &d);
+	assert_int_equal(d.action, DNS_ACT_DENY);
+	assert_string_equal(d.reason, "not in allowlist");
 
 	/* Types. */
 	q = mkq("allowed.test", DNS_TYPE_TXT, false);
@@ -213,6 +260,21 @@ test_filter_guard(void **state)
 	assert_string_equal(filt.removed[2], "10.1.1.1 (private)");
 	assert_non_null(filt.reason);
 
+	/* A guarded address that a cidr rule opens on some port (any, not
+	 * just 443, 80 or 22) is kept; one whose every allowed port a deny
+	 * rule takes back is removed. */
+	q = mkq("db.test", DNS_TYPE_A, false);
+	resp_init(&q, 0);
+	add_a(&resp, "db.test", "10.7.0.5", 30);
+	add_a(&resp, "db.test", "10.7.0.6", 30);
+	add_a(&resp, "db.test", "10.6.2.1", 30);
+	add_a(&resp, "db.test", "10.6.1.1", 30);
+	assert_int_equal(dns_filter(pol, &q, &resp, 300, &filt), 0);
+	assert_int_equal(filt.n, 2);
+	assert_int_equal(filt.n_removed, 2);
+	assert_string_equal(filt.removed[0], "10.7.0.6 (private)");
+	assert_string_equal(filt.removed[1], "10.6.1.1 (private)");
+
 	/* IPv6: v4-mapped loopback is caught. */
 	q = mkq("allowed.test", DNS_TYPE_AAAA, false);
 	resp_init(&q, 0);
@@ -269,6 +331,21 @@ test_filter_chain(void **state)
 	assert_int_equal(dns_filter(audit, &q, &resp, 300, &filt), 0);
 	assert_int_equal(filt.n, 2);
 	assert_string_equal(filt.reason, "audit: CNAME to a denied name");
+
+	/* So does a chain into a name whose every allowed port is denied;
+	 * one into a name open only on 5432 is followed. */
+	resp_init(&q, 0);
+	add_cname(&resp, "www.allowed.test", "closed.test");
+	add_a(&resp, "closed.test", "203.0.113.67", 20);
+	assert_int_equal(dns_filter(pol, &q, &resp, 300, &filt), 0);
+	assert_int_equal(filt.n, 0);
+	assert_string_equal(filt.reason, "CNAME to a denied name");
+	resp_init(&q, 0);
+	add_cname(&resp, "www.allowed.test", "db.test");
+	add_a(&resp, "db.test", "203.0.113.68", 20);
+	assert_int_equal(dns_filter(pol, &q, &resp, 300, &filt), 0);
+	assert_int_equal(filt.n, 2);
+	assert_null(filt.reason);
 
 	/* A CNAME loop ends after DNS_MAX_CHAIN links. */
 	resp_init(&q, 0);

@@ -49,7 +49,12 @@ test_version(void **state)
 	expect_error("version: 2\n",
 	             "t.yaml:1:10: version: expected 1 (the only schema version), got 2");
 	expect_error("version: \"1\"\n",
-	             "t.yaml:1:10: version: expected 1 (the only schema version), got 1");
+	             "t.yaml:1:10: version: must be the number 1, not the string \"1\" (drop "
+	             "the quotes)");
+	expect_error("version: '1'\n", "t.yaml:1:10: version: must be the number 1, not the "
+	                              "string \"1\" (drop the quotes)");
+	expect_error("version: \"2\"\n",
+	             "t.yaml:1:10: version: expected 1 (the only schema version), got 2");
 	expect_error("version: [1]\n",
 	             "t.yaml:1:10: version: expected 1 (the only schema version), got a list");
 	expect_error("version: 1\nversion: 1\n",
@@ -89,7 +94,7 @@ test_top_level(void **state)
 	             "t.yaml:2:7: deny: expected a list of rules (`- host: example.com`), got a "
 	             "mapping");
 	expect_error("version: 1\ninclude: base\n",
-	             "t.yaml:2:10: include: expected a list like [base], got a string");
+	             "t.yaml:2:10: include: expected a list like [pypi], got a string");
 }
 
 static void
@@ -166,6 +171,21 @@ test_hosts(void **state)
 	expect_error("version: 1\nallow:\n  - host: a.1\n",
 	             "t.yaml:3:11: host: 'a.1' ends in a numeric label, which no DNS name does; "
 	             "for addresses write a cidr rule");
+	expect_error("version: 1\nallow:\n  - host: a.0x7f\n",
+	             "t.yaml:3:11: host: 'a.0x7f' ends in a numeric label, which no DNS name "
+	             "does; for addresses write a cidr rule");
+	expect_error("version: 1\nallow:\n  - host: 123.456\n",
+	             "t.yaml:3:11: host: '123.456' ends in a numeric label, which no DNS name "
+	             "does; for addresses write a cidr rule");
+	expect_error("version: 1\nallow:\n  - host: -bad-.example\n",
+	             "t.yaml:3:11: host: bad name '-bad-.example': label starts or ends with a "
+	             "hyphen");
+	expect_error("version: 1\nallow:\n  - host: \"*.a-.example\"\n",
+	             "t.yaml:3:11: host: bad name '*.a-.example': label starts or ends with a "
+	             "hyphen");
+	expect_error("version: 1\ndeny:\n  - host: ok.example-\n",
+	             "t.yaml:3:11: host: bad name 'ok.example-': label starts or ends with a "
+	             "hyphen");
 }
 
 static void

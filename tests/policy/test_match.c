@@ -498,6 +498,277 @@ test_against_linear_scan(void **state)
 	free(r);
 }
 
+static void
+expect_name(const struct policy *p, const char *name, enum policy_action want,
+            const char *where)
+{
+	struct policy_verdict v;
+
+	policy_match_name(p, name, &v);
+	if (v.action != want)
+		fail_msg("%s: action %d, expected %d", name, v.action, want);
+	if (where == NULL)
+		assert_null(v.where);
+	else
+		assert_string_equal(v.where, where);
+}
+
+/* Hyphens at a label's edge, empty labels and numeric last labels never
+ * match a host rule, even one whose wildcard would cover them, whether
+ * or not the caller normalised the name first. */
+static void
+test_bad_names_never_match(void **state)
+{
+	static const char *const names[] = {
+	        "-bad-.example.net", "-a.example.net", "a-.example.net", "x.-y.example.net",
+	        "a..example.net",    ".example.net",   "www.example.net.", "www.example.net-",
+	        "-",                 "123.456",        "1.0x7f",           "0x7f",
+	        "a.0X1F",            "a.0x",           "10",               "www.example.net.1",
+	};
+
+	expect_host(*state, "www.example.net", 443, POLICY_ALLOW, "t.yaml:12");
+	expect_host(*state, "w-w.example.net", 443, POLICY_ALLOW, "t.yaml:12");
+	expect_name(*state, "www.example.net", POLICY_ALLOW, "t.yaml:12");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		expect_host(*state, names[i], 443, POLICY_NO_MATCH, NULL);
+		expect_host(*state, names[i], 80, POLICY_NO_MATCH, NULL);
+		expect_name(*state, names[i], POLICY_NO_MATCH, NULL);
+	}
+	/* a hex-looking label that is not last is an ordinary label */
+	{
+		struct policy_diag d = {0};
+		struct policy *p = load_str("version: 1\nallow:\n  - host: 0x7f.example\n", &d);
+
+		assert_non_null(p);
+		expect_host(p, "0x7f.example", 443, POLICY_ALLOW, "t.yaml:3");
+		policy_free(p);
+	}
+}
+
+static const char *const name_yaml = "version: 1\n"                          /* 1 */
+                                     "allow:\n"                              /* 2 */
+                                     "  - host: db.example.com\n"            /* 3 */
+                                     "    ports: [5432]\n"                   /* 4 */
+                                     "  - host: \"*.example.com\"\n"         /* 5 */
+                                     "    ports: [443, 5432]\n"              /* 6 */
+                                     "  - host: web.example.org\n"           /* 7 */
+                                     "  - host: both.example.org\n"          /* 8 */
+                                     "    ports: [443, \"8000-8100\"]\n"     /* 9 */
+                                     "  - host: ssh.example.org\n"           /* 10 */
+                                     "    ports: [22]\n"                     /* 11 */
+                                     "  - host: skip.example.info\n"         /* 12 */
+                                     "    ports: [80]\n"                     /* 13 */
+                                     "  - host: \"*.example.info\"\n"        /* 14 */
+                                     "    ports: [9000]\n"                   /* 15 */
+                                     "deny:\n"                               /* 16 */
+                                     "  - host: \"*.example.com\"\n"         /* 17 */
+                                     "  - host: gone.example.net\n"          /* 18 */
+                                     "    ports: [1]\n"                      /* 19 */
+                                     "  - host: web.example.org\n"           /* 20 */
+                                     "    ports: [80]\n"                     /* 21 */
+                                     "  - host: web.example.org\n"           /* 22 */
+                                     "    ports: [443]\n"                    /* 23 */
+                                     "  - host: both.example.org\n"          /* 24 */
+                                     "    ports: [22]\n"                     /* 25 */
+                                     "  - host: both.example.org\n"          /* 26 */
+                                     "    ports: [\"1-8050\"]\n"             /* 27 */
+                                     "  - host: both.example.org\n"          /* 28 */
+                                     "    ports: [\"8051-9000\"]\n"          /* 29 */
+                                     "  - host: skip.example.info\n"         /* 30 */
+                                     "    ports: [80]\n";                    /* 31 */
+
+static void
+test_match_name(void **state)
+{
+	struct policy_diag d = {0};
+	struct policy *p = load_str(name_yaml, &d);
+
+	(void)state;
+	for (size_t i = 0; i < d.n_lines; i++)
+		fprintf(stderr, "%s\n", d.lines[i]);
+	assert_non_null(p);
+	/* allowed on a port other than 443/80/22 only */
+	expect_name(p, "db.example.com", POLICY_ALLOW, "t.yaml:3");
+	/* the deny wildcard takes 80 and 443, but 5432 stays open */
+	expect_name(p, "x.example.com", POLICY_ALLOW, "t.yaml:5");
+	expect_host(p, "x.example.com", 443, POLICY_DENY, "t.yaml:17");
+	expect_host(p, "x.example.com", 5432, POLICY_ALLOW, "t.yaml:5");
+	expect_name(p, "a.b.example.com", POLICY_ALLOW, "t.yaml:5");
+	/* the apex: no rule */
+	expect_name(p, "example.com", POLICY_NO_MATCH, NULL);
+	/* 80 and 443 closed by two rules: the lower-numbered one decides */
+	expect_name(p, "web.example.org", POLICY_DENY, "t.yaml:20");
+	/* two deny ranges that only together cover every allowed port; the
+	 * deny rule on port 22 opens none of them and does not decide */
+	expect_name(p, "both.example.org", POLICY_DENY, "t.yaml:26");
+	expect_name(p, "ssh.example.org", POLICY_ALLOW, "t.yaml:10");
+	/* named by a deny rule only */
+	expect_name(p, "gone.example.net", POLICY_DENY, "t.yaml:18");
+	expect_name(p, "other.example.org", POLICY_NO_MATCH, NULL);
+	/* an allow rule whose every port is denied does not decide; the
+	 * next one with an open port does */
+	expect_name(p, "skip.example.info", POLICY_ALLOW, "t.yaml:14");
+	expect_name(p, "x.example.info", POLICY_ALLOW, "t.yaml:14");
+	/* base policy: pypi.org 443 open, 80 denied; upload.pypi.org denied */
+	expect_name(*state, "pypi.org", POLICY_ALLOW, "t.yaml:3");
+	expect_name(*state, "upload.pypi.org", POLICY_DENY, "t.yaml:16");
+	expect_name(*state, "ssh.example.com", POLICY_ALLOW, "t.yaml:6");
+	expect_name(*state, "evil.test", POLICY_NO_MATCH, NULL);
+	expect_name(*state, "", POLICY_NO_MATCH, NULL);
+	expect_name(*state, "203.0.113.5", POLICY_NO_MATCH, NULL);
+	policy_free(p);
+	policy_diag_clear(&d);
+}
+
+/* policy_match_name against a model: random small policies over a few
+ * overlapping names (exact and wildcard, allow and deny, ports and ranges
+ * that overlap and touch), each name's allowed and denied ports as
+ * 65,536-bit maps. The verdict and deciding rule must be the model's, and
+ * ALLOW must mean policy_match_host allows some port (checked at every
+ * interval edge, where its verdict can change). */
+#define MODEL_RULES 14
+struct model_rule {
+	const char *host;
+	int deny;
+	unsigned n;
+	uint16_t lo[3], hi[3];
+};
+
+static int
+model_covers(const char *host, const char *name)
+{
+	size_t nl = strlen(name), sl;
+
+	if (host[0] != '*')
+		return strcmp(host, name) == 0;
+	host += 2;
+	sl = strlen(host);
+	return nl > sl + 1 && name[nl - sl - 1] == '.' && strcmp(name + nl - sl, host) == 0;
+}
+
+static void
+test_match_name_model(void **state)
+{
+	static const char *const hosts[] = {"a.t", "b.a.t", "*.t", "*.a.t", "c.t", "*.b.a.t"};
+	static const char *const names[] = {"a.t", "b.a.t", "c.t", "d.a.t", "x.b.a.t", "t", "z.t"};
+	static uint64_t amap[1024], dmap[1024];
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+
+	(void)state;
+	for (int round = 0; round < 300; round++) {
+		struct model_rule r[MODEL_RULES];
+		char yaml[4096], where[32];
+		size_t off = 0;
+		int line[MODEL_RULES], ln = 1, n_allow = 1 + (int)(xrand(&seed) % (MODEL_RULES - 1));
+		struct policy_diag d = {0};
+		struct policy *p;
+
+		off += (size_t)snprintf(yaml + off, sizeof(yaml) - off, "version: 1\nallow:\n");
+		ln = 3;
+		for (int i = 0; i < MODEL_RULES; i++) {
+			struct model_rule *x = &r[i];
+
+			x->deny = i >= n_allow;
+			if (i == n_allow) {
+				off += (size_t)snprintf(yaml + off, sizeof(yaml) - off, "deny:\n");
+				ln++;
+			}
+			x->host = hosts[xrand(&seed) % 6];
+			x->n = 1 + xrand(&seed) % 3;
+			off += (size_t)snprintf(yaml + off, sizeof(yaml) - off,
+			                        "  - {host: \"%s\", ports: [", x->host);
+			for (unsigned e = 0; e < x->n; e++) {
+				uint32_t k = xrand(&seed) % 10;
+
+				if (k == 0) {
+					x->lo[e] = 1;
+					x->hi[e] = 65535;
+				} else if (k < 5) {
+					x->lo[e] = x->hi[e] = (uint16_t)(1 + xrand(&seed) % 12);
+				} else {
+					x->lo[e] = (uint16_t)(1 + xrand(&seed) % 12);
+					x->hi[e] = (uint16_t)(x->lo[e] + xrand(&seed) % 6);
+				}
+				off += (size_t)snprintf(yaml + off, sizeof(yaml) - off,
+				                        "%s\"%u-%u\"", e ? ", " : "", x->lo[e],
+				                        x->hi[e]);
+			}
+			off += (size_t)snprintf(yaml + off, sizeof(yaml) - off, "]}\n");
+			line[i] = ln++;
+		}
+		p = policy_load_buffer("t.yaml", yaml, off, &d);
+		if (p == NULL)
+			fail_msg("%s\n%s", d.n_lines ? d.lines[0] : "?", yaml);
+		for (size_t q = 0; q < sizeof(names) / sizeof(names[0]); q++) {
+			const char *name = names[q];
+			int allow = -1, deny = -1, any_allow = 0, host_allows = 0;
+			enum policy_action want;
+			struct policy_verdict v;
+
+			memset(amap, 0, sizeof(amap));
+			memset(dmap, 0, sizeof(dmap));
+			for (int i = 0; i < MODEL_RULES; i++)
+				for (unsigned e = 0; model_covers(r[i].host, name) && e < r[i].n; e++)
+					for (uint32_t port = r[i].lo[e]; port <= r[i].hi[e]; port++)
+						(r[i].deny ? dmap : amap)[port / 64] |= 1ull
+						                                        << (port % 64);
+			for (int w = 0; w < 1024; w++) {
+				any_allow |= amap[w] != 0;
+			}
+			/* lowest allow rule with a port outside the deny map */
+			for (int i = 0; i < MODEL_RULES && allow < 0; i++) {
+				if (r[i].deny || !model_covers(r[i].host, name))
+					continue;
+				for (unsigned e = 0; e < r[i].n && allow < 0; e++)
+					for (uint32_t port = r[i].lo[e]; port <= r[i].hi[e]; port++)
+						if (!((dmap[port / 64] >> (port % 64)) & 1)) {
+							allow = i;
+							break;
+						}
+			}
+			/* else the lowest deny rule closing an allowed port (any,
+			 * when nothing is allowed) */
+			for (int i = 0; i < MODEL_RULES && allow < 0 && deny < 0; i++) {
+				if (!r[i].deny || !model_covers(r[i].host, name))
+					continue;
+				for (unsigned e = 0; e < r[i].n && deny < 0; e++)
+					for (uint32_t port = r[i].lo[e]; port <= r[i].hi[e]; port++)
+						if (!any_allow || ((amap[port / 64] >> (port % 64)) & 1)) {
+							deny = i;
+							break;
+						}
+			}
+			want = allow >= 0 ? POLICY_ALLOW : deny >= 0 ? POLICY_DENY : POLICY_NO_MATCH;
+			policy_match_name(p, name, &v);
+			if (want != POLICY_NO_MATCH)
+				snprintf(where, sizeof(where), "t.yaml:%d",
+				         line[allow >= 0 ? allow : deny]);
+			if (v.action != want ||
+			    (want == POLICY_NO_MATCH ? v.where != NULL
+			                             : v.where == NULL || strcmp(v.where, where) != 0))
+				fail_msg("round %d %s: got %d %s, expected %d %s\n%s", round, name,
+				         v.action, v.where ? v.where : "-", want,
+				         want ? where : "-", yaml);
+			/* the same answer from policy_match_host at every edge */
+			for (int i = 0; i < MODEL_RULES; i++)
+				for (unsigned e = 0; e < r[i].n; e++) {
+					const uint32_t ports[] = {r[i].lo[e], r[i].hi[e],
+					                          r[i].hi[e] + 1u};
+
+					for (int k = 0; k < 3; k++) {
+						if (ports[k] > 65535)
+							continue;
+						policy_match_host(p, name, (uint16_t)ports[k], &v);
+						host_allows |= v.action == POLICY_ALLOW;
+					}
+				}
+			assert_int_equal(host_allows, want == POLICY_ALLOW);
+		}
+		policy_free(p);
+		policy_diag_clear(&d);
+	}
+}
+
 int
 main(void)
 {
@@ -516,6 +787,9 @@ main(void)
 	        cmocka_unit_test(test_sha256),
 	        cmocka_unit_test(test_includes),
 	        cmocka_unit_test(test_against_linear_scan),
+	        cmocka_unit_test(test_bad_names_never_match),
+	        cmocka_unit_test(test_match_name),
+	        cmocka_unit_test(test_match_name_model),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -43,6 +43,29 @@ test_accepts(void **state)
 	ok("_dmarc.example.com", "_dmarc.example.com");
 	ok("xn--bcher-kva.de", "xn--bcher-kva.de");
 	ok("a-b.c-d.e", "a-b.c-d.e");
+	ok("r3---sn-abc.example", "r3---sn-abc.example");
+	ok("xn--p1ai", "xn--p1ai");
+	/* Numeric names normalise (the proxy normalises untrusted Host and
+	 * SNI before matching); the matcher never lets them match a host
+	 * rule (test_match.c) and the loader refuses them as rules. */
+	ok("123.456", "123.456");
+	ok("1.0x7F", "1.0x7f");
+}
+
+static void
+test_hyphens(void **state)
+{
+	(void)state;
+	bad("-bad-.example", "label starts or ends with a hyphen");
+	bad("-a.example", "label starts or ends with a hyphen");
+	bad("a-.example", "label starts or ends with a hyphen");
+	bad("a.-example", "label starts or ends with a hyphen");
+	bad("a.example-", "label starts or ends with a hyphen");
+	bad("a.example-.", "label starts or ends with a hyphen");
+	bad("-", "label starts or ends with a hyphen");
+	bad("x.-.y", "label starts or ends with a hyphen");
+	/* the first problem from the left is the one reported */
+	bad("a..-b", "empty label");
 }
 
 static void
@@ -102,6 +125,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_accepts),
 	        cmocka_unit_test(test_rejects),
+	        cmocka_unit_test(test_hyphens),
 	        cmocka_unit_test(test_small_buffer),
 	};
 
