@@ -9,6 +9,7 @@
 #include "nft/nflog.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -41,6 +42,15 @@
 #define NFLOG_READS_PER_EVENT 32
 /* IPv6 extension headers walked before giving up on finding L4. */
 #define NFLOG_MAX_EXTHDRS 8
+/* Datagrams read at most when the reader is freed (a full 1 MiB receive
+ * buffer holds far fewer). */
+#define NFLOG_FREE_MAX_READS 4096
+/* Largest table a caller may ask for. */
+#define NFLOG_AGG_MAX_DESTS_LIMIT (1u << 20)
+
+#define NFLOG_REASON_BLOCKED  "blocked by the sandbox firewall"
+#define NFLOG_REASON_OVERFLOW "too many blocked destinations"
+#define NFLOG_REASON_OVERRUN  "blocked packets lost: NFLOG socket overrun"
 
 /* --- opening ----------------------------------------------------------- */
 
@@ -368,61 +378,227 @@ nflog_parse(const void *buf, size_t len, void (*fn)(const struct nflog_packet *p
 
 /* --- the supervisor's reader -------------------------------------------- */
 
+/* Blocked packets are aggregated per destination (family, protocol,
+ * address, port): a sandbox can send hundreds of thousands of packets a
+ * second, and one line each filled the disk under the log at ~40 MB/s.
+ * The first packet to a destination is logged at once, so a single
+ * attempt shows up immediately; later ones are counted, and every window
+ * a line carries the count for each destination that had more. The table
+ * is bounded; destinations past it only add to one overflow count. So the
+ * log gets at most about two lines per table slot per window, whatever
+ * the sandbox sends. */
+struct nflog_dest {
+	char nd_dst[sizeof(((struct nflog_packet *)0)->dst)];
+	char nd_proto[sizeof(((struct nflog_packet *)0)->proto)];
+	int nd_family;
+	int nd_dport;
+	uint8_t nd_l4proto;
+	bool nd_quiet;     /* a whole window passed with no packet */
+	uint64_t nd_count; /* packets not yet written in a line */
+	uint32_t nd_hash;
+	int32_t nd_next; /* bucket chain, index into nr_dests, -1 ends */
+};
+
 struct nflog_reader {
 	struct event *nr_ev;
+	struct event *nr_timer; /* closes the aggregation window */
 	int nr_fd;
 	struct elog *nr_log; /* borrowed */
 	uint64_t nr_bad;     /* datagrams that did not parse */
+	struct timeval nr_window;
+	uint32_t nr_seed; /* random, so the sandbox cannot aim at one bucket */
+	/* Aggregation table: nr_ndests entries used of nr_maxdests, chained
+	 * from nr_buckets (nr_nbuckets, a power of two). */
+	struct nflog_dest *nr_dests;
+	int32_t *nr_buckets;
+	size_t nr_ndests, nr_maxdests, nr_nbuckets;
+	uint64_t nr_overflow;       /* packets to destinations past the table */
+	uint64_t nr_overruns;       /* socket overruns not yet logged */
+	bool nr_overrun_logged;     /* an overrun line went out this window */
 	/* One datagram: the kernel packs messages into skbs of at most a
 	 * page-ish size (NFULNL_NLBUFSIZ_DEFAULT); 64 KiB is the netlink
 	 * maximum and still never cut. */
 	uint64_t nr_buf[65536 / sizeof(uint64_t)];
 };
 
-static void
-nflog_log_packet(const struct nflog_packet *pkt, void *arg)
+/* FNV-1a over the key, started from the reader's random seed. */
+static uint32_t
+dest_hash(const struct nflog_reader *r, const struct nflog_packet *pkt)
 {
-	struct nflog_reader *r = arg;
+	uint32_t h = 2166136261u ^ r->nr_seed;
+	const unsigned char *s = (const unsigned char *)pkt->dst;
+	uint32_t extra[3] = {(uint32_t)pkt->family, pkt->l4proto, (uint32_t)pkt->dport};
+	const unsigned char *e = (const unsigned char *)extra;
+
+	for (; *s != '\0'; s++)
+		h = (h ^ *s) * 16777619u;
+	for (size_t i = 0; i < sizeof(extra); i++)
+		h = (h ^ e[i]) * 16777619u;
+	return h;
+}
+
+static void
+nflog_write(struct nflog_reader *r, const char *ip, int port, const char *proto,
+            const char *reason)
+{
 	struct elog_event ev;
 
 	memset(&ev, 0, sizeof(ev));
 	ev.kind = "packet";
-	ev.ip = pkt->dst;
-	ev.port = pkt->dport;
+	ev.ip = ip;
+	ev.port = port;
 	ev.verdict = "deny";
-	ev.reason = "blocked by the sandbox firewall";
-	ev.proto = pkt->proto;
+	ev.reason = reason;
+	ev.proto = proto;
 	(void)elog_event(r->nr_log, &ev);
+}
+
+/* The line for packets that were counted, not itemised. The count is in
+ * the reason text: the egress log writer has no count field (yet). */
+static void
+nflog_write_count(struct nflog_reader *r, const struct nflog_dest *d)
+{
+	char reason[128];
+
+	snprintf(reason, sizeof(reason),
+	         NFLOG_REASON_BLOCKED "; %" PRIu64 " more packets since the last line", d->nd_count);
+	nflog_write(r, d->nd_dst, d->nd_dport, d->nd_proto, reason);
+}
+
+static void
+nflog_arm(struct nflog_reader *r)
+{
+	if (!evtimer_pending(r->nr_timer, NULL))
+		(void)evtimer_add(r->nr_timer, &r->nr_window);
+}
+
+static void
+nflog_log_packet(const struct nflog_packet *pkt, void *arg)
+{
+	struct nflog_reader *r = arg;
+	struct nflog_dest *d;
+	uint32_t h = dest_hash(r, pkt);
+	int32_t *bucket = &r->nr_buckets[h & (r->nr_nbuckets - 1)];
+	int32_t i;
+
+	for (i = *bucket; i >= 0; i = r->nr_dests[i].nd_next) {
+		d = &r->nr_dests[i];
+		if (d->nd_hash == h && d->nd_family == pkt->family &&
+		    d->nd_l4proto == pkt->l4proto && d->nd_dport == pkt->dport &&
+		    strcmp(d->nd_dst, pkt->dst) == 0) {
+			d->nd_count++;
+			d->nd_quiet = false;
+			return;
+		}
+	}
+	if (r->nr_ndests == r->nr_maxdests) {
+		r->nr_overflow++;
+		nflog_arm(r);
+		return;
+	}
+	d = &r->nr_dests[r->nr_ndests];
+	memset(d, 0, sizeof(*d));
+	str_copy(d->nd_dst, pkt->dst, sizeof(d->nd_dst));
+	str_copy(d->nd_proto, pkt->proto, sizeof(d->nd_proto));
+	d->nd_family = pkt->family;
+	d->nd_dport = pkt->dport;
+	d->nd_l4proto = pkt->l4proto;
+	d->nd_hash = h;
+	d->nd_next = *bucket;
+	*bucket = (int32_t)r->nr_ndests;
+	r->nr_ndests++;
+	/* The first packet to a destination is written now. */
+	nflog_write(r, pkt->dst, pkt->dport, pkt->proto, NFLOG_REASON_BLOCKED);
+	nflog_arm(r);
 }
 
 static void
 nflog_log_overrun(struct nflog_reader *r)
 {
-	struct elog_event ev;
+	if (r->nr_overrun_logged) {
+		r->nr_overruns++;
+		return;
+	}
+	r->nr_overrun_logged = true;
+	nflog_write(r, NULL, -1, NULL, NFLOG_REASON_OVERRUN);
+	nflog_arm(r);
+}
 
-	memset(&ev, 0, sizeof(ev));
-	ev.kind = "packet";
-	ev.port = -1;
-	ev.verdict = "deny";
-	ev.reason = "blocked packets lost: NFLOG socket overrun";
-	(void)elog_event(r->nr_log, &ev);
+/* Close the window: one line per destination with counted packets, one
+ * for the overflow, one for further overruns. A destination quiet for a
+ * whole window is forgotten, so its next packet is again written at once.
+ * final: the reader is going away; write everything, keep nothing. */
+static void
+nflog_flush(struct nflog_reader *r, bool final)
+{
+	char reason[128];
+	size_t i, kept = 0;
+
+	for (i = 0; i < r->nr_ndests; i++) {
+		struct nflog_dest *d = &r->nr_dests[i];
+
+		if (d->nd_count > 0) {
+			nflog_write_count(r, d);
+			d->nd_count = 0;
+		} else if (d->nd_quiet) {
+			continue;
+		} else {
+			d->nd_quiet = true;
+		}
+		if (kept != i)
+			r->nr_dests[kept] = *d;
+		kept++;
+	}
+	r->nr_ndests = final ? 0 : kept;
+	/* Rebuild the chains over the compacted table. */
+	for (i = 0; i < r->nr_nbuckets; i++)
+		r->nr_buckets[i] = -1;
+	for (i = 0; i < r->nr_ndests; i++) {
+		int32_t *bucket = &r->nr_buckets[r->nr_dests[i].nd_hash & (r->nr_nbuckets - 1)];
+
+		r->nr_dests[i].nd_next = *bucket;
+		*bucket = (int32_t)i;
+	}
+	if (r->nr_overflow > 0) {
+		snprintf(reason, sizeof(reason),
+		         NFLOG_REASON_OVERFLOW "; %" PRIu64 " packets not itemised", r->nr_overflow);
+		nflog_write(r, NULL, -1, NULL, reason);
+		r->nr_overflow = 0;
+	}
+	if (r->nr_overruns > 0) {
+		snprintf(reason, sizeof(reason),
+		         NFLOG_REASON_OVERRUN "; %" PRIu64 " more times since the last line",
+		         r->nr_overruns);
+		nflog_write(r, NULL, -1, NULL, reason);
+		r->nr_overruns = 0;
+	}
+	r->nr_overrun_logged = false;
+	if (!final && r->nr_ndests > 0)
+		nflog_arm(r);
 }
 
 static void
-nflog_read(evutil_socket_t fd, short what, void *arg)
+nflog_tick(evutil_socket_t fd, short what, void *arg)
 {
-	struct nflog_reader *r = arg;
+	(void)fd;
+	(void)what;
+	nflog_flush(arg, false);
+}
+
+/* Read up to max datagrams; false when the socket is empty or broken. */
+static bool
+nflog_drain(struct nflog_reader *r, int max)
+{
 	ssize_t n;
 	int i;
 
-	(void)what;
-	for (i = 0; i < NFLOG_READS_PER_EVENT; i++) {
-		n = recv(fd, r->nr_buf, sizeof(r->nr_buf), MSG_DONTWAIT | MSG_TRUNC);
+	for (i = 0; i < max; i++) {
+		n = recv(r->nr_fd, r->nr_buf, sizeof(r->nr_buf), MSG_DONTWAIT | MSG_TRUNC);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return;
+				return false;
 			if (errno == ENOBUFS) {
 				/* The kernel dropped messages; say so in the
 				 * egress log, whose promise is every attempt. */
@@ -430,8 +606,9 @@ nflog_read(evutil_socket_t fd, short what, void *arg)
 				continue;
 			}
 			log_warn("nflog: reading blocked packets");
-			event_del(r->nr_ev);
-			return;
+			if (r->nr_ev != NULL)
+				event_del(r->nr_ev);
+			return false;
 		}
 		if ((size_t)n > sizeof(r->nr_buf) ||
 		    nflog_parse(r->nr_buf, (size_t)n, nflog_log_packet, r) < 0) {
@@ -441,12 +618,30 @@ nflog_read(evutil_socket_t fd, short what, void *arg)
 				          n);
 		}
 	}
+	return true;
+}
+
+static void
+nflog_read(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)nflog_drain(arg, NFLOG_READS_PER_EVENT);
 }
 
 struct nflog_reader *
 nflog_reader_new(struct event_base *base, int fd, struct elog *log)
 {
+	return nflog_reader_new_opts(base, fd, log, NULL);
+}
+
+struct nflog_reader *
+nflog_reader_new_opts(struct event_base *base, int fd, struct elog *log,
+                      const struct nflog_reader_opts *opts)
+{
 	struct nflog_reader *r;
+	unsigned window_ms = NFLOG_AGG_WINDOW_MS;
+	size_t i;
 
 	r = calloc(1, sizeof(*r));
 	if (r == NULL) {
@@ -456,12 +651,33 @@ nflog_reader_new(struct event_base *base, int fd, struct elog *log)
 	}
 	r->nr_fd = fd;
 	r->nr_log = log;
+	r->nr_maxdests = NFLOG_AGG_MAX_DESTS;
+	if (opts != NULL && opts->window_ms > 0)
+		window_ms = opts->window_ms;
+	if (opts != NULL && opts->max_dests > 0 && opts->max_dests <= NFLOG_AGG_MAX_DESTS_LIMIT)
+		r->nr_maxdests = opts->max_dests;
+	r->nr_window.tv_sec = window_ms / 1000;
+	r->nr_window.tv_usec = (suseconds_t)(window_ms % 1000) * 1000;
+	/* Buckets: a power of two at least twice the table, so chains stay
+	 * short. */
+	for (r->nr_nbuckets = 16; r->nr_nbuckets < 2 * r->nr_maxdests; r->nr_nbuckets *= 2)
+		;
+	r->nr_seed = arc4random();
+	r->nr_dests = calloc(r->nr_maxdests, sizeof(*r->nr_dests));
+	r->nr_buckets = calloc(r->nr_nbuckets, sizeof(*r->nr_buckets));
+	if (r->nr_dests == NULL || r->nr_buckets == NULL) {
+		log_warn("nflog: aggregation table");
+		goto fail;
+	}
+	for (i = 0; i < r->nr_nbuckets; i++)
+		r->nr_buckets[i] = -1;
 	if (fd_set_nonblock(fd, true) < 0) {
 		log_warn("nflog: O_NONBLOCK");
 		goto fail;
 	}
+	r->nr_timer = evtimer_new(base, nflog_tick, r);
 	r->nr_ev = event_new(base, fd, EV_READ | EV_PERSIST, nflog_read, r);
-	if (r->nr_ev == NULL || event_add(r->nr_ev, NULL) < 0) {
+	if (r->nr_timer == NULL || r->nr_ev == NULL || event_add(r->nr_ev, NULL) < 0) {
 		log_warnx("nflog: cannot add the read event");
 		goto fail;
 	}
@@ -474,10 +690,26 @@ fail:
 void
 nflog_reader_free(struct nflog_reader *r)
 {
+	int i;
+
 	if (r == NULL)
 		return;
+	/* Blocked packets still queued and counts not yet written go to the
+	 * log now: the task is ending and the log promises every attempt.
+	 * Bounded: the sandbox is gone by now, and the queue is at most the
+	 * socket's receive buffer. */
+	if (r->nr_ev != NULL && r->nr_dests != NULL) {
+		for (i = 0; i < NFLOG_FREE_MAX_READS / NFLOG_READS_PER_EVENT; i++)
+			if (!nflog_drain(r, NFLOG_READS_PER_EVENT))
+				break;
+		nflog_flush(r, true);
+	}
+	if (r->nr_timer != NULL)
+		event_free(r->nr_timer);
 	if (r->nr_ev != NULL)
 		event_free(r->nr_ev);
 	fd_close(&r->nr_fd);
+	free(r->nr_dests);
+	free(r->nr_buckets);
 	free(r);
 }

@@ -33,12 +33,45 @@ int nflog_parse(const void *buf, size_t len, void (*fn)(const struct nflog_packe
                 void *arg);
 
 /* Supervisor side: read fd (takes ownership, also on failure) in the loop
- * and write one "packet" event per blocked packet to log (borrowed, must
- * outlive the reader): verdict "deny", reason "blocked by the sandbox
- * firewall", ip, port (when the protocol has one), proto. A socket overrun
- * is logged as a "packet" event saying packets were lost. At most 32
- * datagrams are read per wake-up. NULL on failure. */
+ * and turn blocked packets into "packet" events on log (borrowed, must
+ * outlive the reader): verdict "deny", ip, port (when the protocol has
+ * one), proto. At most 32 datagrams are read per wake-up.
+ *
+ * Aggregated per destination (family, protocol, address, port) so a flood
+ * cannot fill the disk under the log:
+ *  - the first packet to a destination is written at once, reason
+ *    "blocked by the sandbox firewall";
+ *  - further packets to it are counted; when the window closes (a timer,
+ *    NFLOG_AGG_WINDOW_MS) one line is written for each destination that
+ *    had any, reason "blocked by the sandbox firewall; N more packets since
+ *    the last line": N is the packets to that destination that no earlier
+ *    line showed (not the window's total, which is N or N + 1);
+ *  - a destination with no packet for a whole window is forgotten, so its
+ *    next packet is again written at once;
+ *  - the table holds NFLOG_AGG_MAX_DESTS destinations; packets to others
+ *    are only counted, in one line per window with no ip: "too many blocked
+ *    destinations; N packets not itemised";
+ *  - a socket overrun (the kernel dropped packets) is written at once as
+ *    "blocked packets lost: NFLOG socket overrun", further overruns in the
+ *    window as one line "...; N more times since the last line".
+ * So at most about 2 * NFLOG_AGG_MAX_DESTS + 2 lines per window, and fixed
+ * memory, whatever the sandbox sends. NULL on failure. */
+#define NFLOG_AGG_WINDOW_MS 1000
+#define NFLOG_AGG_MAX_DESTS 1024
 struct nflog_reader *nflog_reader_new(struct event_base *base, int fd, struct elog *log);
+
+/* The same with another window or table size (tests; 0 = the default;
+ * max_dests is capped at 2^20). opts is borrowed for the call. */
+struct nflog_reader_opts {
+	unsigned window_ms;
+	size_t max_dests;
+};
+struct nflog_reader *nflog_reader_new_opts(struct event_base *base, int fd, struct elog *log,
+                                           const struct nflog_reader_opts *opts);
+
+/* Reads what is still queued on the socket (bounded) and writes every
+ * count not yet written, then frees. Call it before the task-end line, so
+ * those lines land inside the task and in its totals. */
 void nflog_reader_free(struct nflog_reader *r);
 
 #endif
