@@ -412,9 +412,9 @@ struct nflog_reader {
 	struct nflog_dest *nr_dests;
 	int32_t *nr_buckets;
 	size_t nr_ndests, nr_maxdests, nr_nbuckets;
-	uint64_t nr_overflow;       /* packets to destinations past the table */
-	uint64_t nr_overruns;       /* socket overruns not yet logged */
-	bool nr_overrun_logged;     /* an overrun line went out this window */
+	uint64_t nr_overflow;   /* packets to destinations past the table */
+	uint64_t nr_overruns;   /* socket overruns not yet logged */
+	bool nr_overrun_logged; /* an overrun line went out this window */
 	/* One datagram: the kernel packs messages into skbs of at most a
 	 * page-ish size (NFULNL_NLBUFSIZ_DEFAULT); 64 KiB is the netlink
 	 * maximum and still never cut. */
@@ -438,8 +438,7 @@ dest_hash(const struct nflog_reader *r, const struct nflog_packet *pkt)
 }
 
 static void
-nflog_write(struct nflog_reader *r, const char *ip, int port, const char *proto,
-            const char *reason)
+nflog_write(struct nflog_reader *r, const char *ip, int port, const char *proto, const char *reason)
 {
 	struct elog_event ev;
 
@@ -461,7 +460,8 @@ nflog_write_count(struct nflog_reader *r, const struct nflog_dest *d)
 	char reason[128];
 
 	snprintf(reason, sizeof(reason),
-	         NFLOG_REASON_BLOCKED "; %" PRIu64 " more packets since the last line", d->nd_count);
+	         NFLOG_REASON_BLOCKED "; %" PRIu64 " more packets since the last line",
+	         d->nd_count);
 	nflog_write(r, d->nd_dst, d->nd_dport, d->nd_proto, reason);
 }
 
@@ -561,7 +561,8 @@ nflog_flush(struct nflog_reader *r, bool final)
 	}
 	if (r->nr_overflow > 0) {
 		snprintf(reason, sizeof(reason),
-		         NFLOG_REASON_OVERFLOW "; %" PRIu64 " packets not itemised", r->nr_overflow);
+		         NFLOG_REASON_OVERFLOW "; %" PRIu64 " packets not itemised",
+		         r->nr_overflow);
 		nflog_write(r, NULL, -1, NULL, reason);
 		r->nr_overflow = 0;
 	}

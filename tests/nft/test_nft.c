@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -23,6 +24,7 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <libmnl/libmnl.h>
@@ -749,6 +751,257 @@ test_nflog_reader(void **state)
 	close(sv[1]);
 }
 
+/* --- nflog_reader aggregation: floods in, bounded lines out --------------- */
+
+/* A reader on a socketpair logging to a memfd, so tests can read back as
+ * many lines as they like (a pipe would fill). */
+struct agg {
+	struct event_base *base;
+	struct nflog_reader *r;
+	struct elog *log;
+	int sv1, logfd;
+	uint8_t buf[4096] __attribute__((aligned(4)));
+	size_t off;
+};
+
+static void
+agg_open(struct agg *a, unsigned window_ms, size_t max_dests)
+{
+	struct nflog_reader_opts opts = {.window_ms = window_ms, .max_dests = max_dests};
+	int sv[2];
+
+	memset(a, 0, sizeof(*a));
+	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv), 0);
+	a->sv1 = sv[1];
+	a->logfd = memfd_create("nflog-test-log", MFD_CLOEXEC);
+	assert_true(a->logfd >= 0);
+	a->log = elog_open_fd(dup(a->logfd));
+	assert_non_null(a->log);
+	a->base = event_base_new();
+	assert_non_null(a->base);
+	a->r = nflog_reader_new_opts(a->base, sv[0], a->log, &opts);
+	assert_non_null(a->r);
+}
+
+/* Send what is batched as one datagram and let the reader read it. */
+static void
+agg_send(struct agg *a)
+{
+	if (a->off == 0)
+		return;
+	assert_int_equal(send(a->sv1, a->buf, a->off, 0), (ssize_t)a->off);
+	a->off = 0;
+	assert_int_equal(event_base_loop(a->base, EVLOOP_NONBLOCK), 0);
+}
+
+/* Queue n UDP (or TCP) packets to dst:port, many per datagram. */
+static void
+agg_packets(struct agg *a, int family, uint8_t proto, const char *dst, uint16_t port, int n)
+{
+	uint8_t pkt[64];
+	size_t plen;
+
+	for (int i = 0; i < n; i++) {
+		if (sizeof(a->buf) - a->off < 256)
+			agg_send(a);
+		plen = family == AF_INET ? ipv4_packet(pkt, proto, dst, port, 0)
+		                         : ipv6_packet(pkt, proto, dst, port, false);
+		put_nflog(a->buf, &a->off, family, pkt, plen);
+	}
+}
+
+/* The whole log so far, NUL-terminated (free it). */
+static char *
+agg_log(const struct agg *a)
+{
+	off_t size = lseek(a->logfd, 0, SEEK_END);
+	char *s;
+
+	assert_true(size >= 0);
+	s = malloc((size_t)size + 1);
+	assert_non_null(s);
+	assert_int_equal(pread(a->logfd, s, (size_t)size, 0), (ssize_t)size);
+	s[size] = '\0';
+	return s;
+}
+
+static int
+count_str(const char *s, const char *what)
+{
+	int n = 0;
+
+	for (; (s = strstr(s, what)) != NULL; s += strlen(what))
+		n++;
+	return n;
+}
+
+/* Frees what is left (the reader, if the test has not). */
+static void
+agg_close(struct agg *a)
+{
+	nflog_reader_free(a->r);
+	event_base_free(a->base);
+	elog_free(a->log);
+	close(a->logfd);
+	close(a->sv1);
+}
+
+static void
+test_nflog_aggregate(void **state)
+{
+	struct agg a;
+	char *log;
+
+	(void)state;
+	/* A window longer than the test: only freeing the reader closes it. */
+	agg_open(&a, 60000, 0);
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "203.0.113.7", 9999, 100);
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "203.0.113.7", 9998, 3);
+	agg_packets(&a, AF_INET, IPPROTO_TCP, "203.0.113.7", 9999, 1);
+	agg_packets(&a, AF_INET6, IPPROTO_UDP, "2001:db8::7", 53, 50);
+	agg_send(&a);
+
+	/* One line per destination at once, each packet's own. */
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 4);
+	assert_int_equal(count_str(log, "\"reason\":\"blocked by the sandbox firewall\""), 4);
+	assert_int_equal(count_str(log, "\"ip\":\"203.0.113.7\",\"port\":9999,"), 2);
+	assert_int_equal(count_str(log, "\"ip\":\"203.0.113.7\",\"port\":9998,"), 1);
+	assert_int_equal(count_str(log, "\"ip\":\"2001:db8::7\",\"port\":53,"), 1);
+	assert_int_equal(count_str(log, "\"proto\":\"tcp\""), 1);
+	free(log);
+
+	/* Freeing closes the window: one line per destination that had more,
+	 * with the packets no line showed yet. */
+	nflog_reader_free(a.r);
+	a.r = NULL;
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 7);
+	assert_non_null(strstr(log, "\"ip\":\"203.0.113.7\",\"port\":9998,\"verdict\":\"deny\","
+	                            "\"reason\":\"blocked by the sandbox firewall; 2 more packets "
+	                            "since the last line\""));
+	assert_non_null(strstr(log, "\"ip\":\"203.0.113.7\",\"port\":9999,\"verdict\":\"deny\","
+	                            "\"reason\":\"blocked by the sandbox firewall; 99 more packets "
+	                            "since the last line\""));
+	assert_non_null(strstr(log, "\"ip\":\"2001:db8::7\",\"port\":53,\"verdict\":\"deny\","
+	                            "\"reason\":\"blocked by the sandbox firewall; 49 more packets "
+	                            "since the last line\""));
+	/* The single TCP packet needs no second line. */
+	assert_int_equal(count_str(log, "more packets"), 3);
+	free(log);
+	agg_close(&a);
+}
+
+static void
+test_nflog_aggregate_window(void **state)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 400 * 1000};
+	struct agg a;
+	char *log;
+
+	(void)state;
+	agg_open(&a, 30, 0);
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "198.51.100.9", 443, 20);
+	agg_send(&a);
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 1);
+	free(log);
+
+	/* The timer closes the window: the count line. Two more quiet
+	 * windows forget the destination and stop the timer. */
+	assert_int_equal(event_base_loopexit(a.base, &tv), 0);
+	assert_int_equal(event_base_dispatch(a.base), 0);
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 2);
+	assert_non_null(strstr(log, "\"ip\":\"198.51.100.9\",\"port\":443,\"verdict\":\"deny\","
+	                            "\"reason\":\"blocked by the sandbox firewall; 19 more packets "
+	                            "since the last line\""));
+	free(log);
+
+	/* Forgotten: its next packet is written at once again. */
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "198.51.100.9", 443, 1);
+	agg_send(&a);
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 3);
+	assert_int_equal(count_str(log, "\"reason\":\"blocked by the sandbox firewall\""), 2);
+	free(log);
+
+	/* Nothing left to count: freeing writes nothing more. */
+	nflog_reader_free(a.r);
+	a.r = NULL;
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 3);
+	free(log);
+	agg_close(&a);
+}
+
+static void
+test_nflog_aggregate_bounded(void **state)
+{
+	char dst[INET_ADDRSTRLEN];
+	struct agg a;
+	char *log;
+	int i, round;
+
+	(void)state;
+	agg_open(&a, 60000, 0);
+	/* 10,000 distinct destinations, twice each. */
+	for (round = 0; round < 2; round++) {
+		for (i = 0; i < 10000; i++) {
+			snprintf(dst, sizeof(dst), "203.0.113.%d", i % 250);
+			agg_packets(&a, AF_INET, IPPROTO_UDP, dst, (uint16_t)(1000 + i / 250), 1);
+		}
+	}
+	agg_send(&a);
+	log = agg_log(&a);
+	/* Only the table's worth is itemised. */
+	assert_int_equal(count_str(log, "\n"), NFLOG_AGG_MAX_DESTS);
+	free(log);
+
+	nflog_reader_free(a.r);
+	a.r = NULL;
+	log = agg_log(&a);
+	/* + one count line per table entry + one overflow line. */
+	assert_int_equal(count_str(log, "\n"), 2 * NFLOG_AGG_MAX_DESTS + 1);
+	assert_int_equal(count_str(log, "; 1 more packets since the last line"),
+	                 NFLOG_AGG_MAX_DESTS);
+	assert_int_equal(count_str(log, "\"verdict\":\"deny\",\"reason\":\"too many blocked "
+	                                "destinations; 17952 packets not itemised\""),
+	                 1);
+	free(log);
+	agg_close(&a);
+}
+
+/* A small table from the options, and the overflow line once per window. */
+static void
+test_nflog_aggregate_small_table(void **state)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 100 * 1000};
+	struct agg a;
+	char *log;
+
+	(void)state;
+	agg_open(&a, 20, 2);
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "192.0.2.1", 1, 1);
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "192.0.2.2", 1, 1);
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "192.0.2.3", 1, 5);
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "192.0.2.4", 1, 5);
+	agg_send(&a);
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 2);
+	assert_null(strstr(log, "192.0.2.3"));
+	free(log);
+	assert_int_equal(event_base_loopexit(a.base, &tv), 0);
+	assert_int_equal(event_base_dispatch(a.base), 0);
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 3);
+	assert_non_null(strstr(log,
+	                       "\"kind\":\"packet\",\"verdict\":\"deny\",\"reason\":\"too many "
+	                       "blocked destinations; 10 packets not itemised\""));
+	free(log);
+	agg_close(&a);
+}
+
 int
 main(void)
 {
@@ -764,6 +1017,10 @@ main(void)
 	        cmocka_unit_test(test_nflog_malformed),
 	        cmocka_unit_test(test_nflog_garbage),
 	        cmocka_unit_test(test_nflog_reader),
+	        cmocka_unit_test(test_nflog_aggregate),
+	        cmocka_unit_test(test_nflog_aggregate_window),
+	        cmocka_unit_test(test_nflog_aggregate_bounded),
+	        cmocka_unit_test(test_nflog_aggregate_small_table),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
