@@ -112,10 +112,8 @@ conn_log(struct conn *c)
 	ev.sni = c->tls && c->has_name ? c->host : NULL;
 	ev.method = c->method[0] != '\0' ? c->method : NULL;
 	ev.url = c->url;
-	if (elog_event(px->px_cfg.log, &ev) != 0 && !px->px_said_log_failed) {
-		px->px_said_log_failed = true;
-		log_warnx("proxy: the egress log cannot be written; refusing every new connection");
-	}
+	if (elog_event(px->px_cfg.log, &ev) != 0)
+		proxy_log_failed(px);
 }
 
 void
@@ -301,6 +299,7 @@ conn_decide_name(struct conn *c)
 			a.sa.sa_family = AF_INET6;
 		else if (inet_pton(AF_INET, c->host, &a.in.sin_addr) == 1)
 			a.sa.sa_family = AF_INET;
+		conn_addr_unmap(&a);
 		policy_match_addr(p, &a.sa, c->port, &v);
 	} else {
 		policy_match_host(p, c->host, c->port, &v);
@@ -402,7 +401,9 @@ conn_decide_noname(struct conn *c)
 	 * field carries the address. */
 	c->host[0] = '\0';
 	policy_match_addr(p, &c->orig.sa, c->port, &v);
-	if (v.action != POLICY_ALLOW && c->px->px_cfg.cache != NULL) {
+	/* Only an address no rule speaks of may borrow a name from DNS: a
+	 * cidr deny must win over any name that address also serves. */
+	if (v.action == POLICY_NO_MATCH && c->px->px_cfg.cache != NULL) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		name = dns_cache_lookup(c->px->px_cfg.cache, &c->orig.sa, (uint64_t)ts.tv_sec);
 		if (name != NULL) {
@@ -499,6 +500,13 @@ conn_head_read(struct conn *c)
 		return;
 	if (c->kind == NULL)
 		c->kind = "http"; /* bytes arrived: this is now an attempt */
+	/* A kept-alive client's next request is not served once the log has
+	 * failed: it could not be recorded. */
+	if (elog_failed(c->px->px_cfg.log)) {
+		proxy_log_failed(c->px);
+		conn_refuse(c, 503, "proxy_internal_error", "the egress log cannot be written");
+		return;
+	}
 	s = (const char *)evbuffer_pullup(in, (ssize_t)n);
 	r = http_parse_request(s, n, &h);
 	if (r == HTTP_INCOMPLETE)
@@ -733,14 +741,7 @@ conn_original_dst(int fd, union conn_addr *out)
 	} else if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &out->in, &len) != 0) {
 		return -1;
 	}
-	/* A v4-mapped v6 destination is the v4 address it maps. */
-	if (out->sa.sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&out->in6.sin6_addr)) {
-		struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = out->in6.sin6_port};
-
-		memcpy(&v4.sin_addr, &out->in6.sin6_addr.s6_addr[12], 4);
-		memset(out, 0, sizeof(*out));
-		out->in = v4;
-	}
+	conn_addr_unmap(out);
 	return 0;
 }
 
@@ -768,7 +769,8 @@ conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, const
 	ev.port = -1;
 	ev.verdict = "deny";
 	ev.reason = why;
-	(void)elog_event(px->px_cfg.log, &ev);
+	if (elog_event(px->px_cfg.log, &ev) != 0)
+		proxy_log_failed(px);
 }
 
 void
@@ -778,11 +780,7 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 	int one = 1;
 
 	if (elog_failed(px->px_cfg.log)) {
-		if (!px->px_said_log_failed) {
-			px->px_said_log_failed = true;
-			log_warnx("proxy: the egress log cannot be written; refusing every new "
-			          "connection");
-		}
+		proxy_log_failed(px);
 		conn_refuse_early(px, fd, kind, "egress log failed");
 		return;
 	}
@@ -794,8 +792,9 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
+		/* Refused, but still one line: every attempt is recorded. */
 		log_warn("proxy: allocating a connection");
-		close(fd);
+		conn_refuse_early(px, fd, kind, "out of memory");
 		return;
 	}
 	c->px = px;

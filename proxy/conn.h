@@ -65,7 +65,8 @@ struct proxy {
 	struct proxy_config px_cfg;
 	struct proxy_listener *px_listeners;
 	size_t px_n_listeners;
-	struct event *px_resume; /* re-enables accepting after EMFILE */
+	struct event *px_resume;   /* re-enables accepting after EMFILE */
+	struct event *px_log_dead; /* closes every connection once the log fails */
 	struct conn_list px_conns;
 	unsigned px_n_conns;
 	uint64_t px_next_id;
@@ -225,10 +226,19 @@ bool upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why
 int upstream_connect(struct conn *c);
 void upstream_cancel(struct conn *c);
 bool proxy_is_own_addr(const struct proxy *px, const struct sockaddr *sa);
+/* proxy.c: the egress log has failed. Says so once and closes every open
+ * connection soon after (from the loop, never under the caller's feet),
+ * each through conn_close(). Nothing goes on unlogged: fail closed. */
+void proxy_log_failed(struct proxy *px);
 socklen_t conn_addr_len(const union conn_addr *a);
 /* "ip" text of an address. */
 void conn_addr_str(const union conn_addr *a, char *out, size_t outlen);
 bool conn_addr_eq(const union conn_addr *a, const union conn_addr *b);
+/* Turn an IPv4-mapped IPv6 address (::ffff:a.b.c.d) into the AF_INET
+ * address it is, port kept; anything else is left as it is. Every address
+ * the proxy compares or guards goes through this first, so one host never
+ * has two spellings. */
+void conn_addr_unmap(union conn_addr *a);
 
 /* relay.c */
 /* Relay bytes between c->down and c->up until both sides are done. */

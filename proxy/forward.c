@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "common/util.h"
+#include "elog/elog.h"
 
 static void forward_next(struct conn *c);
 
@@ -102,6 +103,10 @@ forward_next(struct conn *c)
 	struct conn_http *ht = &c->http;
 
 	conn_log(c);
+	/* The line just written may have been the one that failed: no next
+	 * request on this connection then. */
+	if (elog_failed(c->px->px_cfg.log))
+		ht->client_close = true;
 	if (ht->server_close || !ht->req_done) {
 		conn_half_free(&c->up);
 		c->up_host[0] = '\0';

@@ -47,6 +47,9 @@ proxy_load_own(struct proxy *px)
 		else if (i->ifa_addr->sa_family == AF_INET6)
 			memcpy(&px->px_own[px->px_n_own++].in6, i->ifa_addr,
 			       sizeof(struct sockaddr_in6));
+		else
+			continue;
+		conn_addr_unmap(&px->px_own[px->px_n_own - 1]);
 	}
 	freeifaddrs(ifa);
 }
@@ -54,20 +57,53 @@ proxy_load_own(struct proxy *px)
 bool
 proxy_is_own_addr(const struct proxy *px, const struct sockaddr *sa)
 {
-	for (size_t i = 0; i < px->px_n_own; i++) {
-		const union conn_addr *o = &px->px_own[i];
+	union conn_addr a;
 
-		if (o->sa.sa_family != sa->sa_family)
-			continue;
-		if (sa->sa_family == AF_INET &&
-		    o->in.sin_addr.s_addr == ((const struct sockaddr_in *)sa)->sin_addr.s_addr)
+	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
+		return false;
+	/* ::ffff:a.b.c.d is a.b.c.d: compare in one spelling, or a mapped
+	 * address would walk past this check. */
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, sa, sa->sa_family == AF_INET6 ? sizeof(a.in6) : sizeof(a.in));
+	conn_addr_unmap(&a);
+	for (size_t i = 0; i < px->px_n_own; i++)
+		if (conn_addr_eq(&px->px_own[i], &a))
 			return true;
-		if (sa->sa_family == AF_INET6 &&
-		    memcmp(&o->in6.sin6_addr, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16) ==
-		            0)
-			return true;
-	}
 	return false;
+}
+
+void
+proxy_log_failed(struct proxy *px)
+{
+	if (px->px_said_log_failed)
+		return;
+	px->px_said_log_failed = true;
+	log_warnx("proxy: the egress log cannot be written; closing every connection and "
+	          "refusing new ones");
+	event_active(px->px_log_dead, 0, 0);
+}
+
+/* Every connection still open when the log failed ends now: tunnels and
+ * kept-alive clients would otherwise go on moving bytes no line records.
+ * One already answering with its own reply (CONN_REPLY) forwards nothing
+ * and ends on its own within CONN_REPLY_MS; closing it here would only cut
+ * that reply. */
+static void
+proxy_close_all(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy *px = arg;
+	struct conn *c, *next;
+	(void)fd;
+	(void)what;
+
+	for (c = TAILQ_FIRST(&px->px_conns); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, entry);
+		if (c->state == CONN_REPLY)
+			continue;
+		if (c->reason[0] == '\0')
+			str_copy(c->reason, "egress log failed", sizeof(c->reason));
+		conn_close(c);
+	}
 }
 
 static void
@@ -140,8 +176,13 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 		return NULL;
 	}
 	px->px_resume = evtimer_new(base, proxy_resume, px);
-	if (px->px_resume == NULL) {
-		log_warnx("proxy: creating the accept timer failed");
+	px->px_log_dead = event_new(base, -1, 0, proxy_close_all, px);
+	if (px->px_resume == NULL || px->px_log_dead == NULL) {
+		log_warnx("proxy: creating the proxy's events failed");
+		if (px->px_resume != NULL)
+			event_free(px->px_resume);
+		if (px->px_log_dead != NULL)
+			event_free(px->px_log_dead);
 		free(px);
 		return NULL;
 	}
@@ -207,6 +248,8 @@ proxy_free(struct proxy *px)
 		conn_close(c);
 	if (px->px_resume != NULL)
 		event_free(px->px_resume);
+	if (px->px_log_dead != NULL)
+		event_free(px->px_log_dead);
 	for (size_t i = 0; i < px->px_n_pipes; i++) {
 		close(px->px_pipes[i][0]);
 		close(px->px_pipes[i][1]);

@@ -46,6 +46,19 @@ conn_addr_eq(const union conn_addr *a, const union conn_addr *b)
 	return memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, 16) == 0;
 }
 
+void
+conn_addr_unmap(union conn_addr *a)
+{
+	struct sockaddr_in v4 = {.sin_family = AF_INET};
+
+	if (a->sa.sa_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&a->in6.sin6_addr))
+		return;
+	v4.sin_port = a->in6.sin6_port;
+	memcpy(&v4.sin_addr, &a->in6.sin6_addr.s6_addr[12], 4);
+	memset(a, 0, sizeof(*a));
+	a->in = v4;
+}
+
 static void
 set_port(union conn_addr *a, uint16_t port)
 {
@@ -93,7 +106,8 @@ upstream_filter(struct conn *c, char *why, size_t whylen)
 	return kept;
 }
 
-/* Keep v6 first, then v4, each in resolver order, at most CONN_MAX_ADDRS. */
+/* Keep v6 first, then v4, each in resolver order, at most CONN_MAX_ADDRS.
+ * A mapped v6 answer is taken as the v4 address it is. */
 static void
 take_addrs(struct conn *c, const struct evutil_addrinfo *res)
 {
@@ -109,6 +123,7 @@ take_addrs(struct conn *c, const struct evutil_addrinfo *res)
 				continue;
 			memset(&a, 0, sizeof(a));
 			memcpy(&a, ai->ai_addr, want == AF_INET6 ? sizeof(a.in6) : sizeof(a.in));
+			conn_addr_unmap(&a);
 			set_port(&a, c->port);
 			for (size_t i = 0; i < c->n_addrs; i++)
 				dup = dup || conn_addr_eq(&c->addrs[i], &a);
@@ -161,6 +176,7 @@ upstream_resolve(struct conn *c)
 			conn_refuse(c, 400, "http_request_error", "bad IP literal");
 			return -1;
 		}
+		conn_addr_unmap(&a);
 		set_port(&a, c->port);
 		c->addrs[0] = a;
 		c->n_addrs = 1;

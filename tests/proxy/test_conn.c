@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,11 +22,15 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <event2/bufferevent.h>
 #include <event2/dns.h>
 #include <event2/event.h>
 
+#include "dns/cache.h"
 #include "elog/elog.h"
+#include "common/util.h"
 #include "policy/policy.h"
+#include "proxy/conn.h"
 #include "proxy/proxy.h"
 
 static const char policy_allow[] = "version: 1\n"
@@ -47,8 +52,13 @@ struct fixture {
 };
 
 /* Extra policy lines for the next setup (loopback tests add a cidr rule
- * for the ports they listen on). */
+ * for the ports they listen on), allow and deny. */
 static char extra_policy[256];
+static char extra_deny[256];
+/* For the next setup: the IP->name cache to give the proxy (NULL: none),
+ * and an fd to log to instead of a memfd (-1: memfd). */
+static struct dns_cache *next_cache;
+static int next_log_fd = -1;
 
 static int
 setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char *log_path,
@@ -62,7 +72,8 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 	assert_non_null(f);
 	f->base = event_base_new();
 	f->dns = evdns_base_new(f->base, 0); /* no nameserver: every lookup fails */
-	snprintf(text, sizeof(text), "%s%s%s", policy_allow, extra_policy, policy_deny);
+	snprintf(text, sizeof(text), "%s%s%s%s", policy_allow, extra_policy, policy_deny,
+	         extra_deny);
 	f->pol = policy_load_buffer("unit.yaml", text, strlen(text), NULL);
 	assert_non_null(f->pol);
 	if (audit)
@@ -70,6 +81,10 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 	if (log_path != NULL) {
 		char err[128];
 		f->log = elog_open(log_path, err, sizeof(err));
+		f->log_fd = -1;
+	} else if (next_log_fd >= 0) {
+		f->log = elog_open_fd(next_log_fd);
+		next_log_fd = -1;
 		f->log_fd = -1;
 	} else {
 		mfd = memfd_create("elog", MFD_CLOEXEC);
@@ -81,6 +96,7 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 	cfg.policy = f->pol;
 	cfg.log = f->log;
 	cfg.dns = f->dns;
+	cfg.cache = next_cache;
 	cfg.max_conns = max_conns;
 	cfg.header_timeout_ms = header_ms;
 	cfg.connect_timeout_ms = 500; /* also the resolution deadline */
@@ -393,7 +409,7 @@ setup_loopback(void **state)
 static int
 teardown_loopback(void **state)
 {
-	extra_policy[0] = '\0';
+	extra_policy[0] = extra_deny[0] = '\0';
 	close(loop_listener);
 	loop_listener = -1;
 	return teardown(state);
@@ -569,10 +585,293 @@ test_emfile_pause(void **state)
 	}
 }
 
+/* ---- fail-closed and guard fixes (security review) ---- */
+
+static uint16_t noname_port;
+
+/* A port nobody listens on at 127.0.0.66. */
+static uint16_t
+dead_port_on(const char *ip)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sa);
+	int tmp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_int_equal(inet_pton(AF_INET, ip, &sa.sin_addr), 1);
+	assert_int_equal(bind(tmp, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(tmp, (struct sockaddr *)&sa, &len), 0);
+	close(tmp);
+	return ntohs(sa.sin_port);
+}
+
+/* evil.test is allowed on the port, so is 127.0.0.0/8, but a deny rule
+ * names 127.0.0.66/32; DNS taught the cache 127.0.0.66 = evil.test. */
+static int
+setup_noname(void **state)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	struct timespec ts;
+
+	noname_port = dead_port_on("127.0.0.66");
+	snprintf(extra_policy, sizeof(extra_policy),
+	         "  - host: evil.test\n    ports: [%u]\n"
+	         "  - cidr: 127.0.0.0/8\n    ports: [%u]\n",
+	         noname_port, noname_port);
+	snprintf(extra_deny, sizeof(extra_deny), "  - cidr: 127.0.0.66/32\n    ports: [%u]\n",
+	         noname_port);
+	next_cache = dns_cache_new(16);
+	assert_non_null(next_cache);
+	assert_int_equal(inet_pton(AF_INET, "127.0.0.66", &sa.sin_addr), 1);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	dns_cache_put(next_cache, (struct sockaddr *)&sa, "evil.test", 300, (uint64_t)ts.tv_sec);
+	return setup(state);
+}
+
+static int
+teardown_noname(void **state)
+{
+	int r = teardown(state);
+
+	extra_policy[0] = extra_deny[0] = '\0';
+	dns_cache_free(next_cache);
+	next_cache = NULL;
+	return r;
+}
+
+static void
+noop_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+/* A transparent connection as conn_accept() leaves it after
+ * SO_ORIGINAL_DST, on a socketpair instead of a redirected socket (no
+ * nftables in a unit test). *peer is the client's end. */
+static struct conn *
+fake_transparent(struct fixture *f, const char *ip, uint16_t port, int *peer)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	int sp[2];
+
+	assert_non_null(c);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sp), 0);
+	c->px = f->px;
+	c->id = 1000;
+	c->lkind = PROXY_LISTEN_TRANSPARENT;
+	c->state = CONN_SNIFF;
+	c->down.c = c->up.c = c;
+	c->down.peer = &c->up;
+	c->up.peer = &c->down;
+	c->down.fd = sp[0];
+	c->up.fd = -1;
+	c->start_ms = c->last_ms = now_ms();
+	c->timer = evtimer_new(f->base, noop_timer, c);
+	c->down.bev = bufferevent_socket_new(f->base, sp[0], 0);
+	assert_non_null(c->timer);
+	assert_non_null(c->down.bev);
+	c->orig.in.sin_family = AF_INET;
+	assert_int_equal(inet_pton(AF_INET, ip, &c->orig.in.sin_addr), 1);
+	c->orig.in.sin_port = htons(port);
+	c->has_orig = true;
+	c->port = port;
+	c->kind = "tcp";
+	TAILQ_INSERT_TAIL(&f->px->px_conns, c, entry);
+	f->px->px_n_conns++;
+	*peer = sp[1];
+	return c;
+}
+
+/* Raw TCP (no name) to an address a cidr rule denies: the DNS cache's
+ * name for that address (allowed on the port) must not override the
+ * deny. Before the fix the cached name's allow won and the proxy dialled
+ * 127.0.0.66. */
+static void
+test_noname_cidr_deny_beats_dns_cache(void **state)
+{
+	struct fixture *f = *state;
+	int peer;
+	char want_rule[64];
+
+	fake_transparent(f, "127.0.0.66", noname_port, &peer);
+	conn_decide_noname(f->px->px_conns.tqh_first);
+	for (int i = 0; i < 2000 && log_lines(f) == 0; i++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(1000);
+	}
+	assert_int_equal(log_lines(f), 1);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"deny\""));
+	assert_non_null(strstr(log_text(f), "\"reason\":\"denied by rule\""));
+	/* the deny rule is the last line of the policy */
+	snprintf(want_rule, sizeof(want_rule), "\"rule\":\"unit.yaml:%d\"", 12);
+	assert_non_null(strstr(log_text(f), want_rule));
+	assert_null(strstr(log_text(f), "evil.test"));
+	close(peer);
+}
+
+/* The log is a pipe whose reader goes away after the first request. */
+static int log_reader = -1;
+
+static int
+setup_loopback_pipe_log(void **state)
+{
+	int p[2];
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+	log_reader = p[0];
+	next_log_fd = p[1];
+	return setup_loopback(state);
+}
+
+static int
+teardown_loopback_pipe_log(void **state)
+{
+	if (log_reader >= 0)
+		close(log_reader);
+	log_reader = -1;
+	return teardown_loopback(state);
+}
+
+static int
+accept_upstream(struct fixture *f)
+{
+	int srv = -1;
+
+	for (int i = 0; i < 2000 && srv < 0; i++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		srv = accept4(loop_listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (srv < 0)
+			usleep(1000);
+	}
+	assert_true(srv >= 0);
+	return srv;
+}
+
+/* Once the egress log fails, nothing goes on unlogged: a kept-alive
+ * client's next request gets 503 and is not forwarded, and an open
+ * tunnel is closed. Before the fix both carried on. */
+static void
+test_log_failure_ends_live_connections(void **state)
+{
+	struct fixture *f = *state;
+	int tun = client(f), ka, srv_tun, srv_ka;
+	char req[256], buf[1024];
+	ssize_t n;
+	size_t got;
+	bool eof;
+
+	/* an open CONNECT tunnel */
+	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", loop_port);
+	assert_int_equal(send(tun, req, strlen(req), 0), (ssize_t)strlen(req));
+	got = drive_recv(f, tun, buf, sizeof(buf) - 1, 39, 3000, &eof);
+	assert_int_equal(got, 39);
+	srv_tun = accept_upstream(f);
+
+	/* a kept-alive HTTP client with one exchange done and logged */
+	ka = client(f);
+	snprintf(req, sizeof(req),
+	         "GET http://127.0.0.1:%u/a HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", loop_port,
+	         loop_port);
+	assert_int_equal(send(ka, req, strlen(req), 0), (ssize_t)strlen(req));
+	srv_ka = accept_upstream(f);
+	got = drive_recv(f, srv_ka, buf, sizeof(buf) - 1, strlen("GET /a"), 3000, &eof);
+	assert_true(got >= strlen("GET /a"));
+	assert_memory_equal(buf, "GET /a", 6);
+	static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+	assert_int_equal(send(srv_ka, resp, sizeof(resp) - 1, 0), (ssize_t)sizeof(resp) - 1);
+	/* the proxy rewrites the head; the body is the last thing to come */
+	got = 0;
+	for (int i = 0; i < 3000 && (got < 2 || memcmp(buf + got - 2, "ok", 2) != 0) && !eof; i++)
+		got += drive_recv(f, ka, buf + got, sizeof(buf) - 1 - got, 1, 1, &eof);
+	buf[got] = '\0';
+	assert_true(strncmp(buf, "HTTP/1.1 200", 12) == 0);
+	assert_true(got >= 2 && memcmp(buf + got - 2, "ok", 2) == 0);
+	assert_false(eof);
+	n = read(log_reader, buf, sizeof(buf) - 1);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	assert_non_null(strstr(buf, "\"kind\":\"http\""));
+
+	/* the log's reader goes away */
+	close(log_reader);
+	log_reader = -1;
+
+	/* the next request on the kept-alive connection is refused */
+	snprintf(req, sizeof(req),
+	         "GET http://127.0.0.1:%u/b HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", loop_port,
+	         loop_port);
+	assert_int_equal(send(ka, req, strlen(req), 0), (ssize_t)strlen(req));
+	got = drive_recv(f, ka, buf, sizeof(buf) - 1, sizeof(buf) - 1, 3000, &eof);
+	buf[got] = '\0';
+	assert_true(strncmp(buf, "HTTP/1.1 503", 12) == 0);
+	assert_true(eof);
+	/* ... and never reached the upstream */
+	got = drive_recv(f, srv_ka, buf, sizeof(buf) - 1, sizeof(buf) - 1, 500, &eof);
+	assert_int_equal(got, 0);
+
+	/* the tunnel is closed too */
+	got = drive_recv(f, tun, buf, sizeof(buf) - 1, sizeof(buf) - 1, 3000, &eof);
+	assert_int_equal(got, 0);
+	assert_true(eof);
+	got = drive_recv(f, srv_tun, buf, sizeof(buf) - 1, sizeof(buf) - 1, 3000, &eof);
+	assert_true(eof);
+
+	/* and a new connection is refused */
+	close(ka);
+	ka = client(f);
+	assert_true(strncmp(exchange(f, ka, NULL, 2000), "HTTP/1.1 503", 12) == 0);
+	close(ka);
+	close(tun);
+	close(srv_ka);
+	close(srv_tun);
+}
+
+/* ::ffff:a.b.c.d is a.b.c.d: the host's-own-address check must see
+ * through the mapped spelling (127.0.0.1 is on lo everywhere). */
+static void
+test_own_addr_v4_mapped(void **state)
+{
+	struct fixture *f = *state;
+	struct sockaddr_in v4 = {.sin_family = AF_INET};
+	struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
+	union conn_addr a;
+
+	assert_int_equal(inet_pton(AF_INET, "127.0.0.1", &v4.sin_addr), 1);
+	assert_true(proxy_is_own_addr(f->px, (struct sockaddr *)&v4));
+	assert_int_equal(inet_pton(AF_INET6, "::ffff:127.0.0.1", &v6.sin6_addr), 1);
+	assert_true(proxy_is_own_addr(f->px, (struct sockaddr *)&v6));
+	assert_int_equal(inet_pton(AF_INET6, "::ffff:192.0.2.1", &v6.sin6_addr), 1);
+	assert_false(proxy_is_own_addr(f->px, (struct sockaddr *)&v6));
+
+	/* the normaliser itself: mapped becomes v4 with the port kept;
+	 * a plain v6 address stays as it is */
+	memset(&a, 0, sizeof(a));
+	a.in6.sin6_family = AF_INET6;
+	a.in6.sin6_port = htons(4444);
+	assert_int_equal(inet_pton(AF_INET6, "::ffff:203.0.113.66", &a.in6.sin6_addr), 1);
+	conn_addr_unmap(&a);
+	assert_int_equal(a.sa.sa_family, AF_INET);
+	assert_int_equal(ntohs(a.in.sin_port), 4444);
+	assert_int_equal(ntohl(a.in.sin_addr.s_addr), 0xcb007142);
+	memset(&a, 0, sizeof(a));
+	a.in6.sin6_family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, "2001:db8::1", &a.in6.sin6_addr), 1);
+	conn_addr_unmap(&a);
+	assert_int_equal(a.sa.sa_family, AF_INET6);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(test_noname_cidr_deny_beats_dns_cache, setup_noname,
+	                                        teardown_noname),
+	        cmocka_unit_test_setup_teardown(test_log_failure_ends_live_connections,
+	                                        setup_loopback_pipe_log,
+	                                        teardown_loopback_pipe_log),
+	        cmocka_unit_test_setup_teardown(test_own_addr_v4_mapped, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_denied_by_rule, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_no_match, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_ip_literal_needs_cidr, setup, teardown),
@@ -592,5 +891,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_connect_timeout, setup_loopback,
 	                                        teardown_loopback),
 	};
+	/* The supervisor ignores SIGPIPE; so does this stand-in for it. */
+	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,11 @@ cat >"$POL" <<-'YAML'
 	allow:
 	  - host: pypi.org
 	    ports: [80, 443, 7]
+	  - host: evil.test
+	    ports: [8443]
+	deny:
+	  - cidr: 203.0.113.0/24
+	    ports: [8443]
 YAML
 
 "$LAB_SH" inet "$LAB" "$LAB_PYTHON" "$SOURCE_ROOT/tests/proxy/echo.py" "$LAB_PYPI_V4" 7 \
@@ -58,12 +63,29 @@ cat >"$LAB_WORK/inside.sh" <<-'SH'
 		    print("tcp-unknown-FAILED" if s.recv(100) else "tcp-unknown-refused")
 		except OSError:
 		    print("tcp-unknown-refused")
+		# No name, to an address a cidr rule denies, after DNS taught the
+		# proxy that address is evil.test (allowed on that port): the
+		# deny wins (the log checks the reason; the canary stays silent).
+		try:
+		    got = {a[4][0] for a in socket.getaddrinfo("evil.test", 8443, socket.AF_INET, socket.SOCK_STREAM)}
+		except OSError:
+		    got = set()
+		print("evil-resolved" if "203.0.113.66" in got else "evil-resolved-FAILED")
+		try:
+		    s = socket.create_connection(("203.0.113.66", 8443), timeout=3)
+		    s.sendall(b"x")
+		    s.settimeout(3)
+		    s.recv(100)
+		    s.close()
+		except OSError:
+		    pass
+		print("tcp-cidr-deny-done")
 	PY
 SH
 out=$(airlock_lab "$POL" -- sh "$LAB_WORK/inside.sh" 2>&1) || true
 ! grep -q Sanitizer <<<"$out" || fail "sanitizer report: $out"
 for m in tls-allowed tls6-allowed sni-spoof-refused http-allowed host-spoof-refused sni-denied \
-	tcp-learned tcp-silent tcp-unknown-refused; do
+	tcp-learned tcp-silent tcp-unknown-refused evil-resolved tcp-cidr-deny-done; do
 	grep -qx -- "$m" <<<"$out" || fail "transparent: '$m' missing; output: $out"
 done
 
@@ -74,6 +96,7 @@ expect_logged "Host spoof logged" 'e.get("kind") == "http" and e.get("host") == 
 expect_logged "denied SNI logged" 'e.get("kind") == "tls" and e.get("sni") == "evil.test" and e.get("verdict") == "deny"'
 expect_logged "learned tcp logged" 'e.get("kind") == "tcp" and e.get("host") == "pypi.org" and e.get("port") == 7 and e.get("verdict") == "allow"'
 expect_logged "unknown tcp logged" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 4444 and e.get("verdict") == "deny"'
+expect_logged "cidr deny beats the DNS cache" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 8443 and e.get("verdict") == "deny" and e.get("reason") == "denied by rule" and "host" not in e'
 expect_canaries_silent "transparent"
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 echo "ok"
