@@ -379,7 +379,8 @@ check_icmp_blocked(int nfd)
 }
 
 /* The supervisor's side for real: nflog_reader on the kernel's socket
- * writes an egress log line for a blocked packet. */
+ * writes an egress log line for a blocked packet, and one line with the
+ * count for a burst to the same destination. */
 static void
 check_reader(int nfd)
 {
@@ -417,6 +418,33 @@ check_reader(int nfd)
 	                          "\"port\":7777,\"verdict\":\"deny\"") != NULL &&
 	              strstr(out, "\"proto\":\"udp\"") != NULL,
 	      "nflog_reader logs the blocked packet: %.*s", n > 0 ? (int)n - 1 : 0, out);
+
+	/* More packets to the same destination are counted, not written one
+	 * by one; freeing the reader writes the count (it reads what is still
+	 * queued first). 50 stays well inside a rootless receive buffer. */
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		CHECK(false, "udp socket: %s", strerror(errno));
+		goto out;
+	}
+	for (int i = 0; i < 50; i++)
+		(void)sendto(fd, "x", 1, 0, (struct sockaddr *)&dst, sl);
+	close(fd);
+	(void)readable(nfd, WAIT_MS);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	n = read(pfd[0], out, sizeof(out) - 1);
+	CHECK(n < 0 && errno == EAGAIN, "50 more packets to 192.0.2.55:7777 write no line at once");
+	nflog_reader_free(rd);
+	rd = NULL;
+	n = read(pfd[0], out, sizeof(out) - 1);
+	if (n > 0)
+		out[n] = '\0';
+	CHECK(n > 0 && memchr(out, '\n', (size_t)n) == out + n - 1 &&
+	              strstr(out, "\"ip\":\"192.0.2.55\",\"port\":7777,\"verdict\":\"deny\","
+	                          "\"reason\":\"blocked by the sandbox firewall; 50 more packets "
+	                          "since the last line\"") != NULL,
+	      "freeing nflog_reader writes one line with their count: %.*s", n > 0 ? (int)n - 1 : 0,
+	      out);
 out:
 	nflog_reader_free(rd);
 	if (log != NULL)
