@@ -76,8 +76,8 @@ struct prule {
  * intervals adjacent. policy_match_name() answers "is some port open?"
  * from these with binary searches instead of 65,536-bit maps. */
 struct pset {
-	uint32_t allow_off, deny_off; /* into p_set_ports */
-	uint32_t n_allow, n_deny;
+	uint32_t off;             /* into p_set_ports: allow, then deny */
+	uint16_t n_allow, n_deny; /* merged: at most 32,768 each */
 };
 
 /* Open-addressing table of names (exact names, or wildcard suffixes).

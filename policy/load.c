@@ -838,8 +838,8 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 			if (val->type == YNODE_SCALAR && !val->plain &&
 			    strcmp(node_str(t, val), "1") == 0)
 				lerr(ld, file, val->line, val->col,
-				     "version: must be the number 1, not the string \"1\" (drop the "
-				     "quotes)");
+				     "version: must be the number 1, not the string "
+				     "\"1\" (drop the quotes)");
 			else if (val->type != YNODE_SCALAR || !val->plain ||
 			         strcmp(node_str(t, val), "1") != 0)
 				lerr(ld, file, val->line, val->col,

@@ -153,7 +153,19 @@ ports_merge(struct pport *iv, uint32_t n)
 
 	if (n == 0)
 		return 0;
-	qsort(iv, n, sizeof(*iv), port_cmp);
+	/* Most chains hold one or two rules of a few ports each. */
+	if (n <= 16) {
+		for (uint32_t i = 1; i < n; i++) {
+			struct pport v = iv[i];
+			uint32_t j = i;
+
+			for (; j > 0 && iv[j - 1].lo > v.lo; j--)
+				iv[j] = iv[j - 1];
+			iv[j] = v;
+		}
+	} else {
+		qsort(iv, n, sizeof(*iv), port_cmp);
+	}
 	for (uint32_t i = 1; i < n; i++) {
 		if ((uint32_t)iv[i].lo <= (uint32_t)iv[k].hi + 1) {
 			if (iv[i].hi > iv[k].hi)
@@ -166,8 +178,9 @@ ports_merge(struct pport *iv, uint32_t n)
 }
 
 /* Copy the ports of the chain's rules of one action to p_set_ports at
- * *off, merged; returns the count and advances *off. */
-static uint32_t
+ * *off, merged; returns the count (disjoint, non-adjacent intervals of
+ * 1..65535: at most 32,768) and advances *off. */
+static uint16_t
 chain_ports(struct policy *p, uint32_t first, uint8_t action, uint32_t *off)
 {
 	uint32_t start = *off;
@@ -182,7 +195,7 @@ chain_ports(struct policy *p, uint32_t first, uint8_t action, uint32_t *off)
 		*off += r->n_ports;
 	}
 	*off = start + ports_merge(p->p_set_ports + start, *off - start);
-	return *off - start;
+	return (uint16_t)(*off - start);
 }
 
 /* One struct pset per chain (name or cidr), for the any-port matchers. */
@@ -197,14 +210,13 @@ compile_sets(struct policy *p, uint32_t n_keys)
 	for (uint32_t i = 0; i < p->p_n_rules; i++)
 		total += p->p_rules[i].n_ports;
 	p->p_sets = policy_arena_alloc(p->p_arena, sizeof(struct pset) * (n_keys ? n_keys : 1));
-	p->p_set_ports =
-	        policy_arena_alloc(p->p_arena, sizeof(struct pport) * (total ? total : 1));
+	p->p_set_ports = policy_arena_alloc(p->p_arena, sizeof(struct pport) * (total ? total : 1));
 	if (p->p_sets == NULL || p->p_set_ports == NULL)
 		return -1;
 	for (int t = 0; t < 4; t++) {
-		uint64_t size = t < 2                ? masks[t] + 1
-		                : t == 2             ? (UINT64_MAX >> p->p_cidr4_shift) + 1
-		                                     : (UINT64_MAX >> p->p_cidr6_shift) + 1;
+		uint64_t size = t < 2    ? masks[t] + 1
+		                : t == 2 ? (UINT64_MAX >> p->p_cidr4_shift) + 1
+		                         : (UINT64_MAX >> p->p_cidr6_shift) + 1;
 
 		for (uint64_t i = 0; i < size; i++) {
 			uint32_t first;
@@ -218,9 +230,8 @@ compile_sets(struct policy *p, uint32_t n_keys)
 				first = p->p_cidr6[i].first;
 			else
 				continue;
-			ps->allow_off = off;
+			ps->off = off;
 			ps->n_allow = chain_ports(p, first, POLICY_ALLOW, &off);
-			ps->deny_off = off;
 			ps->n_deny = chain_ports(p, first, POLICY_DENY, &off);
 			p->p_rules[first].set = k++;
 		}
@@ -436,21 +447,43 @@ name_lookup(const struct policy *p, const struct pname_slot *tab, uint64_t mask,
  * 126 wildcard suffixes can match. */
 #define NAME_MAX_CHAINS 128
 
+/* False when name has an empty label or a label starting or ending with
+ * '-' (policy_name_normalize refuses those), so a caller that skipped
+ * normalising still fails closed. Only names that hit a key are checked:
+ * a miss is a miss either way. */
+static bool
+name_shape_ok(const char *name, size_t len)
+{
+	const char *d = name, *end = name + len;
+
+	if (name[0] == '.' || name[0] == '-' || name[len - 1] == '.' || name[len - 1] == '-')
+		return false;
+	while ((d = memchr(d, '.', (size_t)(end - d))) != NULL) {
+		/* Neither first nor last (checked above): both neighbours exist. */
+		if (d[-1] == '-' || d[1] == '-' || d[1] == '.')
+			return false;
+		d++;
+	}
+	return true;
+}
+
 /* The chains (first rule of each) whose key matches name: its exact
- * entry and every wildcard suffix. Returns the count, 0 for a name that
+ * entry and every wildcard suffix, scanned for port at once when scan is
+ * set (policy_match_host), else stored in heads. The compiler makes one
+ * copy of each. Returns the count, 0 for a name that
  * is not a normalised host name (empty, too long, an empty label, a label
  * starting or ending with '-', or a numeric last label such as an IP
  * literal): those never match a host rule (fail closed). */
-static inline unsigned
-name_chains(const struct policy *p, const char *name, uint32_t heads[NAME_MAX_CHAINS])
+static inline __attribute__((always_inline)) unsigned
+name_walk(const struct policy *p, const char *name, uint32_t heads[NAME_MAX_CHAINS], bool scan,
+          uint16_t port, uint32_t *deny, uint32_t *allow)
 {
 	size_t len = strnlen(name, 254), i = len;
 	uint64_t h = FNV_OFFSET;
-	unsigned k = 0, bad = 0;
+	unsigned k = 0, nondigit = 0;
 	const struct pname_slot *s;
-	unsigned char prev;
 
-	if (len == 0 || len > 253 || name[0] == '.' || name[0] == '-' || name[len - 1] == '-')
+	if (len == 0 || len > 253)
 		return 0;
 	/* The last label. An IP literal (numeric last label) only ever
 	 * matches cidr rules, and no rule's name ends in a numeric label.
@@ -458,42 +491,51 @@ name_chains(const struct policy *p, const char *name, uint32_t heads[NAME_MAX_CH
 	while (i > 0 && name[i - 1] != '.') {
 		unsigned char c = (unsigned char)name[--i];
 
+		nondigit |= (unsigned)(c - '0') > 9u;
 		h = (h ^ c) * FNV_PRIME;
 	}
-	if (policy_label_numeric(name + i, len - i))
+	if (!nondigit || (len - i >= 2 && name[i] == '0' && (name[i + 1] | 0x20) == 'x' &&
+	                  policy_label_numeric(name + i, len - i)))
 		return 0;
 	/* The rest, right to left: at each dot, h is the hash of the suffix
-	 * after it, which is where a wildcard may end. prev is the character
-	 * after c: ".." , ".-" and "-." mark a bad label. */
-	prev = i < len ? (unsigned char)name[i] : '.';
+	 * after it, which is where a wildcard may end. */
 	while (i > 0) {
 		unsigned char c = (unsigned char)name[--i];
 
-		bad |= ((c == '.') | (c == '-')) & (prev == '.');
-		bad |= (c == '.') & (prev == '-');
-		prev = c;
-		if (c == '.' && p->p_n_wild > 0) {
-			uint64_t m = hash_mix(h);
+		if (c == '.') {
+			if (p->p_n_wild > 0) {
+				uint64_t m = hash_mix(h);
 
-			if (filter_has(p, m)) {
-				s = name_lookup(p, p->p_suffix, p->p_suffix_mask, m, h,
-				                name + i + 1, len - i - 1);
-				if (s != NULL && k < NAME_MAX_CHAINS)
-					heads[k++] = s->first;
+				if (filter_has(p, m)) {
+					s = name_lookup(p, p->p_suffix, p->p_suffix_mask, m, h,
+					                name + i + 1, len - i - 1);
+					if (s != NULL && scan) {
+						chain_scan(p, s->first, port, deny, allow);
+						k++;
+					} else if (s != NULL && k < NAME_MAX_CHAINS) {
+						heads[k++] = s->first;
+					}
+				}
 			}
 		}
 		h = (h ^ c) * FNV_PRIME;
 	}
-	if (bad)
-		return 0;
 	{
 		uint64_t m = hash_mix(h ^ SALT_EXACT);
 
 		if (filter_has(p, m)) {
 			s = name_lookup(p, p->p_exact, p->p_exact_mask, m, h, name, len);
-			if (s != NULL && k < NAME_MAX_CHAINS)
+			if (s != NULL && scan) {
+				chain_scan(p, s->first, port, deny, allow);
+				k++;
+			} else if (s != NULL && k < NAME_MAX_CHAINS) {
 				heads[k++] = s->first;
+			}
 		}
+	}
+	if (k > 0 && !name_shape_ok(name, len)) {
+		*deny = *allow = PRULE_NONE;
+		return 0;
 	}
 	return k;
 }
@@ -502,11 +544,9 @@ void
 policy_match_host(const struct policy *p, const char *name, uint16_t port,
                   struct policy_verdict *out)
 {
-	uint32_t deny = PRULE_NONE, allow = PRULE_NONE, heads[NAME_MAX_CHAINS];
-	unsigned k = name_chains(p, name, heads);
+	uint32_t deny = PRULE_NONE, allow = PRULE_NONE;
 
-	for (unsigned j = 0; j < k; j++)
-		chain_scan(p, heads[j], port, &deny, &allow);
+	name_walk(p, name, NULL, true, port, &deny, &allow);
 	verdict(p, deny, allow, out);
 }
 
@@ -546,7 +586,7 @@ all_denied(const struct policy *p, const uint32_t *heads, unsigned k, uint32_t l
 			const struct pset *s = &p->p_sets[p->p_rules[heads[j]].set];
 
 			if (s->n_deny > 0 &&
-			    set_find(p->p_set_ports + s->deny_off, s->n_deny, x, &end)) {
+			    set_find(p->p_set_ports + s->off + s->n_allow, s->n_deny, x, &end)) {
 				x = end + 1;
 				moved = true;
 				if (x > hi)
@@ -564,7 +604,7 @@ any_allowed(const struct policy *p, const uint32_t *heads, unsigned k, uint32_t 
 {
 	for (unsigned j = 0; j < k; j++) {
 		const struct pset *s = &p->p_sets[p->p_rules[heads[j]].set];
-		const struct pport *iv = p->p_set_ports + s->allow_off;
+		const struct pport *iv = p->p_set_ports + s->off;
 		uint32_t a = 0, b = s->n_allow;
 
 		/* The last interval starting at or before hi ends latest. */
@@ -638,8 +678,8 @@ any_port(const struct policy *p, const uint32_t *heads, unsigned k, struct polic
 void
 policy_match_name(const struct policy *p, const char *name, struct policy_verdict *out)
 {
-	uint32_t heads[NAME_MAX_CHAINS];
-	unsigned k = name_chains(p, name, heads);
+	uint32_t heads[NAME_MAX_CHAINS], deny = PRULE_NONE, allow = PRULE_NONE;
+	unsigned k = name_walk(p, name, heads, false, 0, &deny, &allow);
 
 	any_port(p, heads, k, out);
 }
@@ -734,8 +774,7 @@ policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t po
 }
 
 void
-policy_match_addr_any(const struct policy *p, const struct sockaddr *sa,
-                      struct policy_verdict *out)
+policy_match_addr_any(const struct policy *p, const struct sockaddr *sa, struct policy_verdict *out)
 {
 	uint32_t heads[ADDR_MAX_CHAINS];
 	unsigned k = addr_chains(p, sa, heads);

@@ -52,7 +52,7 @@ test_version(void **state)
 	             "t.yaml:1:10: version: must be the number 1, not the string \"1\" (drop "
 	             "the quotes)");
 	expect_error("version: '1'\n", "t.yaml:1:10: version: must be the number 1, not the "
-	                              "string \"1\" (drop the quotes)");
+	                               "string \"1\" (drop the quotes)");
 	expect_error("version: \"2\"\n",
 	             "t.yaml:1:10: version: expected 1 (the only schema version), got 2");
 	expect_error("version: [1]\n",

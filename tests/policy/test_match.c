@@ -499,8 +499,7 @@ test_against_linear_scan(void **state)
 }
 
 static void
-expect_name(const struct policy *p, const char *name, enum policy_action want,
-            const char *where)
+expect_name(const struct policy *p, const char *name, enum policy_action want, const char *where)
 {
 	struct policy_verdict v;
 
@@ -520,10 +519,22 @@ static void
 test_bad_names_never_match(void **state)
 {
 	static const char *const names[] = {
-	        "-bad-.example.net", "-a.example.net", "a-.example.net", "x.-y.example.net",
-	        "a..example.net",    ".example.net",   "www.example.net.", "www.example.net-",
-	        "-",                 "123.456",        "1.0x7f",           "0x7f",
-	        "a.0X1F",            "a.0x",           "10",               "www.example.net.1",
+	        "-bad-.example.net",
+	        "-a.example.net",
+	        "a-.example.net",
+	        "x.-y.example.net",
+	        "a..example.net",
+	        ".example.net",
+	        "www.example.net.",
+	        "www.example.net-",
+	        "-",
+	        "123.456",
+	        "1.0x7f",
+	        "0x7f",
+	        "a.0X1F",
+	        "a.0x",
+	        "10",
+	        "www.example.net.1",
 	};
 
 	expect_host(*state, "www.example.net", 443, POLICY_ALLOW, "t.yaml:12");
@@ -545,37 +556,37 @@ test_bad_names_never_match(void **state)
 	}
 }
 
-static const char *const name_yaml = "version: 1\n"                          /* 1 */
-                                     "allow:\n"                              /* 2 */
-                                     "  - host: db.example.com\n"            /* 3 */
-                                     "    ports: [5432]\n"                   /* 4 */
-                                     "  - host: \"*.example.com\"\n"         /* 5 */
-                                     "    ports: [443, 5432]\n"              /* 6 */
-                                     "  - host: web.example.org\n"           /* 7 */
-                                     "  - host: both.example.org\n"          /* 8 */
-                                     "    ports: [443, \"8000-8100\"]\n"     /* 9 */
-                                     "  - host: ssh.example.org\n"           /* 10 */
-                                     "    ports: [22]\n"                     /* 11 */
-                                     "  - host: skip.example.info\n"         /* 12 */
-                                     "    ports: [80]\n"                     /* 13 */
-                                     "  - host: \"*.example.info\"\n"        /* 14 */
-                                     "    ports: [9000]\n"                   /* 15 */
-                                     "deny:\n"                               /* 16 */
-                                     "  - host: \"*.example.com\"\n"         /* 17 */
-                                     "  - host: gone.example.net\n"          /* 18 */
-                                     "    ports: [1]\n"                      /* 19 */
-                                     "  - host: web.example.org\n"           /* 20 */
-                                     "    ports: [80]\n"                     /* 21 */
-                                     "  - host: web.example.org\n"           /* 22 */
-                                     "    ports: [443]\n"                    /* 23 */
-                                     "  - host: both.example.org\n"          /* 24 */
-                                     "    ports: [22]\n"                     /* 25 */
-                                     "  - host: both.example.org\n"          /* 26 */
-                                     "    ports: [\"1-8050\"]\n"             /* 27 */
-                                     "  - host: both.example.org\n"          /* 28 */
-                                     "    ports: [\"8051-9000\"]\n"          /* 29 */
-                                     "  - host: skip.example.info\n"         /* 30 */
-                                     "    ports: [80]\n";                    /* 31 */
+static const char *const name_yaml = "version: 1\n"                      /* 1 */
+                                     "allow:\n"                          /* 2 */
+                                     "  - host: db.example.com\n"        /* 3 */
+                                     "    ports: [5432]\n"               /* 4 */
+                                     "  - host: \"*.example.com\"\n"     /* 5 */
+                                     "    ports: [443, 5432]\n"          /* 6 */
+                                     "  - host: web.example.org\n"       /* 7 */
+                                     "  - host: both.example.org\n"      /* 8 */
+                                     "    ports: [443, \"8000-8100\"]\n" /* 9 */
+                                     "  - host: ssh.example.org\n"       /* 10 */
+                                     "    ports: [22]\n"                 /* 11 */
+                                     "  - host: skip.example.info\n"     /* 12 */
+                                     "    ports: [80]\n"                 /* 13 */
+                                     "  - host: \"*.example.info\"\n"    /* 14 */
+                                     "    ports: [9000]\n"               /* 15 */
+                                     "deny:\n"                           /* 16 */
+                                     "  - host: \"*.example.com\"\n"     /* 17 */
+                                     "  - host: gone.example.net\n"      /* 18 */
+                                     "    ports: [1]\n"                  /* 19 */
+                                     "  - host: web.example.org\n"       /* 20 */
+                                     "    ports: [80]\n"                 /* 21 */
+                                     "  - host: web.example.org\n"       /* 22 */
+                                     "    ports: [443]\n"                /* 23 */
+                                     "  - host: both.example.org\n"      /* 24 */
+                                     "    ports: [22]\n"                 /* 25 */
+                                     "  - host: both.example.org\n"      /* 26 */
+                                     "    ports: [\"1-8050\"]\n"         /* 27 */
+                                     "  - host: both.example.org\n"      /* 28 */
+                                     "    ports: [\"8051-9000\"]\n"      /* 29 */
+                                     "  - host: skip.example.info\n"     /* 30 */
+                                     "    ports: [80]\n";                /* 31 */
 
 static void
 test_match_name(void **state)
@@ -659,7 +670,8 @@ test_match_name_model(void **state)
 		struct model_rule r[MODEL_RULES];
 		char yaml[4096], where[32];
 		size_t off = 0;
-		int line[MODEL_RULES], ln = 1, n_allow = 1 + (int)(xrand(&seed) % (MODEL_RULES - 1));
+		int line[MODEL_RULES], ln = 1,
+		                       n_allow = 1 + (int)(xrand(&seed) % (MODEL_RULES - 1));
 		struct policy_diag d = {0};
 		struct policy *p;
 
@@ -708,10 +720,11 @@ test_match_name_model(void **state)
 			memset(amap, 0, sizeof(amap));
 			memset(dmap, 0, sizeof(dmap));
 			for (int i = 0; i < MODEL_RULES; i++)
-				for (unsigned e = 0; model_covers(r[i].host, name) && e < r[i].n; e++)
+				for (unsigned e = 0; model_covers(r[i].host, name) && e < r[i].n;
+				     e++)
 					for (uint32_t port = r[i].lo[e]; port <= r[i].hi[e]; port++)
-						(r[i].deny ? dmap : amap)[port / 64] |= 1ull
-						                                        << (port % 64);
+						(r[i].deny ? dmap : amap)[port / 64] |=
+						        1ull << (port % 64);
 			for (int w = 0; w < 1024; w++) {
 				any_allow |= amap[w] != 0;
 			}
@@ -733,19 +746,23 @@ test_match_name_model(void **state)
 					continue;
 				for (unsigned e = 0; e < r[i].n && deny < 0; e++)
 					for (uint32_t port = r[i].lo[e]; port <= r[i].hi[e]; port++)
-						if (!any_allow || ((amap[port / 64] >> (port % 64)) & 1)) {
+						if (!any_allow ||
+						    ((amap[port / 64] >> (port % 64)) & 1)) {
 							deny = i;
 							break;
 						}
 			}
-			want = allow >= 0 ? POLICY_ALLOW : deny >= 0 ? POLICY_DENY : POLICY_NO_MATCH;
+			want = allow >= 0  ? POLICY_ALLOW
+			       : deny >= 0 ? POLICY_DENY
+			                   : POLICY_NO_MATCH;
 			policy_match_name(p, name, &v);
 			if (want != POLICY_NO_MATCH)
 				snprintf(where, sizeof(where), "t.yaml:%d",
 				         line[allow >= 0 ? allow : deny]);
 			if (v.action != want ||
-			    (want == POLICY_NO_MATCH ? v.where != NULL
-			                             : v.where == NULL || strcmp(v.where, where) != 0))
+			    (want == POLICY_NO_MATCH
+			             ? v.where != NULL
+			             : v.where == NULL || strcmp(v.where, where) != 0))
 				fail_msg("round %d %s: got %d %s, expected %d %s\n%s", round, name,
 				         v.action, v.where ? v.where : "-", want,
 				         want ? where : "-", yaml);
