@@ -786,6 +786,67 @@ test_match_name_model(void **state)
 	}
 }
 
+static void
+expect_addr_any(const struct policy *p, const char *a, enum policy_action want, const char *where)
+{
+	struct sockaddr_storage ss;
+	struct policy_verdict v;
+
+	policy_match_addr_any(p, addr(&ss, a), &v);
+	if (v.action != want)
+		fail_msg("%s: action %d, expected %d", a, v.action, want);
+	if (where == NULL)
+		assert_null(v.where);
+	else
+		assert_string_equal(v.where, where);
+}
+
+/* The any-port verdict for addresses (the resolver's address guard). */
+static void
+test_match_addr_any(void **state)
+{
+	struct policy_diag d = {0};
+	struct policy *p = load_str("version: 1\n"
+	                            "allow:\n"
+	                            "  - cidr: 10.0.0.0/8\n"      /* 3 */
+	                            "    ports: [5432]\n"         /* 4 */
+	                            "  - cidr: 10.3.0.0/16\n"     /* 5 */
+	                            "  - cidr: 2001:db8::/32\n"   /* 6 */
+	                            "    ports: [\"1-100\"]\n"    /* 7 */
+	                            "deny:\n"                     /* 8 */
+	                            "  - cidr: 10.1.0.0/16\n"     /* 9 */
+	                            "    ports: [5432]\n"         /* 10 */
+	                            "  - cidr: 10.2.0.0/16\n"     /* 11 */
+	                            "    ports: [80]\n"           /* 12 */
+	                            "  - cidr: 10.3.3.0/24\n"     /* 13 */
+	                            "    ports: [\"1-65535\"]\n"  /* 14 */
+	                            "  - cidr: 2001:db8:1::/48\n" /* 15 */
+	                            "    ports: [\"1-50\"]\n"     /* 16 */
+	                            "  - cidr: 2001:db8:1::/64\n" /* 17 */
+	                            "    ports: [\"51-100\"]\n"   /* 18 */
+	                            "  - cidr: 192.0.2.0/24\n",   /* 19 */
+	                            &d);
+
+	(void)state;
+	assert_non_null(p);
+	expect_addr_any(p, "10.0.0.1", POLICY_ALLOW, "t.yaml:3");
+	expect_addr_any(p, "::ffff:10.0.0.1", POLICY_ALLOW, "t.yaml:3");
+	expect_addr_any(p, "10.1.2.3", POLICY_DENY, "t.yaml:9");
+	/* the deny on port 80 leaves 5432 open */
+	expect_addr_any(p, "10.2.0.1", POLICY_ALLOW, "t.yaml:3");
+	/* 10.3/16 adds 80 and 443 to 5432; the /24 deny takes all three */
+	expect_addr_any(p, "10.3.1.1", POLICY_ALLOW, "t.yaml:3");
+	expect_addr_any(p, "10.3.3.1", POLICY_DENY, "t.yaml:13");
+	expect_addr_any(p, "2001:db8::1", POLICY_ALLOW, "t.yaml:6");
+	expect_addr_any(p, "2001:db8:1::1", POLICY_DENY, "t.yaml:15");
+	expect_addr_any(p, "2001:db8:1:1::1", POLICY_ALLOW, "t.yaml:6");
+	expect_addr_any(p, "192.0.2.1", POLICY_DENY, "t.yaml:19");
+	expect_addr_any(p, "11.0.0.1", POLICY_NO_MATCH, NULL);
+	expect_addr_any(p, "2001:db9::1", POLICY_NO_MATCH, NULL);
+	policy_free(p);
+	policy_diag_clear(&d);
+}
+
 int
 main(void)
 {
@@ -807,6 +868,7 @@ main(void)
 	        cmocka_unit_test(test_bad_names_never_match),
 	        cmocka_unit_test(test_match_name),
 	        cmocka_unit_test(test_match_name_model),
+	        cmocka_unit_test(test_match_addr_any),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
