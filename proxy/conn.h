@@ -65,8 +65,9 @@ struct proxy {
 	struct proxy_config px_cfg;
 	struct proxy_listener *px_listeners;
 	size_t px_n_listeners;
-	struct event *px_resume;   /* re-enables accepting after EMFILE */
-	struct event *px_log_dead; /* closes every connection once the log fails */
+	struct event *px_resume;    /* re-enables accepting after EMFILE */
+	struct event *px_log_dead;  /* closes every connection once the log fails */
+	struct event *px_log_check; /* notices a log failure nobody here caused */
 	struct conn_list px_conns;
 	unsigned px_n_conns;
 	uint64_t px_next_id;

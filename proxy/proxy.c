@@ -18,6 +18,10 @@
 /* After EMFILE/ENFILE, stop accepting this long rather than spin on a
  * listener the kernel keeps reporting readable. */
 #define PROXY_ACCEPT_PAUSE_MS 200
+/* How often the egress log is checked while no connection writes to it: a
+ * line the DNS server failed to write, or a log pipe whose reader has gone,
+ * must end open tunnels too, not only the next connection. */
+#define PROXY_LOG_CHECK_MS 1000
 
 static void
 proxy_load_own(struct proxy *px)
@@ -107,6 +111,17 @@ proxy_close_all(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
+proxy_log_check(evutil_socket_t fd, short what, void *arg)
+{
+	struct proxy *px = arg;
+	(void)fd;
+	(void)what;
+
+	if (!px->px_said_log_failed && elog_failed(px->px_cfg.log))
+		proxy_log_failed(px);
+}
+
+static void
 proxy_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct proxy *px = arg;
@@ -154,6 +169,7 @@ struct proxy *
 proxy_new(struct event_base *base, const struct proxy_config *cfg)
 {
 	struct proxy *px = calloc(1, sizeof(*px));
+	struct timeval check = {PROXY_LOG_CHECK_MS / 1000, (PROXY_LOG_CHECK_MS % 1000) * 1000};
 
 	if (px == NULL) {
 		log_warn("proxy: allocating the proxy");
@@ -177,12 +193,16 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 	}
 	px->px_resume = evtimer_new(base, proxy_resume, px);
 	px->px_log_dead = event_new(base, -1, 0, proxy_close_all, px);
-	if (px->px_resume == NULL || px->px_log_dead == NULL) {
+	px->px_log_check = event_new(base, -1, EV_PERSIST, proxy_log_check, px);
+	if (px->px_resume == NULL || px->px_log_dead == NULL || px->px_log_check == NULL ||
+	    event_add(px->px_log_check, &check) != 0) {
 		log_warnx("proxy: creating the proxy's events failed");
 		if (px->px_resume != NULL)
 			event_free(px->px_resume);
 		if (px->px_log_dead != NULL)
 			event_free(px->px_log_dead);
+		if (px->px_log_check != NULL)
+			event_free(px->px_log_check);
 		free(px);
 		return NULL;
 	}
@@ -250,6 +270,8 @@ proxy_free(struct proxy *px)
 		event_free(px->px_resume);
 	if (px->px_log_dead != NULL)
 		event_free(px->px_log_dead);
+	if (px->px_log_check != NULL)
+		event_free(px->px_log_check);
 	for (size_t i = 0; i < px->px_n_pipes; i++) {
 		close(px->px_pipes[i][0]);
 		close(px->px_pipes[i][1]);

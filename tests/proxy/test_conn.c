@@ -828,6 +828,32 @@ test_log_failure_ends_live_connections(void **state)
 	close(srv_tun);
 }
 
+/* The log fails while nothing here writes to it (its reader goes away;
+ * in `airlock run` the DNS server may be the one whose line failed): the
+ * open tunnel is still closed, within the proxy's periodic check. */
+static void
+test_log_failure_ends_idle_tunnel(void **state)
+{
+	struct fixture *f = *state;
+	int tun = client(f), srv;
+	char req[128], buf[256];
+	size_t got;
+	bool eof;
+
+	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", loop_port);
+	assert_int_equal(send(tun, req, strlen(req), 0), (ssize_t)strlen(req));
+	got = drive_recv(f, tun, buf, sizeof(buf) - 1, 39, 3000, &eof);
+	assert_int_equal(got, 39);
+	srv = accept_upstream(f);
+	close(log_reader);
+	log_reader = -1;
+	got = drive_recv(f, tun, buf, sizeof(buf) - 1, sizeof(buf) - 1, 3000, &eof);
+	assert_int_equal(got, 0);
+	assert_true(eof);
+	close(tun);
+	close(srv);
+}
+
 /* ::ffff:a.b.c.d is a.b.c.d: the host's-own-address check must see
  * through the mapped spelling (127.0.0.1 is on lo everywhere). */
 static void
@@ -869,6 +895,9 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_noname_cidr_deny_beats_dns_cache, setup_noname,
 	                                        teardown_noname),
 	        cmocka_unit_test_setup_teardown(test_log_failure_ends_live_connections,
+	                                        setup_loopback_pipe_log,
+	                                        teardown_loopback_pipe_log),
+	        cmocka_unit_test_setup_teardown(test_log_failure_ends_idle_tunnel,
 	                                        setup_loopback_pipe_log,
 	                                        teardown_loopback_pipe_log),
 	        cmocka_unit_test_setup_teardown(test_own_addr_v4_mapped, setup, teardown),
