@@ -854,6 +854,33 @@ test_log_failure_ends_idle_tunnel(void **state)
 	close(srv);
 }
 
+/* An IPv4-mapped literal is dialled and logged as the IPv4 address it is
+ * (one spelling for the guard, the cidr rules and the own-address check). */
+static void
+test_mapped_literal_is_v4(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f), srv;
+	char req[128], buf[64], want[64];
+	size_t got;
+	bool eof;
+
+	snprintf(req, sizeof(req), "CONNECT [::ffff:127.0.0.1]:%u HTTP/1.1\r\n\r\n", loop_port);
+	assert_int_equal(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+	got = drive_recv(f, fd, buf, sizeof(buf) - 1, 39, 3000, &eof);
+	assert_int_equal(got, 39);
+	srv = accept_upstream(f);
+	close(fd);
+	close(srv);
+	for (int i = 0; i < 2000 && log_lines(f) == 0; i++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(1000);
+	}
+	assert_int_equal(log_lines(f), 1);
+	snprintf(want, sizeof(want), "\"ip\":\"127.0.0.1\",\"port\":%u", loop_port);
+	assert_non_null(strstr(log_text(f), want));
+}
+
 /* ::ffff:a.b.c.d is a.b.c.d: the host's-own-address check must see
  * through the mapped spelling (127.0.0.1 is on lo everywhere). */
 static void
@@ -901,6 +928,8 @@ main(void)
 	                                        setup_loopback_pipe_log,
 	                                        teardown_loopback_pipe_log),
 	        cmocka_unit_test_setup_teardown(test_own_addr_v4_mapped, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_mapped_literal_is_v4, setup_loopback,
+	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_denied_by_rule, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_no_match, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_ip_literal_needs_cidr, setup, teardown),
