@@ -113,6 +113,7 @@ cmd_selftest(int argc, char **argv)
 	cfg.envp = env;
 	cfg.workdir = dir;
 	cfg.selftest = true;
+	cfg.home = getenv("HOME"); /* hidden as in `airlock run` */
 	s = sbx_new(&cfg, err, sizeof(err));
 	if (s == NULL) {
 		log_warnx("%s", err);

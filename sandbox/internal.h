@@ -4,6 +4,7 @@
 #define AIRLOCK_SANDBOX_INTERNAL_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <linux/filter.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -18,8 +19,18 @@ struct sbx_filter {
 	struct sock_filter *insns; /* owned */
 	unsigned short len;
 };
+/* A host directory replaced by an empty writable tmpfs (sbx_new decides
+ * which: docs/run.md, Filesystem). */
+#define SBX_MAX_HIDDEN 16
+struct sbx_hidden {
+	char path[PATH_MAX]; /* absolute, resolved */
+	bool sticky;         /* mode 1777 (a temp dir) instead of 0755 */
+};
+
 struct sbx {
 	const struct sbx_config *cfg; /* borrowed */
+	struct sbx_hidden hidden[SBX_MAX_HIDDEN]; /* parents before children */
+	size_t n_hidden;
 	char workdir[PATH_MAX];       /* absolute, resolved by sbx_new */
 	uid_t uid;                    /* the caller's, mapped inside */
 	gid_t gid;
@@ -48,7 +59,7 @@ struct sbx_msg {
 	struct sbx_report report;
 };
 
-#define SBX_N_LISTEN_FDS 6
+#define SBX_N_LISTEN_FDS 8
 
 /* One message with up to SBX_N_LISTEN_FDS fds (SCM_RIGHTS). 0 or -1. */
 int sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds);

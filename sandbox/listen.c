@@ -20,6 +20,7 @@ sbx_listeners_init(struct sbx_listeners *l)
 {
 	l->explicit_fd = l->tproxy4_fd = l->tproxy6_fd = -1;
 	l->dns_udp_fd = l->dns_tcp_fd = l->nflog_fd = -1;
+	l->dns6_udp_fd = l->dns6_tcp_fd = -1;
 }
 
 void
@@ -30,6 +31,8 @@ sbx_listeners_close(struct sbx_listeners *l)
 	fd_close(&l->tproxy6_fd);
 	fd_close(&l->dns_udp_fd);
 	fd_close(&l->dns_tcp_fd);
+	fd_close(&l->dns6_udp_fd);
+	fd_close(&l->dns6_tcp_fd);
 	fd_close(&l->nflog_fd);
 }
 
@@ -41,7 +44,9 @@ sbx_listeners_to_array(const struct sbx_listeners *l, int fds[SBX_N_LISTEN_FDS])
 	fds[2] = l->tproxy6_fd;
 	fds[3] = l->dns_udp_fd;
 	fds[4] = l->dns_tcp_fd;
-	fds[5] = l->nflog_fd;
+	fds[5] = l->dns6_udp_fd;
+	fds[6] = l->dns6_tcp_fd;
+	fds[7] = l->nflog_fd;
 }
 
 void
@@ -52,7 +57,9 @@ sbx_listeners_from_array(struct sbx_listeners *l, const int fds[SBX_N_LISTEN_FDS
 	l->tproxy6_fd = fds[2];
 	l->dns_udp_fd = fds[3];
 	l->dns_tcp_fd = fds[4];
-	l->nflog_fd = fds[5];
+	l->dns6_udp_fd = fds[5];
+	l->dns6_tcp_fd = fds[6];
+	l->nflog_fd = fds[7];
 }
 
 /* What each listener must be; index as in sbx_listeners_to_array. */
@@ -67,6 +74,8 @@ static const struct {
         {"transparent proxy [::1]", AF_INET6, SOCK_STREAM, AIRLOCK_TPROXY_PORT},
         {"DNS udp 127.0.0.1", AF_INET, SOCK_DGRAM, AIRLOCK_DNS_PORT},
         {"DNS tcp 127.0.0.1", AF_INET, SOCK_STREAM, AIRLOCK_DNS_PORT},
+        {"DNS udp [::1]", AF_INET6, SOCK_DGRAM, AIRLOCK_DNS_PORT},
+        {"DNS tcp [::1]", AF_INET6, SOCK_STREAM, AIRLOCK_DNS_PORT},
 };
 
 static void

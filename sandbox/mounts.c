@@ -6,7 +6,8 @@
  *     host view is intact;
  *  2. a staging tmpfs on /tmp receives the read-only clone of / at
  *     /tmp/root, and the generated resolv.conf and hosts;
- *  3. /proc, /dev, /tmp, /run, the generated files, the workdir and the
+ *  3. /proc, /dev, /tmp, /run, the generated files, empty tmpfs over the
+ *     home directories and daemon socket dirs, the workdir and the
  *     user's mounts are attached inside it, every target resolved with
  *     RESOLVE_IN_ROOT so a symlink in the host tree can never point a mount
  *     outside the new root;
@@ -596,6 +597,19 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 			goto out;
 		}
 		if (attach(root, &f, gen[i][1], false, gen[i][1], err, errlen) < 0)
+			goto out;
+	}
+
+	/* Empty writable tmpfs over the host directories sbx_new chose
+	 * (home, daemon sockets), parents first; the workdir and the user's
+	 * mounts may then go back on top. */
+	for (size_t i = 0; i < s->n_hidden; i++) {
+		static const char *const home_opts[] = {"mode=0755", NULL};
+		static const char *const sticky_opts[] = {"mode=1777", NULL};
+
+		if (attach_fs(root, "tmpfs", s->hidden[i].sticky ? sticky_opts : home_opts,
+		              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, s->hidden[i].path, err,
+		              errlen) < 0)
 			goto out;
 	}
 

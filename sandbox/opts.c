@@ -15,7 +15,8 @@ const char sbx_opts_usage[] =
         "  -p, --policy FILE      policy file or preset name (required)\n"
         "      --log FILE         egress log (JSON Lines); default\n"
         "                         $XDG_STATE_HOME/airlock/TASKID.jsonl\n"
-        "                         (~/.local/state/airlock/); '-' = stdout\n"
+        "                         (~/.local/state/airlock/); never CMD's\n"
+        "                         stdout or stderr (use /dev/fd/N for a pipe)\n"
         "  -v, --verbose          a human line per event on stderr (twice: debug)\n"
         "      --audit            allow everything, log what would be denied\n"
         "      --dns-upstream ADDR  resolver for allowed names (default: the\n"
@@ -26,6 +27,8 @@ const char sbx_opts_usage[] =
         "      --ro PATH          bind PATH read-only (e.g. inside an --rw path)\n"
         "      --tmpfs PATH       empty writable tmpfs on PATH\n"
         "      --hide PATH        hide PATH (empty directory or empty file)\n"
+        "      --share-home       do not hide the home directories (default:\n"
+        "                         empty writable tmpfs on $HOME, /home, /root)\n"
         "      --env NAME[=VALUE] set NAME, or pass the caller's NAME\n"
         "      --clearenv         start CMD's environment empty (PATH kept)\n"
         "      --root             run CMD as uid 0 inside (no capabilities)\n"
@@ -48,6 +51,7 @@ enum {
 	OPT_ENV,
 	OPT_CLEARENV,
 	OPT_ROOT,
+	OPT_SHARE_HOME,
 };
 
 static const struct option long_opts[] = {
@@ -65,6 +69,7 @@ static const struct option long_opts[] = {
         {"env", required_argument, NULL, OPT_ENV},
         {"clearenv", no_argument, NULL, OPT_CLEARENV},
         {"root", no_argument, NULL, OPT_ROOT},
+        {"share-home", no_argument, NULL, OPT_SHARE_HOME},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -106,6 +111,15 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 			o->policy = optarg;
 			break;
 		case OPT_LOG:
+			/* CMD inherits stdout: it could write lines that look
+			 * like the log's, or cut ours in half. */
+			if (strcmp(optarg, "-") == 0) {
+				snprintf(err, errlen,
+				         "--log -: CMD shares stdout and could forge log lines; "
+				         "use --log FILE, or --log /dev/fd/N with N open on a "
+				         "pipe CMD does not write to");
+				return -1;
+			}
 			o->log = optarg;
 			break;
 		case 'v':
@@ -162,6 +176,9 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 			break;
 		case OPT_ROOT:
 			o->root = true;
+			break;
+		case OPT_SHARE_HOME:
+			o->share_home = true;
 			break;
 		case 'h':
 			o->help = true;

@@ -26,6 +26,7 @@ struct sbx_opts {
 	size_t n_env;
 	bool clearenv;
 	bool root;
+	bool share_home; /* --share-home: keep the home directories visible */
 	bool help;
 	char **cmd; /* CMD and its arguments (points into argv), NULL-terminated */
 	int cmd_argc;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -24,6 +25,72 @@
 
 /* How long init may take from clone to handing over the listeners. */
 #define READY_TIMEOUT_MS 30000
+
+/* Host directories whose unix sockets a read-only bind would leave
+ * reachable (connect() needs no write access to the file system): the
+ * daemons that live there (docker, lxd, nix, ssh ControlMaster) would
+ * take commands from CMD -- as root when root runs airlock. */
+static const char *const hidden_always[] = {
+        "/var/snap", "/var/lib/lxd", "/var/lib/docker", "/nix/var/nix/daemon-socket",
+        "/mnt",      "/media",
+};
+
+/* Add path (resolved) to s->hidden if it is a directory and not / or a
+ * duplicate; a path that does not exist is skipped. */
+static void
+hide_add(struct sbx *s, const char *path, bool sticky)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	if (path == NULL || path[0] != '/' || s->n_hidden >= SBX_MAX_HIDDEN)
+		return;
+	if (realpath(path, real) == NULL || stat(real, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    strcmp(real, "/") == 0)
+		return;
+	for (size_t i = 0; i < s->n_hidden; i++)
+		if (strcmp(s->hidden[i].path, real) == 0)
+			return;
+	str_copy(s->hidden[s->n_hidden].path, real, sizeof(s->hidden[0].path));
+	s->hidden[s->n_hidden].sticky = sticky;
+	s->n_hidden++;
+}
+
+static int
+hidden_cmp(const void *a, const void *b)
+{
+	size_t la = strlen(((const struct sbx_hidden *)a)->path);
+	size_t lb = strlen(((const struct sbx_hidden *)b)->path);
+
+	return la < lb ? -1 : la > lb;
+}
+
+/* Decide which host directories the sandbox sees as empty tmpfs. */
+static void
+plan_hidden(struct sbx *s)
+{
+	const struct sbx_config *cfg = s->cfg;
+	struct stat st;
+
+	if (!cfg->share_home) {
+		struct passwd *pw = getpwuid(getuid());
+
+		hide_add(s, "/home", false);
+		hide_add(s, "/root", false);
+		hide_add(s, cfg->home, false);
+		if (pw != NULL)
+			hide_add(s, pw->pw_dir, false);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(hidden_always); i++)
+		hide_add(s, hidden_always[i], false);
+	/* Usually a symlink to /run, which is the sandbox's own already. */
+	if (lstat("/var/run", &st) == 0 && S_ISDIR(st.st_mode))
+		hide_add(s, "/var/run", false);
+	/* Like /tmp: the sandbox's own temp dir, not the host's. */
+	hide_add(s, "/var/tmp", true);
+	/* A parent's tmpfs must be there before a child's mount point. */
+	qsort(s->hidden, s->n_hidden, sizeof(s->hidden[0]), hidden_cmp);
+}
 
 struct sbx *
 sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
@@ -78,6 +145,15 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 		         "workdir is /: that would make the whole filesystem "
 		         "writable; run from a project directory or use --workdir");
 		goto fail;
+	}
+	plan_hidden(s);
+	for (size_t i = 0; i < s->n_hidden; i++) {
+		size_t n = strlen(s->workdir);
+		if (strncmp(s->hidden[i].path, s->workdir, n) == 0 &&
+		    (s->hidden[i].path[n] == '\0' || s->hidden[i].path[n] == '/'))
+			log_warnx("workdir %s contains %s, which is therefore visible (and "
+			          "writable) inside: its unix sockets are reachable",
+			          s->workdir, s->hidden[i].path);
 	}
 	return s;
 fail:

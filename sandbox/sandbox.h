@@ -42,6 +42,12 @@ struct sbx_config {
 	const struct sbx_mount *mounts; /* applied in order, after the defaults */
 	size_t n_mounts;
 	bool root;     /* CMD runs as uid 0 inside (still no capabilities) */
+	/* Home directories (home, the caller's passwd entry's, /home and
+	 * /root) are replaced by empty writable tmpfs unless share_home: the
+	 * unix sockets in them (ssh ControlMaster, docker) are reachable
+	 * through a read-only bind. */
+	const char *home; /* the caller's $HOME, borrowed; NULL = none */
+	bool share_home;
 	bool selftest; /* no CMD: run the post-set-up checks and exit */
 };
 
@@ -53,6 +59,8 @@ struct sbx_listeners {
 	int tproxy6_fd;  /* TCP [::1]:AIRLOCK_TPROXY_PORT */
 	int dns_udp_fd;  /* UDP 127.0.0.1:AIRLOCK_DNS_PORT */
 	int dns_tcp_fd;  /* TCP 127.0.0.1:AIRLOCK_DNS_PORT */
+	int dns6_udp_fd; /* UDP [::1]:AIRLOCK_DNS_PORT (IPv6 port 53 goes here) */
+	int dns6_tcp_fd; /* TCP [::1]:AIRLOCK_DNS_PORT */
 	int nflog_fd;    /* NFLOG netlink socket bound to AIRLOCK_NFLOG_GROUP */
 };
 

@@ -3,6 +3,8 @@
  * attack surface or could undo the sandbox. */
 #include <errno.h>
 #include <sched.h>
+#include <stdbool.h>
+#include <sys/socket.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,6 +83,56 @@ static const unsigned long ns_flags[] = {
         CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWNS,     CLONE_NEWPID,
         CLONE_NEWUTS,  CLONE_NEWIPC, CLONE_NEWCGROUP, CLONE_NEWTIME,
 };
+
+/* socket() and socketpair() get these families only; everything else
+ * (AF_VSOCK to the hypervisor, AF_PACKET, AF_BLUETOOTH, AF_ALG, ...) fails
+ * with EAFNOSUPPORT, as on a kernel without them. AF_NETLINK stays for
+ * getifaddrs() and the like (the netns has only lo). */
+static const int families_allowed[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
+
+static bool
+family_allowed(unsigned long fam)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(families_allowed); i++)
+		if ((unsigned long)families_allowed[i] == fam)
+			return true;
+	return false;
+}
+
+static int
+add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
+         const struct scmp_arg_cmp *args, char *err, size_t errlen);
+
+/* The filter allows by default, so the allowlist is written as denials:
+ * every family below the largest allowed one that is not allowed, then
+ * anything above it. The comparison is on the whole 64-bit register: a
+ * family with high bits set is above the largest and refused, though the
+ * kernel would only look at the low 32. */
+static int
+add_family_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
+{
+	static const char *const calls[] = {"socket", "socketpair"};
+	unsigned long max = 0;
+	struct scmp_arg_cmp a;
+
+	for (size_t i = 0; i < ARRAY_SIZE(families_allowed); i++)
+		if ((unsigned long)families_allowed[i] > max)
+			max = (unsigned long)families_allowed[i];
+	for (size_t c = 0; c < ARRAY_SIZE(calls); c++) {
+		for (unsigned long fam = 0; fam < max; fam++) {
+			if (family_allowed(fam))
+				continue;
+			a = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_EQ, fam);
+			if (add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, &a, err,
+			             errlen) < 0)
+				return -1;
+		}
+		a = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_GT, max);
+		if (add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, &a, err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
 
 static int
 add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
@@ -203,6 +255,8 @@ sbx_seccomp_build(struct sbx_filter *f, char *err, size_t errlen)
 		goto fail;
 	a = (struct scmp_arg_cmp)SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX);
 	if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &a, err, errlen) < 0)
+		goto fail;
+	if (add_family_rules(ctx, err, errlen) < 0)
 		goto fail;
 	if (export_bpf(ctx, f, err, errlen) < 0)
 		goto fail;

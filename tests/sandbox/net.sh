@@ -54,6 +54,16 @@ except OSError as e:
 	out=$(al "$role" -- dig +tcp +time=3 +tries=1 @198.51.100.1 evil.test A 2>&1 || true)
 	expect_match "$role: DNS over TCP captured" "status: (NXDOMAIN|REFUSED)" "$out"
 	grep -q '"kind":"dns".*evil.test' "$lf" || fail "$role: no dns line for evil.test in the log"
+
+	# IPv6 port 53 is redirected to [::1]:53, where airlock listens too
+	# (UDP and TCP): answered, not refused.
+	out=$(al "$role" -- dig +time=3 +tries=1 @2001:db8::53 evil6.test AAAA 2>&1 || true)
+	expect_match "$role: DNS over IPv6 captured" "status: (NXDOMAIN|REFUSED)" "$out"
+	out=$(al "$role" -- dig +tcp +time=3 +tries=1 @2001:db8::53 evil6tcp.test A 2>&1 || true)
+	expect_match "$role: DNS over IPv6 TCP captured" "status: (NXDOMAIN|REFUSED)" "$out"
+	out=$(al "$role" -- dig +time=3 +tries=1 @::1 evil6lo.test A 2>&1 || true)
+	expect_match "$role: DNS on [::1]" "status: (NXDOMAIN|REFUSED)" "$out"
+	grep -q '"kind":"dns".*evil6tcp.test' "$lf" || fail "$role: no dns line for evil6tcp.test in the log"
 }
 
 for role in $ROLES; do

@@ -52,10 +52,43 @@ body() {
 	# error gives the advice for disabled user namespaces.
 	cp "$SCRATCH/airlock" "$SCRATCH/none.yaml" "$(work "$role")/"
 	rc=0
-	out=$(al "$role" -- ./airlock run -p ./none.yaml --log - -- true 2>&1) || rc=$?
+	out=$(al "$role" -- ./airlock run -p ./none.yaml --log /tmp/nested.jsonl -- true 2>&1) || rc=$?
 	expect_eq "$role: nested airlock" 125 "$rc"
 	expect_match "$role: clone advice" "^airlock: cannot create the sandbox's namespaces: clone: Operation not permitted; unprivileged user namespaces are disabled here: check sysctl user.max_user_namespaces" "$out"
 	rm -f "$(work "$role")/airlock" "$(work "$role")/none.yaml"
+
+	# The egress log is never CMD's stdout or stderr: CMD could forge
+	# lines. Refused before anything runs, whatever name the file has.
+	rc=0
+	out=$(cd "$(work "$role")" && as "$role" "$SCRATCH/airlock" run -p "$SCRATCH/none.yaml" \
+		--log - -- echo forged 2>&1) || rc=$?
+	expect_eq "$role: --log - refused" 125 "$rc"
+	expect_match "$role: --log - reason" "^airlock: --log -: CMD shares stdout" "$out"
+	# The redirections run as the role (inside sh -c), so the role can
+	# open its own pipe and file again by name.
+	for alias in /dev/stdout /dev/fd/1 /dev/stderr; do
+		out=$(cd "$(work "$role")" && as "$role" sh -c \
+			'"$1" run -p "$2" --log "$3" -- echo forged 2>&1 | cat' \
+			sh "$SCRATCH/airlock" "$SCRATCH/none.yaml" "$alias")
+		expect_match "$role: --log $alias refused" "is CMD's std(out|err): CMD could forge" "$out"
+		grep -q forged <<<"$out" && fail "$role: --log $alias: CMD ran"
+	done
+	# The same file by its own name, stdout redirected to it.
+	local same="$SCRATCH/log-$role/same.jsonl"
+	rc=0
+	(cd "$(work "$role")" && as "$role" sh -c '"$1" run -p "$2" --log "$3" -- echo forged >>"$3" 2>/dev/null' \
+		sh "$SCRATCH/airlock" "$SCRATCH/none.yaml" "$same") || rc=$?
+	expect_eq "$role: log = stdout's file refused" 125 "$rc"
+	grep -q forged "$same" && fail "$role: CMD ran with the log as its stdout"
+	# A pipe on another fd is fine, and /dev/null as both is harmless.
+	out=$(cd "$(work "$role")" && as "$role" sh -c \
+		'"$1" run -p "$2" --log /dev/fd/3 -- echo cmd-out 3>&1 >/dev/null | cat' \
+		sh "$SCRATCH/airlock" "$SCRATCH/none.yaml")
+	expect_match "$role: --log /dev/fd/3" '"kind":"task-end"' "$out"
+	grep -q '^cmd-out$' <<<"$out" && fail "$role: --log /dev/fd/3: CMD's output in the log pipe"
+	rc=0
+	al "$role" --log /dev/null -- true >/dev/null || rc=$?
+	expect_eq "$role: --log /dev/null with stdout /dev/null" 0 "$rc"
 
 	# --timeout kills the whole sandbox: 124, promptly.
 	t0=$(date +%s%N)

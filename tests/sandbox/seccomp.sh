@@ -43,6 +43,18 @@ clone_plain ok
 clone3 ENOSYS
 io_uring_setup EPERM
 ptrace_attach ESRCH
+socket_vsock EAFNOSUPPORT
+socket_vsock_hibits EAFNOSUPPORT
+socket_packet EAFNOSUPPORT
+socket_bluetooth EAFNOSUPPORT
+socket_alg EAFNOSUPPORT
+socket_unspec EAFNOSUPPORT
+socketpair_vsock EAFNOSUPPORT
+socket_inet ok
+socket_inet6 ok
+socket_unix ok
+socket_netlink ok
+socketpair_unix ok
 ioctl_tiocsti EPERM"
 
 for role in $ROLES; do
@@ -55,5 +67,10 @@ for role in $ROLES; do
 	# (control: proves the probe can tell the difference).
 	out=$(as "$role" "$(work "$role")/sysprobe" | grep '^clone3 ')
 	expect_eq "$role: control: clone3 outside" "clone3 ok" "$out"
+	# ... and AF_PACKET outside is refused for want of CAP_NET_RAW (EPERM
+	# for a user; ok for root), not by a missing family: the EAFNOSUPPORT
+	# inside is the filter's.
+	out=$(as "$role" "$(work "$role")/sysprobe" | grep '^socket_packet ')
+	[ "$out" != "socket_packet EAFNOSUPPORT" ] || fail "$role: control: AF_PACKET outside: $out"
 done
 echo "ok: seccomp ($ROLES)"

@@ -14,6 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -59,6 +60,9 @@ report(const char *name, long rc)
 	case ESRCH:
 		e = "ESRCH";
 		break;
+	case EAFNOSUPPORT:
+		e = "EAFNOSUPPORT";
+		break;
 	default:
 		e = strerror(errno);
 		break;
@@ -103,6 +107,37 @@ try_clone3(void)
 	return pid;
 }
 
+/* socket() through syscall(), so the family register can carry high bits
+ * (the kernel looks at the low 32). */
+static long
+probe_socket_raw(long family, int type)
+{
+	long fd = syscall(SYS_socket, family, type | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0)
+		close((int)fd);
+	return fd;
+}
+
+static long
+probe_socket(int family, int type)
+{
+	return probe_socket_raw(family, type);
+}
+
+static long
+probe_socketpair(int family)
+{
+	int sv[2];
+	long rc = socketpair(family, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+
+	if (rc == 0) {
+		close(sv[0]);
+		close(sv[1]);
+	}
+	return rc;
+}
+
 int
 main(void)
 {
@@ -141,6 +176,21 @@ main(void)
 	TRY("io_uring_setup", syscall(SYS_io_uring_setup, 1, NULL));
 	/* allowed: fails only because there is no such process */
 	TRY("ptrace_attach", ptrace(PTRACE_ATTACH, 999999, NULL, NULL));
+	/* Socket families: created and closed at once, never connected.
+	 * AF_VSOCK reaches the hypervisor on a VM guest; AF_PACKET and
+	 * AF_BLUETOOTH are refused too; the last ones must work. */
+	TRY("socket_vsock", probe_socket(AF_VSOCK, SOCK_STREAM));
+	TRY("socket_vsock_hibits", probe_socket_raw(0x100000000L | AF_VSOCK, SOCK_STREAM));
+	TRY("socket_packet", probe_socket(AF_PACKET, SOCK_DGRAM));
+	TRY("socket_bluetooth", probe_socket(AF_BLUETOOTH, SOCK_STREAM));
+	TRY("socket_alg", probe_socket(AF_ALG, SOCK_SEQPACKET));
+	TRY("socket_unspec", probe_socket(AF_UNSPEC, SOCK_STREAM));
+	TRY("socketpair_vsock", probe_socketpair(AF_VSOCK));
+	TRY("socket_inet", probe_socket(AF_INET, SOCK_STREAM));
+	TRY("socket_inet6", probe_socket(AF_INET6, SOCK_DGRAM));
+	TRY("socket_unix", probe_socket(AF_UNIX, SOCK_STREAM));
+	TRY("socket_netlink", probe_socket(AF_NETLINK, SOCK_RAW));
+	TRY("socketpair_unix", probe_socketpair(AF_UNIX));
 	tty = open("/dev/tty", O_RDWR | O_CLOEXEC);
 	TRY("ioctl_tiocsti", ioctl(tty >= 0 ? tty : 0, TIOCSTI, &c));
 	if (tty >= 0)

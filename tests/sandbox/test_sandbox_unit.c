@@ -30,7 +30,7 @@ opts_full(void **state)
 	                       "--audit", "--dns-upstream", "192.0.2.53", "--timeout", "30",
 	                       "--workdir", "/w", "--rw", "/a", "--ro", "/a/b", "--tmpfs", "/t",
 	                       "--hide", "/h", "--env", "X=1", "--env", "Y", "--clearenv", "--root",
-	                       "--", "make", "-j4"),
+	                       "--share-home", "--", "make", "-j4"),
 	                 0);
 	assert_string_equal(o.policy, "pol.yaml");
 	assert_string_equal(o.log, "l.jsonl");
@@ -50,10 +50,26 @@ opts_full(void **state)
 	assert_string_equal(o.env[1], "Y");
 	assert_true(o.clearenv);
 	assert_true(o.root);
+	assert_true(o.share_home);
 	assert_int_equal(o.cmd_argc, 2);
 	assert_string_equal(o.cmd[0], "make");
 	assert_string_equal(o.cmd[1], "-j4");
 	assert_null(o.cmd[2]);
+}
+
+/* The log never shares stdout with CMD (which could forge lines); the
+ * default keeps the home directories hidden. */
+static void
+opts_log_stdout_refused(void **state)
+{
+	struct sbx_opts o;
+	char err[256];
+
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--log", "-", "true"), -1);
+	assert_non_null(strstr(err, "--log -: CMD shares stdout"));
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--log", "/dev/fd/3", "true"), 0);
+	assert_string_equal(o.log, "/dev/fd/3");
+	assert_false(o.share_home);
 }
 
 static void
@@ -237,7 +253,7 @@ main(void)
 	        cmocka_unit_test(opts_errors),        cmocka_unit_test(opts_mount_limit),
 	        cmocka_unit_test(status_mapping),     cmocka_unit_test(env_default_passes_caller),
 	        cmocka_unit_test(env_clear_and_args), cmocka_unit_test(env_bad_names),
-	        cmocka_unit_test(env_too_big),
+	        cmocka_unit_test(env_too_big),        cmocka_unit_test(opts_log_stdout_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Host unix sockets are out of CMD's reach where they usually live: a
+# read-only bind does not stop connect() on a pathname socket, so the home
+# directories (ssh ControlMaster, ~/.docker), /var/tmp and the daemon dirs
+# are empty tmpfs inside. A socket server the test starts outside, in a
+# scratch home under the role's real home, must be unreachable by default
+# and reachable with --share-home (which proves the probe can fail). The
+# working directory inside the home and --ro PATH come back on top.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+need_prog setpriv python3
+sbx_setup
+
+HOMES=()
+PIDS=()
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	rm -rf "$SCRATCH" "${HOMES[@]}"
+}
+trap cleanup EXIT
+
+# A unix socket server answering "host-daemon" to every client, for at most
+# 60 s. Runs as ROLE; waits until the socket exists.
+serve() {
+	local role=$1 path=$2
+	as "$role" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(8); s.settimeout(60)
+try:
+    while True:
+        c, _ = s.accept(); c.sendall(b"host-daemon\n"); c.close()
+except OSError:
+    pass
+' "$path" &
+	PIDS+=($!)
+	for _ in $(seq 100); do [ -S "$path" ] && return 0; sleep 0.05; done
+	fail "$role: socket server did not start on $path"
+}
+
+probe='
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(3)
+try:
+    s.connect(sys.argv[1]); print(s.recv(64).decode().strip())
+except OSError as e:
+    print("unreachable")
+'
+
+# airlock run as ROLE with HOME=H, in DIR.
+alh() {
+	local role=$1 h=$2 dir=$3
+	shift 3
+	(cd "$dir" && as "$role" env HOME="$h" "$SCRATCH/airlock" run -p "$SCRATCH/none.yaml" \
+		--log "$(logf "$role")" "$@")
+}
+
+body() {
+	local role=$1 rhome h vt out
+	if [ "$role" = user ]; then
+		rhome=$(getent passwd "$AIRLOCK_TEST_USER" | cut -d: -f6)
+	else
+		rhome=${HOME:-$(getent passwd "$(id -un)" | cut -d: -f6)}
+	fi
+	[ -d "$rhome" ] && as "$role" test -w "$rhome" || skip "$role: home $rhome not writable"
+	h=$(as "$role" mktemp -d "$rhome/.airlock-test.XXXXXX")
+	HOMES+=("$h")
+	as "$role" mkdir -p "$h/.ssh" "$h/proj"
+	as "$role" sh -c "echo '[user]' > '$h/.gitconfig'"
+	serve "$role" "$h/.ssh/ctl.sock"
+	vt=$(as "$role" mktemp -d /var/tmp/airlock-test.XXXXXX)
+	HOMES+=("$vt")
+	serve "$role" "$vt/host.sock"
+
+	# The control: outside, and inside with --share-home, it answers.
+	expect_eq "$role: control outside" host-daemon "$(as "$role" python3 -c "$probe" "$h/.ssh/ctl.sock")"
+	out=$(alh "$role" "$h" "$(work "$role")" --share-home -- python3 -c "$probe" "$h/.ssh/ctl.sock")
+	expect_eq "$role: --share-home reaches the home socket" host-daemon "$out"
+
+	# By default: the home is an empty writable tmpfs, the socket gone.
+	out=$(alh "$role" "$h" "$(work "$role")" -- python3 -c "$probe" "$h/.ssh/ctl.sock")
+	expect_eq "$role: home socket hidden" unreachable "$out"
+	out=$(alh "$role" "$h" "$(work "$role")" -- python3 -c "$probe" "$vt/host.sock")
+	expect_eq "$role: /var/tmp socket hidden" unreachable "$out"
+	out=$(alh "$role" "$h" "$(work "$role")" --share-home -- python3 -c "$probe" "$vt/host.sock")
+	expect_eq "$role: /var/tmp socket hidden with --share-home" unreachable "$out"
+	out=$(alh "$role" "$h" "$(work "$role")" -- sh -c \
+		'ls -A "$HOME" | wc -l; mkdir -p "$HOME/.cache/pip" && echo c > "$HOME/.cache/pip/x" && echo cache-ok; ls -A /root /home | grep -v "^/\|^\$\|^airtest\$\|^\.airlock-test\." | grep -c . || true')
+	# /root and /home hold only the way to the scratch home.
+	expect_eq "$role: empty writable home, /root and /home empty" "0
+cache-ok
+0" "$out"
+	[ -e "$h/.cache" ] && fail "$role: a cache write inside reached the host home"
+
+	# The working directory inside the home is there, read-write.
+	out=$(alh "$role" "$h" "$h/proj" -- sh -c 'echo w > out; pwd; ls -A "$HOME"; python3 -c "$0" "$HOME/.ssh/ctl.sock"' "$probe")
+	expect_eq "$role: workdir inside the home" "$h/proj
+proj
+unreachable" "$out"
+	expect_eq "$role: workdir write reaches the host" w "$(cat "$h/proj/out")"
+
+	# --ro brings one file back, read-only.
+	out=$(alh "$role" "$h" "$(work "$role")" --ro "$h/.gitconfig" -- sh -c \
+		'cat "$HOME/.gitconfig"; (echo x >> "$HOME/.gitconfig") 2>/dev/null && echo writable; true')
+	expect_eq "$role: --ro ~/.gitconfig" "[user]" "$out"
+}
+
+for role in $ROLES; do
+	body "$role"
+done
+echo "ok: home ($ROLES)"
