@@ -189,4 +189,52 @@ expect_eq "one line per tunnel" 1000 "$(log_count 'e.get("kind") == "connect" an
 PY
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LAB_WORK/readable.jsonl" ||
 	fail "the egress log does not match docs/log.md"
+
+# --- fail closed for live connections: the log's reader goes away while a
+#     tunnel is open; the tunnel is closed (within the proxy's periodic log
+#     check), not left carrying bytes no line will record ---
+mkfifo "$LAB_WORK/elog.fifo"
+timeout 60 head -n 2 <"$LAB_WORK/elog.fifo" >"$LAB_WORK/fifo.head" & # task-start + one line
+"$LAB_SH" exec "$LAB" "${LAB_ENV[@]}" /bin/sh -c 'echo $$ >"$1"; shift; exec "$@"' sh \
+	"$LAB_WORK/proxy2.pid" "$AIRLOCK" proxy -p "$POL" --listen 127.0.0.1:3129 \
+	--log "$LAB_WORK/elog.fifo" --dns-upstream "$LAB_DNS" 2>"$LAB_LOG/proxy2.out" &
+for _ in $(seq 100); do
+	in_lab "$LAB_PYTHON" -c 'import socket; socket.create_connection(("127.0.0.1", 3129), timeout=1)' \
+		2>/dev/null && break
+	sleep 0.05
+done
+[ -s "$LAB_WORK/proxy2.pid" ] || fail "second airlock proxy did not start: $(cat "$LAB_LOG/proxy2.out")"
+out=$(in_lab "$LAB_PYTHON" - <<-'PY'
+	import socket, time
+	def tunnel():
+	    s = socket.create_connection(("127.0.0.1", 3129), timeout=5)
+	    s.sendall(b"CONNECT pypi.org:7 HTTP/1.1\r\n\r\n")
+	    head = b""
+	    while not head.endswith(b"\r\n\r\n"):
+	        b = s.recv(1)
+	        if not b:
+	            raise SystemExit("no CONNECT reply")
+	        head += b
+	    assert head.startswith(b"HTTP/1.1 200"), head
+	    return s
+	t = tunnel()
+	t.sendall(b"a\n")
+	print("tunnel-up" if t.recv(10) == b"a\n" else "tunnel-up-FAILED")
+	# task-start was the first line, this tunnel's is the second: head exits.
+	tunnel().close()
+	t.settimeout(5)
+	try:
+	    print("tunnel-closed" if t.recv(10) == b"" else "tunnel-open")
+	except socket.timeout:
+	    print("tunnel-open")
+	except OSError:
+	    print("tunnel-closed")
+PY
+) || fail "log failure with an open tunnel: $out"
+kill -TERM "$(cat "$LAB_WORK/proxy2.pid")" 2>/dev/null || true
+grep -qx tunnel-up <<<"$out" || fail "log failure: the tunnel never worked: $out"
+grep -qx tunnel-closed <<<"$out" || fail "log failure: an open tunnel outlived the egress log: $out"
+grep -q 'egress log cannot be written' "$LAB_LOG/proxy2.out" ||
+	fail "log failure not reported: $(cat "$LAB_LOG/proxy2.out")"
+! grep -q Sanitizer "$LAB_LOG/proxy2.out" || fail "sanitizer report: $(head -n 20 "$LAB_LOG/proxy2.out")"
 echo "ok"
