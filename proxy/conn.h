@@ -179,7 +179,8 @@ bool conn_decide_name(struct conn *c);
 /* Set c->host from an untrusted name (IP literal or normalised DNS name);
  * 0, or -1 with a static reason in *why. */
 int conn_set_host(struct conn *c, const char *name, bool ip_literal, const char **why);
-/* Transparent without a name: cidr rule, or the DNS cache's name. */
+/* Transparent without a name: a cidr rule decides (a deny is final); only
+ * when none speaks of the address and port, the DNS cache's name does. */
 void conn_decide_noname(struct conn *c);
 void conn_start_resolve(struct conn *c);
 /* Explicit: parse the request head buffered so far and act on it. */

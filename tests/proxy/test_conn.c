@@ -589,7 +589,7 @@ test_emfile_pause(void **state)
 
 static uint16_t noname_port;
 
-/* A port nobody listens on at 127.0.0.66. */
+/* A port nobody listens on at ip. */
 static uint16_t
 dead_port_on(const char *ip)
 {
@@ -694,8 +694,7 @@ test_noname_cidr_deny_beats_dns_cache(void **state)
 	int peer;
 	char want_rule[64];
 
-	fake_transparent(f, "127.0.0.66", noname_port, &peer);
-	conn_decide_noname(f->px->px_conns.tqh_first);
+	conn_decide_noname(fake_transparent(f, "127.0.0.66", noname_port, &peer));
 	for (int i = 0; i < 2000 && log_lines(f) == 0; i++) {
 		event_base_loop(f->base, EVLOOP_NONBLOCK);
 		usleep(1000);
