@@ -52,6 +52,9 @@ struct run {
 	size_t n_upstream;
 	uint64_t start_ms;
 	bool timed_out;
+	bool log_created; /* open_log created the file (removed if unused) */
+	dev_t log_dev;
+	ino_t log_ino;
 
 	struct policy *policy;
 	struct elog *log;
@@ -146,6 +149,19 @@ default_log_path(struct run *r)
 	return 0;
 }
 
+/* A run refused before its task-start leaves no empty log file behind
+ * when it created one (the same file still: checked by inode). */
+static void
+drop_new_log(struct run *r)
+{
+	struct stat st;
+
+	if (r->log_created && stat(r->logpath, &st) == 0 && S_ISREG(st.st_mode) &&
+	    st.st_dev == r->log_dev && st.st_ino == r->log_ino && st.st_size == 0)
+		(void)unlink(r->logpath);
+	r->log_created = false;
+}
+
 /* Open the egress log, refusing a file CMD can write to through its
  * stdout or stderr (/dev/stdout, /dev/fd/1, the file stdout is redirected
  * to): CMD could forge lines or cut ours in half. /dev/null is harmless. */
@@ -153,8 +169,12 @@ static int
 open_log(struct run *r)
 {
 	struct stat lst, st;
-	int fd = open(r->logpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	int fd = open(r->logpath, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY,
+	              0600);
 
+	r->log_created = fd >= 0;
+	if (fd < 0 && errno == EEXIST)
+		fd = open(r->logpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
 	if (fd < 0) {
 		log_warn("egress log %s: cannot open", r->logpath);
 		return -1;
@@ -164,6 +184,8 @@ open_log(struct run *r)
 		fd_close(&fd);
 		return -1;
 	}
+	r->log_dev = lst.st_dev;
+	r->log_ino = lst.st_ino;
 	for (int std = STDOUT_FILENO; std <= STDERR_FILENO; std++) {
 		if (fstat(std, &st) < 0 || st.st_dev != lst.st_dev || st.st_ino != lst.st_ino)
 			continue;
@@ -173,6 +195,7 @@ open_log(struct run *r)
 		          "file, or --log /dev/fd/N with N open on a pipe CMD does not write to",
 		          r->logpath, std == STDOUT_FILENO ? "stdout" : "stderr");
 		fd_close(&fd);
+		drop_new_log(r);
 		return -1;
 	}
 	r->log = elog_open_fd(fd);
@@ -483,13 +506,12 @@ cmd_run(int argc, char **argv)
 	if (r.opts.verbose > 0)
 		log_set_level(r.opts.verbose > 1 ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO);
 
-	/* Validate everything before creating anything. */
+	/* Validate the command line, environment and log before creating
+	 * anything; the policy is compiled after the clone (below). */
 	if (make_task_id(r.task) < 0) {
 		log_warn("task id: getrandom");
 		return SBX_EXIT_FAILURE;
 	}
-	if (load_policy(&r) < 0 || load_upstreams(&r) < 0)
-		goto out;
 	r.env = sbx_env_build(environ, r.opts.clearenv, r.opts.env, r.opts.n_env, err, sizeof(err));
 	if (r.env == NULL) {
 		log_warnx("%s", err);
@@ -546,6 +568,14 @@ cmd_run(int argc, char **argv)
 	          (unsigned long long)now_ms());
 	if (sbx_start(r.sbx, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
+		goto out;
+	}
+	/* The policy (the costliest step of the supervisor's start: YAML,
+	 * SHA-256, the matcher) and the upstreams are loaded while init sets
+	 * up its namespaces and network on the other CPU. A bad policy kills
+	 * the sandbox before anything ran in it: init waits for the go. */
+	if (load_policy(&r) < 0 || load_upstreams(&r) < 0) {
+		drop_new_log(&r);
 		goto out;
 	}
 	if (prepare_loop(&r) < 0)
