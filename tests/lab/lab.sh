@@ -332,7 +332,7 @@ lab_write_env() {
 		LAB_PYTHON=$LAB_PYTHON
 		LAB_CLIENT_NS=/proc/$(cat "$dir/client.pid")/ns/net
 		LAB_INET_NS=/proc/$(cat "$dir/inet.pid")/ns/net
-		LAB_CA=$dir/pki/ca.crt
+		LAB_CA=$dir/work/ca.crt
 		LAB_DNS=$DNS_V4
 		LAB_DNS6=$DNS_V6
 		LAB_CLIENT_V4=$CLIENT_V4
@@ -389,6 +389,10 @@ lab_up() {
 	lab_make_ns "$dir" inet
 	lab_net_setup "$dir"
 	lab_make_pki "$dir"
+	# airlock's sandbox shows the host read-only but hides /tmp, /var/tmp
+	# and the home directories: of the lab, it sees only the work tree (the
+	# workdir of every run). Clients inside must find the CA there.
+	install -m 644 "$dir/pki/ca.crt" "$dir/work/ca.crt"
 	"$LAB_PYTHON" "$LAB_SRC/labgen.py" "$dir"
 	lab_make_git "$dir"
 	lab_write_dnsmasq_conf "$dir"

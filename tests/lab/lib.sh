@@ -32,7 +32,10 @@ lab_start() {
 	lab_up "$LAB" >/dev/null
 	# shellcheck disable=SC1091
 	. "$LAB/lab.env"
-	mkdir -p "$LAB_WORK/home"
+	# HOME outside the work tree: airlock hides home directories behind an
+	# empty tmpfs (writable, gone after the run), which is all pip and npm
+	# need; the lab's own clients (no airlock) get a real one.
+	mkdir -p "$LAB/home"
 	LOGF=$LAB_WORK/egress.jsonl
 	case $AIRLOCK in */*) AIRLOCK=$(realpath "$AIRLOCK") ;; esac
 	lab_client_env
@@ -64,15 +67,15 @@ lab_dump() {
 lab_client_env() {
 	LAB_ENV=(env -i
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-		HOME="$LAB_WORK/home" LANG=C.UTF-8 TERM=dumb
+		HOME="$LAB/home" LANG=C.UTF-8 TERM=dumb
 		SSL_CERT_FILE="$LAB_CA" REQUESTS_CA_BUNDLE="$LAB_CA" CURL_CA_BUNDLE="$LAB_CA"
 		GIT_SSL_CAINFO="$LAB_CA" NODE_EXTRA_CA_CERTS="$LAB_CA"
 		PIP_CERT="$LAB_CA" PIP_CONFIG_FILE=/dev/null PIP_INDEX_URL=https://pypi.org/simple
 		PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
 		PIP_DEFAULT_TIMEOUT=10 PIP_RETRIES=0 PIP_NO_INPUT=1
 		npm_config_cafile="$LAB_CA" npm_config_registry=https://registry.npmjs.org/
-		npm_config_userconfig="$LAB_WORK/home/.npmrc" npm_config_globalconfig=/dev/null
-		npm_config_cache="$LAB_WORK/home/.npm" npm_config_update_notifier=false
+		npm_config_userconfig="$LAB/home/.npmrc" npm_config_globalconfig=/dev/null
+		npm_config_cache="$LAB/home/.npm" npm_config_update_notifier=false
 		npm_config_audit=false npm_config_fund=false npm_config_fetch_retries=0
 		npm_config_fetch_timeout=10000 npm_config_loglevel=warn
 		GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
