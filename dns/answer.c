@@ -112,15 +112,11 @@ addr_allowed(const struct policy *p, const struct sockaddr *sa, const char **cls
 	*cls = guard_class_name(c);
 	if (c == GUARD_PUBLIC)
 		return true;
-	{
-		/* A guarded address the cidr rules open on some port (a
-		 * database on 10.0.0.5:5432) may be answered; the proxy
-		 * still checks the port of every connection. */
-		struct policy_verdict v;
-
-		policy_match_addr_any(p, sa, &v);
-		return v.action == POLICY_ALLOW;
-	}
+	/* A guarded address a cidr rule explicitly opens on some port (a
+	 * database on 10.0.0.5:5432) may be answered; a catch-all such as
+	 * 0.0.0.0/0 opens none (policy_cidr_opens_any). The proxy still
+	 * checks the port of every connection. */
+	return policy_cidr_opens_any(p, sa);
 }
 
 static void

@@ -1,8 +1,9 @@
 /* `airlock log replay -p POLICY`: what-if. Every logged event is decided
  * again under a candidate policy, the same way the supervisor decides
- * (policy_match_host for names, policy_match_addr for addresses, the
- * address guard on the dialled address), and every destination whose
- * outcome would change is listed with its counts. */
+ * (policy_match_host for names, policy_match_name for DNS questions,
+ * policy_match_addr for addresses, the address guard on the dialled
+ * address), and every destination whose outcome would change is listed
+ * with its counts. */
 #include "elog/review.h"
 
 #include <arpa/inet.h>
@@ -18,11 +19,6 @@
 #include "elog/strmap.h"
 #include "policy/guard.h"
 #include "policy/policy.h"
-
-/* A DNS query has no port. The DNS listener resolves a name when an allow
- * rule covers it on one of these ports (dns/answer.c, docs/dns.md); replay
- * decides DNS events the same way. */
-static const uint16_t dns_ports[] = {443, 80, 22};
 
 struct change {
 	char *dest;
@@ -57,6 +53,18 @@ to_sockaddr(const char *s, struct sockaddr_storage *ss)
 	return false;
 }
 
+/* True when the address guard refuses ss on port under p, as the proxy's
+ * upstream_addr_permitted does: a guarded class that no cidr rule
+ * explicitly opens (policy_cidr_allows). The host's own addresses are
+ * not known here; those are judged as the public addresses they are. */
+static bool
+guarded(const struct policy *p, const struct sockaddr_storage *ss, uint16_t port)
+{
+	const struct sockaddr *sa = (const struct sockaddr *)ss;
+
+	return guard_classify(sa) != GUARD_PUBLIC && !policy_cidr_allows(p, sa, port);
+}
+
 /* Decide one event under p. Returns true when it would be allowed; *why
  * gets the deciding rule or a reason (static or borrowed from p). */
 static bool
@@ -75,23 +83,14 @@ decide(const struct policy *p, const struct elog_record *r, const char **why)
 			*why = "invalid name";
 			return false;
 		}
-		if (dns || r->port < 0) {
-			for (size_t i = 0; i < ARRAY_SIZE(dns_ports); i++) {
-				struct policy_verdict d;
-				policy_match_host(p, name, dns_ports[i], &d);
-				if (d.action == POLICY_ALLOW) {
-					v = d;
-					break;
-				}
-				if (d.action == POLICY_DENY && v.action != POLICY_DENY)
-					v = d;
-			}
-		} else {
+		/* A DNS query has no port: the resolver answers a name some
+		 * port of which is allowed (policy_match_name, dns/answer.c). */
+		if (dns || r->port < 0)
+			policy_match_name(p, name, &v);
+		else
 			policy_match_host(p, name, port, &v);
-		}
 		if (v.action == POLICY_ALLOW && !dns && r->ip != NULL && to_sockaddr(r->ip, &ss) &&
-		    guard_classify((struct sockaddr *)&ss) != GUARD_PUBLIC &&
-		    !policy_cidr_allows(p, (struct sockaddr *)&ss, port)) {
+		    guarded(p, &ss, port)) {
 			*why = "address guard";
 			return false;
 		}
@@ -103,6 +102,12 @@ decide(const struct policy *p, const struct elog_record *r, const char **why)
 			return false;
 		}
 		policy_match_addr(p, (struct sockaddr *)&ss, port, &v);
+		/* The proxy dials an address literal through the same guard:
+		 * a catch-all cidr allows it but opens no guarded range. */
+		if (v.action == POLICY_ALLOW && guarded(p, &ss, port)) {
+			*why = "address guard";
+			return false;
+		}
 	}
 	if (v.action == POLICY_ALLOW) {
 		*why = v.where != NULL ? v.where : "allow";

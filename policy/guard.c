@@ -14,8 +14,11 @@
 
 #include "policy/guard.h"
 
+/* The class of a, and in *plen the prefix length of the block of that
+ * class holding it (32 for an address outside every listed block: only
+ * public addresses, for which the block is not used). */
 static enum guard_class
-classify4(uint32_t a)
+classify4(uint32_t a, unsigned *plen)
 {
 	static const struct {
 		uint32_t net;
@@ -43,9 +46,12 @@ classify4(uint32_t a)
 	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
 		uint32_t mask = ranges[i].plen == 0 ? 0 : ~0u << (32 - ranges[i].plen);
 
-		if ((a & mask) == ranges[i].net)
+		if ((a & mask) == ranges[i].net) {
+			*plen = ranges[i].plen;
 			return ranges[i].cls;
+		}
 	}
+	*plen = 32;
 	return GUARD_PUBLIC;
 }
 
@@ -65,8 +71,13 @@ prefix_is(const uint8_t *a, const uint8_t *net, unsigned plen)
 	return bits == 0 || ((a[bytes] ^ net[bytes]) & (0xff00u >> bits)) == 0;
 }
 
+/* As classify4. The blocks: ::/128 and ::1/128; an embedded IPv4
+ * address's block under its prefix (::ffff:127.0.0.0/104 is loopback,
+ * 2002:a9fe::/32 link-local); every listed prefix; and for the
+ * unassigned rest, which is no single aligned block, /128, so only a
+ * rule naming one address opens one of those. */
 static enum guard_class
-classify6(const uint8_t *a)
+classify6(const uint8_t *a, unsigned *plen)
 {
 	static const uint8_t zero[16] = {0};
 	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
@@ -78,50 +89,98 @@ classify6(const uint8_t *a)
 	static const uint8_t sixtofour[2] = {0x20, 0x02};
 	static const uint8_t discard[8] = {0x01, 0x00};
 
+	enum guard_class c;
+	unsigned p4;
+
+	*plen = 128;
 	if (memcmp(a, zero, 15) == 0 && a[15] <= 1)
 		return a[15] == 0 ? GUARD_UNSPECIFIED : GUARD_LOOPBACK;
 	/* Addresses that carry an IPv4 address inside: judge that address,
 	 * or ::ffff:127.0.0.1 and 64:ff9b::a9fe:a9fe would walk around the
 	 * guard. */
-	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
-		return classify4(load_be32(a + 12));
-	if (prefix_is(a, sixtofour, 16))
-		return classify4(load_be32(a + 2)); /* 2002:V4ADDR::/48 */
+	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0) {
+		c = classify4(load_be32(a + 12), &p4);
+		*plen = 96 + p4;
+		return c;
+	}
+	if (prefix_is(a, sixtofour, 16)) {
+		c = classify4(load_be32(a + 2), &p4); /* 2002:V4ADDR::/48 */
+		*plen = 16 + p4;
+		return c;
+	}
 	if (prefix_is(a, doc, 32))
 		return GUARD_PUBLIC; /* 2001:db8::/32, the lab (see the top) */
-	if (prefix_is(a, nat64_local, 48) || prefix_is(a, teredo, 32) || prefix_is(a, discard, 64))
+	if (prefix_is(a, nat64_local, 48)) {
+		*plen = 48;
 		return GUARD_RESERVED;
-	if (prefix_is(a, proto, 23))
+	}
+	if (prefix_is(a, teredo, 32)) {
+		*plen = 32;
+		return GUARD_RESERVED;
+	}
+	if (prefix_is(a, discard, 64)) {
+		*plen = 64;
+		return GUARD_RESERVED;
+	}
+	if (prefix_is(a, proto, 23)) {
+		*plen = 23;
 		return GUARD_RESERVED; /* 2001::/23 IETF protocol assignments */
-	if (a[0] == 0xff)
+	}
+	if (a[0] == 0xff) {
+		*plen = 8;
 		return GUARD_MULTICAST;
-	if ((a[0] & 0xfe) == 0xfc)
+	}
+	if ((a[0] & 0xfe) == 0xfc) {
+		*plen = 7;
 		return GUARD_PRIVATE; /* fc00::/7 unique local */
-	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
+	}
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80) {
+		*plen = 10;
 		return GUARD_LINK_LOCAL; /* fe80::/10 */
-	if (a[0] == 0xfe && (a[1] & 0xc0) == 0xc0)
+	}
+	if (a[0] == 0xfe && (a[1] & 0xc0) == 0xc0) {
+		*plen = 10;
 		return GUARD_PRIVATE; /* fec0::/10 site-local, deprecated */
+	}
 	if ((a[0] & 0xe0) == 0x20)
 		return GUARD_PUBLIC; /* 2000::/3 global unicast */
 	return GUARD_RESERVED;       /* everything else is unassigned or special */
 }
 
-enum guard_class
-guard_classify(const struct sockaddr *sa)
+static enum guard_class
+classify(const struct sockaddr *sa, unsigned *plen)
 {
+	*plen = 0;
 	if (sa == NULL)
 		return GUARD_RESERVED;
 	if (sa->sa_family == AF_INET) {
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)sa;
 
-		return classify4(ntohl(sin->sin_addr.s_addr));
+		return classify4(ntohl(sin->sin_addr.s_addr), plen);
 	}
 	if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)(const void *)sa;
 
-		return classify6(sin6->sin6_addr.s6_addr);
+		return classify6(sin6->sin6_addr.s6_addr, plen);
 	}
 	return GUARD_RESERVED;
+}
+
+enum guard_class
+guard_classify(const struct sockaddr *sa)
+{
+	unsigned plen;
+
+	return classify(sa, &plen);
+}
+
+unsigned
+guard_block_prefix(const struct sockaddr *sa)
+{
+	unsigned plen;
+
+	(void)classify(sa, &plen);
+	return plen;
 }
 
 const char *

@@ -1,5 +1,6 @@
 /* The address guard (DESIGN.md, decision 4): classes of addresses that no
- * name may resolve to, unless a cidr rule allows the range explicitly.
+ * name may resolve to, unless a cidr rule allows the range explicitly
+ * (policy_cidr_allows in policy.h says exactly when).
  * v4-mapped IPv6 (::ffff:a.b.c.d) and the NAT64 well-known prefix
  * (64:ff9b::/96) are looked through to the embedded IPv4 address. */
 #ifndef AIRLOCK_POLICY_GUARD_H
@@ -21,6 +22,16 @@ enum guard_class {
 /* Classify an AF_INET or AF_INET6 address. Any other family is
  * GUARD_RESERVED. Pure. */
 enum guard_class guard_classify(const struct sockaddr *sa);
+
+/* The prefix length of the block of guard_classify(sa)'s class that holds
+ * sa, in sa's own family: 8 for 127.0.0.1 (127.0.0.0/8), 16 for
+ * 169.254.169.254, 10 for fe80::1, 104 for ::ffff:127.0.0.1, 112 for
+ * 64:ff9b::a9fe:a9fe. A cidr rule at least this long that covers sa lies
+ * wholly inside that block: it names the guarded range explicitly. For
+ * a public address the value has no use (32 or 128); for an unassigned
+ * IPv6 address, which lies in no single aligned block, it is 128; for
+ * another family, 0. Pure. */
+unsigned guard_block_prefix(const struct sockaddr *sa);
 
 /* Short stable name for logs: "public", "loopback", "private", ... */
 const char *guard_class_name(enum guard_class c);

@@ -63,12 +63,27 @@ struct prule {
 	const char *where;   /* "file:line" */
 	uint32_t next;       /* next rule with the same key, or PRULE_NONE */
 	uint32_t port_off;   /* into policy->ports */
-	uint16_t n_ports;
-	uint8_t action; /* POLICY_ALLOW or POLICY_DENY */
-	uint8_t kind;   /* enum prule_kind */
-	uint32_t set;   /* chain heads of name rules: index into p_sets */
+	uint8_t n_ports;     /* at most POLICY_MAX_PORTS */
+	uint8_t action;      /* POLICY_ALLOW or POLICY_DENY */
+	uint8_t kind;        /* enum prule_kind */
+	uint8_t guard;       /* cidr rules: what the rule may open, PRULE_GUARD_* */
+	uint32_t set;        /* chain heads of name rules: index into p_sets */
 };
 #define PRULE_NONE UINT32_MAX
+_Static_assert(POLICY_MAX_PORTS <= UINT8_MAX, "struct prule holds n_ports in 8 bits");
+
+/* struct prule's guard byte, fixed at compile time from the rule's range
+ * alone (every rule of a cidr chain has the same one):
+ *  - the low bits: the non-public guard class (enum guard_class) whose
+ *    addresses the rule may open, when both ends of its range are of that
+ *    class and its prefix is at least as long as the guarded block holding
+ *    them (the rule lies inside one loopback, private, link-local ...
+ *    block); GUARD_PUBLIC (0) when it opens none;
+ *  - PRULE_GUARD_NARROW: the prefix is /24 or longer (IPv4), /64 or
+ *    longer (IPv6), which is what opening one of the host's own public
+ *    addresses takes. */
+#define PRULE_GUARD_CLASS  0x0fu
+#define PRULE_GUARD_NARROW 0x10u
 
 /* The ports of one name chain (all rules with the same exact name, or
  * the same wildcard suffix), merged at compile time: the allow rules'
@@ -154,6 +169,14 @@ struct policy_rule_src {
 /* Build the match tables of p from rules[0..n) (ports already in
  * p->p_ports, strings in p->p_arena). Returns 0 or -1 (out of memory). */
 int policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n);
+
+/* The guard byte (see struct prule) of a cidr rule. */
+uint8_t policy_cidr_guard(const struct policy_rule_src *r);
+
+/* Append a warning line for every allow cidr rule of rules[0..n) whose
+ * range covers guarded addresses it does not open (0.0.0.0/0, ::/0, ...). */
+int policy_cidr_check(const struct policy_rule_src *rules, uint32_t n,
+                      struct policy_diag *diag);
 
 /* True when the label s[0..len) is numeric the way URL parsers read an
  * IPv4 part: all decimal digits, or "0x" followed by hex digits. A host

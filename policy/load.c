@@ -1023,7 +1023,8 @@ load_common(const char *file, const unsigned char *data, size_t len, bool from_p
 		goto out;
 	}
 	ok = true;
-	if (diag != NULL && policy_catalog_check(p, diag) != 0) {
+	if (diag != NULL && (policy_catalog_check(p, diag) != 0 ||
+	                     policy_cidr_check(ld.rules, ld.n_rules, diag) != 0)) {
 		ok = false;
 		ld.oom = true;
 	}

@@ -8,9 +8,11 @@
  * Nothing here allocates after policy_compile(). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/guard.h"
 #include "policy/internal.h"
 
 #define FNV_OFFSET 14695981039346656037ull
@@ -299,9 +301,10 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 		pr->pattern = r->pattern;
 		pr->where = r->where;
 		pr->port_off = r->port_off;
-		pr->n_ports = r->n_ports;
+		pr->n_ports = (uint8_t)r->n_ports;
 		pr->action = r->action;
 		pr->kind = r->kind;
+		pr->guard = r->kind == PRULE_CIDR4 || r->kind == PRULE_CIDR6 ? policy_cidr_guard(r) : 0;
 		if (r->kind == PRULE_EXACT || r->kind == PRULE_WILDCARD) {
 			size_t len = strlen(r->key);
 			uint64_t h = hash_name_rev(r->key, len);
@@ -782,11 +785,216 @@ policy_match_addr_any(const struct policy *p, const struct sockaddr *sa, struct 
 	any_port(p, heads, k, out);
 }
 
+/* ---- the address guard's overrides (policy.h, policy_cidr_allows) ---- */
+
+/* The first and last address of a cidr rule's range. */
+static void
+range_ends(const struct policy_rule_src *r, struct sockaddr_storage *lo,
+           struct sockaddr_storage *hi)
+{
+	unsigned len = r->kind == PRULE_CIDR4 ? 4 : 16;
+	uint8_t a[16], b[16];
+
+	for (unsigned i = 0; i < len; i++) {
+		unsigned keep = r->plen >= 8 * (i + 1) ? 8 : r->plen > 8 * i ? r->plen - 8 * i : 0;
+		uint8_t mask = (uint8_t)(0xff00u >> keep);
+
+		a[i] = (uint8_t)(r->addr[i] & mask);
+		b[i] = (uint8_t)(a[i] | (uint8_t)~mask);
+	}
+	memset(lo, 0, sizeof(*lo));
+	memset(hi, 0, sizeof(*hi));
+	if (len == 4) {
+		struct sockaddr_in *l = (struct sockaddr_in *)lo, *h = (struct sockaddr_in *)hi;
+
+		l->sin_family = h->sin_family = AF_INET;
+		memcpy(&l->sin_addr, a, 4);
+		memcpy(&h->sin_addr, b, 4);
+	} else {
+		struct sockaddr_in6 *l = (struct sockaddr_in6 *)lo, *h = (struct sockaddr_in6 *)hi;
+
+		l->sin6_family = h->sin6_family = AF_INET6;
+		memcpy(&l->sin6_addr, a, 16);
+		memcpy(&h->sin6_addr, b, 16);
+	}
+}
+
+uint8_t
+policy_cidr_guard(const struct policy_rule_src *r)
+{
+	struct sockaddr_storage lo, hi;
+	enum guard_class c;
+	uint8_t g = 0;
+
+	range_ends(r, &lo, &hi);
+	c = guard_classify((const struct sockaddr *)&lo);
+	/* Guarded blocks are aligned prefixes, so a prefix at least as long
+	 * as the block holding its first address lies wholly inside that
+	 * block; the class of the last address is checked as well so that
+	 * nothing here depends on that argument alone. */
+	if (c != GUARD_PUBLIC && c == guard_classify((const struct sockaddr *)&hi) &&
+	    r->plen >= guard_block_prefix((const struct sockaddr *)&lo))
+		g = (uint8_t)c;
+	if (r->plen >= (r->kind == PRULE_CIDR4 ? 24 : 64))
+		g |= PRULE_GUARD_NARROW;
+	return g;
+}
+
+/* True when rule r may open an address of guard class cls. */
+static inline bool
+rule_opens(const struct prule *r, enum guard_class cls)
+{
+	if (cls == GUARD_PUBLIC)
+		return (r->guard & PRULE_GUARD_NARROW) != 0;
+	return (r->guard & PRULE_GUARD_CLASS) == (unsigned)cls;
+}
+
 bool
 policy_cidr_allows(const struct policy *p, const struct sockaddr *sa, uint16_t port)
 {
-	struct policy_verdict v;
+	uint32_t heads[ADDR_MAX_CHAINS];
+	unsigned k = addr_chains(p, sa, heads);
+	enum guard_class cls = guard_classify(sa);
+	bool allow = false;
 
-	policy_match_addr(p, sa, port, &v);
-	return v.action == POLICY_ALLOW;
+	for (unsigned j = 0; j < k; j++) {
+		for (uint32_t i = heads[j]; i != PRULE_NONE; i = p->p_rules[i].next) {
+			const struct prule *r = &p->p_rules[i];
+
+			if (!rule_has_port(p, r, port))
+				continue;
+			if (r->action == POLICY_DENY)
+				return false;
+			allow |= rule_opens(r, cls);
+		}
+	}
+	return allow;
+}
+
+bool
+policy_cidr_opens_any(const struct policy *p, const struct sockaddr *sa)
+{
+	uint32_t heads[ADDR_MAX_CHAINS];
+	unsigned k = addr_chains(p, sa, heads);
+	enum guard_class cls = guard_classify(sa);
+	bool some_deny = false;
+
+	for (unsigned j = 0; j < k; j++)
+		some_deny |= p->p_sets[p->p_rules[heads[j]].set].n_deny > 0;
+	/* Every rule of a chain has the same range, so the same guard byte:
+	 * a chain's merged allow ports are all from rules that may open sa,
+	 * or all from rules that may not. */
+	for (unsigned j = 0; j < k; j++) {
+		const struct prule *r = &p->p_rules[heads[j]];
+		const struct pset *s = &p->p_sets[r->set];
+		const struct pport *iv = p->p_set_ports + s->off;
+
+		if (!rule_opens(r, cls))
+			continue;
+		for (uint16_t e = 0; e < s->n_allow; e++)
+			if (!some_deny || !all_denied(p, heads, k, iv[e].lo, iv[e].hi))
+				return true;
+	}
+	return false;
+}
+
+/* One address of every guarded block (both families, and IPv4 blocks
+ * seen through IPv6) for policy_cidr_check: an aligned prefix that covers
+ * part of a block covers all of it, so it covers that block's sample. */
+static const struct {
+	int family;
+	uint8_t addr[16];
+} guard_samples[] = {
+        {AF_INET, {0, 0, 0, 1}},          {AF_INET, {127, 0, 0, 1}},
+        {AF_INET, {10, 0, 0, 1}},         {AF_INET, {172, 16, 0, 1}},
+        {AF_INET, {192, 168, 0, 1}},      {AF_INET, {100, 64, 0, 1}},
+        {AF_INET, {169, 254, 169, 254}},  {AF_INET, {224, 0, 0, 1}},
+        {AF_INET, {240, 0, 0, 1}},        {AF_INET, {198, 18, 0, 1}},
+        {AF_INET, {192, 0, 0, 1}},        {AF_INET, {192, 88, 99, 1}},
+        {AF_INET6, {0}},                  {AF_INET6, {[15] = 1}},
+        {AF_INET6, {[15] = 2}},           {AF_INET6, {0xfe, 0x80, [15] = 1}},
+        {AF_INET6, {0xfc, [15] = 1}},     {AF_INET6, {0xfe, 0xc0, [15] = 1}},
+        {AF_INET6, {0xff, 0x02, [15] = 1}},
+        {AF_INET6, {0x20, 0x01, [15] = 1}}, /* Teredo */
+        {AF_INET6, {0x01, [15] = 1}},       /* 100::/64 discard */
+        {AF_INET6, {0x40, [15] = 1}},       /* unassigned */
+        {AF_INET6, {[10] = 0xff, 0xff, 127, 0, 0, 1}},
+        {AF_INET6, {[10] = 0xff, 0xff, 169, 254, 169, 254}},
+        {AF_INET6, {[10] = 0xff, 0xff, 10, 0, 0, 1}},
+        {AF_INET6, {0, 0x64, 0xff, 0x9b, [12] = 127, 0, 0, 1}},
+        {AF_INET6, {0, 0x64, 0xff, 0x9b, [12] = 169, 254, 169, 254}},
+        {AF_INET6, {0, 0x64, 0xff, 0x9b, [12] = 10, 0, 0, 1}},
+        {AF_INET6, {0, 0x64, 0xff, 0x9b, 0, 1, [15] = 1}},
+        {AF_INET6, {0x20, 0x02, 127, 0, 0, 1}},
+        {AF_INET6, {0x20, 0x02, 169, 254, 169, 254}},
+        {AF_INET6, {0x20, 0x02, 10, 0, 0, 1}},
+};
+
+static bool
+range_has(const struct policy_rule_src *r, const uint8_t *a)
+{
+	unsigned bytes = r->plen / 8, bits = r->plen % 8;
+
+	if (memcmp(a, r->addr, bytes) != 0)
+		return false;
+	return bits == 0 || ((a[bytes] ^ r->addr[bytes]) & (0xff00u >> bits)) == 0;
+}
+
+int
+policy_cidr_check(const struct policy_rule_src *rules, uint32_t n, struct policy_diag *diag)
+{
+	/* The order classes are named in: the dangerous ones first. */
+	static const enum guard_class order[] = {
+	        GUARD_LOOPBACK,  GUARD_PRIVATE,  GUARD_LINK_LOCAL, GUARD_CGNAT,
+	        GUARD_UNSPECIFIED, GUARD_MULTICAST, GUARD_RESERVED,
+	};
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct policy_rule_src *r = &rules[i];
+		int family = r->kind == PRULE_CIDR4 ? AF_INET : AF_INET6;
+		unsigned missed = 0;
+		char names[128];
+		size_t len = 0;
+		uint8_t g;
+
+		if ((r->kind != PRULE_CIDR4 && r->kind != PRULE_CIDR6) || r->action != POLICY_ALLOW)
+			continue;
+		g = policy_cidr_guard(r);
+		for (size_t s = 0; s < sizeof(guard_samples) / sizeof(guard_samples[0]); s++) {
+			struct sockaddr_storage ss;
+			enum guard_class c;
+
+			if (guard_samples[s].family != family || !range_has(r, guard_samples[s].addr))
+				continue;
+			memset(&ss, 0, sizeof(ss));
+			if (family == AF_INET) {
+				struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+				sin->sin_family = AF_INET;
+				memcpy(&sin->sin_addr, guard_samples[s].addr, 4);
+			} else {
+				struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+				sin6->sin6_family = AF_INET6;
+				memcpy(&sin6->sin6_addr, guard_samples[s].addr, 16);
+			}
+			c = guard_classify((const struct sockaddr *)&ss);
+			if (c != GUARD_PUBLIC && (unsigned)c != (g & PRULE_GUARD_CLASS))
+				missed |= 1u << c;
+		}
+		if (missed == 0)
+			continue;
+		names[0] = '\0';
+		for (size_t o = 0; o < sizeof(order) / sizeof(order[0]); o++)
+			if (missed & (1u << order[o]))
+				len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+				                        len > 0 ? "/" : "", guard_class_name(order[o]));
+		if (diag != NULL &&
+		    policy_diag_add(&diag->warnings, &diag->n_warnings,
+		                    "%s: cidr %s does not open %s ranges; write those ranges "
+		                    "explicitly if you mean them",
+		                    r->where, r->pattern, names) != 0)
+			return -1;
+	}
+	return 0;
 }

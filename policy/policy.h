@@ -82,21 +82,41 @@ void policy_match_host(const struct policy *p, const char *name, uint16_t port,
 void policy_match_name(const struct policy *p, const char *name, struct policy_verdict *out);
 
 /* Match an address (AF_INET or AF_INET6, port ignored) against cidr rules
- * only, with the given port. */
+ * only, with the given port. The plain rule verdict, as for
+ * policy_match_addr_any: the address guard is policy_cidr_allows. */
 void policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port,
                        struct policy_verdict *out);
 
 /* policy_match_name's any-port verdict for an address against the cidr
- * rules: POLICY_ALLOW when some port of sa is allowed. For the resolver's
- * address guard, which sees an answer but no port. */
+ * rules: POLICY_ALLOW when some port of sa is allowed. The plain rule
+ * verdict, with no regard to the address guard: a guarded address (see
+ * policy/guard.h) is only ever let through by policy_cidr_allows or
+ * policy_cidr_opens_any. */
 void policy_match_addr_any(const struct policy *p, const struct sockaddr *sa,
                            struct policy_verdict *out);
 
-/* True when the cidr rules allow sa on port: an allow cidr rule covers
- * the address and that port, and no deny cidr rule does (the same verdict
- * as policy_match_addr). The address guard lets such addresses through,
- * so allowing 10.0.0.0/8 on port 22 opens nothing else of 10/8. */
+/* The address guard's override: true when the cidr rules open sa on port
+ * although the guard refuses it. It counts only allow cidr rules that
+ * cover sa and port and may open sa:
+ *  - sa of a guarded class (guard_classify(sa) != GUARD_PUBLIC): the
+ *    rule's whole range lies inside the one guarded block of that class
+ *    holding sa, i.e. its prefix is at least guard_block_prefix(sa) long
+ *    (127.0.0.0/8 or 127.0.0.1/32 open 127.0.0.1, 10.0.0.5/32 opens
+ *    10.0.0.5 and nothing else of 10/8, 169.254.169.254/32 opens the
+ *    metadata address; 0.0.0.0/0, ::/0, 0.0.0.0/1, 8.0.0.0/5 open none);
+ *  - sa public (the proxy asks so for the host's own addresses): the rule
+ *    is /24 or longer (IPv4), /64 or longer (IPv6); a catch-all never
+ *    opens the host.
+ * A deny cidr rule covering sa and port wins over any allow rule. An
+ * IPv4-mapped sa is matched against the IPv4 rules. The port is the one
+ * the rule must list, so allowing 10.0.0.0/8 on port 22 opens nothing
+ * else of 10/8. */
 bool policy_cidr_allows(const struct policy *p, const struct sockaddr *sa, uint16_t port);
+
+/* policy_cidr_allows on no port in particular, for the resolver's answer
+ * filter, which sees an address but no port: true when some port p has
+ * policy_cidr_allows(p, sa, port). */
+bool policy_cidr_opens_any(const struct policy *p, const struct sockaddr *sa);
 
 /* Normalise a DNS name for matching: lowercase, one trailing dot removed.
  * Writes at most outlen bytes (NUL included) to out. Returns 0, or -1 with

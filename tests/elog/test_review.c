@@ -514,7 +514,7 @@ test_replay_guard_and_dns(void **state)
 	char *s;
 
 	/* A name allowed by rule whose logged address is loopback stays denied
-	 * (the address guard); DNS queries follow the name on 443/80/22. */
+	 * (the address guard); DNS queries follow the name on any port. */
 	assert_int_equal(replay("version: 1\nname: g\nallow:\n"
 	                        "  - host: pypi.org\n    ports: [443]\n"
 	                        "  - host: \"*.cdn.example.com\"\n    ports: [443, 80, 8443]\n"
@@ -527,6 +527,38 @@ test_replay_guard_and_dns(void **state)
 	assert_non_null(strstr(s, "  only-dns.example.org (dns) "));
 	assert_null(strstr(s, "  cdn.example.com:443 "));
 	assert_null(strstr(s, "127.0.0.1"));
+	free(s);
+}
+
+static void
+test_replay_catch_all_cidr(void **state)
+{
+	char *files[] = {path("odd.jsonl"), path("wild.jsonl")};
+	char *s;
+	int rc;
+
+	/* A catch-all cidr allows address literals but opens no guarded
+	 * range: metadata and loopback stay denied, as the proxy's guard
+	 * keeps them. A DNS question follows the name on any port (8443
+	 * here), as the resolver answers it (policy_match_name). */
+	rc = replay("version: 1\nname: wide\nallow:\n"
+	            "  - cidr: 0.0.0.0/0\n    ports: [80, 8080]\n"
+	            "  - host: only-dns.example.org\n    ports: [8443]\n",
+	            files, 2, &s);
+	assert_true(rc >= 0);
+	assert_null(strstr(s, "169.254.169.254"));
+	assert_null(strstr(s, "127.0.0.1"));
+	assert_non_null(strstr(s, "  only-dns.example.org (dns) "));
+	free(s);
+
+	/* Rules naming those ranges open them. */
+	rc = replay("version: 1\nname: narrow\nallow:\n"
+	            "  - cidr: 169.254.169.254/32\n    ports: [80]\n"
+	            "  - cidr: 127.0.0.0/8\n    ports: [8080]\n",
+	            files, 2, &s);
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(s, "  169.254.169.254:80 "));
+	assert_non_null(strstr(s, "  127.0.0.1:8080 "));
 	free(s);
 }
 
@@ -547,6 +579,7 @@ main(int argc, char **argv)
 	        cmocka_unit_test(test_suggest_odd_names),
 	        cmocka_unit_test(test_replay),
 	        cmocka_unit_test(test_replay_guard_and_dns),
+	        cmocka_unit_test(test_replay_catch_all_cidr),
 	};
 	snprintf(data_dir, sizeof(data_dir), "%s", argc > 1 ? argv[1] : "tests/elog/data");
 	/* Garbage-line reports go to stderr; keep them out of the test output. */
