@@ -299,6 +299,52 @@ test_filter_guard(void **state)
 	assert_int_equal(filt.rcode, DNS_RCODE_NXDOMAIN);
 }
 
+/* A catch-all cidr rule does not open the guarded ranges it covers: the
+ * metadata address answered for an allowed name is removed under
+ * 0.0.0.0/0 and kept under a rule naming it. */
+static void
+filter_one(const char *policy_text, const char *ip, size_t want_kept)
+{
+	struct policy_diag d = {0};
+	struct policy *p = policy_load_buffer("c.yaml", policy_text, strlen(policy_text), &d);
+	struct dns_query q = mkq("allowed.test", strchr(ip, ':') ? DNS_TYPE_AAAA : DNS_TYPE_A,
+	                         false);
+
+	assert_non_null(p);
+	policy_diag_clear(&d);
+	resp_init(&q, 0);
+	add_a(&resp, "allowed.test", ip, 30);
+	assert_int_equal(dns_filter(p, &q, &resp, 300, &filt), 0);
+	if (filt.n != want_kept)
+		fail_msg("%s under %s: %zu kept, expected %zu", ip, policy_text, (size_t)filt.n,
+		         want_kept);
+	assert_int_equal(filt.n_removed, 1 - want_kept);
+	policy_free(p);
+}
+
+static void
+test_filter_catch_all_cidr(void **state)
+{
+	static const char wide[] = "version: 1\nallow:\n  - host: allowed.test\n"
+	                           "  - cidr: 0.0.0.0/0\n    ports: [\"1-65535\"]\n"
+	                           "  - cidr: ::/0\n    ports: [\"1-65535\"]\n";
+	static const char md[] = "version: 1\nallow:\n  - host: allowed.test\n"
+	                         "  - cidr: 169.254.169.254/32\n    ports: [80]\n"
+	                         "  - cidr: ::1/128\n    ports: [8080]\n";
+
+	(void)state;
+	filter_one(wide, "169.254.169.254", 0);
+	filter_one(wide, "127.0.0.1", 0);
+	filter_one(wide, "10.1.2.3", 0);
+	filter_one(wide, "::1", 0);
+	filter_one(wide, "::ffff:169.254.169.254", 0);
+	filter_one(wide, "64:ff9b::a9fe:a9fe", 0);
+	filter_one(wide, "203.0.113.10", 1);
+	filter_one(md, "169.254.169.254", 1);
+	filter_one(md, "169.254.169.253", 0);
+	filter_one(md, "::1", 1);
+}
+
 static void
 test_filter_chain(void **state)
 {
@@ -466,6 +512,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_decide),       cmocka_unit_test(test_filter_guard),
+	        cmocka_unit_test(test_filter_catch_all_cidr),
 	        cmocka_unit_test(test_filter_chain), cmocka_unit_test(test_reply),
 	        cmocka_unit_test(test_reverse),      cmocka_unit_test(test_acache),
 	};
