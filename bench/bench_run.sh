@@ -9,6 +9,8 @@
 # is what that costs. Results: bench/run.md.
 #
 #   bench/bench_run.sh [RUNS]        (default 50; AIRLOCK=path/to/airlock)
+# Optional, in the same hyperfine run for before/after comparisons:
+#   AIRLOCK_BEFORE=path/to/older/airlock  AIRLOCK_STATIC=path/to/static/airlock
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 AIRLOCK=${AIRLOCK:-$SRC/build/cli/airlock}
@@ -28,10 +30,22 @@ fi
 mkdir "$SCRATCH/work"
 cd "$SCRATCH/work"
 
-echo "bench_run: $RUNS runs each, $(nproc) CPUs, kernel $(uname -r), uid $(id -u)"
+extra=()
+if [ -n "${AIRLOCK_STATIC:-}" ]; then
+	extra+=(-n "airlock (static libs) run -p none -- true"
+		"$AIRLOCK_STATIC run -p $POLICY --log $SCRATCH/egress.jsonl -- true")
+fi
+if [ -n "${AIRLOCK_BEFORE:-}" ]; then
+	extra+=(-n "airlock (before) run -p none -- true"
+		"$AIRLOCK_BEFORE run -p $POLICY --log $SCRATCH/egress.jsonl -- true")
+fi
+
+echo "bench_run: $RUNS runs each, $(nproc) CPUs, kernel $(uname -r), uid $(id -u), $(date -u +%H:%M) UTC"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 hyperfine -N --runs "$RUNS" --warmup 5 --export-json "$SCRATCH/run.json" \
 	-n "airlock run -p none -- true" \
 	"$AIRLOCK run -p $POLICY --log $SCRATCH/egress.jsonl -- true" \
+	"${extra[@]}" \
 	-n "unshare -Urnmpf --mount-proc true" \
 	"unshare -Urnmpf --mount-proc true" \
 	-n "bwrap --unshare-all --ro-bind / / true" \
@@ -55,3 +69,4 @@ bw = med["bwrap --unshare-all --ro-bind / / true"]
 print(f"target: airlock median < 2x unshare ({2*uns:.1f} ms): {'yes' if air < 2*uns else 'NO'}; "
       f"< bwrap ({bw:.1f} ms): {'yes' if air < bw else 'NO'}")
 PY
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
