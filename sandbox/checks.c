@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -105,6 +107,20 @@ check_fs(struct sbx_report *r)
 		sbx_check_set(r, SBX_CHECK_FS, false,
 		              "/etc/resolv.conf does not name the sandbox's resolver");
 		return;
+	}
+	/* The home directories and /var/tmp are the sandbox's own tmpfs:
+	 * the host's unix sockets in them are out of reach (selftest runs
+	 * without --share-home). */
+	static const char *const own[] = {"/root", "/home", "/var/tmp"};
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+		struct statfs sf;
+		if (statfs(own[i], &sf) < 0)
+			continue; /* not on this host */
+		if (sf.f_type != TMPFS_MAGIC) {
+			sbx_check_set(r, SBX_CHECK_FS, false, "%s is the host's, not hidden",
+			              own[i]);
+			return;
+		}
 	}
 	sbx_check_set(r, SBX_CHECK_FS, true, NULL);
 }
@@ -215,6 +231,16 @@ check_seccomp(struct sbx_report *r, const char *status)
 	errno = 0;
 	if (mount("none", "/tmp", "tmpfs", 0, NULL) == 0 || errno != EPERM) {
 		sbx_check_set(r, SBX_CHECK_SECCOMP, false, "mount not refused");
+		return;
+	}
+	/* AF_PACKET without CAP_NET_RAW would be EPERM: EAFNOSUPPORT is the
+	 * family allowlist's. Nothing is created or sent. */
+	errno = 0;
+	rc = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (rc >= 0 || errno != EAFNOSUPPORT) {
+		if (rc >= 0)
+			close((int)rc);
+		sbx_check_set(r, SBX_CHECK_SECCOMP, false, "socket(AF_PACKET) not refused");
 		return;
 	}
 	sbx_check_set(r, SBX_CHECK_SECCOMP, true, NULL);
