@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
 #include <signal.h>
@@ -16,7 +17,6 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "cli/cmd.h"

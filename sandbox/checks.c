@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -15,7 +16,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
-#include <linux/magic.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>

@@ -28,11 +28,11 @@ struct sbx_hidden {
 };
 
 struct sbx {
-	const struct sbx_config *cfg; /* borrowed */
+	const struct sbx_config *cfg;             /* borrowed */
 	struct sbx_hidden hidden[SBX_MAX_HIDDEN]; /* parents before children */
 	size_t n_hidden;
-	char workdir[PATH_MAX];       /* absolute, resolved by sbx_new */
-	uid_t uid;                    /* the caller's, mapped inside */
+	char workdir[PATH_MAX]; /* absolute, resolved by sbx_new */
+	uid_t uid;              /* the caller's, mapped inside */
 	gid_t gid;
 	pid_t pid;  /* init, in the supervisor's pid namespace; -1 */
 	int pidfd;  /* -1 */

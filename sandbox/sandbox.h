@@ -41,7 +41,7 @@ struct sbx_config {
 	const char *workdir;            /* read-write and CMD's cwd; NULL = current dir */
 	const struct sbx_mount *mounts; /* applied in order, after the defaults */
 	size_t n_mounts;
-	bool root;     /* CMD runs as uid 0 inside (still no capabilities) */
+	bool root; /* CMD runs as uid 0 inside (still no capabilities) */
 	/* Home directories (home, the caller's passwd entry's, /home and
 	 * /root) are replaced by empty writable tmpfs unless share_home: the
 	 * unix sockets in them (ssh ControlMaster, docker) are reachable

@@ -84,6 +84,24 @@ static const unsigned long ns_flags[] = {
         CLONE_NEWUTS,  CLONE_NEWIPC, CLONE_NEWCGROUP, CLONE_NEWTIME,
 };
 
+static int
+add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
+         const struct scmp_arg_cmp *args, char *err, size_t errlen)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+	int rc;
+
+	/* A syscall this architecture does not have needs no rule. */
+	if (nr == __NR_SCMP_ERROR)
+		return 0;
+	rc = seccomp_rule_add_array(ctx, action, nr, nargs, args);
+	if (rc < 0) {
+		snprintf(err, errlen, "seccomp: rule for %s: %s", name, strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
 /* socket() and socketpair() get these families only; everything else
  * (AF_VSOCK to the hypervisor, AF_PACKET, AF_BLUETOOTH, AF_ALG, ...) fails
  * with EAFNOSUPPORT, as on a kernel without them. AF_NETLINK stays for
@@ -98,10 +116,6 @@ family_allowed(unsigned long fam)
 			return true;
 	return false;
 }
-
-static int
-add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
-         const struct scmp_arg_cmp *args, char *err, size_t errlen);
 
 /* The filter allows by default, so the allowlist is written as denials:
  * every family below the largest allowed one that is not allowed, then
@@ -130,24 +144,6 @@ add_family_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 		a = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_GT, max);
 		if (add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, &a, err, errlen) < 0)
 			return -1;
-	}
-	return 0;
-}
-
-static int
-add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
-         const struct scmp_arg_cmp *args, char *err, size_t errlen)
-{
-	int nr = seccomp_syscall_resolve_name(name);
-	int rc;
-
-	/* A syscall this architecture does not have needs no rule. */
-	if (nr == __NR_SCMP_ERROR)
-		return 0;
-	rc = seccomp_rule_add_array(ctx, action, nr, nargs, args);
-	if (rc < 0) {
-		snprintf(err, errlen, "seccomp: rule for %s: %s", name, strerror(-rc));
-		return -1;
 	}
 	return 0;
 }
