@@ -114,8 +114,8 @@ void policy_match_addr_any(const struct policy *p, const struct sockaddr *sa,
 bool policy_cidr_allows(const struct policy *p, const struct sockaddr *sa, uint16_t port);
 
 /* policy_cidr_allows on no port in particular, for the resolver's answer
- * filter, which sees an address but no port: true when some port p has
- * policy_cidr_allows(p, sa, port). */
+ * filter, which sees an address but no port: true when
+ * policy_cidr_allows(p, sa, port) holds for some port. */
 bool policy_cidr_opens_any(const struct policy *p, const struct sockaddr *sa);
 
 /* Normalise a DNS name for matching: lowercase, one trailing dot removed.
