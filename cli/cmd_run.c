@@ -433,6 +433,23 @@ setup_events(struct run *r)
 	return 0;
 }
 
+/* Stop serving: the NFLOG reader flushes its pending packet counts, the
+ * proxy logs the connections still open, the DNS server the queries in
+ * flight. Called before task-end so that task-end is the task's last line
+ * and its totals count everything. */
+static void
+run_stop_serving(struct run *r)
+{
+	nflog_reader_free(r->nflog);
+	r->nflog = NULL;
+	if (r->proxy != NULL)
+		proxy_free(r->proxy);
+	r->proxy = NULL;
+	if (r->dns != NULL)
+		dns_server_free(r->dns);
+	r->dns = NULL;
+}
+
 static void
 run_free(struct run *r)
 {
@@ -443,11 +460,7 @@ run_free(struct run *r)
 	if (r->ev_sig != NULL)
 		event_free(r->ev_sig);
 	fd_close(&r->sigfd);
-	nflog_reader_free(r->nflog);
-	if (r->proxy != NULL)
-		proxy_free(r->proxy);
-	if (r->dns != NULL)
-		dns_server_free(r->dns);
+	run_stop_serving(r);
 	if (r->evdns != NULL)
 		evdns_base_free(r->evdns, 0);
 	if (r->cache != NULL)
@@ -629,6 +642,7 @@ cmd_run(int argc, char **argv)
 		goto end;
 	}
 	status = r.timed_out ? SBX_EXIT_TIMEOUT : res.exit_status;
+	run_stop_serving(&r);
 	memset(&te, 0, sizeof(te));
 	elog_totals(r.log, &te);
 	te.exit_status = status;
@@ -639,6 +653,7 @@ cmd_run(int argc, char **argv)
 	goto out;
 end:
 	/* Set-up failed after task-start: close the log with the failure. */
+	run_stop_serving(&r);
 	memset(&te, 0, sizeof(te));
 	elog_totals(r.log, &te);
 	te.exit_status = SBX_EXIT_FAILURE;

@@ -21,14 +21,14 @@ grep -q 'egress log' "$LAB_WORK/full.err" || fail "no egress-log error: $(cat "$
 expect_eq "pypi.org requests with an unwritable log" "$before" "$(access)"
 
 # 2. The log's reader exits after the first event: the next connection is
-#    refused, not let through unrecorded. (CMD shares stdout with "--log -",
-#    so it reports on stderr.)
+#    refused, not let through unrecorded. The log goes to fd 3, a pipe of its
+#    own (airlock refuses a log that is CMD's stdout or stderr).
 before=$(access)
-LOGF=-
+LOGF=/dev/fd/3
 set +e
 airlock_lab pypi -- sh -c 'curl -sS -o /dev/null https://pypi.org/simple/ && echo first-ok >&2;
 	sleep 1; curl -sS -o /dev/null https://pypi.org/simple/ && echo second-ok >&2' \
-	2>"$LAB_WORK/pipe.err" | head -n 2 >"$LAB_WORK/pipe.log"
+	3>&1 >/dev/null 2>"$LAB_WORK/pipe.err" | head -n 2 >"$LAB_WORK/pipe.log"
 set -e
 grep -q '"kind":"connect"' "$LAB_WORK/pipe.log" || fail "the first connection was not logged: $(cat "$LAB_WORK/pipe.log")"
 grep -q 'first-ok' "$LAB_WORK/pipe.err" || fail "the first connection failed: $(cat "$LAB_WORK/pipe.err")"
