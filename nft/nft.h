@@ -33,6 +33,15 @@ int nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen);
  * reason. */
 int nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen);
 
+/* nft_ruleset_apply then nft_ruleset_verify over one netfilter netlink
+ * socket, which is handed back in *keep_fd (CLOEXEC; -1 if it could not be
+ * kept) whether or not they succeed. The caller closes it when a wait no
+ * longer matters, e.g. once CMD runs: closing an nfnetlink socket waits
+ * for the kernel's clean-up of the last transaction (an RCU grace period,
+ * milliseconds under load; ruleset.c says why). Returns 0, or -1 with the
+ * reason in err. */
+int nft_ruleset_apply_verify(const struct nft_params *p, int *keep_fd, char *err, size_t errlen);
+
 /* Loopback set-up through rtnetlink: lo up, the egress addresses, default
  * routes for v4 and v6 via lo with those sources. 0 or -1 + reason. */
 int nft_net_setup(char *err, size_t errlen);

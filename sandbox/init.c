@@ -114,9 +114,11 @@ check_userns(const struct sbx *s, struct sbx_report *r)
 }
 
 /* Network, ruleset and listeners. Failures are reported as failed checks
- * so `airlock selftest` can name them; l is left all -1 on failure. */
+ * so `airlock selftest` can name them; l is left all -1 on failure.
+ * *nft_fd gets the nftables socket (or -1), for the caller to close once
+ * CMD runs: its close waits for the kernel to finish with our commit. */
 static void
-setup_network(struct sbx_report *r, struct sbx_listeners *l)
+setup_network(struct sbx_report *r, struct sbx_listeners *l, int *nft_fd)
 {
 	struct nft_params np;
 	char err[SBX_REASON_MAX];
@@ -133,17 +135,12 @@ setup_network(struct sbx_report *r, struct sbx_listeners *l)
 	log_debug("init: lo ready, %llu ms", (unsigned long long)now_ms());
 
 	nft_params_default(&np);
-	if (nft_ruleset_apply(&np, err, sizeof(err)) < 0) {
-		sbx_check_set(r, SBX_CHECK_RULESET, false, "apply: %s", err);
-		return;
-	}
-	log_debug("init: ruleset applied, %llu ms", (unsigned long long)now_ms());
-	if (nft_ruleset_verify(&np, err, sizeof(err)) < 0) {
+	if (nft_ruleset_apply_verify(&np, nft_fd, err, sizeof(err)) < 0) {
 		sbx_check_set(r, SBX_CHECK_RULESET, false, "%s", err);
 		return;
 	}
 	sbx_check_set(r, SBX_CHECK_RULESET, true, NULL);
-	log_debug("init: ruleset verified, %llu ms", (unsigned long long)now_ms());
+	log_debug("init: ruleset applied and verified, %llu ms", (unsigned long long)now_ms());
 
 	/* The listener check itself is the supervisor's; a failure to create
 	 * them is reported under its name. */
@@ -200,6 +197,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	struct sbx_msg m;
 	int fds[SBX_N_LISTEN_FDS];
 	size_t nfds = 0, plen = 0;
+	int nft_fd = -1;
 	sigset_t sigs;
 	char err[512];
 	pid_t cmd;
@@ -230,7 +228,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	m.type = SBX_MSG_READY;
 	check_userns(s, &m.report);
 	sbx_listeners_init(&l);
-	setup_network(&m.report, &l);
+	setup_network(&m.report, &l, &nft_fd);
 	log_debug("init: network ready, %llu ms", (unsigned long long)now_ms());
 	sbx_listeners_to_array(&l, fds);
 	nfds = l.nflog_fd >= 0 ? SBX_N_LISTEN_FDS : 0;
@@ -286,6 +284,9 @@ sbx_init_main(const struct sbx *s, int sock)
 			run_checks(sock);
 		exec_cmd(s);
 	}
+	/* CMD runs (and closed its copy): the wait for the kernel's
+	 * nftables clean-up now overlaps with it instead of preceding it. */
+	fd_close(&nft_fd);
 
 	for (;;) {
 		siginfo_t si;

@@ -27,6 +27,7 @@
 
 #include <arpa/inet.h>
 #include <linux/netfilter_ipv4.h>
+#include <linux/netlink.h>
 #include <linux/netfilter_ipv6/ip6_tables.h>
 #include <netinet/in.h>
 #include <netinet/ip_icmp.h>
@@ -550,6 +551,49 @@ bench(int runs)
 
 /* --- main ----------------------------------------------------------------- */
 
+/* nft_ruleset_apply_verify in a network namespace of its own (a child, so
+ * the main namespace keeps exactly one ruleset): it applies, verifies, and
+ * hands back the one nfnetlink socket it used, CLOEXEC and still open; a
+ * second call fails like a second apply and still hands a socket back. */
+static void
+check_apply_verify(const struct nft_params *p)
+{
+	pid_t pid = fork();
+	int st = 0;
+
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		char err[256];
+		int fd = -1, fd2 = -1, proto = 0, r;
+		socklen_t len = sizeof(proto);
+
+		if (unshare(CLONE_NEWNET) < 0) {
+			printf("     unshare(CLONE_NEWNET): %s\n", strerror(errno));
+			_exit(1);
+		}
+		r = nft_ruleset_apply_verify(p, &fd, err, sizeof(err));
+		CHECK(r == 0, "nft_ruleset_apply_verify%s%s", r ? ": " : "", r ? err : "");
+		CHECK(fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) == 0 &&
+		              proto == NETLINK_NETFILTER,
+		      "it hands back its open netfilter netlink socket (fd %d)", fd);
+		CHECK(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0, "which is CLOEXEC");
+		r = nft_ruleset_verify(p, err, sizeof(err));
+		CHECK(r == 0, "the ruleset it applied verifies%s%s", r ? ": " : "", r ? err : "");
+		r = nft_ruleset_apply_verify(p, &fd2, err, sizeof(err));
+		CHECK(r < 0 && strstr(err, "File exists") != NULL && fd2 >= 0 && fd2 != fd,
+		      "a second nft_ruleset_apply_verify fails and still hands a socket back: %s",
+		      r < 0 ? err : "it did not fail");
+		if (fd >= 0)
+			close(fd);
+		if (fd2 >= 0)
+			close(fd2);
+		_exit(failures > 0 ? 1 : 0);
+	}
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		failures++;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -612,6 +656,8 @@ main(int argc, char **argv)
 	      r < 0 ? err : "it did not");
 	r = nft_ruleset_verify(&p, err, sizeof(err));
 	CHECK(r == 0, "the ruleset is unchanged after it%s%s", r ? ": " : "", r ? err : "");
+
+	check_apply_verify(&p);
 
 	nfd = nflog_open(p.nflog_group, err, sizeof(err));
 	CHECK(nfd >= 0, "nflog_open(group %u)%s%s", p.nflog_group, nfd < 0 ? ": " : "",
