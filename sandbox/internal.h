@@ -39,16 +39,12 @@ struct sbx {
 	int sock;   /* supervisor's end of the socketpair; -1 */
 	int exited; /* init has been reaped */
 	int init_wstatus;
-	/* Compiled by the supervisor while init sets up the network, sent
-	 * with the go: off init's critical path. */
-	struct sbx_filter filter;
 };
 
 /* Messages on the SOCK_SEQPACKET socketpair, one struct per packet. */
 enum sbx_msg_type {
 	SBX_MSG_READY = 1, /* init -> sup: pre-go checks, listener fds attached */
-	SBX_MSG_GO,        /* sup -> init: value 1 = start CMD, 0 = give up; with
-	                    * 1 the seccomp filter's BPF follows the struct */
+	SBX_MSG_GO,        /* sup -> init: value 1 = start CMD, 0 = give up */
 	SBX_MSG_CHECKS,    /* init -> sup (selftest): post-set-up checks */
 	SBX_MSG_EXIT,      /* init -> sup: value = CMD's wait status */
 };

@@ -128,8 +128,6 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 	s->pid = -1;
 	s->pidfd = -1;
 	s->sock = -1;
-	s->filter.insns = NULL;
-	s->filter.len = 0;
 	s->uid = geteuid();
 	s->gid = getegid();
 	if (realpath(wd, s->workdir) == NULL || stat(s->workdir, &st) < 0) {
@@ -272,9 +270,6 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 	close(sv[1]);
 	s->sock = sv[0];
 	s->pid = pid;
-	/* While init sets up its network: the filter it will install. */
-	if (sbx_seccomp_build(&s->filter, err, errlen) < 0)
-		return -1; /* sbx_free kills init */
 	return 0;
 }
 
@@ -338,14 +333,7 @@ sbx_go(struct sbx *s, bool ok)
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_GO;
 	m.value = ok ? 1 : 0;
-	if (!ok)
-		return sbx_msg_send(s->sock, &m, NULL, 0);
-	if (s->filter.insns == NULL) {
-		errno = EINVAL;
-		return -1;
-	}
-	return sbx_msg_sendv(s->sock, &m, s->filter.insns,
-	                     (size_t)s->filter.len * sizeof(s->filter.insns[0]), NULL, 0);
+	return sbx_msg_send(s->sock, &m, NULL, 0);
 }
 
 int
@@ -430,6 +418,5 @@ sbx_free(struct sbx *s)
 	}
 	fd_close(&s->pidfd);
 	fd_close(&s->sock);
-	sbx_seccomp_free(&s->filter);
 	free(s);
 }
