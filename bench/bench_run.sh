@@ -11,6 +11,12 @@
 #   bench/bench_run.sh [RUNS]        (default 50; AIRLOCK=path/to/airlock)
 # Optional, in the same hyperfine run for before/after comparisons:
 #   AIRLOCK_BEFORE=path/to/older/airlock  AIRLOCK_STATIC=path/to/static/airlock
+# With AIRLOCK_BEFORE, the airlock builds, unshare and bwrap are then also
+# run *alternately* (ALTERNATE=N rounds, default 300): hyperfine runs each
+# command's batch in turn, so on a shared machine a change in load between
+# batches can look like a difference between builds. The alternating loop
+# spawns each command from Python (posix_spawn + waitpid), which adds a
+# little to every figure but the same to all.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 AIRLOCK=${AIRLOCK:-$SRC/build/cli/airlock}
@@ -68,5 +74,44 @@ uns = med["unshare -Urnmpf --mount-proc true"]
 bw = med["bwrap --unshare-all --ro-bind / / true"]
 print(f"target: airlock median < 2x unshare ({2*uns:.1f} ms): {'yes' if air < 2*uns else 'NO'}; "
       f"< bwrap ({bw:.1f} ms): {'yes' if air < bw else 'NO'}")
+PY
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+[ -n "${AIRLOCK_BEFORE:-}" ] || exit 0
+ALTERNATE=${ALTERNATE:-300}
+echo
+echo "alternating, $ALTERNATE rounds, $(date -u +%H:%M) UTC, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$ALTERNATE" "$POLICY" "$SCRATCH/egress.jsonl" "$AIRLOCK" "$AIRLOCK_BEFORE" \
+	"${AIRLOCK_STATIC:-}" <<'PY'
+import os, shutil, statistics, sys, time
+rounds, policy, log, new, before, static = int(sys.argv[1]), *sys.argv[2:7]
+tru = shutil.which("true")
+cmds = [("airlock", [new, "run", "-p", policy, "--log", log, "--", tru]),
+        ("airlock (before)", [before, "run", "-p", policy, "--log", log, "--", tru])]
+if static:
+    cmds.append(("airlock (static libs)", [static, "run", "-p", policy, "--log", log, "--", tru]))
+cmds += [("unshare", [shutil.which("unshare"), "-Urnmpf", "--mount-proc", tru]),
+         ("bwrap", [shutil.which("bwrap"), "--unshare-all", "--ro-bind", "/", "/", tru])]
+null = os.open("/dev/null", os.O_RDWR)
+acts = [(os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, null, 2)]
+ms = {name: [] for name, _ in cmds}
+for _ in range(rounds):
+    for name, argv in cmds:
+        t = time.perf_counter()
+        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=acts)
+        _, st = os.waitpid(pid, 0)
+        ms[name].append((time.perf_counter() - t) * 1000)
+        if st != 0:
+            sys.exit(f"{name} failed: wait status {st}")
+med = {name: statistics.median(v) for name, v in ms.items()}
+print(f"{'command':<24} {'median':>8} {'p10':>7} {'p90':>7} {'min':>7}  airlock/this")
+for name, v in ms.items():
+    v.sort()
+    n = len(v)
+    print(f"{name:<24} {med[name]:6.2f}ms {v[n // 10]:5.2f}ms {v[9 * n // 10]:5.2f}ms "
+          f"{v[0]:5.2f}ms  {med['airlock'] / med[name]:5.2f}x")
+print(f"target: airlock median < 2x unshare ({2 * med['unshare']:.2f} ms): "
+      f"{'yes' if med['airlock'] < 2 * med['unshare'] else 'NO'}; < bwrap ({med['bwrap']:.2f} ms): "
+      f"{'yes' if med['airlock'] < med['bwrap'] else 'NO'}")
 PY
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
