@@ -277,6 +277,8 @@ sbx_init_main(const struct sbx *s, int sock)
 	if (cmd < 0)
 		init_die("fork CMD: %s", strerror(errno));
 	if (cmd == 0) {
+		/* The child's copy only: the socket stays open in init. */
+		fd_close(&nft_fd);
 		if (s->cfg->selftest)
 			run_checks(sock);
 		exec_cmd(s);
