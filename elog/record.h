@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "elog/json.h"
 
@@ -61,6 +62,11 @@ void elog_reader_free(struct elog_reader *r);
 int elog_reader_next(struct elog_reader *r, struct elog_record *rec);
 /* Lines skipped as garbage so far. */
 uint64_t elog_reader_garbage(const struct elog_reader *r);
+
+/* A logged host or ip field ("192.0.2.1", "2001:db8::1", "[2001:db8::1]")
+ * to an address with only family and address set. False when it is not
+ * an address literal (a name). */
+bool elog_parse_addr(const char *s, struct sockaddr_storage *ss);
 
 /* Decode one line (without newline) into rec. Returns 0, or -1 with a
  * reason in why. j must outlive rec. Pure; used by the reader and fuzzed. */

@@ -28,31 +28,6 @@ struct change {
 	char *now; /* new rule or reason */
 };
 
-static bool
-to_sockaddr(const char *s, struct sockaddr_storage *ss)
-{
-	char tmp[64];
-	size_t n = strlen(s);
-	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-
-	memset(ss, 0, sizeof(*ss));
-	if (n >= 2 && s[0] == '[' && s[n - 1] == ']' && n - 2 < sizeof(tmp)) {
-		memcpy(tmp, s + 1, n - 2);
-		tmp[n - 2] = '\0';
-		s = tmp;
-	}
-	if (inet_pton(AF_INET, s, &v4->sin_addr) == 1) {
-		v4->sin_family = AF_INET;
-		return true;
-	}
-	if (inet_pton(AF_INET6, s, &v6->sin6_addr) == 1) {
-		v6->sin6_family = AF_INET6;
-		return true;
-	}
-	return false;
-}
-
 /* True when the address guard refuses ss on port under p, as the proxy's
  * upstream_addr_permitted does: a guarded class that no cidr rule
  * explicitly opens (policy_cidr_allows). The host's own addresses are
@@ -75,7 +50,7 @@ decide(const struct policy *p, const struct elog_record *r, const char **why)
 	bool dns = strcmp(r->kind, "dns") == 0;
 	uint16_t port = r->port >= 0 ? (uint16_t)r->port : 0;
 
-	if (r->host != NULL && !to_sockaddr(r->host, &ss)) {
+	if (r->host != NULL && !elog_parse_addr(r->host, &ss)) {
 		char name[256];
 		const char *bad;
 
@@ -89,15 +64,15 @@ decide(const struct policy *p, const struct elog_record *r, const char **why)
 			policy_match_name(p, name, &v);
 		else
 			policy_match_host(p, name, port, &v);
-		if (v.action == POLICY_ALLOW && !dns && r->ip != NULL && to_sockaddr(r->ip, &ss) &&
-		    guarded(p, &ss, port)) {
+		if (v.action == POLICY_ALLOW && !dns && r->ip != NULL &&
+		    elog_parse_addr(r->ip, &ss) && guarded(p, &ss, port)) {
 			*why = "address guard";
 			return false;
 		}
 	} else {
 		const char *a = r->host != NULL ? r->host : r->ip;
 
-		if (a == NULL || !to_sockaddr(a, &ss)) {
+		if (a == NULL || !elog_parse_addr(a, &ss)) {
 			*why = "no destination";
 			return false;
 		}

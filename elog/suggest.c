@@ -174,31 +174,6 @@ needs_quotes(const char *name)
 	return false;
 }
 
-static bool
-parse_addr(const char *s, struct sockaddr_storage *ss)
-{
-	char tmp[64];
-	size_t n = strlen(s);
-
-	memset(ss, 0, sizeof(*ss));
-	if (n >= 2 && s[0] == '[' && s[n - 1] == ']' && n - 2 < sizeof(tmp)) {
-		memcpy(tmp, s + 1, n - 2);
-		tmp[n - 2] = '\0';
-		s = tmp;
-	}
-	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
-	if (inet_pton(AF_INET, s, &v4->sin_addr) == 1) {
-		v4->sin_family = AF_INET;
-		return true;
-	}
-	if (inet_pton(AF_INET6, s, &v6->sin6_addr) == 1) {
-		v6->sin6_family = AF_INET6;
-		return true;
-	}
-	return false;
-}
-
 static void
 suggest_add(struct suggest *s, const struct elog_record *r)
 {
@@ -211,7 +186,7 @@ suggest_add(struct suggest *s, const struct elog_record *r)
 	if (r->type != ELOG_REC_EVENT)
 		return;
 	s->events++;
-	if (r->host != NULL && !parse_addr(r->host, &ss)) {
+	if (r->host != NULL && !elog_parse_addr(r->host, &ss)) {
 		if (normalize_name(r->host, name, sizeof(name)) < 0) {
 			s->skipped++;
 			if (s->skipped <= 10) {
@@ -232,7 +207,7 @@ suggest_add(struct suggest *s, const struct elog_record *r)
 		return;
 	}
 	const char *a = r->host != NULL ? r->host : r->ip;
-	if (a == NULL || !parse_addr(a, &ss))
+	if (a == NULL || !elog_parse_addr(a, &ss))
 		return;
 	char canon[INET6_ADDRSTRLEN];
 	if (ss.ss_family == AF_INET)
@@ -451,7 +426,7 @@ write_addr(FILE *out, const struct stat_entry *e)
 	enum guard_class g;
 	bool v6;
 
-	parse_addr(e->key, &ss);
+	elog_parse_addr(e->key, &ss);
 	v6 = ss.ss_family == AF_INET6;
 	g = guard_classify((struct sockaddr *)&ss);
 	fprintf(out, "  # %s: ", e->key);
@@ -513,7 +488,7 @@ warn_addrs(const struct suggest *s)
 		const struct stat_entry *e = elog_strmap_value(s->addrs, i);
 		struct sockaddr_storage ss;
 
-		parse_addr(e->key, &ss);
+		elog_parse_addr(e->key, &ss);
 		if (i > 0)
 			elog_buf_puts(&b, ", ");
 		elog_buf_puts(&b, e->key);
