@@ -402,6 +402,37 @@ elog_reader_garbage(const struct elog_reader *r)
 	return r->garbage;
 }
 
+int
+elog_read_files(char *const *files, int n_files,
+                int (*each)(const struct elog_record *r, void *arg), void *arg)
+{
+	int rc = 0;
+	bool stop = false;
+
+	for (int f = 0; f < n_files && !stop; f++) {
+		char err[256];
+		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
+		struct elog_record rec;
+		int got = 0;
+
+		if (rd == NULL) {
+			log_warnx("%s", err);
+			rc = -1;
+			continue;
+		}
+		while ((got = elog_reader_next(rd, &rec)) > 0) {
+			if (each(&rec, arg) != 0) {
+				stop = true;
+				break;
+			}
+		}
+		if (got < 0)
+			rc = -1;
+		elog_reader_free(rd);
+	}
+	return rc;
+}
+
 bool
 elog_parse_addr(const char *s, struct sockaddr_storage *ss)
 {

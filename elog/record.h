@@ -63,6 +63,15 @@ int elog_reader_next(struct elog_reader *r, struct elog_record *rec);
 /* Lines skipped as garbage so far. */
 uint64_t elog_reader_garbage(const struct elog_reader *r);
 
+/* The review commands' one way through their input: call each on every
+ * good record of files[0..n_files) in order. A file that cannot be opened
+ * or read is reported and makes the result -1, but the others are still
+ * read, so one bad file does not hide the rest. each returns 0 to go on,
+ * or non-zero to stop reading altogether (the caller records why, e.g.
+ * out of memory). Returns 0, or -1 when a file failed. */
+int elog_read_files(char *const *files, int n_files,
+                    int (*each)(const struct elog_record *r, void *arg), void *arg);
+
 /* A logged host or ip field ("192.0.2.1", "2001:db8::1", "[2001:db8::1]")
  * to an address with only family and address set. False when it is not
  * an address literal (a name). */

@@ -155,16 +155,75 @@ safe_copy(char *out, size_t outlen, const char *s)
 	out[b.len] = '\0';
 }
 
+/* What one replay has counted so far. */
+struct replay {
+	const struct policy *p;
+	struct elog_strmap *changes; /* "+dest" or "-dest" -> struct change */
+	uint64_t events, same, n_to_deny, n_to_allow;
+	bool oom;
+};
+
+/* elog_read_files callback: judge one event again under the new policy;
+ * stop reading once out of memory. */
+static int
+replay_each(const struct elog_record *r, void *arg)
+{
+	struct replay *rp = arg;
+	const char *why;
+	bool was, now;
+	char kstore[600];
+	struct elog_buf kb;
+	struct change *c;
+
+	if (r->type != ELOG_REC_EVENT || r->verdict == NULL)
+		return 0;
+	rp->events++;
+	was = strcmp(r->verdict, "allow") == 0;
+	now = decide(rp->p, r, &why);
+	if (was == now) {
+		rp->same++;
+		return 0;
+	}
+	elog_buf_init(&kb, kstore, sizeof(kstore) - 8);
+	elog_buf_puts(&kb, now ? "+" : "-");
+	dest_key(r, &kb);
+	kb.data[kb.len] = '\0';
+	c = elog_strmap_get(rp->changes, kb.data);
+	if (c == NULL) {
+		char was_s[300], now_s[300];
+		const char *old = r->rule != NULL     ? r->rule
+		                  : r->reason != NULL ? r->reason
+		                                      : r->verdict;
+
+		safe_copy(was_s, sizeof(was_s), old);
+		safe_copy(now_s, sizeof(now_s), why);
+		c = calloc(1, sizeof(*c));
+		if (c == NULL || (c->dest = strdup(kb.data + 1)) == NULL ||
+		    (c->was = strdup(was_s)) == NULL || (c->now = strdup(now_s)) == NULL ||
+		    elog_strmap_put(rp->changes, kb.data, c) < 0) {
+			if (c != NULL)
+				change_free(c);
+			rp->oom = true;
+			return -1;
+		}
+		c->now_allowed = now;
+	}
+	c->events++;
+	if (now)
+		rp->n_to_allow++;
+	else
+		rp->n_to_deny++;
+	return 0;
+}
+
 int
 review_replay(const char *policy_path, char *const *files, int n_files, FILE *out)
 {
 	struct policy_diag diag = {0};
 	struct policy *p = policy_load(policy_path, &diag);
-	struct elog_strmap *changes = NULL;
+	struct replay rp = {.p = p};
 	struct change **list = NULL;
-	uint64_t events = 0, same = 0, n_to_deny = 0, n_to_allow = 0;
 	int rc = 0;
-	bool oom = false;
 
 	if (p == NULL) {
 		for (size_t i = 0; i < diag.n_lines; i++)
@@ -175,83 +234,22 @@ review_replay(const char *policy_path, char *const *files, int n_files, FILE *ou
 		return -1;
 	}
 	policy_diag_clear(&diag);
-	changes = elog_strmap_new();
-	if (changes == NULL) {
-		oom = true;
+	rp.changes = elog_strmap_new();
+	if (rp.changes == NULL) {
+		rp.oom = true;
 		goto out;
 	}
-	for (int f = 0; f < n_files && !oom; f++) {
-		char err[256];
-		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
-		struct elog_record r;
-		int got = 0;
-
-		if (rd == NULL) {
-			log_warnx("%s", err);
-			rc = -1;
-			continue;
-		}
-		while (!oom && (got = elog_reader_next(rd, &r)) > 0) {
-			const char *why;
-			bool was, now;
-			char kstore[600];
-			struct elog_buf kb;
-			struct change *c;
-
-			if (r.type != ELOG_REC_EVENT || r.verdict == NULL)
-				continue;
-			events++;
-			was = strcmp(r.verdict, "allow") == 0;
-			now = decide(p, &r, &why);
-			if (was == now) {
-				same++;
-				continue;
-			}
-			elog_buf_init(&kb, kstore, sizeof(kstore) - 8);
-			elog_buf_puts(&kb, now ? "+" : "-");
-			dest_key(&r, &kb);
-			kb.data[kb.len] = '\0';
-			c = elog_strmap_get(changes, kb.data);
-			if (c == NULL) {
-				char was_s[300], now_s[300];
-				const char *old = r.rule != NULL     ? r.rule
-				                  : r.reason != NULL ? r.reason
-				                                     : r.verdict;
-
-				safe_copy(was_s, sizeof(was_s), old);
-				safe_copy(now_s, sizeof(now_s), why);
-				c = calloc(1, sizeof(*c));
-				if (c == NULL || (c->dest = strdup(kb.data + 1)) == NULL ||
-				    (c->was = strdup(was_s)) == NULL ||
-				    (c->now = strdup(now_s)) == NULL ||
-				    elog_strmap_put(changes, kb.data, c) < 0) {
-					if (c != NULL)
-						change_free(c);
-					oom = true;
-					break;
-				}
-				c->now_allowed = now;
-			}
-			c->events++;
-			if (now)
-				n_to_allow++;
-			else
-				n_to_deny++;
-		}
-		if (got < 0)
-			rc = -1;
-		elog_reader_free(rd);
-	}
-	if (oom || rc < 0)
+	rc = elog_read_files(files, n_files, replay_each, &rp);
+	if (rp.oom || rc < 0)
 		goto out;
-	size_t n = elog_strmap_count(changes);
+	size_t n = elog_strmap_count(rp.changes);
 	list = calloc(n + 1, sizeof(*list));
 	if (list == NULL) {
-		oom = true;
+		rp.oom = true;
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++)
-		list[i] = elog_strmap_value(changes, i);
+		list[i] = elog_strmap_value(rp.changes, i);
 	qsort(list, n, sizeof(*list), change_cmp);
 	for (size_t i = 0; i < n; i++) {
 		const struct change *c = list[i];
@@ -268,17 +266,17 @@ review_replay(const char *policy_path, char *const *files, int n_files, FILE *ou
 	fprintf(out,
 	        "%" PRIu64 " events replayed under %s: %" PRIu64 " unchanged, %" PRIu64
 	        " would now be denied, %" PRIu64 " would now be allowed\n",
-	        events, policy_name(p), same, n_to_deny, n_to_allow);
+	        rp.events, policy_name(p), rp.same, rp.n_to_deny, rp.n_to_allow);
 	rc = n > 0 ? 1 : 0;
 out:
-	if (oom) {
+	if (rp.oom) {
 		log_warnx("log replay: out of memory");
 		rc = -1;
 	}
 	free(list);
-	for (size_t i = 0; changes != NULL && i < elog_strmap_count(changes); i++)
-		change_free(elog_strmap_value(changes, i));
-	elog_strmap_free(changes);
+	for (size_t i = 0; rp.changes != NULL && i < elog_strmap_count(rp.changes); i++)
+		change_free(elog_strmap_value(rp.changes, i));
+	elog_strmap_free(rp.changes);
 	policy_free(p);
 	return rc;
 }

@@ -268,37 +268,33 @@ selected(const struct elog_record *r, const struct review_show_opts *o)
 	return true;
 }
 
+struct show_ctx {
+	const struct review_show_opts *o;
+	FILE *out;
+};
+
+static int
+show_each(const struct elog_record *r, void *arg)
+{
+	const struct show_ctx *sc = arg;
+
+	if (!selected(r, sc->o))
+		return 0;
+	if (sc->o->json) {
+		fwrite(r->raw, 1, r->raw_len, sc->out);
+		fputc('\n', sc->out);
+	} else {
+		show_line(r, sc->o, sc->out);
+	}
+	return 0;
+}
+
 int
 review_show(char *const *files, int n_files, const struct review_show_opts *o, FILE *out)
 {
-	int rc = 0;
+	struct show_ctx sc = {.o = o, .out = out};
 
-	for (int f = 0; f < n_files; f++) {
-		char err[256];
-		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
-		struct elog_record rec;
-		int got = 0;
-
-		if (rd == NULL) {
-			log_warnx("%s", err);
-			rc = -1;
-			continue;
-		}
-		while ((got = elog_reader_next(rd, &rec)) > 0) {
-			if (!selected(&rec, o))
-				continue;
-			if (o->json) {
-				fwrite(rec.raw, 1, rec.raw_len, out);
-				fputc('\n', out);
-			} else {
-				show_line(&rec, o, out);
-			}
-		}
-		if (got < 0)
-			rc = -1;
-		elog_reader_free(rd);
-	}
-	return rc;
+	return elog_read_files(files, n_files, show_each, &sc);
 }
 
 /* ---- summary ---- */
@@ -489,6 +485,16 @@ summary_add(struct summary *s, const struct elog_record *r)
 		d->first = r->ts_ms;
 	if (r->ts_ms > d->last)
 		d->last = r->ts_ms;
+}
+
+/* elog_read_files callback: stop reading once out of memory. */
+static int
+summary_each(const struct elog_record *r, void *arg)
+{
+	struct summary *s = arg;
+
+	summary_add(s, r);
+	return s->oom ? -1 : 0;
 }
 
 static int
@@ -741,23 +747,7 @@ review_summary(char *const *files, int n_files, bool json, FILE *out)
 		rc = -1;
 		goto out;
 	}
-	for (int f = 0; f < n_files && !s.oom; f++) {
-		char err[256];
-		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
-		struct elog_record rec;
-		int got = 0;
-
-		if (rd == NULL) {
-			log_warnx("%s", err);
-			rc = -1;
-			continue;
-		}
-		while (!s.oom && (got = elog_reader_next(rd, &rec)) > 0)
-			summary_add(&s, &rec);
-		if (got < 0)
-			rc = -1;
-		elog_reader_free(rd);
-	}
+	rc = elog_read_files(files, n_files, summary_each, &s);
 	if (s.oom) {
 		log_warnx("log summary: out of memory");
 		rc = -1;

@@ -222,6 +222,16 @@ suggest_add(struct suggest *s, const struct elog_record *r)
 		add_proto(s, e, r->proto);
 }
 
+/* elog_read_files callback: stop reading once out of memory. */
+static int
+suggest_each(const struct elog_record *r, void *arg)
+{
+	struct suggest *s = arg;
+
+	suggest_add(s, r);
+	return s->oom ? -1 : 0;
+}
+
 static const char *
 parent_of(const char *name)
 {
@@ -518,23 +528,7 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 		s.oom = true;
 		goto out;
 	}
-	for (int f = 0; f < n_files && !s.oom; f++) {
-		char err[256];
-		struct elog_reader *rd = elog_reader_open(files[f], err, sizeof(err));
-		struct elog_record rec;
-		int got = 0;
-
-		if (rd == NULL) {
-			log_warnx("%s", err);
-			rc = -1;
-			continue;
-		}
-		while (!s.oom && (got = elog_reader_next(rd, &rec)) > 0)
-			suggest_add(&s, &rec);
-		if (got < 0)
-			rc = -1;
-		elog_reader_free(rd);
-	}
+	rc = elog_read_files(files, n_files, suggest_each, &s);
 	if (rc < 0 || s.oom)
 		goto out;
 	if (o->wildcard_min > 0 && make_wildcards(&s, o->wildcard_min, wild) < 0) {
