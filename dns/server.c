@@ -409,23 +409,36 @@ static bool pending_response(struct dns_pending *p, const uint8_t *msg, size_t l
 
 static int pending_send(struct dns_pending *p);
 
+/* DNS over TCP frames each message with a two-byte length (RFC 1035
+ * 4.2.2); upstream answers and sandbox queries are read the same way.
+ * Move one whole message from in to buf (DNS_MSG_MAX bytes at least, which
+ * any two-byte length fits) and set *len. False while it is not all there
+ * yet: nothing is consumed, so the next read event tries again. */
+static bool
+tcp_take_msg(struct evbuffer *in, uint8_t *buf, size_t *len)
+{
+	uint8_t hdr[2];
+
+	if (evbuffer_get_length(in) < 2)
+		return false;
+	evbuffer_copyout(in, hdr, 2);
+	*len = (size_t)(hdr[0] << 8 | hdr[1]);
+	if (evbuffer_get_length(in) < 2 + *len)
+		return false;
+	evbuffer_drain(in, 2);
+	evbuffer_remove(in, buf, *len);
+	return true;
+}
+
 static void
 uptcp_read(struct bufferevent *bev, void *arg)
 {
 	struct dns_pending *p = arg;
 	struct dns_server *srv = p->p_srv;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	uint8_t hdr[2];
 	size_t len;
 
-	if (evbuffer_get_length(in) < 2)
+	if (!tcp_take_msg(bufferevent_get_input(bev), srv->buf, &len))
 		return;
-	evbuffer_copyout(in, hdr, 2);
-	len = (size_t)(hdr[0] << 8 | hdr[1]);
-	if (evbuffer_get_length(in) < 2 + len)
-		return;
-	evbuffer_drain(in, 2);
-	evbuffer_remove(in, srv->buf, len);
 	if (!pending_response(p, srv->buf, len, true))
 		pending_finish(p, NULL, "upstream TCP answer does not match the query");
 }
@@ -811,17 +824,10 @@ tcp_read(struct bufferevent *bev, void *arg)
 	while (t->t_n_pending < DNS_TCP_MAX_PENDING &&
 	       evbuffer_get_length(bufferevent_get_output(bev)) < DNS_TCP_OUT_MAX) {
 		struct dns_client c = {.udp_fd = -1, .tcp = t};
-		uint8_t hdr[2];
 		size_t len;
 
-		if (evbuffer_get_length(in) < 2)
+		if (!tcp_take_msg(in, srv->qbuf, &len))
 			return;
-		evbuffer_copyout(in, hdr, 2);
-		len = (size_t)(hdr[0] << 8 | hdr[1]);
-		if (evbuffer_get_length(in) < 2 + len)
-			return;
-		evbuffer_drain(in, 2);
-		evbuffer_remove(in, srv->qbuf, len);
 		handle_query(srv, &c, srv->qbuf, len);
 	}
 	/* Backpressure: resume when queries finish or output drains. */
