@@ -134,6 +134,34 @@ forward_next(struct conn *c)
 	conn_head_read(c);
 }
 
+/* Request and response bodies are cut the same way. Of the *n bytes
+ * waiting in in, keep in *n those that belong to the body under framing f:
+ * no more than *left for Content-Length (counting them off), what the
+ * chunked decoder ch takes (setting *done at the end), or all of them for
+ * a close-delimited body. Returns 1, 0 when nothing can be looked at now,
+ * or -1 for a malformed chunked body. */
+static int
+body_take(struct evbuffer *in, enum http_framing f, uint64_t *left, struct http_chunked *ch,
+          size_t *n, bool *done)
+{
+	if (f == HTTP_BODY_LENGTH) {
+		if (*n > *left)
+			*n = (size_t)*left;
+		*left -= *n;
+	} else if (f == HTTP_BODY_CHUNKED) {
+		struct evbuffer_iovec v;
+		ssize_t used;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			return 0;
+		used = http_chunked_feed(ch, v.iov_base, v.iov_len, done);
+		if (used < 0)
+			return -1;
+		*n = (size_t)used;
+	}
+	return 1;
+}
+
 /* Move request body bytes to the origin, bounded by its output buffer. */
 void
 forward_pump_request(struct conn *c)
@@ -144,35 +172,26 @@ forward_pump_request(struct conn *c)
 
 	while (!ht->req_done && evbuffer_get_length(in) > 0) {
 		size_t n = evbuffer_get_length(in);
+		bool done = false;
+		int took;
 
 		if (evbuffer_get_length(out) >= CONN_HIGH_WATER) {
 			bufferevent_disable(c->down.bev, EV_READ);
 			return;
 		}
-		if (ht->req_framing == HTTP_BODY_LENGTH) {
-			if (n > ht->req_left)
-				n = (size_t)ht->req_left;
-			ht->req_left -= n;
-			ht->req_done = ht->req_left == 0;
-		} else {
-			struct evbuffer_iovec v;
-			bool done = false;
-			ssize_t used;
-
-			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-				return;
-			used = http_chunked_feed(&ht->req_chunks, v.iov_base, v.iov_len, &done);
-			if (used < 0) {
-				/* Part of the request is already upstream: this
-				 * connection is beyond repair. */
-				str_copy(c->reason, "malformed chunked request body",
-				         sizeof(c->reason));
-				conn_close(c);
-				return;
-			}
-			n = (size_t)used;
-			ht->req_done = done;
+		/* A request is framed by length or chunks: HTTP_BODY_NONE is
+		 * done before the loop and HTTP_BODY_CLOSE is response only. */
+		took = body_take(in, ht->req_framing, &ht->req_left, &ht->req_chunks, &n, &done);
+		if (took == 0)
+			return;
+		if (took < 0) {
+			/* Part of the request is already upstream: this
+			 * connection is beyond repair. */
+			str_copy(c->reason, "malformed chunked request body", sizeof(c->reason));
+			conn_close(c);
+			return;
 		}
+		ht->req_done = ht->req_framing == HTTP_BODY_LENGTH ? ht->req_left == 0 : done;
 		evbuffer_remove_buffer(in, out, n);
 		c->up.bytes += n;
 	}
@@ -264,6 +283,7 @@ forward_pump_response(struct conn *c)
 	for (;;) {
 		size_t n = evbuffer_get_length(in);
 		bool done = false;
+		int took;
 
 		if (ht->resp_framing == HTTP_BODY_NONE ||
 		    (ht->resp_framing == HTTP_BODY_LENGTH && ht->resp_left == 0))
@@ -274,24 +294,13 @@ forward_pump_response(struct conn *c)
 			bufferevent_disable(c->up.bev, EV_READ);
 			return;
 		}
-		if (ht->resp_framing == HTTP_BODY_LENGTH) {
-			if (n > ht->resp_left)
-				n = (size_t)ht->resp_left;
-			ht->resp_left -= n;
-		} else if (ht->resp_framing == HTTP_BODY_CHUNKED) {
-			struct evbuffer_iovec v;
-			ssize_t used;
-
-			if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
-				return;
-			used = http_chunked_feed(&ht->resp_chunks, v.iov_base, v.iov_len, &done);
-			if (used < 0) {
-				str_copy(c->reason, "malformed chunked response body",
-				         sizeof(c->reason));
-				conn_close(c);
-				return;
-			}
-			n = (size_t)used;
+		took = body_take(in, ht->resp_framing, &ht->resp_left, &ht->resp_chunks, &n, &done);
+		if (took == 0)
+			return;
+		if (took < 0) {
+			str_copy(c->reason, "malformed chunked response body", sizeof(c->reason));
+			conn_close(c);
+			return;
 		}
 		evbuffer_remove_buffer(in, out, n);
 		c->down.bytes += n;
