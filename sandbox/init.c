@@ -237,18 +237,15 @@ sbx_init_main(const struct sbx *s, int sock)
 	/* The supervisor holds them now; CMD must never see them. */
 	sbx_listeners_close(&l);
 
-	/* The filesystem and the seccomp filter while the supervisor loads
-	 * the policy and starts serving: CMD still waits for its go. The
-	 * supervisor's side (policy YAML and SHA-256, event loop, proxy and
-	 * DNS) is the longer one, so init's work here is off the critical
-	 * path; compiled in the supervisor, the filter (0.4-0.6 ms of
-	 * libseccomp) delayed the go by as much (bench/run.md). */
+	/* The filesystem while the supervisor loads the policy and starts
+	 * serving: CMD still waits for its go. The supervisor's side (policy
+	 * YAML and SHA-256, event loop, proxy and DNS) is the longer one. The
+	 * filter was compiled at build time; this only copies it. */
 	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	log_debug("init: filesystem ready, %llu ms", (unsigned long long)now_ms());
 	if (sbx_seccomp_build(&filter, err, sizeof(err)) < 0)
 		init_die("%s", err);
-	log_debug("init: seccomp filter compiled, %llu ms", (unsigned long long)now_ms());
 	switch (sbx_msg_recv(sock, &m, fds, 0, &nfds, 0)) {
 	case 1:
 		if (m.type == SBX_MSG_GO && m.value == 1)

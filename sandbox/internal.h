@@ -11,10 +11,13 @@
 
 #include "sandbox/sandbox.h"
 
-/* seccomp.c: the filter (docs/run.md, seccomp) compiled to BPF by
- * sbx_seccomp_build (0 or -1 + reason; free with sbx_seccomp_free) and
- * installed on the calling process by sbx_seccomp_install (needs
- * no_new_privs). */
+/* seccomp.c: the filter (docs/run.md, seccomp) compiled to BPF with
+ * libseccomp by sbx_seccomp_compile. The filter is a constant, so
+ * gen_seccomp runs that at build time and sbx_seccomp_build (in
+ * seccomp_prebuilt.c) only copies the result: libseccomp's compiler took
+ * 0.4-0.8 ms of every run (bench/run.md). Both return 0 or -1 + reason;
+ * free with sbx_seccomp_free. sbx_seccomp_install installs it on the
+ * calling process (needs no_new_privs). */
 struct sbx_filter {
 	struct sock_filter *insns; /* owned */
 	unsigned short len;
@@ -89,6 +92,7 @@ int sbx_fs_setup(const struct sbx *s, char *err, size_t errlen);
 /* privs.c: drop every capability (bounding, ambient, effective, permitted,
  * inheritable) and lock the securebits. 0 or -1 + reason. */
 int sbx_caps_drop(char *err, size_t errlen);
+int sbx_seccomp_compile(struct sbx_filter *f, char *err, size_t errlen);
 int sbx_seccomp_build(struct sbx_filter *f, char *err, size_t errlen);
 int sbx_seccomp_install(const struct sbx_filter *f, char *err, size_t errlen);
 void sbx_seccomp_free(struct sbx_filter *f);

@@ -136,12 +136,14 @@ add_family_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 		for (unsigned long fam = 0; fam < max; fam++) {
 			if (family_allowed(fam))
 				continue;
-			a = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_EQ, fam);
+			a = (struct scmp_arg_cmp){
+			        .arg = 0, .op = SCMP_CMP_EQ, .datum_a = fam, .datum_b = 0};
 			if (add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, &a, err,
 			             errlen) < 0)
 				return -1;
 		}
-		a = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_GT, max);
+		a = (struct scmp_arg_cmp){
+		        .arg = 0, .op = SCMP_CMP_GT, .datum_a = max, .datum_b = 0};
 		if (add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, &a, err, errlen) < 0)
 			return -1;
 	}
@@ -149,8 +151,7 @@ add_family_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 }
 
 /* Compile the filter to classic BPF in memory (libseccomp writes it to an
- * fd: a memfd), so the costly part happens before the go and installing
- * it is one syscall. */
+ * fd: a memfd). Done at build time by gen_seccomp (seccomp_prebuilt.c). */
 static int
 export_bpf(scmp_filter_ctx ctx, struct sbx_filter *f, char *err, size_t errlen)
 {
@@ -210,7 +211,7 @@ sbx_seccomp_install(const struct sbx_filter *f, char *err, size_t errlen)
 }
 
 int
-sbx_seccomp_build(struct sbx_filter *f, char *err, size_t errlen)
+sbx_seccomp_compile(struct sbx_filter *f, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx;
 	struct scmp_arg_cmp a;

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "sandbox/env.h"
+#include "sandbox/internal.h"
 #include "sandbox/opts.h"
 #include "sandbox/status.h"
 
@@ -245,15 +246,41 @@ env_too_big(void **state)
 	assert_non_null(strstr(err, "too large"));
 }
 
+/* The filter embedded at build time is what libseccomp compiles here and
+ * now: a change to the rules without a rebuild of the header, or a
+ * generator that wrote something else, fails. */
+static void
+seccomp_prebuilt_matches_compile(void **state)
+{
+	struct sbx_filter built, compiled;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(sbx_seccomp_build(&built, err, sizeof(err)), 0);
+	assert_int_equal(sbx_seccomp_compile(&compiled, err, sizeof(err)), 0);
+	assert_true(built.len > 10);
+	assert_int_equal(built.len, compiled.len);
+	assert_memory_equal(built.insns, compiled.insns, built.len * sizeof(built.insns[0]));
+	sbx_seccomp_free(&built);
+	sbx_seccomp_free(&compiled);
+	assert_null(built.insns);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(opts_full),          cmocka_unit_test(opts_cmd_flags_stay_cmds),
-	        cmocka_unit_test(opts_errors),        cmocka_unit_test(opts_mount_limit),
-	        cmocka_unit_test(status_mapping),     cmocka_unit_test(env_default_passes_caller),
-	        cmocka_unit_test(env_clear_and_args), cmocka_unit_test(env_bad_names),
-	        cmocka_unit_test(env_too_big),        cmocka_unit_test(opts_log_stdout_refused),
+	        cmocka_unit_test(opts_full),
+	        cmocka_unit_test(opts_cmd_flags_stay_cmds),
+	        cmocka_unit_test(opts_errors),
+	        cmocka_unit_test(opts_mount_limit),
+	        cmocka_unit_test(status_mapping),
+	        cmocka_unit_test(env_default_passes_caller),
+	        cmocka_unit_test(env_clear_and_args),
+	        cmocka_unit_test(env_bad_names),
+	        cmocka_unit_test(env_too_big),
+	        cmocka_unit_test(opts_log_stdout_refused),
+	        cmocka_unit_test(seccomp_prebuilt_matches_compile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
