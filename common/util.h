@@ -16,6 +16,10 @@ size_t str_copy(char *dst, const char *src, size_t size);
  * Returns 0 and sets *out, or -1 (errno EINVAL or ERANGE). */
 int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
+/* The value of one hexadecimal digit (either case), or -1. Takes an int
+ * so that a char, signed or not, and a uint8_t both pass unchanged. */
+int hex_value(int c);
+
 /* Monotonic clock in milliseconds. */
 uint64_t now_ms(void);
 

@@ -311,18 +311,6 @@ dns_upstream_query(const struct dns_query *q, uint16_t id, uint8_t *buf, size_t 
 	return dns_build_finish(&b);
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int
 dns_reverse_parse(const char *name, struct sockaddr_storage *sa)
 {
@@ -361,7 +349,7 @@ dns_reverse_parse(const char *name, struct sockaddr_storage *sa)
 
 		/* 32 "n." pairs, least significant nibble first. */
 		for (int i = 0; i < 32; i++) {
-			int v = hexval(name[2 * i]);
+			int v = hex_value(name[2 * i]);
 
 			if (v < 0 || name[2 * i + 1] != '.')
 				return -1;

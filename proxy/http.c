@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/util.h"
+
 /* Chunk-size line with extensions, and one trailer line. */
 #define HTTP_MAX_CHUNK_LINE 1024
 #define HTTP_MAX_TRAILERS   8192
@@ -566,18 +568,6 @@ http_chunked_init(struct http_chunked *c)
 	c->state = CH_SIZE_START;
 }
 
-static int
-hexval(uint8_t b)
-{
-	if (b >= '0' && b <= '9')
-		return b - '0';
-	if (b >= 'a' && b <= 'f')
-		return b - 'a' + 10;
-	if (b >= 'A' && b <= 'F')
-		return b - 'A' + 10;
-	return -1;
-}
-
 ssize_t
 http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, bool *done)
 {
@@ -591,7 +581,7 @@ http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, bool *do
 		switch (c->state) {
 		case CH_SIZE_START:
 		case CH_SIZE:
-			if ((hv = hexval(b)) >= 0) {
+			if ((hv = hex_value(b)) >= 0) {
 				/* 15 hex digits: far beyond any real body,
 				 * far from overflow. */
 				if (++c->line > 15)
