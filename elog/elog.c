@@ -309,8 +309,8 @@ human_event(struct elog *log, const struct elog_event *ev, const struct timespec
 	human_emit(log, &h);
 }
 
-static bool
-is_denied(const char *verdict)
+bool
+elog_verdict_denied(const char *verdict)
 {
 	return verdict != NULL &&
 	       (strcmp(verdict, "deny") == 0 || strcmp(verdict, "audit-deny") == 0);
@@ -328,7 +328,7 @@ elog_event(struct elog *log, const struct elog_event *ev)
 	log->totals.connections++;
 	if (ev->verdict != NULL && strcmp(ev->verdict, "allow") == 0)
 		log->totals.allowed++;
-	else if (is_denied(ev->verdict))
+	else if (elog_verdict_denied(ev->verdict))
 		log->totals.denied++;
 	log->totals.bytes_up += ev->bytes_up;
 	log->totals.bytes_down += ev->bytes_down;

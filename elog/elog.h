@@ -65,6 +65,10 @@ struct elog_event {
 };
 
 int elog_event(struct elog *log, const struct elog_event *ev);
+/* True for the verdicts that count as denied ("deny", "audit-deny"): the
+ * writer's task totals and the review commands' counts use this one test,
+ * so a summary of a log agrees with the log's own totals. */
+bool elog_verdict_denied(const char *verdict);
 
 struct elog_task_start {
 	const char *policy; /* policy name */

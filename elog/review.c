@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "elog/buf.h"
+#include "elog/elog.h"
 #include "elog/record.h"
 #include "elog/strmap.h"
 
@@ -18,13 +19,6 @@
 #define C_YELLOW "\033[33m"
 #define C_DIM    "\033[2m"
 #define C_RESET  "\033[0m"
-
-static bool
-is_denied(const char *verdict)
-{
-	return verdict != NULL &&
-	       (strcmp(verdict, "deny") == 0 || strcmp(verdict, "audit-deny") == 0);
-}
 
 static bool
 is_allowed(const char *verdict)
@@ -258,7 +252,7 @@ selected(const struct elog_record *r, const struct review_show_opts *o)
 		return false;
 	if (o->has_since && r->ts_ms < o->since_ms)
 		return false;
-	if (o->denied && (!is_event || !is_denied(r->verdict)))
+	if (o->denied && (!is_event || !elog_verdict_denied(r->verdict)))
 		return false;
 	if (o->host_glob != NULL) {
 		const char *h = r->host != NULL ? r->host : r->ip;
@@ -446,7 +440,7 @@ summary_add(struct summary *s, const struct elog_record *r)
 	}
 	t->c_connections++;
 	t->c_allowed += is_allowed(r->verdict);
-	t->c_denied += is_denied(r->verdict);
+	t->c_denied += elog_verdict_denied(r->verdict);
 	t->c_up += r->bytes_up;
 	t->c_down += r->bytes_down;
 
@@ -478,7 +472,7 @@ summary_add(struct summary *s, const struct elog_record *r)
 	}
 	d->attempts++;
 	d->allowed += is_allowed(r->verdict);
-	d->denied += is_denied(r->verdict);
+	d->denied += elog_verdict_denied(r->verdict);
 	d->up += r->bytes_up;
 	d->down += r->bytes_down;
 	if (r->ts_ms < d->first)
