@@ -809,13 +809,13 @@ nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
  * destroy work that every commit queues (nf_tables_commit_release()). That
  * work, nf_tables_trans_destroy_work(), starts with synchronize_rcu() so
  * that packets still walking the old rules are done before the
- * transactions are freed. (Older kernels keep one destroy list for the whole
- * machine, so the wait also covers every other namespace's commits; newer
- * ones keep it per namespace.) So the close
- * right after our commit waits for an RCU grace period plus a kworker
- * wake-up: 0.2 ms on an idle 2-CPU machine, 7-32 ms measured under load
- * (bench/run.md). Any close of any nfnetlink socket in the namespace
- * waits the same way (verify's did, when apply kept its own). Handing the
+ * transactions are freed. So a close right after our commit waits for an
+ * RCU grace period plus a kworker wake-up, and so does any other close of
+ * an nfnetlink socket in the namespace (verify's did, when apply closed
+ * its own first). Older kernels keep one destroy list for the whole
+ * machine, so the wait also covers every other namespace's commits: 7-32
+ * ms was measured under load; newer ones keep it per namespace (6.18
+ * here: a few hundred microseconds at most, bench/run.md). Handing the
  * socket to the caller lets it close it after CMD has started, when the
  * grace period has usually passed and a wait no longer delays anything. */
 int
