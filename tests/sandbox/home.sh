@@ -85,8 +85,11 @@ body() {
 	expect_eq "$role: /var/tmp socket hidden" unreachable "$out"
 	out=$(alh "$role" "$h" "$(work "$role")" --share-home -- python3 -c "$probe" "$vt/host.sock")
 	expect_eq "$role: /var/tmp socket hidden with --share-home" unreachable "$out"
+	# $0: the role's home directory name, which /home holds as the way to
+	# the scratch home when the role is an ordinary user.
 	out=$(alh "$role" "$h" "$(work "$role")" -- sh -c \
-		'ls -A "$HOME" | wc -l; mkdir -p "$HOME/.cache/pip" && echo c > "$HOME/.cache/pip/x" && echo cache-ok; ls -A /root /home | grep -v "^/\|^\$\|^airtest\$\|^\.airlock-test\." | grep -c . || true')
+		'ls -A "$HOME" | wc -l; mkdir -p "$HOME/.cache/pip" && echo c > "$HOME/.cache/pip/x" && echo cache-ok; ls -A /root /home | grep -vxF -e "/root:" -e "/home:" -e "" -e "$0" | grep -v "^\.airlock-test\." | grep -c . || true' \
+		"$(basename "$rhome")")
 	# /root and /home hold only the way to the scratch home.
 	expect_eq "$role: empty writable home, /root and /home empty" "0
 cache-ok
