@@ -13,9 +13,14 @@ sbx_setup
 
 HOMES=()
 PIDS=()
+SOCKS=()
 cleanup() {
 	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	# The servers' own pids: `as ... &` is a subshell whose child is the
+	# server, so $! alone would leave it running (and holding our stdout).
+	for p in "${PIDS[@]}" $(cat "${SOCKS[@]/%/.pid}" 2>/dev/null); do
+		kill "$p" 2>/dev/null || true
+	done
 	rm -rf "$SCRATCH" "${HOMES[@]}"
 }
 trap cleanup EXIT
@@ -25,9 +30,11 @@ trap cleanup EXIT
 serve() {
 	local role=$1 path=$2
 	as "$role" python3 -c '
-import socket, sys
+import os, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.bind(sys.argv[1]); s.listen(8); s.settimeout(60)
+with open(sys.argv[1] + ".pid", "w") as f:
+    f.write("%d\n" % os.getpid())
 try:
     while True:
         c, _ = s.accept(); c.sendall(b"host-daemon\n"); c.close()
@@ -35,6 +42,7 @@ except OSError:
     pass
 ' "$path" &
 	PIDS+=($!)
+	SOCKS+=("$path")
 	for _ in $(seq 100); do [ -S "$path" ] && return 0; sleep 0.05; done
 	fail "$role: socket server did not start on $path"
 }
