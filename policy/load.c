@@ -7,7 +7,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
+/* The low-level SHA-256 on purpose: EVP_sha256() loads OpenSSL 3's
+ * provider machinery on first use, about 1 ms of CPU on every sandbox's
+ * start-up critical path (bench/run.md); this one costs microseconds and
+ * allocates nothing. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +33,7 @@ struct loader {
 	char **errs;
 	size_t n_errs;      /* kept lines */
 	size_t n_errs_seen; /* all errors, kept or not */
-	EVP_MD_CTX *sha;
+	SHA256_CTX sha;
 	struct policy_rule_src *rules;
 	uint32_t n_rules, cap_rules;
 	bool rules_full;
@@ -915,8 +920,7 @@ load_bytes(struct loader *ld, const char *file, const char *real, const unsigned
 	const unsigned char *nul;
 
 	ld->n_files++;
-	if (EVP_DigestUpdate(ld->sha, data, len) != 1)
-		ld->oom = true;
+	(void)SHA256_Update(&ld->sha, data, len);
 	if (real != NULL && ld->n_loaded < POLICY_MAX_FILES) {
 		if ((ld->loaded[ld->n_loaded] = strdup(real)) == NULL) {
 			ld->oom = true;
@@ -982,14 +986,12 @@ load_common(const char *file, const unsigned char *data, size_t len, bool from_p
 {
 	struct loader ld;
 	struct policy *p = NULL;
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
+	unsigned char md[SHA256_DIGEST_LENGTH];
 	bool ok = false;
 
 	memset(&ld, 0, sizeof(ld));
-	if ((p = calloc(1, sizeof(*p))) == NULL || (p->p_arena = policy_arena_new()) == NULL ||
-	    (ld.sha = EVP_MD_CTX_new()) == NULL ||
-	    EVP_DigestInit_ex(ld.sha, EVP_sha256(), NULL) != 1) {
+	(void)SHA256_Init(&ld.sha);
+	if ((p = calloc(1, sizeof(*p))) == NULL || (p->p_arena = policy_arena_new()) == NULL) {
 		ld.oom = true;
 		goto out;
 	}
@@ -1006,11 +1008,8 @@ load_common(const char *file, const unsigned char *data, size_t len, bool from_p
 		ld.oom = true;
 		goto out;
 	}
-	if (EVP_DigestFinal_ex(ld.sha, md, &mdlen) != 1) {
-		ld.oom = true;
-		goto out;
-	}
-	for (unsigned i = 0; i < mdlen && i < 32; i++)
+	(void)SHA256_Final(md, &ld.sha);
+	for (unsigned i = 0; i < SHA256_DIGEST_LENGTH; i++)
 		snprintf(p->p_sha256 + 2 * i, 3, "%02x", md[i]);
 	if ((p->p_ports = policy_arena_alloc(p->p_arena, sizeof(struct pport) * ld.n_ports)) ==
 	    NULL) {
@@ -1056,7 +1055,6 @@ out:
 		free(ld.loaded[i]);
 	free(ld.rules);
 	free(ld.ports);
-	EVP_MD_CTX_free(ld.sha);
 	if (!ok) {
 		policy_free(p);
 		return NULL;
