@@ -42,6 +42,7 @@ ip addr add 192.0.2.53/32 dev lo
 : >"$S/hosts"
 for i in $(seq 1 200); do echo "203.0.113.$((i % 250 + 1)) h$i.bench.test" >>"$S/hosts"; done
 dnsmasq --keep-in-foreground --no-resolv --no-hosts --user=root --group=root \
+	--pid-file="$S/upstream.pid" \
 	--listen-address=192.0.2.53 --bind-interfaces --port=53 --addn-hosts="$S/hosts" \
 	--local-ttl=300 --cache-size=10000 --dns-forward-max=1000 &
 PIDS+=($!)
@@ -50,12 +51,12 @@ PIDS+=($!)
 # run) to the same upstream, with its default cache (150 names, fewer than
 # the 200 queried) and with a cache big enough for all of them.
 dnsmasq --keep-in-foreground --no-resolv --no-hosts --user=root --group=root \
-	--listen-address=127.0.0.1 --bind-interfaces --port=5400 \
+	--pid-file="$S/5400.pid" --listen-address=127.0.0.1 --bind-interfaces --port=5400 \
 	--server=192.0.2.53 --dns-forward-max=1000 &
 PIDS+=($!)
 PID_5400=$!
 dnsmasq --keep-in-foreground --no-resolv --no-hosts --user=root --group=root \
-	--listen-address=127.0.0.1 --bind-interfaces --port=5401 \
+	--pid-file="$S/5401.pid" --listen-address=127.0.0.1 --bind-interfaces --port=5401 \
 	--server=192.0.2.53 --dns-forward-max=1000 --cache-size=10000 &
 PIDS+=($!)
 PID_5401=$!
