@@ -262,9 +262,13 @@ test_ip_literal_needs_cidr(void **state)
 {
 	struct fixture *f = *state;
 	int fd = client(f);
-	const char *r = exchange(f, fd, "CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n", 2000);
+	/* A loopback literal: were the decision ever wrong, the connection
+	 * would stay on this machine (this test runs in the host's network
+	 * namespace). */
+	const char *r = exchange(f, fd, "CONNECT 127.0.0.2:9 HTTP/1.1\r\n\r\n", 2000);
 
 	assert_non_null(strstr(r, "HTTP/1.1 403"));
+	assert_non_null(strstr(r, "no rule allows address 127.0.0.2 port 9"));
 	close(fd);
 }
 
