@@ -506,7 +506,7 @@ cmd_run(int argc, char **argv)
 	}
 	sbx_listeners_init(&r.lst);
 	r.start_ms = now_ms();
-	log_debug("supervisor: start, %llu ms", (unsigned long long)r.start_ms);
+	log_debug("supervisor: start, %.3f ms", ms_since_boot());
 
 	if (sbx_opts_parse(&r.opts, argc, argv, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
@@ -577,8 +577,7 @@ cmd_run(int argc, char **argv)
 	sigaddset(&sigs, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 
-	log_debug("supervisor: started %llu, cloning %llu ms", (unsigned long long)r.start_ms,
-	          (unsigned long long)now_ms());
+	log_debug("supervisor: cloning, %.3f ms", ms_since_boot());
 	if (sbx_start(r.sbx, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
 		goto out;
@@ -591,13 +590,15 @@ cmd_run(int argc, char **argv)
 		drop_new_log(&r);
 		goto out;
 	}
+	log_debug("supervisor: policy loaded, %.3f ms", ms_since_boot());
 	if (prepare_loop(&r) < 0)
 		goto out;
+	log_debug("supervisor: event loop ready, %.3f ms", ms_since_boot());
 	if (sbx_recv_listeners(r.sbx, &r.lst, &rep, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
 		goto out;
 	}
-	log_debug("supervisor: listeners received, %llu ms", (unsigned long long)now_ms());
+	log_debug("supervisor: listeners received, %.3f ms", ms_since_boot());
 	failed = sbx_report_first_failure(&rep, SBX_CHECK_PRE_GO);
 	if (failed < 0) {
 		/* Held is not enough: the listeners must be served before CMD
@@ -632,11 +633,11 @@ cmd_run(int argc, char **argv)
 		log_warn("cannot start the command");
 		goto end;
 	}
-	log_debug("supervisor: go sent, %llu ms", (unsigned long long)now_ms());
+	log_debug("supervisor: go sent, %.3f ms", ms_since_boot());
 	if (event_base_dispatch(r.base) < 0)
 		log_warnx("event loop failed");
 
-	log_debug("supervisor: sandbox ended, %llu ms", (unsigned long long)now_ms());
+	log_debug("supervisor: sandbox ended, %.3f ms", ms_since_boot());
 	if (sbx_reap(r.sbx, &res, NULL) < 0) {
 		log_warn("reap sandbox");
 		goto end;

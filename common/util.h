@@ -23,6 +23,10 @@ int hex_value(int c);
 /* Monotonic clock in milliseconds. */
 uint64_t now_ms(void);
 
+/* The same clock in milliseconds with microsecond precision, for the
+ * step timings that -vv prints. */
+double ms_since_boot(void);
+
 /* Set or clear O_NONBLOCK / FD_CLOEXEC. Return 0 or -1 with errno. */
 int fd_set_nonblock(int fd, bool on);
 int fd_set_cloexec(int fd, bool on);

@@ -132,7 +132,7 @@ setup_network(struct sbx_report *r, struct sbx_listeners *l, int *nft_fd)
 		return;
 	}
 	sbx_check_set(r, SBX_CHECK_NET, true, NULL);
-	log_debug("init: lo ready, %llu ms", (unsigned long long)now_ms());
+	log_debug("init: lo ready, %.3f ms", ms_since_boot());
 
 	nft_params_default(&np);
 	if (nft_ruleset_apply_verify(&np, nft_fd, err, sizeof(err)) < 0) {
@@ -140,7 +140,7 @@ setup_network(struct sbx_report *r, struct sbx_listeners *l, int *nft_fd)
 		return;
 	}
 	sbx_check_set(r, SBX_CHECK_RULESET, true, NULL);
-	log_debug("init: ruleset applied and verified, %llu ms", (unsigned long long)now_ms());
+	log_debug("init: ruleset applied and verified, %.3f ms", ms_since_boot());
 
 	/* The listener check itself is the supervisor's; a failure to create
 	 * them is reported under its name. */
@@ -219,7 +219,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		init_die("set-up: no_new_privs: %s", strerror(errno));
 
-	log_debug("init: started, %llu ms", (unsigned long long)now_ms());
+	log_debug("init: started, %.3f ms", ms_since_boot());
 	write_id_maps(s);
 	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0)
 		init_die("set-up: hostname: %s", strerror(errno));
@@ -229,7 +229,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	check_userns(s, &m.report);
 	sbx_listeners_init(&l);
 	setup_network(&m.report, &l, &nft_fd);
-	log_debug("init: network ready, %llu ms", (unsigned long long)now_ms());
+	log_debug("init: network ready, %.3f ms", ms_since_boot());
 	sbx_listeners_to_array(&l, fds);
 	nfds = l.nflog_fd >= 0 ? SBX_N_LISTEN_FDS : 0;
 	if (sbx_msg_send(sock, &m, fds, nfds) < 0)
@@ -243,7 +243,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	 * filter was compiled at build time; this only copies it. */
 	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
 		init_die("%s", err);
-	log_debug("init: filesystem ready, %llu ms", (unsigned long long)now_ms());
+	log_debug("init: filesystem ready, %.3f ms", ms_since_boot());
 	if (sbx_seccomp_build(&filter, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	switch (sbx_msg_recv(sock, &m, fds, 0, &nfds, 0)) {
@@ -257,7 +257,7 @@ sbx_init_main(const struct sbx *s, int sock)
 		init_die("set-up: waiting for the supervisor: %s", strerror(errno));
 	}
 
-	log_debug("init: go, %llu ms", (unsigned long long)now_ms());
+	log_debug("init: go, %.3f ms", ms_since_boot());
 	/* CMD runs as our uid: without this it could ptrace init, which
 	 * still holds the sandbox's socket to the supervisor. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
@@ -268,7 +268,7 @@ sbx_init_main(const struct sbx *s, int sock)
 		init_die("%s", err);
 	sbx_seccomp_free(&filter);
 
-	log_debug("init: privileges dropped, %llu ms", (unsigned long long)now_ms());
+	log_debug("init: privileges dropped, %.3f ms", ms_since_boot());
 	fflush(NULL);
 	cmd = fork();
 	if (cmd < 0)
@@ -306,7 +306,7 @@ sbx_init_main(const struct sbx *s, int sock)
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 			if (pid != cmd || !(WIFEXITED(st) || WIFSIGNALED(st)))
 				continue; /* an orphan CMD left behind */
-			log_debug("init: CMD ended, %llu ms", (unsigned long long)now_ms());
+			log_debug("init: CMD ended, %.3f ms", ms_since_boot());
 			memset(&m, 0, sizeof(m));
 			m.type = SBX_MSG_EXIT;
 			m.value = st;
