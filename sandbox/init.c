@@ -6,6 +6,7 @@
  * namespace. Every failure here is fatal: exit 125 with the step named. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -157,11 +158,19 @@ close_fds_except(int keep)
 	close_range((unsigned)keep + 1, ~0U, 0);
 }
 
-/* The child that becomes CMD. Already unprivileged and filtered; only the
- * signal state and fds are left to clean. */
-static void
-exec_cmd(const struct sbx *s)
+/* CMD's side of a vfork-style clone (start_cmd). Until the exec it shares
+ * init's memory, so it only resets its own signal state and fds, and
+ * leaves the exec's error for init to report. Already unprivileged and
+ * filtered. */
+struct cmd_start {
+	const struct sbx *s;
+	int err;
+};
+
+static int
+cmd_child(void *arg)
 {
+	struct cmd_start *c = arg;
 	sigset_t none;
 
 	for (int sig = 1; sig < NSIG; sig++)
@@ -169,12 +178,45 @@ exec_cmd(const struct sbx *s)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	close_range(3, ~0U, 0);
-	/* execvp searches the PATH of environ: make it CMD's. */
+	/* execvp searches the PATH of environ, which start_cmd made CMD's. */
+	execvp(c->s->cfg->argv[0], c->s->cfg->argv);
+	c->err = errno;
+	_exit(127);
+}
+
+/* Start CMD. CLONE_VM | CLONE_VFORK, as posix_spawn does, copies none of
+ * init's page tables (a fork did, on every run) and returns once CMD has
+ * exec'd or failed to. Returns CMD's pid, or -1 with errno: the clone's,
+ * or the exec's. */
+static pid_t
+start_cmd(const struct sbx *s)
+{
+	static char stack[64 * 1024] __attribute__((aligned(16)));
+	struct cmd_start c = {.s = s, .err = 0};
+	pid_t pid;
+
 	environ = (char **)s->cfg->envp;
-	execvp(s->cfg->argv[0], s->cfg->argv);
-	int e = errno;
-	log_warnx("cannot run '%s': %s", s->cfg->argv[0], strerror(e));
-	_exit(sbx_exec_errno_status(e));
+	pid = clone(cmd_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+	if (pid < 0 || c.err == 0)
+		return pid;
+	(void)waitpid(pid, NULL, 0);
+	errno = c.err;
+	return -1;
+}
+
+/* CMD's end (wait status st) to the supervisor, and init's own exit:
+ * exiting kills every process left in the namespace. */
+static void __attribute__((noreturn))
+report_exit(int sock, int st)
+{
+	struct sbx_msg m;
+
+	log_debug("init: CMD ended, %.3f ms", ms_since_boot());
+	memset(&m, 0, sizeof(m));
+	m.type = SBX_MSG_EXIT;
+	m.value = st;
+	(void)sbx_msg_send(sock, &m, NULL, 0);
+	_exit(sbx_exit_status(st, NULL));
 }
 
 /* Selftest: the post-set-up checks from where CMD would run. */
@@ -244,8 +286,22 @@ sbx_init_main(const struct sbx *s, int sock)
 	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	log_debug("init: filesystem ready, %.3f ms", ms_since_boot());
-	if (sbx_seccomp_build(&filter, err, sizeof(err)) < 0)
+
+	/* Unprivileged and filtered while the supervisor is still starting
+	 * to serve: nothing init does from here on needs a capability or a
+	 * refused system call, and both cover everything it forks. CMD runs
+	 * as our uid: without dumpable off it could ptrace init, which holds
+	 * the socket to the supervisor. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		init_die("set-up: dumpable: %s", strerror(errno));
+	if (sbx_caps_drop(err, sizeof(err)) < 0)
 		init_die("%s", err);
+	if (sbx_seccomp_build(&filter, err, sizeof(err)) < 0 ||
+	    sbx_seccomp_install(&filter, err, sizeof(err)) < 0)
+		init_die("%s", err);
+	sbx_seccomp_free(&filter);
+	log_debug("init: privileges dropped, %.3f ms", ms_since_boot());
+
 	switch (sbx_msg_recv(sock, &m, fds, 0, &nfds, 0)) {
 	case 1:
 		if (m.type == SBX_MSG_GO && m.value == 1)
@@ -256,32 +312,24 @@ sbx_init_main(const struct sbx *s, int sock)
 	default:
 		init_die("set-up: waiting for the supervisor: %s", strerror(errno));
 	}
-
 	log_debug("init: go, %.3f ms", ms_since_boot());
-	/* CMD runs as our uid: without this it could ptrace init, which
-	 * still holds the sandbox's socket to the supervisor. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		init_die("set-up: dumpable: %s", strerror(errno));
-	if (sbx_caps_drop(err, sizeof(err)) < 0)
-		init_die("%s", err);
-	if (sbx_seccomp_install(&filter, err, sizeof(err)) < 0)
-		init_die("%s", err);
-	sbx_seccomp_free(&filter);
-
-	log_debug("init: privileges dropped, %.3f ms", ms_since_boot());
 	fflush(NULL);
-	cmd = fork();
-	if (cmd < 0)
-		init_die("fork CMD: %s", strerror(errno));
-	if (cmd == 0) {
-		/* The child's copy only: the socket stays open in init. */
-		fd_close(&nft_fd);
-		if (s->cfg->selftest)
+	if (s->cfg->selftest) {
+		cmd = fork();
+		if (cmd < 0)
+			init_die("fork: %s", strerror(errno));
+		if (cmd == 0) {
+			fd_close(&nft_fd);
 			run_checks(sock);
-		exec_cmd(s);
+		}
+	} else if ((cmd = start_cmd(s)) < 0) {
+		int e = errno;
+
+		log_warnx("cannot run '%s': %s", s->cfg->argv[0], strerror(e));
+		report_exit(sock, W_EXITCODE(sbx_exec_errno_status(e), 0));
 	}
-	/* CMD runs (and closed its copy): the wait for the kernel's
-	 * nftables clean-up now overlaps with it instead of preceding it. */
+	/* CMD runs: the wait for the kernel's nftables clean-up now overlaps
+	 * with it instead of preceding it. */
 	fd_close(&nft_fd);
 
 	for (;;) {
@@ -306,13 +354,7 @@ sbx_init_main(const struct sbx *s, int sock)
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 			if (pid != cmd || !(WIFEXITED(st) || WIFSIGNALED(st)))
 				continue; /* an orphan CMD left behind */
-			log_debug("init: CMD ended, %.3f ms", ms_since_boot());
-			memset(&m, 0, sizeof(m));
-			m.type = SBX_MSG_EXIT;
-			m.value = st;
-			(void)sbx_msg_send(sock, &m, NULL, 0);
-			/* Exiting kills every process left in the namespace. */
-			_exit(sbx_exit_status(st, NULL));
+			report_exit(sock, st);
 		}
 	}
 }

@@ -46,6 +46,22 @@ body() {
 	expect_eq "$role: bad flag" 125 "$(status_of al "$role" --bogus -- true 2>/dev/null)"
 	out=$(al "$role" -- /nonexistent/cmd 2>&1 || true)
 	expect_match "$role: error names the command" "^airlock: cannot run '/nonexistent/cmd'" "$out"
+	# CMD starts through posix_spawn; what execvp did must still hold: a
+	# script without "#!" runs under /bin/sh, PATH is CMD's own, and CMD
+	# starts with no signal ignored or blocked (the supervisor ignores
+	# SIGPIPE, init blocks five).
+	printf 'echo no-shebang-ran\n' >"$(work "$role")/noshebang"
+	chmod 755 "$(work "$role")/noshebang"
+	[ "$role" = root ] || chown "$AIRLOCK_TEST_USER:" "$(work "$role")/noshebang"
+	expect_eq "$role: script without #!" "no-shebang-ran" "$(al "$role" -- ./noshebang)"
+	mkdir -p "$(work "$role")/bin"
+	printf '#!/bin/sh\necho from-cmd-path\n' >"$(work "$role")/bin/airlock-t-cmd"
+	chmod 755 "$(work "$role")/bin/airlock-t-cmd"
+	[ "$role" = root ] || chown -R "$AIRLOCK_TEST_USER:" "$(work "$role")/bin"
+	expect_eq "$role: PATH of CMD" "from-cmd-path" \
+		"$(al "$role" --env PATH="$(work "$role")/bin:/usr/bin:/bin" -- airlock-t-cmd)"
+	expect_eq "$role: signals ignored and blocked" "0000000000000000 0000000000000000" \
+		"$(al "$role" -- sh -c 'exec awk '"'"'/^SigIgn|^SigBlk/ {printf "%s%s", s, $2; s=" "}'"'"' /proc/self/status')"
 
 	# airlock inside airlock: the seccomp filter refuses the nested user
 	# namespace (clone3 gets ENOSYS, the clone fallback EPERM), and the
