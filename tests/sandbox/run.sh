@@ -52,12 +52,12 @@ body() {
 	# SIGPIPE, init blocks five).
 	printf 'echo no-shebang-ran\n' >"$(work "$role")/noshebang"
 	chmod 755 "$(work "$role")/noshebang"
-	[ "$role" = root ] || chown "$AIRLOCK_TEST_USER:" "$(work "$role")/noshebang"
+	[ "$role" != user ] || chown "$AIRLOCK_TEST_USER:" "$(work "$role")/noshebang"
 	expect_eq "$role: script without #!" "no-shebang-ran" "$(al "$role" -- ./noshebang)"
 	mkdir -p "$(work "$role")/bin"
 	printf '#!/bin/sh\necho from-cmd-path\n' >"$(work "$role")/bin/airlock-t-cmd"
 	chmod 755 "$(work "$role")/bin/airlock-t-cmd"
-	[ "$role" = root ] || chown -R "$AIRLOCK_TEST_USER:" "$(work "$role")/bin"
+	[ "$role" != user ] || chown -R "$AIRLOCK_TEST_USER:" "$(work "$role")/bin"
 	expect_eq "$role: PATH of CMD" "from-cmd-path" \
 		"$(al "$role" --env PATH="$(work "$role")/bin:/usr/bin:/bin" -- airlock-t-cmd)"
 	expect_eq "$role: signals ignored and blocked" "0000000000000000 0000000000000000" \
