@@ -320,6 +320,7 @@ forward_start(struct conn *c)
 	evtimer_del(c->timer);
 	conn_timer_in(c, c->px->px_cfg.idle_timeout_ms);
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	bufferevent_enable(c->down.bev, EV_READ | EV_WRITE);
 	bufferevent_write(c->up.bev, ht->out_head, ht->out_len);
 	c->up.bytes += ht->out_len;
 	free(ht->out_head);

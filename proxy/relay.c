@@ -345,6 +345,11 @@ void
 relay_start(struct conn *c)
 {
 	conn_enter_tunnel(c);
+	/* Nothing queued either way (the usual case): straight to splice,
+	 * without enabling events that would only be taken away again. */
+	relay_maybe_splice(c);
+	if (c->relay != NULL)
+		return;
 	bufferevent_setcb(c->down.bev, relay_bev_read, relay_bev_write, relay_bev_event, c);
 	bufferevent_setcb(c->up.bev, relay_bev_read, relay_bev_write, relay_bev_event, c);
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
