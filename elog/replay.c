@@ -1,8 +1,8 @@
 /* `airlock log replay -p POLICY`: what-if. Every logged event is decided
  * again under a candidate policy, the same way the supervisor decides
  * (policy_match_host for names, policy_match_name for DNS questions,
- * policy_match_addr for addresses, the address guard on the dialled
- * address), and every destination whose outcome would change is listed
+ * policy_match_addr for addresses, and on the dialled address the deny
+ * cidr rules and the address guard), and every destination whose outcome would change is listed
  * with its counts. */
 #include "elog/review.h"
 
@@ -29,7 +29,7 @@ struct change {
 };
 
 /* True when the address guard refuses ss on port under p, as the proxy's
- * upstream_addr_permitted does: a guarded class that no cidr rule
+ * upstream_addr_permitted does after the deny cidr rules: a guarded class that no cidr rule
  * explicitly opens (policy_cidr_allows). The host's own addresses are
  * not known here; those are judged as the public addresses they are. */
 static bool
@@ -65,9 +65,20 @@ decide(const struct policy *p, const struct elog_record *r, const char **why)
 		else
 			policy_match_host(p, name, port, &v);
 		if (v.action == POLICY_ALLOW && !dns && r->ip != NULL &&
-		    elog_parse_addr(r->ip, &ss) && guarded(p, &ss, port)) {
-			*why = "address guard";
-			return false;
+		    elog_parse_addr(r->ip, &ss)) {
+			struct policy_verdict av;
+
+			/* As the proxy: a deny cidr rule refuses the address
+			 * an allowed name resolved to. */
+			policy_match_addr(p, (struct sockaddr *)&ss, port, &av);
+			if (av.action == POLICY_DENY) {
+				*why = av.where != NULL ? av.where : "deny rule";
+				return false;
+			}
+			if (guarded(p, &ss, port)) {
+				*why = "address guard";
+				return false;
+			}
 		}
 	} else {
 		const char *a = r->host != NULL ? r->host : r->ip;

@@ -346,6 +346,7 @@ conn_set_host(struct conn *c, const char *name, bool ip_literal, const char **wh
 void
 conn_resolved(struct conn *c)
 {
+	const char *deny_rule;
 	char why[160] = "";
 
 	if (upstream_take_answer(c) != 0)
@@ -375,10 +376,16 @@ conn_resolved(struct conn *c)
 			         sizeof(c->reason));
 		}
 	}
-	if (upstream_filter(c, why, sizeof(why)) == 0) {
-		/* The refused address is named in the reason. */
+	if (upstream_filter(c, why, sizeof(why), &deny_rule) == 0) {
+		/* The refused address is named in the reason; a deny rule that
+		 * refused it is the connection's rule. */
 		c->has_dst = false;
-		conn_refuse(c, 403, "destination_ip_prohibited", "%s", why);
+		if (deny_rule != NULL) {
+			str_copy(c->rule, deny_rule, sizeof(c->rule));
+			conn_refuse(c, 403, "http_request_denied", "%s", why);
+		} else {
+			conn_refuse(c, 403, "destination_ip_prohibited", "%s", why);
+		}
 		return;
 	}
 	evtimer_del(c->timer);

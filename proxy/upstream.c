@@ -69,19 +69,39 @@ set_port(union conn_addr *a, uint16_t port)
 }
 
 bool
-upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why, size_t whylen)
+upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
+                        const char **deny_rule)
 {
 	const struct policy *p = c->px->px_cfg.policy;
 	enum guard_class cls = guard_classify(&a->sa);
+	struct policy_verdict v;
 	char ip[INET6_ADDRSTRLEN];
 
+	conn_addr_str(a, ip, sizeof(ip));
+	/* A deny cidr rule refuses its addresses however they were reached:
+	 * as a literal (decided before this), or by resolving a name a rule
+	 * allows. In audit mode the connection goes on, marked. */
+	policy_match_addr(p, &a->sa, c->port, &v);
+	if (v.action == POLICY_DENY) {
+		if (policy_mode(p) != POLICY_MODE_AUDIT) {
+			if (why != NULL)
+				snprintf(why, whylen, "%s is denied by a cidr rule", ip);
+			if (deny_rule != NULL)
+				*deny_rule = v.where;
+			return false;
+		}
+		if (c->verdict == NULL || strcmp(c->verdict, "allow") == 0) {
+			c->verdict = "audit-deny";
+			str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
+			snprintf(c->reason, sizeof(c->reason), "%s is denied by a cidr rule", ip);
+		}
+	}
 	if (cls == GUARD_PUBLIC && !proxy_is_own_addr(c->px, &a->sa))
 		return true;
 	/* An explicit cidr rule is the only way to private ranges, loopback
 	 * and the host's own addresses. */
 	if (policy_cidr_allows(p, &a->sa, c->port))
 		return true;
-	conn_addr_str(a, ip, sizeof(ip));
 	if (why != NULL)
 		snprintf(why, whylen, "%s is %s%s", ip,
 		         cls == GUARD_PUBLIC ? "one of this host's addresses"
@@ -91,13 +111,15 @@ upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why, siz
 }
 
 size_t
-upstream_filter(struct conn *c, char *why, size_t whylen)
+upstream_filter(struct conn *c, char *why, size_t whylen, const char **deny_rule)
 {
 	size_t kept = 0;
 	bool said = false;
 
+	*deny_rule = NULL;
 	for (size_t i = 0; i < c->n_addrs; i++) {
-		if (upstream_addr_permitted(c, &c->addrs[i], said ? NULL : why, whylen))
+		if (upstream_addr_permitted(c, &c->addrs[i], said ? NULL : why, whylen,
+		                            said ? NULL : deny_rule))
 			c->addrs[kept++] = c->addrs[i];
 		else
 			said = true;

@@ -502,6 +502,22 @@ test_replay(void **state)
 	                          "now be denied, 2 would now be allowed\n"));
 	free(s);
 
+	/* A deny cidr rule covering the address pypi.org was dialled at
+	 * refuses it, as the proxy now does, though a rule allows the name;
+	 * the line without an ip is judged on the name alone. */
+	assert_int_equal(replay("version: 1\nname: cidrdeny\nallow:\n"
+	                        "  - host: pypi.org\n    ports: [443]\n"
+	                        "  - host: registry.npmjs.org\n    ports: [443]\n"
+	                        "deny:\n  - host: upload.pypi.org\n"
+	                        "  - cidr: 192.0.2.0/28\n    ports: [443]\n",
+	                        files, 1, &s),
+	                 1);
+	assert_non_null(strstr(s, "allowed before, denied now:\n  pypi.org:443 "));
+	assert_non_null(strstr(s, "now: "));
+	assert_non_null(strstr(s, ":10\n")); /* the deny cidr rule's line */
+	assert_null(strstr(s, "registry.npmjs.org"));
+	free(s);
+
 	/* A broken policy is an error, not "no change". */
 	assert_int_equal(replay("version: 1\nallow: [\n", files, 1, &s), -1);
 	free(s);

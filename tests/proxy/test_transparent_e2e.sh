@@ -27,6 +27,8 @@ cat >"$POL" <<-'YAML'
 	deny:
 	  - cidr: 203.0.113.0/24
 	    ports: [8443]
+	  - cidr: 2001:db8:66::/48
+	    ports: [8443]
 YAML
 
 "$LAB_SH" inet "$LAB" "$LAB_PYTHON" "$SOURCE_ROOT/tests/proxy/echo.py" "$LAB_PYPI_V4" 7 \
@@ -43,6 +45,11 @@ cat >"$LAB_WORK/inside.sh" <<-'SH'
 	c http://pypi.org/simple/labpkg/ | grep -q labpkg-1.0 && echo "http-allowed"
 	[ "$(c -o /dev/null -w '%{http_code}' --resolve pypi.org:80:203.0.113.66 http://pypi.org/)" = 403 ] && echo "host-spoof-refused"
 	c --resolve evil.test:443:203.0.113.66 https://evil.test/ 2>&1 | grep -qi "alert access denied" && echo "sni-denied"
+	# evil.test is allowed on 8443, but every address it resolves to is in
+	# a deny cidr rule: refused before any dial, explicit and transparent
+	# (the canaries on 8443 stay silent).
+	[ "$(c -o /dev/null -w '%{http_connect}' -x http://127.0.0.1:3128 -p https://evil.test:8443/ 2>/dev/null)" = 403 ] && echo "connect-cidr-denied"
+	c https://evil.test:8443/ 2>&1 | grep -qi "alert access denied" && echo "sni-cidr-denied"
 	python3 - <<-'PY'
 		import socket, time
 		# No name, an address learned from DNS for an allowed name and port.
@@ -85,7 +92,7 @@ SH
 out=$(airlock_lab "$POL" -- sh "$LAB_WORK/inside.sh" 2>&1) || true
 ! grep -q Sanitizer <<<"$out" || fail "sanitizer report: $out"
 for m in tls-allowed tls6-allowed sni-spoof-refused http-allowed host-spoof-refused sni-denied \
-	tcp-learned tcp-silent tcp-unknown-refused evil-resolved tcp-cidr-deny-done; do
+	connect-cidr-denied sni-cidr-denied tcp-learned tcp-silent tcp-unknown-refused evil-resolved tcp-cidr-deny-done; do
 	grep -qx -- "$m" <<<"$out" || fail "transparent: '$m' missing; output: $out"
 done
 
@@ -94,6 +101,8 @@ expect_logged "tls over IPv6 (IP6T_SO_ORIGINAL_DST)" 'e.get("kind") == "tls" and
 expect_logged "SNI spoof logged with both" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("ip") == "203.0.113.66" and e.get("verdict") == "deny" and "does not resolve to the original destination" in e.get("reason", "")'
 expect_logged "Host spoof logged" 'e.get("kind") == "http" and e.get("host") == "pypi.org" and e.get("ip") == "203.0.113.66" and e.get("verdict") == "deny"'
 expect_logged "denied SNI logged" 'e.get("kind") == "tls" and e.get("sni") == "evil.test" and e.get("verdict") == "deny"'
+expect_logged "CONNECT to an allowed name inside a deny cidr" 'e.get("kind") == "connect" and e.get("host") == "evil.test" and e.get("port") == 8443 and e.get("verdict") == "deny" and "is denied by a cidr rule" in e.get("reason", "") and e.get("rule", "").endswith((":9", ":11"))'
+expect_logged "SNI of an allowed name inside a deny cidr" 'e.get("kind") == "tls" and e.get("sni") == "evil.test" and e.get("port") == 8443 and e.get("verdict") == "deny" and "is denied by a cidr rule" in e.get("reason", "")'
 expect_logged "learned tcp logged" 'e.get("kind") == "tcp" and e.get("host") == "pypi.org" and e.get("port") == 7 and e.get("verdict") == "allow"'
 expect_logged "unknown tcp logged" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 4444 and e.get("verdict") == "deny"'
 expect_logged "cidr deny beats the DNS cache" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 8443 and e.get("verdict") == "deny" and e.get("reason") == "denied by rule" and "host" not in e'
