@@ -289,7 +289,7 @@ sbx_init_main(const struct sbx *s, int sock)
 
 	/* Unprivileged and filtered while the supervisor is still starting
 	 * to serve: nothing init does from here on needs a capability or a
-	 * refused system call, and both cover everything it forks. CMD runs
+	 * refused system call, and both cover everything it starts. CMD runs
 	 * as our uid: without dumpable off it could ptrace init, which holds
 	 * the socket to the supervisor. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
