@@ -713,6 +713,128 @@ test_noname_cidr_deny_beats_dns_cache(void **state)
 	close(peer);
 }
 
+/* ---- deny cidr rules on resolved addresses ---- */
+
+static int
+setup_deny_cidr_with(void **state, bool audit)
+{
+	snprintf(extra_deny, sizeof(extra_deny), "  - cidr: 203.0.113.0/24\n    ports: [443]\n");
+	return setup_with_mode(state, 0, 0, NULL, audit);
+}
+
+static int
+setup_deny_cidr(void **state)
+{
+	return setup_deny_cidr_with(state, false);
+}
+
+static int
+setup_deny_cidr_audit(void **state)
+{
+	return setup_deny_cidr_with(state, true);
+}
+
+static int
+teardown_deny_cidr(void **state)
+{
+	extra_deny[0] = '\0';
+	return teardown(state);
+}
+
+/* A connection whose allowed name resolved to ips (port 443), as
+ * conn_resolved() sees it before upstream_filter(). */
+static struct conn *
+resolved_conn(struct fixture *f, const char *const *ips, size_t n)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	assert_non_null(c);
+	c->px = f->px;
+	c->port = 443;
+	c->verdict = "allow";
+	str_copy(c->host, "a.test", sizeof(c->host));
+	str_copy(c->rule, "unit.yaml:4", sizeof(c->rule));
+	for (size_t i = 0; i < n; i++) {
+		c->addrs[i].in.sin_family = AF_INET;
+		c->addrs[i].in.sin_port = htons(443);
+		assert_int_equal(inet_pton(AF_INET, ips[i], &c->addrs[i].in.sin_addr), 1);
+	}
+	c->n_addrs = n;
+	return c;
+}
+
+/* The line of extra_deny's rule: after policy_allow and policy_deny. */
+static int
+deny_cidr_line(void)
+{
+	int n = 1;
+
+	for (const char *p = policy_allow; *p != '\0'; p++)
+		n += *p == '\n';
+	for (const char *p = policy_deny; *p != '\0'; p++)
+		n += *p == '\n';
+	return n;
+}
+
+/* An allowed name that resolves into a deny cidr rule: that address is
+ * dropped before any dial, the others stay; with none left, the reason
+ * names the address and deny_rule the rule. The connection's own verdict
+ * and rule (the name's) are untouched until the caller refuses it. */
+static void
+test_resolved_addr_in_deny_cidr(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const both[] = {"203.0.113.7", "198.51.100.7"};
+	static const char *const denied[] = {"203.0.113.7"};
+	struct conn *c = resolved_conn(f, both, 2);
+	char why[160] = "", want[32];
+	const char *rule = NULL;
+	char ip[INET_ADDRSTRLEN];
+
+	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule), 1);
+	inet_ntop(AF_INET, &c->addrs[0].in.sin_addr, ip, sizeof(ip));
+	assert_string_equal(ip, "198.51.100.7");
+	assert_string_equal(why, "203.0.113.7 is denied by a cidr rule");
+	snprintf(want, sizeof(want), "unit.yaml:%d", deny_cidr_line());
+	assert_non_null(rule);
+	assert_string_equal(rule, want);
+	assert_string_equal(c->verdict, "allow");
+	assert_string_equal(c->rule, "unit.yaml:4");
+	free(c);
+
+	c = resolved_conn(f, denied, 1);
+	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule), 0);
+	assert_string_equal(rule, want);
+	free(c);
+
+	/* Another port: the rule does not cover it. */
+	c = resolved_conn(f, denied, 1);
+	c->port = 80;
+	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule), 1);
+	assert_null(rule);
+	free(c);
+}
+
+/* Audit mode: the address is kept (the connection goes ahead), and the
+ * connection is marked audit-deny with the deny rule and the address. */
+static void
+test_resolved_addr_in_deny_cidr_audit(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const denied[] = {"203.0.113.7"};
+	struct conn *c = resolved_conn(f, denied, 1);
+	char why[160] = "", want[32];
+	const char *rule = NULL;
+
+	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule), 1);
+	assert_null(rule);
+	assert_string_equal(c->verdict, "audit-deny");
+	snprintf(want, sizeof(want), "unit.yaml:%d", deny_cidr_line());
+	assert_string_equal(c->rule, want);
+	assert_string_equal(c->reason, "203.0.113.7 is denied by a cidr rule");
+	free(c);
+}
+
 /* The log is a pipe whose reader goes away after the first request. */
 static int log_reader = -1;
 
@@ -930,6 +1052,10 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_log_failure_ends_idle_tunnel,
 	                                        setup_loopback_pipe_log,
 	                                        teardown_loopback_pipe_log),
+	        cmocka_unit_test_setup_teardown(test_resolved_addr_in_deny_cidr, setup_deny_cidr,
+	                                        teardown_deny_cidr),
+	        cmocka_unit_test_setup_teardown(test_resolved_addr_in_deny_cidr_audit,
+	                                        setup_deny_cidr_audit, teardown_deny_cidr),
 	        cmocka_unit_test_setup_teardown(test_own_addr_v4_mapped, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_mapped_literal_is_v4, setup_loopback,
 	                                        teardown_loopback),
