@@ -116,6 +116,12 @@ mask6(uint64_t *hi, uint64_t *lo, unsigned plen)
 	}
 }
 
+static inline uint32_t
+load_be32(const uint8_t *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
 static inline uint64_t
 load_be64(const uint8_t *b)
 {
@@ -687,92 +693,110 @@ policy_match_name(const struct policy *p, const char *name, struct policy_verdic
 	any_port(p, heads, k, out);
 }
 
-/* At most one chain per prefix length: 33 for IPv4, 129 for IPv6. */
-#define ADDR_MAX_CHAINS 129
+/* At most one chain per prefix length: 33 for IPv4, 129 for IPv6, and
+ * both for an IPv6 address that carries an IPv4 one. */
+#define ADDR_MAX_CHAINS (33 + 129)
 
-/* The cidr chains (first rule of each) covering sa; returns the count. */
+/* Append the chains of the IPv4 cidr rules covering a4 to heads[n...];
+ * returns the new count. */
 static unsigned
-addr_chains(const struct policy *p, const struct sockaddr *sa, uint32_t heads[ADDR_MAX_CHAINS])
+chains4(const struct policy *p, uint32_t a4, uint32_t heads[ADDR_MAX_CHAINS], unsigned n)
 {
-	unsigned n = 0;
-	const uint8_t *a6 = NULL;
-	uint32_t a4 = 0;
-	bool v4 = false;
+	uint64_t m = (UINT64_MAX >> p->p_cidr4_shift);
 
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)sa;
+	for (unsigned k = 0; k < p->p_n_plen4; k++) {
+		uint64_t key = (uint64_t)p->p_plen4[k] << 32 | mask4(a4, p->p_plen4[k]);
+		uint64_t b = hash_mix(key) >> p->p_cidr4_filter_shift;
 
-		a4 = ntohl(sin->sin_addr.s_addr);
-		v4 = true;
-	} else if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)(const void *)sa;
+		if (!((p->p_cidr4_filter[b / 64] >> (b % 64)) & 1))
+			continue;
+		for (uint64_t i = cidr4_hash(key) >> p->p_cidr4_shift;; i = (i + 1) & m) {
+			const struct pcidr4_slot *s = &p->p_cidr4[i];
 
-		/* A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d;
-		 * they match the IPv4 rules. */
-		if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
-			const uint8_t *b = sin6->sin6_addr.s6_addr + 12;
-
-			a4 = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
-			     b[3];
-			v4 = true;
-		} else {
-			a6 = sin6->sin6_addr.s6_addr;
-		}
-	}
-	if (v4) {
-		uint64_t m = (UINT64_MAX >> p->p_cidr4_shift);
-
-		for (unsigned k = 0; k < p->p_n_plen4; k++) {
-			uint64_t key = (uint64_t)p->p_plen4[k] << 32 | mask4(a4, p->p_plen4[k]);
-			uint64_t b = hash_mix(key) >> p->p_cidr4_filter_shift;
-
-			if (!((p->p_cidr4_filter[b / 64] >> (b % 64)) & 1))
-				continue;
-			for (uint64_t i = cidr4_hash(key) >> p->p_cidr4_shift;; i = (i + 1) & m) {
-				const struct pcidr4_slot *s = &p->p_cidr4[i];
-
-				if (!s->used)
-					break;
-				if (s->key == key) {
-					heads[n++] = s->first;
-					break;
-				}
-			}
-		}
-	} else if (a6 != NULL) {
-		uint64_t m = (UINT64_MAX >> p->p_cidr6_shift);
-		uint64_t hi0 = load_be64(a6), lo0 = load_be64(a6 + 8);
-
-		for (unsigned k = 0; k < p->p_n_plen6; k++) {
-			uint64_t hi = hi0, lo = lo0;
-			unsigned plen = p->p_plen6[k];
-
-			mask6(&hi, &lo, plen);
-			for (uint64_t i = cidr6_hash(hi, lo, plen) >> p->p_cidr6_shift;;
-			     i = (i + 1) & m) {
-				const struct pcidr6_slot *s = &p->p_cidr6[i];
-
-				if (!s->used)
-					break;
-				if (s->hi == hi && s->lo == lo && s->plen == plen) {
-					heads[n++] = s->first;
-					break;
-				}
+			if (!s->used)
+				break;
+			if (s->key == key) {
+				heads[n++] = s->first;
+				break;
 			}
 		}
 	}
 	return n;
 }
 
+/* The same for the IPv6 cidr rules covering a6. */
+static unsigned
+chains6(const struct policy *p, const uint8_t *a6, uint32_t heads[ADDR_MAX_CHAINS], unsigned n)
+{
+	uint64_t m = (UINT64_MAX >> p->p_cidr6_shift);
+	uint64_t hi0 = load_be64(a6), lo0 = load_be64(a6 + 8);
+
+	for (unsigned k = 0; k < p->p_n_plen6; k++) {
+		uint64_t hi = hi0, lo = lo0;
+		unsigned plen = p->p_plen6[k];
+
+		mask6(&hi, &lo, plen);
+		for (uint64_t i = cidr6_hash(hi, lo, plen) >> p->p_cidr6_shift;; i = (i + 1) & m) {
+			const struct pcidr6_slot *s = &p->p_cidr6[i];
+
+			if (!s->used)
+				break;
+			if (s->hi == hi && s->lo == lo && s->plen == plen) {
+				heads[n++] = s->first;
+				break;
+			}
+		}
+	}
+	return n;
+}
+
+/* The cidr chains (first rule of each) covering sa; returns the count.
+ * An IPv4-mapped IPv6 address (a dual-stack socket's IPv4 peer) is the
+ * IPv4 address. A NAT64 (64:ff9b::/96) or 6to4 (2002::/16) address is
+ * its own IPv6 address, and the IPv4 address it carries counts for the
+ * deny rules only: a deny rule for either spelling wins, while only a
+ * rule naming the IPv6 spelling allows it (the address guard looks
+ * through it the same way, policy/guard.c). heads[0..*n_full) are full
+ * chains, the rest are for deny rules only. */
+static unsigned
+addr_chains(const struct policy *p, const struct sockaddr *sa, uint32_t heads[ADDR_MAX_CHAINS],
+            unsigned *n_full)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+	const struct sockaddr_in6 *sin6;
+	const uint8_t *a6;
+
+	*n_full = 0;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)sa;
+
+		return *n_full = chains4(p, ntohl(sin->sin_addr.s_addr), heads, 0);
+	}
+	if (sa->sa_family != AF_INET6)
+		return 0;
+	sin6 = (const struct sockaddr_in6 *)(const void *)sa;
+	a6 = sin6->sin6_addr.s6_addr;
+	if (memcmp(a6, mapped, 12) == 0)
+		return *n_full = chains4(p, load_be32(a6 + 12), heads, 0);
+	*n_full = chains6(p, a6, heads, 0);
+	if (memcmp(a6, nat64, 12) == 0)
+		return chains4(p, load_be32(a6 + 12), heads, *n_full);
+	if (a6[0] == 0x20 && a6[1] == 0x02)
+		return chains4(p, load_be32(a6 + 2), heads, *n_full);
+	return *n_full;
+}
+
 void
 policy_match_addr(const struct policy *p, const struct sockaddr *sa, uint16_t port,
                   struct policy_verdict *out)
 {
-	uint32_t deny = PRULE_NONE, allow = PRULE_NONE, heads[ADDR_MAX_CHAINS];
-	unsigned k = addr_chains(p, sa, heads);
+	uint32_t deny = PRULE_NONE, allow = PRULE_NONE, unused = PRULE_NONE;
+	uint32_t heads[ADDR_MAX_CHAINS];
+	unsigned n_full, k = addr_chains(p, sa, heads, &n_full);
 
 	for (unsigned j = 0; j < k; j++)
-		chain_scan(p, heads[j], port, &deny, &allow);
+		chain_scan(p, heads[j], port, &deny, j < n_full ? &allow : &unused);
 	verdict(p, deny, allow, out);
 }
 
@@ -780,9 +804,11 @@ void
 policy_match_addr_any(const struct policy *p, const struct sockaddr *sa, struct policy_verdict *out)
 {
 	uint32_t heads[ADDR_MAX_CHAINS];
-	unsigned k = addr_chains(p, sa, heads);
+	unsigned n_full;
 
-	any_port(p, heads, k, out);
+	/* Over all ports, the full chains only (see addr_chains). */
+	(void)addr_chains(p, sa, heads, &n_full);
+	any_port(p, heads, n_full, out);
 }
 
 /* ---- the address guard's overrides (policy.h, policy_cidr_allows) ---- */
@@ -853,7 +879,7 @@ bool
 policy_cidr_allows(const struct policy *p, const struct sockaddr *sa, uint16_t port)
 {
 	uint32_t heads[ADDR_MAX_CHAINS];
-	unsigned k = addr_chains(p, sa, heads);
+	unsigned n_full, k = addr_chains(p, sa, heads, &n_full);
 	enum guard_class cls = guard_classify(sa);
 	bool allow = false;
 
@@ -865,7 +891,7 @@ policy_cidr_allows(const struct policy *p, const struct sockaddr *sa, uint16_t p
 				continue;
 			if (r->action == POLICY_DENY)
 				return false;
-			allow |= rule_opens(r, cls);
+			allow |= j < n_full && rule_opens(r, cls);
 		}
 	}
 	return allow;
@@ -875,9 +901,12 @@ bool
 policy_cidr_opens_any(const struct policy *p, const struct sockaddr *sa)
 {
 	uint32_t heads[ADDR_MAX_CHAINS];
-	unsigned k = addr_chains(p, sa, heads);
+	unsigned k;
 	enum guard_class cls = guard_classify(sa);
 	bool some_deny = false;
+
+	/* Over all ports, the full chains only (see addr_chains). */
+	(void)addr_chains(p, sa, heads, &k);
 
 	for (unsigned j = 0; j < k; j++)
 		some_deny |= p->p_sets[p->p_rules[heads[j]].set].n_deny > 0;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "policy/guard.h"
@@ -145,6 +146,46 @@ test_explicit_rules_open(void **state)
 	policy_free(p);
 }
 
+/* An IPv4 deny rule also refuses the NAT64 (64:ff9b::/96) and 6to4
+ * (2002::/16) spellings of its addresses, which a resolver may hand out
+ * for an allowed name; an IPv4 allow rule does not allow them (only a
+ * rule naming the IPv6 spelling does). */
+static void
+test_embedded_v4_deny(void **state)
+{
+	struct policy *p = must_load("version: 1\nallow:\n"
+	                             "  - cidr: 64:ff9b::/96\n    ports: [443]\n"
+	                             "  - cidr: 2002::/16\n    ports: [443]\n"
+	                             "deny:\n"
+	                             "  - cidr: 203.0.113.0/24\n    ports: [443]\n");
+	struct policy_verdict v;
+	struct sockaddr_storage ss;
+
+	(void)state;
+	policy_match_addr(p, addr(&ss, "64:ff9b::cb00:7105"), 443, &v); /* 203.0.113.5 */
+	assert_int_equal(v.action, POLICY_DENY);
+	assert_non_null(strstr(v.where, ":8"));
+	policy_match_addr(p, addr(&ss, "2002:cb00:7105::1"), 443, &v);
+	assert_int_equal(v.action, POLICY_DENY);
+	assert_false(policy_cidr_allows(p, addr(&ss, "64:ff9b::cb00:7105"), 443));
+	/* outside the deny range or port: the IPv6 rules decide */
+	policy_match_addr(p, addr(&ss, "64:ff9b::c633:6405"), 443, &v); /* 198.51.100.5 */
+	assert_int_equal(v.action, POLICY_ALLOW);
+	assert_non_null(strstr(v.where, ":3"));
+	policy_match_addr(p, addr(&ss, "64:ff9b::cb00:7105"), 80, &v);
+	assert_int_equal(v.action, POLICY_NO_MATCH);
+	policy_free(p);
+
+	p = must_load("version: 1\nallow:\n  - cidr: 198.51.100.0/24\n    ports: [443]\n");
+	policy_match_addr(p, addr(&ss, "64:ff9b::c633:6405"), 443, &v);
+	assert_int_equal(v.action, POLICY_NO_MATCH);
+	policy_match_addr(p, addr(&ss, "2002:c633:6405::1"), 443, &v);
+	assert_int_equal(v.action, POLICY_NO_MATCH);
+	policy_match_addr(p, addr(&ss, "::ffff:198.51.100.5"), 443, &v); /* mapped: IPv4 */
+	assert_int_equal(v.action, POLICY_ALLOW);
+	policy_free(p);
+}
+
 static void
 test_ports_and_deny(void **state)
 {
@@ -248,6 +289,7 @@ main(void)
 	        cmocka_unit_test(test_block_prefix),
 	        cmocka_unit_test(test_catch_all_opens_nothing),
 	        cmocka_unit_test(test_explicit_rules_open),
+	        cmocka_unit_test(test_embedded_v4_deny),
 	        cmocka_unit_test(test_ports_and_deny),
 	        cmocka_unit_test(test_own_public_address),
 	        cmocka_unit_test(test_broad_rule_warning),
