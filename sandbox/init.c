@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,20 +187,47 @@ cmd_child(void *arg)
 
 /* Start CMD. CLONE_VM | CLONE_VFORK, as posix_spawn does, copies none of
  * init's page tables (a fork did, on every run) and returns once CMD has
- * exec'd or failed to. Returns CMD's pid, or -1 with errno: the clone's,
- * or the exec's. */
+ * exec'd or failed to. The child gets a stack of its own, sized as
+ * posix_spawn sizes it: execvp may copy argv onto it (a script without
+ * "#!" goes to /bin/sh), and with the memory shared an overflow would
+ * land in init; a guard page below turns one into a crash of the child.
+ * Returns CMD's pid; or -1 with errno and *exec_err 0 when the child
+ * could not be made, or with *exec_err the exec's errno. */
 static pid_t
-start_cmd(const struct sbx *s)
+start_cmd(const struct sbx *s, int *exec_err)
 {
-	static char stack[64 * 1024] __attribute__((aligned(16)));
 	struct cmd_start c = {.s = s, .err = 0};
+	size_t argc = 0, page = (size_t)sysconf(_SC_PAGESIZE), size;
+	char *stack;
 	pid_t pid;
+	int e;
 
+	*exec_err = 0;
+	while (s->cfg->argv[argc] != NULL)
+		argc++;
+	size = (64 * 1024 + (argc + 3) * sizeof(char *) + page - 1) / page * page + page;
+	stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+	             -1, 0);
+	if (stack == MAP_FAILED)
+		return -1;
+	if (mprotect(stack, page, PROT_NONE) < 0) {
+		e = errno;
+		munmap(stack, size);
+		errno = e;
+		return -1;
+	}
 	environ = (char **)s->cfg->envp;
-	pid = clone(cmd_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
-	if (pid < 0 || c.err == 0)
+	pid = clone(cmd_child, stack + size, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+	e = errno;
+	munmap(stack, size);
+	if (pid < 0) {
+		errno = e;
+		return -1;
+	}
+	if (c.err == 0)
 		return pid;
 	(void)waitpid(pid, NULL, 0);
+	*exec_err = c.err;
 	errno = c.err;
 	return -1;
 }
@@ -243,6 +271,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	sigset_t sigs;
 	char err[512];
 	pid_t cmd;
+	int exec_err;
 
 	/* airlock dying (even by SIGKILL) kills init, and with it the whole
 	 * pid namespace. If the supervisor is already gone, the first read on
@@ -322,11 +351,11 @@ sbx_init_main(const struct sbx *s, int sock)
 			fd_close(&nft_fd);
 			run_checks(sock);
 		}
-	} else if ((cmd = start_cmd(s)) < 0) {
-		int e = errno;
-
-		log_warnx("cannot run '%s': %s", s->cfg->argv[0], strerror(e));
-		report_exit(sock, W_EXITCODE(sbx_exec_errno_status(e), 0));
+	} else if ((cmd = start_cmd(s, &exec_err)) < 0) {
+		if (exec_err == 0)
+			init_die("start CMD: %s", strerror(errno));
+		log_warnx("cannot run '%s': %s", s->cfg->argv[0], strerror(exec_err));
+		report_exit(sock, W_EXITCODE(sbx_exec_errno_status(exec_err), 0));
 	}
 	/* CMD runs: the wait for the kernel's nftables clean-up now overlaps
 	 * with it instead of preceding it. */

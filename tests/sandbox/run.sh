@@ -54,6 +54,10 @@ body() {
 	chmod 755 "$(work "$role")/noshebang"
 	[ "$role" != user ] || chown "$AIRLOCK_TEST_USER:" "$(work "$role")/noshebang"
 	expect_eq "$role: script without #!" "no-shebang-ran" "$(al "$role" -- ./noshebang)"
+	# ... with 50,000 arguments, which execvp copies onto CMD's start-up
+	# stack for /bin/sh (that stack is shared with init until the exec).
+	expect_eq "$role: script without #!, 50,000 arguments" "no-shebang-ran" \
+		"$(al "$role" -- ./noshebang $(seq 50000))"
 	mkdir -p "$(work "$role")/bin"
 	printf '#!/bin/sh\necho from-cmd-path\n' >"$(work "$role")/bin/airlock-t-cmd"
 	chmod 755 "$(work "$role")/bin/airlock-t-cmd"
