@@ -346,6 +346,7 @@ conn_set_host(struct conn *c, const char *name, bool ip_literal, const char **wh
 void
 conn_resolved(struct conn *c)
 {
+	union conn_addr refused;
 	const char *deny_rule;
 	char why[160] = "";
 
@@ -376,10 +377,11 @@ conn_resolved(struct conn *c)
 			         sizeof(c->reason));
 		}
 	}
-	if (upstream_filter(c, why, sizeof(why), &deny_rule) == 0) {
-		/* The refused address is named in the reason; a deny rule that
-		 * refused it is the connection's rule. */
-		c->has_dst = false;
+	if (upstream_filter(c, why, sizeof(why), &deny_rule, &refused) == 0) {
+		/* The refused address is the line's ip and is named in the
+		 * reason; a deny rule that refused it is the line's rule. */
+		c->dst = refused;
+		c->has_dst = true;
 		if (deny_rule != NULL) {
 			str_copy(c->rule, deny_rule, sizeof(c->rule));
 			conn_refuse(c, 403, "http_request_denied", "%s", why);

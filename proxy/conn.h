@@ -219,14 +219,15 @@ int upstream_resolve(struct conn *c);
  * refusing (the reply names the resolver's answer). */
 int upstream_take_answer(struct conn *c);
 /* Keep only the addresses the policy's deny cidr rules and the guard
- * permit; why describes the first one refused, and *deny_rule is the
- * deny rule's "file:line" when that was the reason (else NULL). Returns
- * how many remain. */
-size_t upstream_filter(struct conn *c, char *why, size_t whylen, const char **deny_rule);
-/* Whether one address passes the deny cidr rules and the guard (or a
- * cidr rule opening it); deny_rule as for upstream_filter, may be NULL. */
-bool upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
-                             const char **deny_rule);
+ * permit (in audit mode, addresses a deny cidr rule covers go last);
+ * why describes the first one refused, *refused is that address, and
+ * *deny_rule the deny rule's "file:line" when that was the reason (else
+ * NULL). Returns how many remain. */
+size_t upstream_filter(struct conn *c, char *why, size_t whylen, const char **deny_rule,
+                       union conn_addr *refused);
+/* Audit mode: mark c audit-deny if a deny cidr rule covers a, the address
+ * being dialled (or reused), and nothing else marked it already. */
+void upstream_mark_audit(struct conn *c, const union conn_addr *a);
 /* Connect to c->addrs[c->next_addr...] in turn, then conn_connected().
  * Returns 0, or -1 after refusing the connection. */
 int upstream_connect(struct conn *c);

@@ -89,6 +89,7 @@ forward_request(struct conn *c, const char *s, const struct http_head *h)
 		return;
 	/* Reuse the open upstream only for the very same host and port. */
 	if (c->up.bev != NULL && strcmp(c->up_host, c->host) == 0 && c->up_port == c->port) {
+		upstream_mark_audit(c, &c->dst); /* the address it was dialled at */
 		conn_connected(c);
 		return;
 	}

@@ -68,19 +68,27 @@ set_port(union conn_addr *a, uint16_t port)
 		a->in.sin_port = htons(port);
 }
 
-bool
-upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
-                        const char **deny_rule)
+/* What the deny cidr rules and the address guard say of one address. */
+enum addr_check {
+	ADDR_REFUSED,
+	ADDR_PERMITTED,
+	ADDR_AUDIT_DENIED, /* audit mode: a deny cidr rule covers it, let through */
+};
+
+static enum addr_check
+addr_check(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
+           const char **deny_rule)
 {
 	const struct policy *p = c->px->px_cfg.policy;
 	enum guard_class cls = guard_classify(&a->sa);
 	struct policy_verdict v;
 	char ip[INET6_ADDRSTRLEN];
+	bool audit_denied = false;
 
 	conn_addr_str(a, ip, sizeof(ip));
 	/* A deny cidr rule refuses its addresses however they were reached:
 	 * as a literal (decided before this), or by resolving a name a rule
-	 * allows. In audit mode the connection goes on, marked. */
+	 * allows. */
 	policy_match_addr(p, &a->sa, c->port, &v);
 	if (v.action == POLICY_DENY) {
 		if (policy_mode(p) != POLICY_MODE_AUDIT) {
@@ -88,44 +96,73 @@ upstream_addr_permitted(struct conn *c, const union conn_addr *a, char *why, siz
 				snprintf(why, whylen, "%s is denied by a cidr rule", ip);
 			if (deny_rule != NULL)
 				*deny_rule = v.where;
-			return false;
+			return ADDR_REFUSED;
 		}
-		if (c->verdict == NULL || strcmp(c->verdict, "allow") == 0) {
-			c->verdict = "audit-deny";
-			str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
-			snprintf(c->reason, sizeof(c->reason), "%s is denied by a cidr rule", ip);
-		}
+		audit_denied = true;
 	}
-	if (cls == GUARD_PUBLIC && !proxy_is_own_addr(c->px, &a->sa))
-		return true;
-	/* An explicit cidr rule is the only way to private ranges, loopback
-	 * and the host's own addresses. */
-	if (policy_cidr_allows(p, &a->sa, c->port))
-		return true;
+	if ((cls == GUARD_PUBLIC && !proxy_is_own_addr(c->px, &a->sa)) ||
+	    /* An explicit cidr rule is the only way to private ranges,
+	     * loopback and the host's own addresses. */
+	    policy_cidr_allows(p, &a->sa, c->port))
+		return audit_denied ? ADDR_AUDIT_DENIED : ADDR_PERMITTED;
 	if (why != NULL)
 		snprintf(why, whylen, "%s is %s%s", ip,
 		         cls == GUARD_PUBLIC ? "one of this host's addresses"
 		                             : guard_class_name(cls),
 		         cls == GUARD_PUBLIC ? "" : " (address guard)");
-	return false;
+	return ADDR_REFUSED;
 }
 
 size_t
-upstream_filter(struct conn *c, char *why, size_t whylen, const char **deny_rule)
+upstream_filter(struct conn *c, char *why, size_t whylen, const char **deny_rule,
+                union conn_addr *refused)
 {
-	size_t kept = 0;
+	union conn_addr late[CONN_MAX_ADDRS];
+	size_t kept = 0, n_late = 0;
 	bool said = false;
 
 	*deny_rule = NULL;
 	for (size_t i = 0; i < c->n_addrs; i++) {
-		if (upstream_addr_permitted(c, &c->addrs[i], said ? NULL : why, whylen,
-		                            said ? NULL : deny_rule))
+		switch (addr_check(c, &c->addrs[i], said ? NULL : why, whylen,
+		                   said ? NULL : deny_rule)) {
+		case ADDR_PERMITTED:
 			c->addrs[kept++] = c->addrs[i];
-		else
+			break;
+		case ADDR_AUDIT_DENIED:
+			/* Tried only after every address enforce mode would
+			 * use, so audit marks only what enforce would refuse. */
+			late[n_late++] = c->addrs[i];
+			break;
+		case ADDR_REFUSED:
+			if (!said)
+				*refused = c->addrs[i];
 			said = true;
+			break;
+		}
 	}
+	for (size_t i = 0; i < n_late; i++)
+		c->addrs[kept++] = late[i];
 	c->n_addrs = kept;
 	return kept;
+}
+
+void
+upstream_mark_audit(struct conn *c, const union conn_addr *a)
+{
+	const struct policy *p = c->px->px_cfg.policy;
+	struct policy_verdict v;
+	char ip[INET6_ADDRSTRLEN];
+
+	if (policy_mode(p) != POLICY_MODE_AUDIT ||
+	    (c->verdict != NULL && strcmp(c->verdict, "allow") != 0))
+		return;
+	policy_match_addr(p, &a->sa, c->port, &v);
+	if (v.action != POLICY_DENY)
+		return;
+	conn_addr_str(a, ip, sizeof(ip));
+	c->verdict = "audit-deny";
+	str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
+	snprintf(c->reason, sizeof(c->reason), "%s is denied by a cidr rule", ip);
 }
 
 /* Keep v6 first, then v4, each in resolver order, at most CONN_MAX_ADDRS.
@@ -278,6 +315,7 @@ upstream_try(struct conn *c)
 	a = &c->addrs[c->next_addr++];
 	c->dst = *a;
 	c->has_dst = true;
+	upstream_mark_audit(c, a);
 	fd = socket(a->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;

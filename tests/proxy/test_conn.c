@@ -778,8 +778,9 @@ deny_cidr_line(void)
 
 /* An allowed name that resolves into a deny cidr rule: that address is
  * dropped before any dial, the others stay; with none left, the reason
- * names the address and deny_rule the rule. The connection's own verdict
- * and rule (the name's) are untouched until the caller refuses it. */
+ * names the address, *refused is it and deny_rule the rule. The
+ * connection's own verdict and rule (the name's) are untouched until the
+ * caller refuses it. */
 static void
 test_resolved_addr_in_deny_cidr(void **state)
 {
@@ -789,12 +790,15 @@ test_resolved_addr_in_deny_cidr(void **state)
 	struct conn *c = resolved_conn(f, both, 2);
 	char why[160] = "", want[32];
 	const char *rule = NULL;
-	char ip[INET_ADDRSTRLEN];
+	union conn_addr refused;
+	char ip[INET6_ADDRSTRLEN];
 
-	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule), 1);
-	inet_ntop(AF_INET, &c->addrs[0].in.sin_addr, ip, sizeof(ip));
+	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule, &refused), 1);
+	conn_addr_str(&c->addrs[0], ip, sizeof(ip));
 	assert_string_equal(ip, "198.51.100.7");
 	assert_string_equal(why, "203.0.113.7 is denied by a cidr rule");
+	conn_addr_str(&refused, ip, sizeof(ip));
+	assert_string_equal(ip, "203.0.113.7");
 	snprintf(want, sizeof(want), "unit.yaml:%d", deny_cidr_line());
 	assert_non_null(rule);
 	assert_string_equal(rule, want);
@@ -803,31 +807,43 @@ test_resolved_addr_in_deny_cidr(void **state)
 	free(c);
 
 	c = resolved_conn(f, denied, 1);
-	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule), 0);
+	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule, &refused), 0);
 	assert_string_equal(rule, want);
 	free(c);
 
 	/* Another port: the rule does not cover it. */
 	c = resolved_conn(f, denied, 1);
 	c->port = 80;
-	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule), 1);
+	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule, &refused), 1);
 	assert_null(rule);
 	free(c);
 }
 
-/* Audit mode: the address is kept (the connection goes ahead), and the
- * connection is marked audit-deny with the deny rule and the address. */
+/* Audit mode: the covered address is kept but tried last, after every
+ * address enforce mode would use; only dialling it (or reusing an
+ * upstream dialled at it) marks the connection audit-deny, with the deny
+ * rule and the address. */
 static void
 test_resolved_addr_in_deny_cidr_audit(void **state)
 {
 	struct fixture *f = *state;
-	static const char *const denied[] = {"203.0.113.7"};
-	struct conn *c = resolved_conn(f, denied, 1);
+	static const char *const both[] = {"203.0.113.7", "198.51.100.7"};
+	struct conn *c = resolved_conn(f, both, 2);
 	char why[160] = "", want[32];
 	const char *rule = NULL;
+	union conn_addr refused;
+	char ip[INET6_ADDRSTRLEN];
 
-	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule), 1);
+	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule, &refused), 2);
 	assert_null(rule);
+	conn_addr_str(&c->addrs[0], ip, sizeof(ip));
+	assert_string_equal(ip, "198.51.100.7");
+	conn_addr_str(&c->addrs[1], ip, sizeof(ip));
+	assert_string_equal(ip, "203.0.113.7");
+	upstream_mark_audit(c, &c->addrs[0]);
+	assert_string_equal(c->verdict, "allow");
+	assert_string_equal(c->rule, "unit.yaml:4");
+	upstream_mark_audit(c, &c->addrs[1]);
 	assert_string_equal(c->verdict, "audit-deny");
 	snprintf(want, sizeof(want), "unit.yaml:%d", deny_cidr_line());
 	assert_string_equal(c->rule, want);
