@@ -370,6 +370,8 @@ elog_event(struct elog *log, const struct elog_event *ev)
 	}
 	field_str(&b, &cuts, "proto", ev->proto, CAP_SHORT);
 	field_str(&b, &cuts, "orig_dst", ev->orig_dst, CAP_ADDR);
+	if (ev->packets > 0)
+		field_u64(&b, "packets", ev->packets);
 	if (line_end(log, &b, &cuts) < 0)
 		return -1;
 	if (log->human != NULL)

@@ -142,6 +142,7 @@ enum field {
 	F_EXIT,
 	F_SIGNAL,
 	F_TOTALS,
+	F_PACKETS,
 	N_FIELDS
 };
 
@@ -150,11 +151,11 @@ static const char *const field_names[N_FIELDS] = {
         "verdict",  "rule",        "reason", "bytes_up",      "bytes_down", "duration_ms",
         "sni",      "method",      "url",    "qtype",         "rcode",      "proto",
         "orig_dst", "answers",     "policy", "policy_sha256", "mode",       "selftest",
-        "command",  "exit_status", "signal", "totals",
+        "command",  "exit_status", "signal", "totals",        "packets",
 };
 
 static const uint8_t field_lens[N_FIELDS] = {
-        2, 4, 4, 4, 2, 4, 7, 4, 6, 8, 10, 11, 3, 6, 3, 5, 5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6, 6,
+        2, 4, 4, 4, 2, 4, 7, 4, 6, 8, 10, 11, 3, 6, 3, 5, 5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6, 6, 7,
 };
 
 static void
@@ -316,6 +317,7 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog
 	rc |= get_str(j, idx, F_RCODE, &rec->rcode, &bad);
 	rc |= get_str(j, idx, F_PROTO, &rec->proto, &bad);
 	rc |= get_str(j, idx, F_ORIG_DST, &rec->orig_dst, &bad);
+	rc |= get_u64(j, idx, F_PACKETS, &rec->packets, &bad);
 	rc |= get_array_of_str(j, idx, F_ANSWERS, &rec->answers, &bad);
 	if (rc == 0 && strcmp(rec->kind, "task-start") == 0) {
 		rec->type = ELOG_REC_TASK_START;

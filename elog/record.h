@@ -40,7 +40,8 @@ struct elog_record {
 	const char *verdict, *rule, *reason;
 	uint64_t bytes_up, bytes_down, duration_ms;
 	const char *sni, *method, *url, *qtype, *rcode, *proto, *orig_dst;
-	int answers; /* token of the answers array, or -1 */
+	int answers;      /* token of the answers array, or -1 */
+	uint64_t packets; /* packet lines: blocked packets the line stands for (0: absent) */
 
 	/* task-start */
 	const char *policy, *policy_sha256, *mode, *selftest;

@@ -470,9 +470,13 @@ summary_add(struct summary *s, const struct elog_record *r)
 		d->first = INT64_MAX;
 		d->last = INT64_MIN;
 	}
-	d->attempts++;
-	d->allowed += is_allowed(r->verdict);
-	d->denied += elog_verdict_denied(r->verdict);
+	/* A packet line stands for its packets field's worth of packets
+	 * (one for lines written before the field existed). */
+	uint64_t n = strcmp(r->kind, "packet") == 0 && r->packets > 0 ? r->packets : 1;
+
+	d->attempts += n;
+	d->allowed += is_allowed(r->verdict) ? n : 0;
+	d->denied += elog_verdict_denied(r->verdict) ? n : 0;
 	d->up += r->bytes_up;
 	d->down += r->bytes_down;
 	if (r->ts_ms < d->first)

@@ -437,8 +437,11 @@ dest_hash(const struct nflog_reader *r, const struct nflog_packet *pkt)
 	return h;
 }
 
+/* One packet line; packets is the number of blocked packets it stands
+ * for (0 for the overrun lines, which count reports the kernel lost). */
 static void
-nflog_write(struct nflog_reader *r, const char *ip, int port, const char *proto, const char *reason)
+nflog_write(struct nflog_reader *r, const char *ip, int port, const char *proto, const char *reason,
+            uint64_t packets)
 {
 	struct elog_event ev;
 
@@ -449,11 +452,12 @@ nflog_write(struct nflog_reader *r, const char *ip, int port, const char *proto,
 	ev.verdict = "deny";
 	ev.reason = reason;
 	ev.proto = proto;
+	ev.packets = packets;
 	(void)elog_event(r->nr_log, &ev);
 }
 
-/* The line for packets that were counted, not itemised. The count is in
- * the reason text: the egress log writer has no count field (yet). */
+/* The line for packets that were counted, not itemised: the count is the
+ * packets field, and in the reason for people. */
 static void
 nflog_write_count(struct nflog_reader *r, const struct nflog_dest *d)
 {
@@ -462,7 +466,7 @@ nflog_write_count(struct nflog_reader *r, const struct nflog_dest *d)
 	snprintf(reason, sizeof(reason),
 	         NFLOG_REASON_BLOCKED "; %" PRIu64 " more packets since the last line",
 	         d->nd_count);
-	nflog_write(r, d->nd_dst, d->nd_dport, d->nd_proto, reason);
+	nflog_write(r, d->nd_dst, d->nd_dport, d->nd_proto, reason, d->nd_count);
 }
 
 static void
@@ -508,7 +512,7 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 	*bucket = (int32_t)r->nr_ndests;
 	r->nr_ndests++;
 	/* The first packet to a destination is written now. */
-	nflog_write(r, pkt->dst, pkt->dport, pkt->proto, NFLOG_REASON_BLOCKED);
+	nflog_write(r, pkt->dst, pkt->dport, pkt->proto, NFLOG_REASON_BLOCKED, 1);
 	nflog_arm(r);
 }
 
@@ -520,7 +524,7 @@ nflog_log_overrun(struct nflog_reader *r)
 		return;
 	}
 	r->nr_overrun_logged = true;
-	nflog_write(r, NULL, -1, NULL, NFLOG_REASON_OVERRUN);
+	nflog_write(r, NULL, -1, NULL, NFLOG_REASON_OVERRUN, 0);
 	nflog_arm(r);
 }
 
@@ -563,14 +567,14 @@ nflog_flush(struct nflog_reader *r, bool final)
 		snprintf(reason, sizeof(reason),
 		         NFLOG_REASON_OVERFLOW "; %" PRIu64 " packets not itemised",
 		         r->nr_overflow);
-		nflog_write(r, NULL, -1, NULL, reason);
+		nflog_write(r, NULL, -1, NULL, reason, r->nr_overflow);
 		r->nr_overflow = 0;
 	}
 	if (r->nr_overruns > 0) {
 		snprintf(reason, sizeof(reason),
 		         NFLOG_REASON_OVERRUN "; %" PRIu64 " more times since the last line",
 		         r->nr_overruns);
-		nflog_write(r, NULL, -1, NULL, reason);
+		nflog_write(r, NULL, -1, NULL, reason, 0);
 		r->nr_overruns = 0;
 	}
 	r->nr_overrun_logged = false;

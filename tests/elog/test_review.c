@@ -466,6 +466,32 @@ replay(const char *policy_yaml, char **files, int n, char **out_text)
 	return rc;
 }
 
+/* Packet lines count their packets field: one line per destination and
+ * window stands for many packets. A line without the field (older logs)
+ * is one packet; on any other kind the field means nothing. */
+static void
+test_summary_packets(void **state)
+{
+	struct out o;
+	char why[160];
+	char *files[] = {path("packets.jsonl")};
+	char *s;
+	int d;
+
+	(void)state;
+	out_open(&o);
+	assert_int_equal(review_summary(files, 1, true, o.f), 0);
+	s = out_close(&o);
+	if (elog_json_parse(&J, s, strlen(s), why, sizeof(why)) != 0)
+		fail_msg("summary --json is not JSON: %s", why);
+	d = find_dest("203.0.113.66:9999/udp");
+	assert_int_equal(num(d, "attempts"), 62920);
+	assert_int_equal(num(d, "denied"), 62920);
+	assert_int_equal(num(find_dest("203.0.113.66:9998/udp"), "attempts"), 1);
+	assert_int_equal(num(find_dest("files.example:443"), "attempts"), 1);
+	free(s);
+}
+
 static void
 test_replay(void **state)
 {
@@ -593,6 +619,7 @@ main(int argc, char **argv)
 	        cmocka_unit_test(test_suggest_wildcards),
 	        cmocka_unit_test(test_suggest_uncommented_cidr_is_valid),
 	        cmocka_unit_test(test_suggest_odd_names),
+	        cmocka_unit_test(test_summary_packets),
 	        cmocka_unit_test(test_replay),
 	        cmocka_unit_test(test_replay_guard_and_dns),
 	        cmocka_unit_test(test_replay_catch_all_cidr),

@@ -33,7 +33,7 @@ CONN = [
     ("host", "s"), ("ip", "s"), ("port", "n"), ("verdict", "s"), ("rule", "s"),
     ("reason", "s"), ("bytes_up", "n"), ("bytes_down", "n"), ("duration_ms", "n"),
     ("sni", "s"), ("method", "s"), ("url", "s"), ("qtype", "s"), ("rcode", "s"),
-    ("answers", "a"), ("proto", "s"), ("orig_dst", "s"), ("truncated", "a"),
+    ("answers", "a"), ("proto", "s"), ("orig_dst", "s"), ("packets", "n"), ("truncated", "a"),
 ]
 START = [
     ("airlock", "s"), ("pid", "n"), ("policy", "s"), ("policy_sha256", "s"), ("mode", "s"),
@@ -57,7 +57,7 @@ COMMAND_WORD_CAP, COMMAND_CAP = 1024, 8192
 # Fields that belong to one kind only.
 ONLY_FOR = {"sni": ("tls",), "method": ("http", "connect"), "url": ("http", "connect"),
             "qtype": ("dns",),
-            "rcode": ("dns",), "answers": ("dns",), "proto": ("packet",),
+            "rcode": ("dns",), "answers": ("dns",), "proto": ("packet",), "packets": ("packet",),
             "orig_dst": ("tls", "tcp", "http")}
 # Fields a kind must carry. docs/log.md leaves out any field that is
 # unknown (an unparseable request has no host, method or url) except the

@@ -916,6 +916,9 @@ test_nflog_aggregate_window(void **state)
 	assert_non_null(strstr(log, "\"ip\":\"198.51.100.9\",\"port\":443,\"verdict\":\"deny\","
 	                            "\"reason\":\"blocked by the sandbox firewall; 19 more packets "
 	                            "since the last line\""));
+	/* The counts as numbers too: 1 on the first line, 19 on this one. */
+	assert_non_null(strstr(log, "\"proto\":\"udp\",\"packets\":1}\n"));
+	assert_non_null(strstr(log, "\"proto\":\"udp\",\"packets\":19}\n"));
 	free(log);
 
 	/* Forgotten: its next packet is written at once again. */
@@ -933,6 +936,18 @@ test_nflog_aggregate_window(void **state)
 	assert_int_equal(count_str(log, "\n"), 3);
 	free(log);
 	agg_close(&a);
+}
+
+/* The sum of the log's "packets" fields. */
+static unsigned long
+sum_packets(const char *log)
+{
+	static const char key[] = "\"packets\":";
+	unsigned long sum = 0;
+
+	for (const char *p = strstr(log, key); p != NULL; p = strstr(p + 1, key))
+		sum += strtoul(p + sizeof(key) - 1, NULL, 10);
+	return sum;
 }
 
 static void
@@ -968,6 +983,11 @@ test_nflog_aggregate_bounded(void **state)
 	assert_int_equal(count_str(log, "\"verdict\":\"deny\",\"reason\":\"too many blocked "
 	                                "destinations; 17952 packets not itemised\""),
 	                 1);
+	assert_int_equal(count_str(log, "\"packets\":17952}\n"), 1);
+	/* Every packet is counted once: 1024 first lines and 1024 count
+	 * lines of 1 each, and the rest on the overflow line. */
+	assert_int_equal(count_str(log, "\"packets\":1}\n"), 2 * NFLOG_AGG_MAX_DESTS);
+	assert_int_equal(sum_packets(log), 2 * 10000);
 	free(log);
 	agg_close(&a);
 }
