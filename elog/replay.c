@@ -29,9 +29,10 @@ struct change {
 };
 
 /* True when the address guard refuses ss on port under p, as the proxy's
- * upstream_addr_permitted does after the deny cidr rules: a guarded class that no cidr rule
- * explicitly opens (policy_cidr_allows). The host's own addresses are
- * not known here; those are judged as the public addresses they are. */
+ * addr_check (proxy/upstream.c) does after the deny cidr rules: a
+ * guarded class that no cidr rule explicitly opens (policy_cidr_allows).
+ * The host's own addresses are not known here; those are judged as the
+ * public addresses they are. */
 static bool
 guarded(const struct policy *p, const struct sockaddr_storage *ss, uint16_t port)
 {

@@ -632,9 +632,11 @@ any_allowed(const struct policy *p, const uint32_t *heads, unsigned k, uint32_t 
 }
 
 /* The verdict over all ports for the rules of the chains heads[0..k)
- * (see policy_match_name). */
+ * (see policy_match_name); allow rules count only in heads[0..n_allow)
+ * (see addr_chains). */
 static void
-any_port(const struct policy *p, const uint32_t *heads, unsigned k, struct policy_verdict *out)
+any_port(const struct policy *p, const uint32_t *heads, unsigned n_allow, unsigned k,
+         struct policy_verdict *out)
 {
 	uint32_t deny = PRULE_NONE, allow = PRULE_NONE;
 	bool some_allow = false, some_deny = false;
@@ -642,12 +644,12 @@ any_port(const struct policy *p, const uint32_t *heads, unsigned k, struct polic
 	for (unsigned j = 0; j < k; j++) {
 		const struct pset *s = &p->p_sets[p->p_rules[heads[j]].set];
 
-		some_allow |= s->n_allow > 0;
+		some_allow |= j < n_allow && s->n_allow > 0;
 		some_deny |= s->n_deny > 0;
 	}
 	/* The lowest-numbered allow rule with a port no deny rule takes.
 	 * Chains are in load order, so each stops at its first such rule. */
-	for (unsigned j = 0; some_allow && j < k; j++) {
+	for (unsigned j = 0; some_allow && j < n_allow; j++) {
 		for (uint32_t i = heads[j]; i != PRULE_NONE && i < allow; i = p->p_rules[i].next) {
 			const struct prule *r = &p->p_rules[i];
 			const struct pport *pp = p->p_ports + r->port_off;
@@ -675,7 +677,7 @@ any_port(const struct policy *p, const uint32_t *heads, unsigned k, struct polic
 			if (r->action != POLICY_DENY)
 				continue;
 			for (uint16_t e = 0; e < r->n_ports; e++)
-				if (!some_allow || any_allowed(p, heads, k, pp[e].lo, pp[e].hi)) {
+				if (!some_allow || any_allowed(p, heads, n_allow, pp[e].lo, pp[e].hi)) {
 					deny = i;
 					break;
 				}
@@ -690,7 +692,7 @@ policy_match_name(const struct policy *p, const char *name, struct policy_verdic
 	uint32_t heads[NAME_MAX_CHAINS], deny = PRULE_NONE, allow = PRULE_NONE;
 	unsigned k = name_walk(p, name, heads, false, 0, &deny, &allow);
 
-	any_port(p, heads, k, out);
+	any_port(p, heads, k, k, out);
 }
 
 /* At most one chain per prefix length: 33 for IPv4, 129 for IPv6, and
@@ -804,11 +806,9 @@ void
 policy_match_addr_any(const struct policy *p, const struct sockaddr *sa, struct policy_verdict *out)
 {
 	uint32_t heads[ADDR_MAX_CHAINS];
-	unsigned n_full;
+	unsigned n_full, k = addr_chains(p, sa, heads, &n_full);
 
-	/* Over all ports, the full chains only (see addr_chains). */
-	(void)addr_chains(p, sa, heads, &n_full);
-	any_port(p, heads, n_full, out);
+	any_port(p, heads, n_full, k, out);
 }
 
 /* ---- the address guard's overrides (policy.h, policy_cidr_allows) ---- */
@@ -901,19 +901,17 @@ bool
 policy_cidr_opens_any(const struct policy *p, const struct sockaddr *sa)
 {
 	uint32_t heads[ADDR_MAX_CHAINS];
-	unsigned k;
+	unsigned n_full, k = addr_chains(p, sa, heads, &n_full);
 	enum guard_class cls = guard_classify(sa);
 	bool some_deny = false;
-
-	/* Over all ports, the full chains only (see addr_chains). */
-	(void)addr_chains(p, sa, heads, &k);
 
 	for (unsigned j = 0; j < k; j++)
 		some_deny |= p->p_sets[p->p_rules[heads[j]].set].n_deny > 0;
 	/* Every rule of a chain has the same range, so the same guard byte:
 	 * a chain's merged allow ports are all from rules that may open sa,
-	 * or all from rules that may not. */
-	for (unsigned j = 0; j < k; j++) {
+	 * or all from rules that may not. Allow ports only from the full
+	 * chains; deny ports from all (see addr_chains). */
+	for (unsigned j = 0; j < n_full; j++) {
 		const struct prule *r = &p->p_rules[heads[j]];
 		const struct pset *s = &p->p_sets[r->set];
 		const struct pport *iv = p->p_set_ports + s->off;

@@ -346,7 +346,7 @@ conn_set_host(struct conn *c, const char *name, bool ip_literal, const char **wh
 void
 conn_resolved(struct conn *c)
 {
-	union conn_addr refused;
+	union conn_addr refused = {0};
 	const char *deny_rule;
 	char why[160] = "";
 

@@ -176,6 +176,17 @@ test_embedded_v4_deny(void **state)
 	assert_int_equal(v.action, POLICY_NO_MATCH);
 	policy_free(p);
 
+	/* Over all ports (DNS answers, guard opening) the IPv4 deny counts
+	 * too: an allowed NAT64 address whose IPv4 form is denied on every
+	 * allowed port is not opened, and its any-port verdict is deny. */
+	p = must_load("version: 1\nallow:\n  - cidr: 64:ff9b::a00:5/128\n    ports: [22]\n"
+	              "deny:\n  - cidr: 10.0.0.5/32\n    ports: [22]\n");
+	assert_false(policy_cidr_allows(p, addr(&ss, "64:ff9b::a00:5"), 22));
+	assert_false(policy_cidr_opens_any(p, addr(&ss, "64:ff9b::a00:5")));
+	policy_match_addr_any(p, addr(&ss, "64:ff9b::a00:5"), &v);
+	assert_int_equal(v.action, POLICY_DENY);
+	policy_free(p);
+
 	p = must_load("version: 1\nallow:\n  - cidr: 198.51.100.0/24\n    ports: [443]\n");
 	policy_match_addr(p, addr(&ss, "64:ff9b::c633:6405"), 443, &v);
 	assert_int_equal(v.action, POLICY_NO_MATCH);
