@@ -139,77 +139,6 @@ net_advice(int err)
 	}
 }
 
-int
-nft_net_setup(char *err, size_t errlen)
-{
-	/* Five small messages; static, not stack (small clone stacks). */
-	static _Thread_local uint64_t buf[8192 / sizeof(uint64_t)];
-	struct mnl_nlmsg_batch *b = NULL;
-	struct mnl_socket *nl = NULL;
-	struct nft_nl_ack failed;
-	struct egress eg;
-	struct timespec ts;
-	unsigned int lo;
-	uint32_t seq;
-	int ret = -1;
-
-	lo = if_nametoindex(LO_NAME);
-	if (lo == 0) {
-		snprintf(err, errlen, "network: no %s device: %s", LO_NAME, strerror(errno));
-		return -1;
-	}
-	egress_addrs(&eg);
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	seq = (uint32_t)ts.tv_nsec | 1u;
-
-	/* 8 KiB for five messages of < 100 bytes: the batch cannot overflow,
-	 * and the limit below keeps libmnl's own check meaningful. */
-	b = mnl_nlmsg_batch_start(buf, sizeof(buf) / 2);
-	if (b == NULL) {
-		snprintf(err, errlen, "network: out of memory");
-		return -1;
-	}
-	put_link_up(b, seq + STEP_LINK_UP);
-	mnl_nlmsg_batch_next(b);
-	put_addr(b, seq + STEP_ADDR_V4, AF_INET, &eg.v4, sizeof(eg.v4), lo);
-	mnl_nlmsg_batch_next(b);
-	put_addr(b, seq + STEP_ADDR_V6, AF_INET6, &eg.v6, sizeof(eg.v6), lo);
-	mnl_nlmsg_batch_next(b);
-	put_default_route(b, seq + STEP_ROUTE_V4, AF_INET, &eg.v4, sizeof(eg.v4), lo);
-	mnl_nlmsg_batch_next(b);
-	put_default_route(b, seq + STEP_ROUTE_V6, AF_INET6, &eg.v6, sizeof(eg.v6), lo);
-	mnl_nlmsg_batch_next(b);
-
-	nl = nft_nl_open(NETLINK_ROUTE);
-	if (nl == NULL) {
-		snprintf(err, errlen, "network: opening the rtnetlink socket: %s", strerror(errno));
-		goto out;
-	}
-	/* rtnetlink runs the messages in order and answers each; the answer
-	 * to the last route is the last one. No batch-level failure exists,
-	 * so stop_seq is one that no message uses. */
-	if (nft_nl_batch(nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b), seq + STEP_ROUTE_V6,
-	                 seq - 1, &failed) < 0) {
-		snprintf(err, errlen, "network: talking to rtnetlink: %s%s", strerror(errno),
-		         net_advice(errno));
-		goto out;
-	}
-	if (failed.error != 0) {
-		uint32_t i = failed.seq - seq;
-
-		snprintf(err, errlen, "network: %s: %s%s",
-		         i < STEP_COUNT ? step_names[i] : "rtnetlink", strerror(failed.error),
-		         net_advice(failed.error));
-		goto out;
-	}
-	ret = 0;
-out:
-	if (nl != NULL)
-		mnl_socket_close(nl);
-	mnl_nlmsg_batch_stop(b);
-	return ret;
-}
-
 /* --- verification ------------------------------------------------------- */
 
 struct net_state {
@@ -327,11 +256,10 @@ dump(struct mnl_socket *nl, uint16_t type, int family, uint32_t seq, mnl_cb_t cb
 	return nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, cb, st);
 }
 
-int
-nft_net_verify(char *err, size_t errlen)
+static int
+verify_on(struct mnl_socket *nl, char *err, size_t errlen)
 {
 	struct net_state st;
-	struct mnl_socket *nl;
 	struct timespec ts;
 	uint32_t seq;
 	int ret = -1;
@@ -340,11 +268,6 @@ nft_net_verify(char *err, size_t errlen)
 	egress_addrs(&st.eg);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	seq = (uint32_t)ts.tv_nsec | 1u;
-	nl = nft_nl_open(NETLINK_ROUTE);
-	if (nl == NULL) {
-		snprintf(err, errlen, "network: opening the rtnetlink socket: %s", strerror(errno));
-		return -1;
-	}
 	if (dump(nl, RTM_GETLINK, AF_UNSPEC, seq, link_cb, &st) < 0) {
 		snprintf(err, errlen, "network: listing interfaces: %s", strerror(errno));
 		goto out;
@@ -391,6 +314,118 @@ nft_net_verify(char *err, size_t errlen)
 	}
 	ret = 0;
 out:
+	return ret;
+}
+static int
+setup_on(struct mnl_socket *nl, char *err, size_t errlen)
+{
+	/* Five small messages; static, not stack (small clone stacks). */
+	static _Thread_local uint64_t buf[8192 / sizeof(uint64_t)];
+	struct mnl_nlmsg_batch *b = NULL;
+	struct nft_nl_ack failed;
+	struct net_state st;
+	struct egress eg;
+	struct timespec ts;
+	unsigned int lo;
+	uint32_t seq;
+	int ret = -1;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	seq = (uint32_t)ts.tv_nsec | 1u;
+	/* lo's index in the socket's namespace (if_nametoindex would ask the
+	 * caller's), from the same dump the self-test reads. */
+	memset(&st, 0, sizeof(st));
+	if (dump(nl, RTM_GETLINK, AF_UNSPEC, seq - 2, link_cb, &st) < 0) {
+		snprintf(err, errlen, "network: listing interfaces: %s%s", strerror(errno),
+		         net_advice(errno));
+		return -1;
+	}
+	if (st.lo == 0) {
+		snprintf(err, errlen, "network: no %s device", LO_NAME);
+		return -1;
+	}
+	lo = st.lo;
+	egress_addrs(&eg);
+
+	/* 8 KiB for five messages of < 100 bytes: the batch cannot overflow,
+	 * and the limit below keeps libmnl's own check meaningful. */
+	b = mnl_nlmsg_batch_start(buf, sizeof(buf) / 2);
+	if (b == NULL) {
+		snprintf(err, errlen, "network: out of memory");
+		return -1;
+	}
+	put_link_up(b, seq + STEP_LINK_UP);
+	mnl_nlmsg_batch_next(b);
+	put_addr(b, seq + STEP_ADDR_V4, AF_INET, &eg.v4, sizeof(eg.v4), lo);
+	mnl_nlmsg_batch_next(b);
+	put_addr(b, seq + STEP_ADDR_V6, AF_INET6, &eg.v6, sizeof(eg.v6), lo);
+	mnl_nlmsg_batch_next(b);
+	put_default_route(b, seq + STEP_ROUTE_V4, AF_INET, &eg.v4, sizeof(eg.v4), lo);
+	mnl_nlmsg_batch_next(b);
+	put_default_route(b, seq + STEP_ROUTE_V6, AF_INET6, &eg.v6, sizeof(eg.v6), lo);
+	mnl_nlmsg_batch_next(b);
+
+	/* rtnetlink runs the messages in order and answers each; the answer
+	 * to the last route is the last one. No batch-level failure exists,
+	 * so stop_seq is one that no message uses. */
+	if (nft_nl_batch(nl, mnl_nlmsg_batch_head(b), mnl_nlmsg_batch_size(b), seq + STEP_ROUTE_V6,
+	                 seq - 1, &failed) < 0) {
+		snprintf(err, errlen, "network: talking to rtnetlink: %s%s", strerror(errno),
+		         net_advice(errno));
+		goto out;
+	}
+	if (failed.error != 0) {
+		uint32_t i = failed.seq - seq;
+
+		snprintf(err, errlen, "network: %s: %s%s",
+		         i < STEP_COUNT ? step_names[i] : "rtnetlink", strerror(failed.error),
+		         net_advice(failed.error));
+		goto out;
+	}
+	ret = 0;
+out:
+	mnl_nlmsg_batch_stop(b);
+	return ret;
+}
+
+
+/* --- the four entry points ---------------------------------------------- */
+
+static int
+with_socket(struct mnl_socket *nl, int (*fn)(struct mnl_socket *, char *, size_t), char *err,
+            size_t errlen)
+{
+	int ret;
+
+	if (nl == NULL) {
+		snprintf(err, errlen, "network: opening the rtnetlink socket: %s", strerror(errno));
+		return -1;
+	}
+	ret = fn(nl, err, errlen);
 	mnl_socket_close(nl);
 	return ret;
+}
+
+int
+nft_net_setup(char *err, size_t errlen)
+{
+	return with_socket(nft_nl_open(NETLINK_ROUTE), setup_on, err, errlen);
+}
+
+int
+nft_net_setup_fd(int fd, char *err, size_t errlen)
+{
+	return with_socket(nft_nl_wrap(fd), setup_on, err, errlen);
+}
+
+int
+nft_net_verify(char *err, size_t errlen)
+{
+	return with_socket(nft_nl_open(NETLINK_ROUTE), verify_on, err, errlen);
+}
+
+int
+nft_net_verify_fd(int fd, char *err, size_t errlen)
+{
+	return with_socket(nft_nl_wrap(fd), verify_on, err, errlen);
 }

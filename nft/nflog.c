@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "elog/elog.h"
+#include "nft/nlutil.h"
 
 /* Bytes of each packet the kernel copies to us: IPv6 header (40), a few
  * extension headers and the first 4 bytes of L4 are all the parser reads.
@@ -114,7 +115,7 @@ nflog_config(struct mnl_socket *nl, uint16_t group, uint32_t seq)
 }
 
 int
-nflog_open(uint16_t group, char *err, size_t errlen)
+nflog_socket(char *err, size_t errlen)
 {
 	struct mnl_socket *nl;
 	int rcvbuf = NFLOG_RCVBUF;
@@ -123,9 +124,7 @@ nflog_open(uint16_t group, char *err, size_t errlen)
 	nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (nl == NULL) {
 		saved = errno;
-		snprintf(err, errlen,
-		         "nflog: opening the netfilter netlink socket: "
-		         "%s%s",
+		snprintf(err, errlen, "nflog: opening the netfilter netlink socket: %s%s",
 		         strerror(saved), nflog_advice(saved));
 		return -1;
 	}
@@ -134,20 +133,13 @@ nflog_open(uint16_t group, char *err, size_t errlen)
 		snprintf(err, errlen, "nflog: binding the netlink socket: %s", strerror(saved));
 		goto fail;
 	}
-	fd = mnl_socket_get_fd(nl);
 	/* Best effort: a smaller buffer only means an earlier overrun, which
 	 * the reader reports. */
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	if (nflog_config(nl, group, (uint32_t)getpid()) < 0) {
-		saved = errno;
-		snprintf(err, errlen, "nflog: binding group %u: %s%s", group, strerror(saved),
-		         nflog_advice(saved));
-		goto fail;
-	}
+	(void)setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	/* Keep the fd, free libmnl's wrapper around it. The port id stays
 	 * with the socket, so the kernel keeps sending to it wherever the fd
 	 * goes (SCM_RIGHTS to the supervisor). */
-	fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	fd = fcntl(mnl_socket_get_fd(nl), F_DUPFD_CLOEXEC, 0);
 	if (fd < 0) {
 		saved = errno;
 		snprintf(err, errlen, "nflog: dup: %s", strerror(saved));
@@ -159,6 +151,46 @@ fail:
 	mnl_socket_close(nl);
 	errno = saved;
 	return -1;
+}
+
+int
+nflog_bind(int fd, uint16_t group, char *err, size_t errlen)
+{
+	struct mnl_socket *nl = nft_nl_wrap(fd);
+	int ret, saved = 0;
+
+	if (nl == NULL) {
+		saved = errno;
+		snprintf(err, errlen, "nflog: using the netlink socket: %s", strerror(saved));
+		errno = saved;
+		return -1;
+	}
+	ret = nflog_config(nl, group, (uint32_t)getpid());
+	if (ret < 0) {
+		saved = errno;
+		snprintf(err, errlen, "nflog: binding group %u: %s%s", group, strerror(saved),
+		         nflog_advice(saved));
+	}
+	mnl_socket_close(nl); /* the duplicate */
+	errno = saved;
+	return ret;
+}
+
+int
+nflog_open(uint16_t group, char *err, size_t errlen)
+{
+	int fd = nflog_socket(err, errlen);
+	int saved;
+
+	if (fd < 0)
+		return -1;
+	if (nflog_bind(fd, group, err, errlen) < 0) {
+		saved = errno;
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	return fd;
 }
 
 /* --- parsing ----------------------------------------------------------- */

@@ -16,6 +16,12 @@ struct nflog_reader;
  * namespace is enough). Returns the fd or -1 + reason; only one socket per
  * namespace can hold a group. */
 int nflog_open(uint16_t group, char *err, size_t errlen);
+/* nflog_open in two steps: the socket, made inside the namespace (it stays
+ * in the one it was made in), and the group bound through it, which may
+ * happen in another process with CAP_NET_ADMIN over the namespace (the
+ * supervisor: see nft_socket). 0 / fd, or -1 + reason. */
+int nflog_socket(char *err, size_t errlen);
+int nflog_bind(int fd, uint16_t group, char *err, size_t errlen);
 
 /* One blocked packet, decoded from an NFLOG message. Pure parser. */
 struct nflog_packet {

@@ -1,7 +1,8 @@
 /* The sandbox's nftables ruleset (DESIGN.md, Network inside the sandbox),
  * built by pure code into a netlink batch and committed in one atomic
- * transaction through libmnl. Runs inside the sandbox's network namespace,
- * with CAP_NET_ADMIN there. */
+ * transaction through libmnl, into the sandbox's network namespace with
+ * CAP_NET_ADMIN over it (from inside, or through a socket made inside:
+ * nft_socket). */
 #ifndef AIRLOCK_NFT_NFT_H
 #define AIRLOCK_NFT_NFT_H
 
@@ -33,23 +34,35 @@ int nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen);
  * reason. */
 int nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen);
 
-/* nft_ruleset_apply then nft_ruleset_verify over one netfilter netlink
- * socket, which is handed back in *keep_fd (CLOEXEC; -1 if it could not be
- * kept) whether or not they succeed. The caller closes it when a wait no
- * longer matters, e.g. once CMD runs: closing an nfnetlink socket waits
- * for the kernel's clean-up of the last transaction (an RCU grace period,
- * milliseconds under load; ruleset.c says why). Returns 0, or -1 with the
- * reason in err. */
-int nft_ruleset_apply_verify(const struct nft_params *p, int *keep_fd, char *err, size_t errlen);
+/* Set-up from outside the namespace. A netlink socket stays in the
+ * network namespace it was created in, so a process inside (the sandbox's
+ * init) creates it and another (the supervisor) may drive it: the kernel
+ * wants CAP_NET_ADMIN over the namespace from both the socket's creator
+ * and the sender, which the owner of the namespace's user namespace has.
+ *
+ * nft_socket: a netlink socket on bus (NETLINK_ROUTE or NETLINK_NETFILTER),
+ * bound, CLOEXEC, with a one-second receive timeout. fd or -1 + errno. */
+int nft_socket(int bus);
+
+/* nft_ruleset_apply then nft_ruleset_verify over fd, a NETLINK_NETFILTER
+ * socket from nft_socket; the caller keeps it and closes it when a wait no
+ * longer matters: closing an nfnetlink socket waits for the kernel's
+ * clean-up of the last transaction (an RCU grace period, milliseconds
+ * under load; ruleset.c says why). Returns 0, or -1 with the reason. */
+int nft_ruleset_apply_verify_fd(const struct nft_params *p, int fd, char *err, size_t errlen);
 
 /* Loopback set-up through rtnetlink: lo up, the egress addresses, default
- * routes for v4 and v6 via lo with those sources. 0 or -1 + reason. */
+ * routes for v4 and v6 via lo with those sources. 0 or -1 + reason.
+ * nft_net_setup works in the caller's namespace; _fd over fd, a
+ * NETLINK_ROUTE socket from nft_socket, in that socket's. */
 int nft_net_setup(char *err, size_t errlen);
+int nft_net_setup_fd(int fd, char *err, size_t errlen);
 
 /* Self-test: lo is up and no other interface is (a kernel with tunnel
  * modules gives every namespace down fallback devices such as sit0), and
  * the v4 and v6 default routes lead through lo with the egress sources.
- * 0 or -1 + reason. */
+ * 0 or -1 + reason. Namespaces as for nft_net_setup. */
 int nft_net_verify(char *err, size_t errlen);
+int nft_net_verify_fd(int fd, char *err, size_t errlen);
 
 #endif

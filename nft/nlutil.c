@@ -1,14 +1,17 @@
 #include "nft/nlutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <linux/netlink.h>
 
 #include "common/util.h"
+#include "nft/nft.h"
 
 struct mnl_socket *
 nft_nl_open(int bus)
@@ -30,6 +33,39 @@ nft_nl_open(int bus)
 		return NULL;
 	}
 	return nl;
+}
+
+struct mnl_socket *
+nft_nl_wrap(int fd)
+{
+	struct mnl_socket *nl;
+	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	int saved;
+
+	if (dup < 0)
+		return NULL;
+	nl = mnl_socket_fdopen(dup);
+	if (nl == NULL) {
+		saved = errno;
+		close(dup);
+		errno = saved;
+	}
+	return nl;
+}
+
+int
+nft_socket(int bus)
+{
+	struct mnl_socket *nl = nft_nl_open(bus);
+	int fd, saved;
+
+	if (nl == NULL)
+		return -1;
+	fd = fcntl(mnl_socket_get_fd(nl), F_DUPFD_CLOEXEC, 3);
+	saved = errno;
+	mnl_socket_close(nl);
+	errno = saved;
+	return fd;
 }
 
 static ssize_t

@@ -14,6 +14,10 @@
 
 /* Open a netlink socket on bus (CLOEXEC) and bind it. NULL with errno. */
 struct mnl_socket *nft_nl_open(int bus);
+/* Wrap fd, a bound netlink socket the caller keeps, for libmnl: the
+ * wrapper holds a duplicate, so mnl_socket_close() on it leaves the caller's
+ * descriptor (and the socket) open. NULL with errno. */
+struct mnl_socket *nft_nl_wrap(int fd);
 
 /* Send req (one message) and run cb over every reply until the kernel says
  * the request is done (ACK, NLMSG_DONE, or an error). seq is the request's

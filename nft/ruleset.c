@@ -568,7 +568,7 @@ nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen)
 	if (nl == NULL)
 		return -1;
 	ret = apply_on(nl, p, err, errlen);
-	mnl_socket_close(nl); /* may wait: see nft_ruleset_apply_verify */
+	mnl_socket_close(nl); /* may wait: see nft_ruleset_apply_verify_fd */
 	return ret;
 }
 
@@ -797,11 +797,11 @@ nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
 	if (nl == NULL)
 		return -1;
 	ret = verify_on(nl, p, err, errlen);
-	mnl_socket_close(nl); /* may wait: see nft_ruleset_apply_verify */
+	mnl_socket_close(nl); /* may wait: see nft_ruleset_apply_verify_fd */
 	return ret;
 }
 
-/* Why the caller gets the socket back: closing a bound NETLINK_NETFILTER
+/* Why the caller keeps the socket: closing a bound NETLINK_NETFILTER
  * socket makes netlink_release() send NETLINK_URELEASE to nf_tables'
  * notifier, nft_rcv_nl_event() (net/netfilter/nf_tables_api.c), which
  * takes the namespace's commit_mutex and calls
@@ -815,26 +815,22 @@ nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
  * its own first). Older kernels keep one destroy list for the whole
  * machine, so the wait also covers every other namespace's commits: 7-32
  * ms was measured under load; newer ones keep it per namespace (6.18
- * here: a few hundred microseconds at most, bench/run.md). Handing the
- * socket to the caller lets it close it after CMD has started, when the
- * grace period has usually passed and a wait no longer delays anything. */
+ * here: a few hundred microseconds at most, bench/run.md). The caller
+ * closes it after CMD has started, when the grace period has usually
+ * passed and a wait no longer delays anything. */
 int
-nft_ruleset_apply_verify(const struct nft_params *p, int *keep_fd, char *err, size_t errlen)
+nft_ruleset_apply_verify_fd(const struct nft_params *p, int fd, char *err, size_t errlen)
 {
-	struct mnl_socket *nl;
+	struct mnl_socket *nl = nft_nl_wrap(fd);
 	int ret;
 
-	*keep_fd = -1;
-	nl = open_nfnl(err, errlen);
-	if (nl == NULL)
+	if (nl == NULL) {
+		set_err(err, errlen, "using the netfilter netlink socket", errno);
 		return -1;
+	}
 	ret = apply_on(nl, p, err, errlen);
 	if (ret == 0)
 		ret = verify_on(nl, p, err, errlen);
-	/* A second descriptor for the same socket: libmnl's close frees its
-	 * wrapper and drops one reference; the kernel releases the socket
-	 * (and waits) only when the caller closes the last one. */
-	*keep_fd = fcntl(mnl_socket_get_fd(nl), F_DUPFD_CLOEXEC, 3);
-	mnl_socket_close(nl);
+	mnl_socket_close(nl); /* a duplicate: the socket stays open */
 	return ret;
 }

@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/netlink.h>
+
 #include "common/log.h"
 #include "common/netconst.h"
 #include "common/util.h"
@@ -115,39 +117,38 @@ check_userns(const struct sbx *s, struct sbx_report *r)
 	sbx_check_set(r, SBX_CHECK_USERNS, true, NULL);
 }
 
-/* Network, ruleset and listeners. Failures are reported as failed checks
- * so `airlock selftest` can name them; l is left all -1 on failure.
- * *nft_fd gets the nftables socket (or -1), for the caller to close once
- * CMD runs: its close waits for the kernel to finish with our commit. */
-static void
-setup_network(struct sbx_report *r, struct sbx_listeners *l, int *nft_fd)
+/* What must be made inside the network namespace: two netlink sockets
+ * through which the supervisor sets up lo, the routes and the ruleset
+ * while init builds the filesystem (sbx_recv_listeners), and the
+ * listeners with the NFLOG socket. A socket stays in the namespace it was
+ * made in. Fills fds as READY carries them (SBX_FD_*) and returns how many
+ * there are: 0, 2 (no listeners) or SBX_N_SETUP_FDS. Failures are
+ * reported as failed checks, so `airlock selftest` can name them. */
+static size_t
+make_sockets(struct sbx_report *r, int fds[SBX_N_SETUP_FDS])
 {
-	struct nft_params np;
+	struct sbx_listeners l;
 	char err[SBX_REASON_MAX];
 
-	if (nft_net_setup(err, sizeof(err)) < 0) {
-		sbx_check_set(r, SBX_CHECK_NET, false, "set-up: %s", err);
-		return;
+	fds[SBX_FD_RTNL] = nft_socket(NETLINK_ROUTE);
+	if (fds[SBX_FD_RTNL] < 0) {
+		sbx_check_set(r, SBX_CHECK_NET, false, "opening the rtnetlink socket: %s",
+		              strerror(errno));
+		return 0;
 	}
-	if (nft_net_verify(err, sizeof(err)) < 0) {
-		sbx_check_set(r, SBX_CHECK_NET, false, "%s", err);
-		return;
+	fds[SBX_FD_NFNL] = nft_socket(NETLINK_NETFILTER);
+	if (fds[SBX_FD_NFNL] < 0) {
+		sbx_check_set(r, SBX_CHECK_RULESET, false,
+		              "opening the netfilter netlink socket: %s", strerror(errno));
+		fd_close(&fds[SBX_FD_RTNL]);
+		return 0;
 	}
-	sbx_check_set(r, SBX_CHECK_NET, true, NULL);
-	log_debug("init: lo ready, %.3f ms", ms_since_boot());
-
-	nft_params_default(&np);
-	if (nft_ruleset_apply_verify(&np, nft_fd, err, sizeof(err)) < 0) {
-		sbx_check_set(r, SBX_CHECK_RULESET, false, "%s", err);
-		return;
-	}
-	sbx_check_set(r, SBX_CHECK_RULESET, true, NULL);
-	log_debug("init: ruleset applied and verified, %.3f ms", ms_since_boot());
-
-	/* The listener check itself is the supervisor's; a failure to create
-	 * them is reported under its name. */
-	if (sbx_listeners_create(l, err, sizeof(err)) < 0)
+	if (sbx_listeners_create(&l, err, sizeof(err)) < 0) {
 		sbx_check_set(r, SBX_CHECK_LISTENERS, false, "create: %s", err);
+		return SBX_FD_LISTEN;
+	}
+	sbx_listeners_to_array(&l, fds + SBX_FD_LISTEN);
+	return SBX_N_SETUP_FDS;
 }
 
 /* Close everything but stdio and keep. */
@@ -262,12 +263,10 @@ run_checks(int sock)
 void
 sbx_init_main(const struct sbx *s, int sock)
 {
-	struct sbx_listeners l;
 	struct sbx_filter filter;
 	struct sbx_msg m;
-	int fds[SBX_N_LISTEN_FDS];
+	int fds[SBX_N_SETUP_FDS];
 	size_t nfds = 0;
-	int nft_fd = -1;
 	sigset_t sigs;
 	char err[512];
 	pid_t cmd;
@@ -298,20 +297,17 @@ sbx_init_main(const struct sbx *s, int sock)
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_READY;
 	check_userns(s, &m.report);
-	sbx_listeners_init(&l);
-	setup_network(&m.report, &l, &nft_fd);
-	log_debug("init: network ready, %.3f ms", ms_since_boot());
-	sbx_listeners_to_array(&l, fds);
-	nfds = l.nflog_fd >= 0 ? SBX_N_LISTEN_FDS : 0;
+	nfds = make_sockets(&m.report, fds);
 	if (sbx_msg_send(sock, &m, fds, nfds) < 0)
-		init_die("set-up: hand listeners to the supervisor: %s", strerror(errno));
+		init_die("set-up: hand the sockets to the supervisor: %s", strerror(errno));
 	/* The supervisor holds them now; CMD must never see them. */
-	sbx_listeners_close(&l);
+	for (size_t i = 0; i < nfds; i++)
+		fd_close(&fds[i]);
+	log_debug("init: sockets handed over, %.3f ms", ms_since_boot());
 
-	/* The filesystem while the supervisor loads the policy and starts
-	 * serving: CMD still waits for its go. The supervisor's side (policy
-	 * YAML and SHA-256, event loop, proxy and DNS) is the longer one. The
-	 * filter was compiled at build time; this only copies it. */
+	/* The filesystem while the supervisor sets up the network through
+	 * those sockets, loads the policy and starts serving: CMD still waits
+	 * for its go. The supervisor's side is the longer one. */
 	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	log_debug("init: filesystem ready, %.3f ms", ms_since_boot());
@@ -347,19 +343,14 @@ sbx_init_main(const struct sbx *s, int sock)
 		cmd = fork();
 		if (cmd < 0)
 			init_die("fork: %s", strerror(errno));
-		if (cmd == 0) {
-			fd_close(&nft_fd);
+		if (cmd == 0)
 			run_checks(sock);
-		}
 	} else if ((cmd = start_cmd(s, &exec_err)) < 0) {
 		if (exec_err == 0)
 			init_die("start CMD: %s", strerror(errno));
 		log_warnx("cannot run '%s': %s", s->cfg->argv[0], strerror(exec_err));
 		report_exit(sock, W_EXITCODE(sbx_exec_errno_status(exec_err), 0));
 	}
-	/* CMD runs: the wait for the kernel's nftables clean-up now overlaps
-	 * with it instead of preceding it. */
-	fd_close(&nft_fd);
 
 	for (;;) {
 		siginfo_t si;

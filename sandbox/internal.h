@@ -42,6 +42,7 @@ struct sbx {
 	int sock;   /* supervisor's end of the socketpair; -1 */
 	int exited; /* init has been reaped */
 	int init_wstatus;
+	int nft_fd; /* the sandbox's nfnetlink socket, closed last (it may wait); -1 */
 };
 
 /* Messages on the SOCK_SEQPACKET socketpair, one struct per packet. */
@@ -59,8 +60,14 @@ struct sbx_msg {
 };
 
 #define SBX_N_LISTEN_FDS 8
+/* READY carries the two netlink sockets the supervisor sets up the network
+ * through, then the listeners: none, the first two, or all. */
+#define SBX_FD_RTNL 0
+#define SBX_FD_NFNL 1
+#define SBX_FD_LISTEN 2
+#define SBX_N_SETUP_FDS (SBX_FD_LISTEN + SBX_N_LISTEN_FDS)
 
-/* One message with up to SBX_N_LISTEN_FDS fds (SCM_RIGHTS). 0 or -1. */
+/* One message with up to SBX_N_SETUP_FDS fds (SCM_RIGHTS). 0 or -1. */
 int sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds);
 /* The same with a payload after the struct (the GO message carries the
  * seccomp filter). A message longer than the struct plus pcap is an error;
@@ -77,8 +84,12 @@ int sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds, size_t *n
 /* init.c: pid 1 of the sandbox. Never returns. sock is init's end. */
 void sbx_init_main(const struct sbx *s, int sock) __attribute__((noreturn));
 
-/* listen.c: create the listeners inside the sandbox's netns. */
+/* listen.c: create the listeners' sockets inside the sandbox's netns (init),
+ * then bind them there and the NFLOG socket to its group once lo is up (the
+ * supervisor). 0 or -1 + reason; on failure the caller closes l. */
 int sbx_listeners_create(struct sbx_listeners *l, char *err, size_t errlen);
+int sbx_listeners_bind(const struct sbx_listeners *l, uint16_t nflog_group, char *err,
+                       size_t errlen);
 /* listen.c: check received fds are the listeners they claim to be. */
 int sbx_listeners_verify(const struct sbx_listeners *l, char *err, size_t errlen);
 /* Fill / read the listener struct as an fd array in a fixed order. */

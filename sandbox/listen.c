@@ -15,6 +15,8 @@
 
 #define LISTEN_BACKLOG 512
 
+
+
 void
 sbx_listeners_init(struct sbx_listeners *l)
 {
@@ -97,29 +99,24 @@ loopback(int family, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 	}
 }
 
+/* Inside the namespace: the socket, not yet bound (lo is still down, so
+ * the loopback addresses do not exist yet). */
 static int
-make_listener(int family, int type, uint16_t port)
+make_socket(int family, int type)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
 	int one = 1;
 	int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
 		return -1;
-	loopback(family, port, &ss, &len);
-	if (family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)
-		goto fail;
-	if (type == SOCK_STREAM && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)
-		goto fail;
-	if (bind(fd, (struct sockaddr *)&ss, len) < 0)
-		goto fail;
-	if (type == SOCK_STREAM && listen(fd, LISTEN_BACKLOG) < 0)
-		goto fail;
+	if ((family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) ||
+	    (type == SOCK_STREAM &&
+	     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0)) {
+		fd_close(&fd);
+		return -1;
+	}
 	return fd;
-fail:
-	fd_close(&fd);
-	return -1;
 }
 
 int
@@ -128,7 +125,7 @@ sbx_listeners_create(struct sbx_listeners *l, char *err, size_t errlen)
 	int fds[SBX_N_LISTEN_FDS];
 
 	for (size_t i = 0; i < ARRAY_SIZE(spec); i++) {
-		fds[i] = make_listener(spec[i].family, spec[i].type, spec[i].port);
+		fds[i] = make_socket(spec[i].family, spec[i].type);
 		if (fds[i] < 0) {
 			snprintf(err, errlen, "listener %s:%u: %s", spec[i].name, spec[i].port,
 			         strerror(errno));
@@ -137,7 +134,7 @@ sbx_listeners_create(struct sbx_listeners *l, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	fds[SBX_N_LISTEN_FDS - 1] = nflog_open(AIRLOCK_NFLOG_GROUP, err, errlen);
+	fds[SBX_N_LISTEN_FDS - 1] = nflog_socket(err, errlen);
 	if (fds[SBX_N_LISTEN_FDS - 1] < 0) {
 		for (size_t j = 0; j < SBX_N_LISTEN_FDS - 1; j++)
 			fd_close(&fds[j]);
@@ -145,6 +142,30 @@ sbx_listeners_create(struct sbx_listeners *l, char *err, size_t errlen)
 	}
 	sbx_listeners_from_array(l, fds);
 	return 0;
+}
+
+/* bind(2) and listen(2) act in the socket's network namespace, whoever
+ * calls them; port 53 wants CAP_NET_BIND_SERVICE there, which the owner of
+ * the sandbox's user namespace has. */
+int
+sbx_listeners_bind(const struct sbx_listeners *l, uint16_t nflog_group, char *err, size_t errlen)
+{
+	int fds[SBX_N_LISTEN_FDS];
+
+	sbx_listeners_to_array(l, fds);
+	for (size_t i = 0; i < ARRAY_SIZE(spec); i++) {
+		struct sockaddr_storage ss;
+		socklen_t len;
+
+		loopback(spec[i].family, spec[i].port, &ss, &len);
+		if (bind(fds[i], (struct sockaddr *)&ss, len) < 0 ||
+		    (spec[i].type == SOCK_STREAM && listen(fds[i], LISTEN_BACKLOG) < 0)) {
+			snprintf(err, errlen, "listener %s:%u: %s", spec[i].name, spec[i].port,
+			         strerror(errno));
+			return -1;
+		}
+	}
+	return nflog_bind(fds[SBX_N_LISTEN_FDS - 1], nflog_group, err, errlen);
 }
 
 int

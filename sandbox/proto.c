@@ -19,7 +19,7 @@ sbx_msg_sendv(int sock, const struct sbx_msg *m, const void *payload, size_t ple
               size_t nfds)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * SBX_N_LISTEN_FDS)];
+		char buf[CMSG_SPACE(sizeof(int) * SBX_N_SETUP_FDS)];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov[2] = {
@@ -29,7 +29,7 @@ sbx_msg_sendv(int sock, const struct sbx_msg *m, const void *payload, size_t ple
 	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = plen > 0 ? 2 : 1};
 	ssize_t n;
 
-	if (nfds > SBX_N_LISTEN_FDS) {
+	if (nfds > SBX_N_SETUP_FDS) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -68,7 +68,7 @@ sbx_msg_recvv(int sock, struct sbx_msg *m, void *payload, size_t pcap, size_t *p
               size_t maxfds, size_t *nfds, int flags)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * SBX_N_LISTEN_FDS)];
+		char buf[CMSG_SPACE(sizeof(int) * SBX_N_SETUP_FDS)];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov[2] = {

@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "nft/nft.h"
 #include "sandbox/internal.h"
 #include "sandbox/status.h"
 
@@ -128,6 +129,7 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 	s->pid = -1;
 	s->pidfd = -1;
 	s->sock = -1;
+	s->nft_fd = -1;
 	s->uid = geteuid();
 	s->gid = getegid();
 	if (realpath(wd, s->workdir) == NULL || stat(s->workdir, &st) < 0) {
@@ -273,13 +275,43 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* The sandbox's network, through the netlink sockets init made inside it
+ * (nft_socket says why that works rootless): lo, addresses and routes,
+ * then the ruleset, then the listeners bound if init made them (l, else
+ * NULL), each checked. A step whose predecessor failed is not tried: the
+ * first failure is the reason. */
+static void
+setup_network(int rtnl, int nfnl, const struct sbx_listeners *l, struct sbx_report *rep)
+{
+	struct nft_params np;
+	char why[SBX_REASON_MAX];
+
+	if (nft_net_setup_fd(rtnl, why, sizeof(why)) < 0) {
+		sbx_check_set(rep, SBX_CHECK_NET, false, "set-up: %s", why);
+		return;
+	}
+	if (nft_net_verify_fd(rtnl, why, sizeof(why)) < 0) {
+		sbx_check_set(rep, SBX_CHECK_NET, false, "%s", why);
+		return;
+	}
+	sbx_check_set(rep, SBX_CHECK_NET, true, NULL);
+	nft_params_default(&np);
+	if (nft_ruleset_apply_verify_fd(&np, nfnl, why, sizeof(why)) < 0) {
+		sbx_check_set(rep, SBX_CHECK_RULESET, false, "%s", why);
+		return;
+	}
+	sbx_check_set(rep, SBX_CHECK_RULESET, true, NULL);
+	if (l != NULL && sbx_listeners_bind(l, np.nflog_group, why, sizeof(why)) < 0)
+		sbx_check_set(rep, SBX_CHECK_LISTENERS, false, "create: %s", why);
+}
+
 int
 sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *rep, char *err,
                    size_t errlen)
 {
 	struct pollfd pfd = {.fd = s->sock, .events = POLLIN};
 	struct sbx_msg m;
-	int fds[SBX_N_LISTEN_FDS];
+	int fds[SBX_N_SETUP_FDS];
 	size_t nfds = 0;
 	int rc;
 
@@ -293,7 +325,7 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 		         READY_TIMEOUT_MS / 1000);
 		return -1;
 	}
-	rc = sbx_msg_recv(s->sock, &m, fds, SBX_N_LISTEN_FDS, &nfds, 0);
+	rc = sbx_msg_recv(s->sock, &m, fds, SBX_N_SETUP_FDS, &nfds, 0);
 	if (rc == 0) {
 		snprintf(err, errlen, "sandbox set-up failed (the reason is above)");
 		return -1;
@@ -309,8 +341,15 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 	/* Never trust what came in the message blindly: reasons are printed. */
 	for (int i = 0; i < SBX_CHECK_COUNT; i++)
 		rep->check[i].reason[SBX_REASON_MAX - 1] = '\0';
-	if (nfds == SBX_N_LISTEN_FDS) {
-		sbx_listeners_from_array(out, fds);
+	if (nfds == SBX_FD_LISTEN || nfds == SBX_N_SETUP_FDS) {
+		if (nfds == SBX_N_SETUP_FDS)
+			sbx_listeners_from_array(out, fds + SBX_FD_LISTEN);
+		setup_network(fds[SBX_FD_RTNL], fds[SBX_FD_NFNL],
+		              nfds == SBX_N_SETUP_FDS ? out : NULL, rep);
+		fd_close(&fds[SBX_FD_RTNL]);
+		/* Closed last: its close may wait (nft_ruleset_apply_verify_fd). */
+		fd_close(&s->nft_fd);
+		s->nft_fd = fds[SBX_FD_NFNL];
 	} else {
 		for (size_t i = 0; i < nfds; i++)
 			fd_close(&fds[i]);
@@ -418,5 +457,6 @@ sbx_free(struct sbx *s)
 	}
 	fd_close(&s->pidfd);
 	fd_close(&s->sock);
+	fd_close(&s->nft_fd);
 	free(s);
 }
