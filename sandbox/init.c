@@ -275,6 +275,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	/* airlock dying (even by SIGKILL) kills init, and with it the whole
 	 * pid namespace. If the supervisor is already gone, the first read on
 	 * sock below sees EOF. */
+	sbx_cpus_split(s, true);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		init_die("set-up: parent-death signal: %s", strerror(errno));
 	sigemptyset(&sigs);
@@ -338,6 +339,7 @@ sbx_init_main(const struct sbx *s, int sock)
 		init_die("set-up: waiting for the supervisor: %s", strerror(errno));
 	}
 	log_debug("init: go, %.3f ms", ms_since_boot());
+	sbx_cpus_restore(s);
 	fflush(NULL);
 	if (s->cfg->selftest) {
 		cmd = fork();

@@ -4,6 +4,7 @@
 #define AIRLOCK_SANDBOX_INTERNAL_H
 
 #include <limits.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <linux/filter.h>
 #include <stdint.h>
@@ -43,7 +44,13 @@ struct sbx {
 	int exited; /* init has been reaped */
 	int init_wstatus;
 	int nft_fd; /* the sandbox's nfnetlink socket, closed last (it may wait); -1 */
+	cpu_set_t cpus; /* the caller's CPUs, read before the clone */
+	int sup_cpu;    /* the supervisor's CPU during set-up; -1: not split */
 };
+
+/* sandbox.c: set-up on two CPUs (split_cpus_prepare). */
+void sbx_cpus_split(const struct sbx *s, bool init);
+void sbx_cpus_restore(const struct sbx *s);
 
 /* Messages on the SOCK_SEQPACKET socketpair, one struct per packet. */
 enum sbx_msg_type {

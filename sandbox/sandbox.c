@@ -128,6 +128,7 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 	s->cfg = cfg;
 	s->pid = -1;
 	s->pidfd = -1;
+	s->sup_cpu = -1;
 	s->sock = -1;
 	s->nft_fd = -1;
 	s->uid = geteuid();
@@ -236,6 +237,54 @@ clone_advice(int e, char *err, size_t errlen)
 		         strerror(e));
 }
 
+/* Set-up is two processes' work: the supervisor's (policy, event loop,
+ * the network through init's sockets) and init's (the filesystem), meant
+ * to overlap. Left to itself the scheduler often runs both on one CPU: a
+ * new child starts on its parent's CPU and may preempt it there, and each
+ * message wakes the receiver onto the sender's CPU. So the supervisor
+ * stays on the CPU it cloned from and init moves to the others (its first
+ * act), until the go; then both take the caller's CPUs back, and CMD
+ * inherits them. Best effort: with one CPU, or if the kernel says no,
+ * nothing is split. */
+static void
+split_cpus_prepare(struct sbx *s)
+{
+	int cpu;
+
+	s->sup_cpu = -1;
+	if (sched_getaffinity(0, sizeof(s->cpus), &s->cpus) < 0 || CPU_COUNT(&s->cpus) < 2)
+		return;
+	cpu = sched_getcpu();
+	if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &s->cpus))
+		s->sup_cpu = cpu;
+}
+
+/* One side's CPUs during set-up: the supervisor's one, or init's rest. */
+void
+sbx_cpus_split(const struct sbx *s, bool init)
+{
+	cpu_set_t set;
+
+	if (s->sup_cpu < 0)
+		return;
+	if (init) {
+		set = s->cpus;
+		CPU_CLR(s->sup_cpu, &set);
+	} else {
+		CPU_ZERO(&set);
+		CPU_SET(s->sup_cpu, &set);
+	}
+	(void)sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* Back to the caller's CPUs: the supervisor at the go, init before CMD. */
+void
+sbx_cpus_restore(const struct sbx *s)
+{
+	if (s->sup_cpu >= 0)
+		(void)sched_setaffinity(0, sizeof(s->cpus), &s->cpus);
+}
+
 int
 sbx_start(struct sbx *s, char *err, size_t errlen)
 {
@@ -256,6 +305,7 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 	}
 	/* Buffered output would otherwise be written twice. */
 	fflush(NULL);
+	split_cpus_prepare(s);
 	pid = clone_sandbox(&s->pidfd);
 	if (pid < 0) {
 		int e = errno;
@@ -272,6 +322,7 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 	close(sv[1]);
 	s->sock = sv[0];
 	s->pid = pid;
+	sbx_cpus_split(s, false);
 	return 0;
 }
 
@@ -372,6 +423,7 @@ sbx_go(struct sbx *s, bool ok)
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_GO;
 	m.value = ok ? 1 : 0;
+	sbx_cpus_restore(s);
 	return sbx_msg_send(s->sock, &m, NULL, 0);
 }
 

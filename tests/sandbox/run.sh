@@ -66,6 +66,14 @@ body() {
 		"$(al "$role" --env PATH="$(work "$role")/bin:/usr/bin:/bin" -- airlock-t-cmd)"
 	expect_eq "$role: signals ignored and blocked" "0000000000000000 0000000000000000" \
 		"$(al "$role" -- sh -c 'exec awk '"'"'/^SigIgn|^SigBlk/ {printf "%s%s", s, $2; s=" "}'"'"' /proc/self/status')"
+	# Set-up pins the supervisor and init to different CPUs; CMD gets the
+	# caller's CPUs back, all of them or the one taskset left.
+	cpus=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+	expect_eq "$role: CMD's CPUs" "$cpus" \
+		"$(al "$role" -- awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
+	expect_eq "$role: CMD's CPUs under taskset" "0" \
+		"$(taskset -p -c 0 "$BASHPID" >/dev/null &&
+			al "$role" -- awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)"
 
 	# airlock inside airlock: the seccomp filter refuses the nested user
 	# namespace (clone3 gets ENOSYS, the clone fallback EPERM), and the
