@@ -319,8 +319,8 @@ out:
 static int
 setup_on(struct mnl_socket *nl, char *err, size_t errlen)
 {
-	/* Five small messages; static, not stack (small clone stacks). */
-	static _Thread_local uint64_t buf[8192 / sizeof(uint64_t)];
+	/* Five small messages (static: see nft_nl_talk). */
+	static uint64_t buf[8192 / sizeof(uint64_t)];
 	struct mnl_nlmsg_batch *b = NULL;
 	struct nft_nl_ack failed;
 	struct net_state st;

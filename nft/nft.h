@@ -2,7 +2,8 @@
  * built by pure code into a netlink batch and committed in one atomic
  * transaction through libmnl, into the sandbox's network namespace with
  * CAP_NET_ADMIN over it (from inside, or through a socket made inside:
- * nft_socket). */
+ * nft_socket). Not thread-safe: the netlink calls share static scratch
+ * buffers. */
 #ifndef AIRLOCK_NFT_NFT_H
 #define AIRLOCK_NFT_NFT_H
 

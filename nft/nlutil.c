@@ -85,9 +85,12 @@ int
 nft_nl_talk(struct mnl_socket *nl, const void *req, size_t len, uint32_t seq, mnl_cb_t cb,
             void *data)
 {
-	/* Static scratch, not stack: the sandbox may call this on a small
-	 * clone(2) stack. Aligned so libmnl reads nlmsghdr fields in place. */
-	static _Thread_local uint64_t buf[NFT_NL_RECV_SIZE / sizeof(uint64_t)];
+	/* Static scratch, aligned so libmnl reads nlmsghdr fields in place.
+	 * Not thread-local: airlock drives netlink from one thread, and a
+	 * thread-local buffer is zeroed at every start of the program (glibc
+	 * clears the static TLS block), touching pages most runs never use;
+	 * in bss a page costs only once it is used. */
+	static uint64_t buf[NFT_NL_RECV_SIZE / sizeof(uint64_t)];
 	unsigned int portid = mnl_socket_get_portid(nl);
 	ssize_t n;
 	int ret;
@@ -137,7 +140,7 @@ int
 nft_nl_batch(struct mnl_socket *nl, const void *buf, size_t len, uint32_t last, uint32_t stop_seq,
              struct nft_nl_ack *failed)
 {
-	static _Thread_local uint64_t rbuf[NFT_NL_RECV_SIZE / sizeof(uint64_t)];
+	static uint64_t rbuf[NFT_NL_RECV_SIZE / sizeof(uint64_t)]; /* see nft_nl_talk */
 	struct batch_state st = {
 	        .last = last,
 	        .stop_seq = stop_seq,

@@ -515,7 +515,7 @@ seq_base(void)
 static int
 apply_on(struct mnl_socket *nl, const struct nft_params *p, char *err, size_t errlen)
 {
-	static _Thread_local uint64_t buf[16384 / sizeof(uint64_t)];
+	static uint64_t buf[16384 / sizeof(uint64_t)]; /* see nft_nl_talk */
 	char labels[MAX_MSGS][80];
 	struct nft_nl_ack failed;
 	uint32_t seq = seq_base();
