@@ -1,9 +1,13 @@
 /* Pid 1 of the sandbox. Runs in the child of the clone with every
- * capability of its new user namespace, does the whole set-up in the order
- * of DESIGN.md (network and listeners, hand-over, filesystem, privilege
- * drop), forks CMD, then only reaps and forwards signals. When CMD exits,
- * init exits and the kernel kills whatever CMD left behind in the pid
- * namespace. Every failure here is fatal: exit 125 with the step named. */
+ * capability of its new user namespace. It makes what must be made inside
+ * the new network namespace (the listeners' sockets and two netlink
+ * sockets) and hands it over; the supervisor sets up lo, the routes, the
+ * ruleset and the listeners through them while init builds the filesystem
+ * and drops its privileges (DESIGN.md's order, with the network work moved
+ * to the other CPU). Then it starts CMD on the go, and only reaps and
+ * forwards signals. When CMD exits, init exits and the kernel kills
+ * whatever CMD left behind in the pid namespace. Every failure here is
+ * fatal: exit 125 with the step named. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>

@@ -1,12 +1,14 @@
 /* The sandbox (DESIGN.md, Process model): one clone into new user, mount,
  * pid, net, uts and ipc namespaces whose pid 1 ("init", sandbox/init.c)
- * sets up the network and its listeners, hands the listeners to the
- * supervisor over a socketpair, waits for "go", builds the filesystem view,
- * drops every privilege and runs CMD.
+ * makes the listeners' sockets and two netlink sockets inside the new
+ * network namespace and hands them to the supervisor over a socketpair,
+ * builds the filesystem view, drops every privilege, waits for "go" and
+ * runs CMD.
  *
  * The supervisor side is this header: sbx_new() validates, sbx_start()
- * clones, sbx_recv_listeners() blocks until init has handed over its
- * listeners and self-test results, sbx_go() lets CMD start, and the pidfd
+ * clones, sbx_recv_listeners() takes init's sockets and self-test results,
+ * sets up the sandbox's network through them (lo, routes, ruleset, the
+ * listeners bound) and checks it, sbx_go() lets CMD start, and the pidfd
  * tells the event loop when the sandbox is gone. sbx_free() kills and reaps
  * whatever is left, so every path out of the supervisor leaves nothing
  * behind. */
@@ -119,11 +121,12 @@ struct sbx *sbx_new(const struct sbx_config *cfg, char *err, size_t errlen);
  * that disable user namespaces). The child never returns from here. */
 int sbx_start(struct sbx *s, char *err, size_t errlen);
 
-/* Block until init has created the listeners and run the pre-go checks;
- * the received fds (ours now) go to *out, init's check results to *rep.
- * Then check the listeners themselves (SBX_CHECK_LISTENERS). Returns 0 when
- * everything was received (checks may still have failed: see rep), -1 if
- * init died or sent garbage. */
+/* Block until init has handed over its sockets and check results (into
+ * *rep), then set up the sandbox's network through them: lo, addresses and
+ * routes (SBX_CHECK_NET), the ruleset (SBX_CHECK_RULESET), the listeners
+ * bound and checked (SBX_CHECK_LISTENERS); the listeners (ours now) go to
+ * *out. Returns 0 when everything was received (checks may still have
+ * failed: see rep), -1 if init died or sent garbage. */
 int sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *rep, char *err,
                        size_t errlen);
 
