@@ -582,10 +582,11 @@ cmd_run(int argc, char **argv)
 		log_warnx("%s", err);
 		goto out;
 	}
-	/* The policy (the costliest step of the supervisor's start: YAML,
-	 * SHA-256, the matcher) and the upstreams are loaded while init sets
-	 * up its namespaces and network on the other CPU. A bad policy kills
-	 * the sandbox before anything ran in it: init waits for the go. */
+	/* The policy (YAML, SHA-256, the matcher) and the upstreams are
+	 * loaded while init makes its sockets on the other CPU; then the
+	 * network is set up through them while init builds the filesystem
+	 * (docs/run.md, How a run starts). A bad policy kills the sandbox
+	 * before anything ran in it: init waits for the go. */
 	if (load_policy(&r) < 0 || load_upstreams(&r) < 0) {
 		drop_new_log(&r);
 		goto out;
@@ -598,7 +599,7 @@ cmd_run(int argc, char **argv)
 		log_warnx("%s", err);
 		goto out;
 	}
-	log_debug("supervisor: listeners received, %.3f ms", ms_since_boot());
+	log_debug("supervisor: network set up, %.3f ms", ms_since_boot());
 	failed = sbx_report_first_failure(&rep, SBX_CHECK_PRE_GO);
 	if (failed < 0) {
 		/* Held is not enough: the listeners must be served before CMD

@@ -392,13 +392,13 @@ out:
 /* --- the four entry points ---------------------------------------------- */
 
 static int
-with_socket(struct mnl_socket *nl, int (*fn)(struct mnl_socket *, char *, size_t), char *err,
-            size_t errlen)
+with_socket(struct mnl_socket *nl, const char *what, int (*fn)(struct mnl_socket *, char *, size_t),
+            char *err, size_t errlen)
 {
 	int ret;
 
 	if (nl == NULL) {
-		snprintf(err, errlen, "network: opening the rtnetlink socket: %s", strerror(errno));
+		snprintf(err, errlen, "network: %s the rtnetlink socket: %s", what, strerror(errno));
 		return -1;
 	}
 	ret = fn(nl, err, errlen);
@@ -409,23 +409,23 @@ with_socket(struct mnl_socket *nl, int (*fn)(struct mnl_socket *, char *, size_t
 int
 nft_net_setup(char *err, size_t errlen)
 {
-	return with_socket(nft_nl_open(NETLINK_ROUTE), setup_on, err, errlen);
+	return with_socket(nft_nl_open(NETLINK_ROUTE), "opening", setup_on, err, errlen);
 }
 
 int
 nft_net_setup_fd(int fd, char *err, size_t errlen)
 {
-	return with_socket(nft_nl_wrap(fd), setup_on, err, errlen);
+	return with_socket(nft_nl_wrap(fd), "using", setup_on, err, errlen);
 }
 
 int
 nft_net_verify(char *err, size_t errlen)
 {
-	return with_socket(nft_nl_open(NETLINK_ROUTE), verify_on, err, errlen);
+	return with_socket(nft_nl_open(NETLINK_ROUTE), "opening", verify_on, err, errlen);
 }
 
 int
 nft_net_verify_fd(int fd, char *err, size_t errlen)
 {
-	return with_socket(nft_nl_wrap(fd), verify_on, err, errlen);
+	return with_socket(nft_nl_wrap(fd), "using", verify_on, err, errlen);
 }

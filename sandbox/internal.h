@@ -54,7 +54,7 @@ void sbx_cpus_restore(const struct sbx *s);
 
 /* Messages on the SOCK_SEQPACKET socketpair, one struct per packet. */
 enum sbx_msg_type {
-	SBX_MSG_READY = 1, /* init -> sup: pre-go checks, listener fds attached */
+	SBX_MSG_READY = 1, /* init -> sup: its checks, sockets attached (SBX_FD_*) */
 	SBX_MSG_GO,        /* sup -> init: value 1 = start CMD, 0 = give up */
 	SBX_MSG_CHECKS,    /* init -> sup (selftest): post-set-up checks */
 	SBX_MSG_EXIT,      /* init -> sup: value = CMD's wait status */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <pwd.h>
 #include <sched.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -249,11 +251,17 @@ clone_advice(int e, char *err, size_t errlen)
 static void
 split_cpus_prepare(struct sbx *s)
 {
+	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	int cpu;
 
 	s->sup_cpu = -1;
 	if (sched_getaffinity(0, sizeof(s->cpus), &s->cpus) < 0 || CPU_COUNT(&s->cpus) < 2)
 		return;
+	/* A caller on every CPU gets no restriction back rather than today's
+	 * CPUs: CMD may then use CPUs that come online or join its cpuset
+	 * later, as it could have without airlock. */
+	if (online > 0 && CPU_COUNT(&s->cpus) == online)
+		memset(&s->cpus, 0xff, sizeof(s->cpus));
 	cpu = sched_getcpu();
 	if (cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &s->cpus))
 		s->sup_cpu = cpu;
@@ -277,12 +285,13 @@ sbx_cpus_split(const struct sbx *s, bool init)
 	(void)sched_setaffinity(0, sizeof(set), &set);
 }
 
-/* Back to the caller's CPUs: the supervisor at the go, init before CMD. */
+/* Back to the caller's CPUs: the supervisor at the go and in sbx_free,
+ * init before CMD. */
 void
 sbx_cpus_restore(const struct sbx *s)
 {
-	if (s->sup_cpu >= 0)
-		(void)sched_setaffinity(0, sizeof(s->cpus), &s->cpus);
+	if (s->sup_cpu >= 0 && sched_setaffinity(0, sizeof(s->cpus), &s->cpus) < 0)
+		log_debug("cannot give the caller's CPUs back: %s", strerror(errno));
 }
 
 int
@@ -353,7 +362,53 @@ setup_network(int rtnl, int nfnl, const struct sbx_listeners *l, struct sbx_repo
 	}
 	sbx_check_set(rep, SBX_CHECK_RULESET, true, NULL);
 	if (l != NULL && sbx_listeners_bind(l, np.nflog_group, why, sizeof(why)) < 0)
-		sbx_check_set(rep, SBX_CHECK_LISTENERS, false, "create: %s", why);
+		sbx_check_set(rep, SBX_CHECK_LISTENERS, false, "bind: %s", why);
+}
+
+/* The namespace a socket is in, as the nsfs inode (SIOCGSKNS). 0 on error. */
+static ino_t
+sock_netns(int fd)
+{
+	struct stat st;
+	int ns = ioctl(fd, SIOCGSKNS);
+	ino_t ino = 0;
+
+	if (ns >= 0 && fstat(ns, &st) == 0)
+		ino = st.st_ino;
+	if (ns >= 0)
+		close(ns);
+	return ino;
+}
+
+/* Everything init sent must be in one network namespace, not ours: set up
+ * through a socket of the host's namespace, the steps below would change
+ * that one instead, and check it too. Guards the clone flags and init's
+ * order of work. 0 or -1 + reason. */
+static int
+check_netns(const int *fds, size_t nfds, char *why, size_t whylen)
+{
+	struct stat own;
+	ino_t first = nfds > 0 ? sock_netns(fds[0]) : 0;
+
+	if (stat("/proc/self/ns/net", &own) < 0) {
+		snprintf(why, whylen, "reading our network namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (first == 0) {
+		snprintf(why, whylen, "the namespace of init's sockets: %s", strerror(errno));
+		return -1;
+	}
+	if (first == own.st_ino) {
+		snprintf(why, whylen, "init's sockets are in the host's network namespace");
+		return -1;
+	}
+	for (size_t i = 1; i < nfds; i++) {
+		if (sock_netns(fds[i]) != first) {
+			snprintf(why, whylen, "init's sockets are in different network namespaces");
+			return -1;
+		}
+	}
+	return 0;
 }
 
 int
@@ -393,10 +448,15 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 	for (int i = 0; i < SBX_CHECK_COUNT; i++)
 		rep->check[i].reason[SBX_REASON_MAX - 1] = '\0';
 	if (nfds == SBX_FD_LISTEN || nfds == SBX_N_SETUP_FDS) {
+		char why[SBX_REASON_MAX];
+
 		if (nfds == SBX_N_SETUP_FDS)
 			sbx_listeners_from_array(out, fds + SBX_FD_LISTEN);
-		setup_network(fds[SBX_FD_RTNL], fds[SBX_FD_NFNL],
-		              nfds == SBX_N_SETUP_FDS ? out : NULL, rep);
+		if (check_netns(fds, nfds, why, sizeof(why)) < 0)
+			sbx_check_set(rep, SBX_CHECK_NET, false, "%s", why);
+		else
+			setup_network(fds[SBX_FD_RTNL], fds[SBX_FD_NFNL],
+			              nfds == SBX_N_SETUP_FDS ? out : NULL, rep);
 		fd_close(&fds[SBX_FD_RTNL]);
 		/* Closed last: its close may wait (nft_ruleset_apply_verify_fd). */
 		fd_close(&s->nft_fd);
@@ -411,6 +471,17 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 			sbx_check_set(rep, SBX_CHECK_LISTENERS, false, "%s", why);
 		else
 			sbx_check_set(rep, SBX_CHECK_LISTENERS, true, NULL);
+	}
+	/* Fail closed: the go needs every pre-go check to have run. One
+	 * that did not, with none failed before it, has nothing to say why
+	 * (garbage from init): it fails as not checked. */
+	if (sbx_report_first_failure(rep, SBX_CHECK_PRE_GO) < 0) {
+		for (int i = 0; i < SBX_CHECK_PRE_GO; i++) {
+			if (!rep->check[i].ran) {
+				sbx_check_set(rep, (enum sbx_check)i, false, "not checked");
+				break;
+			}
+		}
 	}
 	return 0;
 }
@@ -507,6 +578,7 @@ sbx_free(struct sbx *s)
 		(void)pidfd_send_signal(s->pidfd, SIGKILL, NULL, 0);
 		(void)wait_init(s, 0);
 	}
+	sbx_cpus_restore(s); /* a caller that goes on is not left pinned */
 	fd_close(&s->pidfd);
 	fd_close(&s->sock);
 	fd_close(&s->nft_fd);

@@ -31,13 +31,13 @@ if [ -n "${FAILBIND:-}" ] && [ -f "$FAILBIND" ]; then
 		out=$(LD_PRELOAD="$SCRATCH/failbind.so" al "$role" -- echo CMD-RAN 2>&1) || rc=$?
 		expect_eq "$role: failed self-test exit" 125 "$rc"
 		case "$out" in *CMD-RAN*) fail "$role: CMD ran although the self-test failed" ;; esac
-		expect_match "$role: reason" "airlock: self-test failed, refusing to run the command: listeners held by the supervisor: create: listener DNS udp 127.0.0.1:53: Address already in use" "$out"
-		expect_match "$role: task-start selftest" '"selftest":"listeners held by the supervisor: create: listener DNS udp' "$(grep task-start "$(logf "$role")")"
+		expect_match "$role: reason" "airlock: self-test failed, refusing to run the command: listeners held by the supervisor: bind: listener DNS udp 127.0.0.1:53: Address already in use" "$out"
+		expect_match "$role: task-start selftest" '"selftest":"listeners held by the supervisor: bind: listener DNS udp' "$(grep task-start "$(logf "$role")")"
 		expect_match "$role: task-end 125" '"kind":"task-end","exit_status":125' "$(grep task-end "$(logf "$role")")"
 		rc=0
 		out=$(cd / && LD_PRELOAD="$SCRATCH/failbind.so" as "$role" "$SCRATCH/airlock" selftest) || rc=$?
 		expect_eq "$role: selftest exit on failure" 1 "$rc"
-		expect_match "$role: FAIL line" "^FAIL listeners held by the supervisor: create: listener DNS udp" "$(grep '^FAIL' <<<"$out")"
+		expect_match "$role: FAIL line" "^FAIL listeners held by the supervisor: bind: listener DNS udp" "$(grep '^FAIL' <<<"$out")"
 		expect_eq "$role: checks skipped after the failure" 5 "$(grep -c '^skip ' <<<"$out")"
 	done
 else
