@@ -29,6 +29,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "elog/elog.h"
+#include "nft/nft.h"
 #include "nft/nlutil.h"
 
 /* Bytes of each packet the kernel copies to us: IPv6 header (40), a few
@@ -117,40 +118,24 @@ nflog_config(struct mnl_socket *nl, uint16_t group, uint32_t seq)
 int
 nflog_socket(char *err, size_t errlen)
 {
-	struct mnl_socket *nl;
 	int rcvbuf = NFLOG_RCVBUF;
-	int fd, saved;
+	int fd = nft_socket(NETLINK_NETFILTER);
 
-	nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (nl == NULL) {
-		saved = errno;
+	if (fd < 0 || fd_set_nonblock(fd, true) < 0) {
+		int saved = errno;
+
 		snprintf(err, errlen, "nflog: opening the netfilter netlink socket: %s%s",
 		         strerror(saved), nflog_advice(saved));
+		fd_close(&fd);
+		errno = saved;
 		return -1;
 	}
-	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		saved = errno;
-		snprintf(err, errlen, "nflog: binding the netlink socket: %s", strerror(saved));
-		goto fail;
-	}
 	/* Best effort: a smaller buffer only means an earlier overrun, which
-	 * the reader reports. */
-	(void)setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-	/* Keep the fd, free libmnl's wrapper around it. The port id stays
-	 * with the socket, so the kernel keeps sending to it wherever the fd
-	 * goes (SCM_RIGHTS to the supervisor). */
-	fd = fcntl(mnl_socket_get_fd(nl), F_DUPFD_CLOEXEC, 0);
-	if (fd < 0) {
-		saved = errno;
-		snprintf(err, errlen, "nflog: dup: %s", strerror(saved));
-		goto fail;
-	}
-	mnl_socket_close(nl);
+	 * the reader reports. The port id stays with the socket, so the
+	 * kernel keeps sending to it wherever the fd goes (SCM_RIGHTS to the
+	 * supervisor). */
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	return fd;
-fail:
-	mnl_socket_close(nl);
-	errno = saved;
-	return -1;
 }
 
 int

@@ -13,25 +13,35 @@
 #include "common/util.h"
 #include "nft/nft.h"
 
+int
+nft_socket(int bus)
+{
+	/* Port id 0: the kernel picks one. Every answer to our own request
+	 * arrives synchronously; the timeout only keeps a kernel that never
+	 * answers from hanging set-up. */
+	struct sockaddr_nl addr = {.nl_family = AF_NETLINK};
+	struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, bus);
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+		fd_close(&fd);
+	return fd;
+}
+
 struct mnl_socket *
 nft_nl_open(int bus)
 {
 	struct mnl_socket *nl;
-	/* Every answer to our own request arrives synchronously; the timeout
-	 * only keeps a kernel that never answers from hanging set-up. */
-	struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
-	int saved;
+	int fd = nft_socket(bus);
 
-	nl = mnl_socket_open2(bus, SOCK_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	nl = mnl_socket_fdopen(fd);
 	if (nl == NULL)
-		return NULL;
-	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ||
-	    setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
-		saved = errno;
-		mnl_socket_close(nl);
-		errno = saved;
-		return NULL;
-	}
+		fd_close(&fd);
 	return nl;
 }
 
@@ -40,32 +50,13 @@ nft_nl_wrap(int fd)
 {
 	struct mnl_socket *nl;
 	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	int saved;
 
 	if (dup < 0)
 		return NULL;
 	nl = mnl_socket_fdopen(dup);
-	if (nl == NULL) {
-		saved = errno;
-		close(dup);
-		errno = saved;
-	}
-	return nl;
-}
-
-int
-nft_socket(int bus)
-{
-	struct mnl_socket *nl = nft_nl_open(bus);
-	int fd, saved;
-
 	if (nl == NULL)
-		return -1;
-	fd = fcntl(mnl_socket_get_fd(nl), F_DUPFD_CLOEXEC, 3);
-	saved = errno;
-	mnl_socket_close(nl);
-	errno = saved;
-	return fd;
+		fd_close(&dup);
+	return nl;
 }
 
 static ssize_t

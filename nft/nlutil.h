@@ -12,7 +12,7 @@
  * or so per message batch, libmnl suggests 8 KiB; 32 KiB is safe). */
 #define NFT_NL_RECV_SIZE 32768
 
-/* Open a netlink socket on bus (CLOEXEC) and bind it. NULL with errno. */
+/* nft_socket (nft.h) wrapped for libmnl. NULL with errno. */
 struct mnl_socket *nft_nl_open(int bus);
 /* Wrap fd, a bound netlink socket the caller keeps, for libmnl: the
  * wrapper holds a duplicate, so mnl_socket_close() on it leaves the caller's
