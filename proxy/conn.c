@@ -294,12 +294,7 @@ conn_decide_name(struct conn *c)
 	if (c->ip_literal) {
 		union conn_addr a;
 
-		memset(&a, 0, sizeof(a));
-		if (inet_pton(AF_INET6, c->host, &a.in6.sin6_addr) == 1)
-			a.sa.sa_family = AF_INET6;
-		else if (inet_pton(AF_INET, c->host, &a.in.sin_addr) == 1)
-			a.sa.sa_family = AF_INET;
-		conn_addr_unmap(&a);
+		(void)conn_addr_parse(&a, c->host, c->port); /* checked by the parser */
 		policy_match_addr(p, &a.sa, c->port, &v);
 	} else {
 		policy_match_host(p, c->host, c->port, &v);

@@ -246,6 +246,9 @@ bool conn_addr_eq(const union conn_addr *a, const union conn_addr *b);
  * the proxy compares or guards goes through this first, so one host never
  * has two spellings. */
 void conn_addr_unmap(union conn_addr *a);
+/* *a = the numeric IPv4 or IPv6 address text, unmapped, with port; false
+ * (and *a zero) if text is not one. */
+bool conn_addr_parse(union conn_addr *a, const char *text, uint16_t port);
 
 /* relay.c */
 /* Relay bytes between c->down and c->up until both sides are done. */

@@ -68,6 +68,23 @@ set_port(union conn_addr *a, uint16_t port)
 		a->in.sin_port = htons(port);
 }
 
+bool
+conn_addr_parse(union conn_addr *a, const char *text, uint16_t port)
+{
+	memset(a, 0, sizeof(*a));
+	if (inet_pton(AF_INET6, text, &a->in6.sin6_addr) == 1)
+		a->sa.sa_family = AF_INET6;
+	else if (inet_pton(AF_INET, text, &a->in.sin_addr) == 1)
+		a->sa.sa_family = AF_INET;
+	if (a->sa.sa_family == 0) {
+		memset(a, 0, sizeof(*a));
+		return false;
+	}
+	conn_addr_unmap(a);
+	set_port(a, port);
+	return true;
+}
+
 /* What the deny cidr rules and the address guard say of one address. */
 enum addr_check {
 	ADDR_REFUSED,
@@ -227,16 +244,10 @@ upstream_resolve(struct conn *c)
 	c->resolve_res = NULL;
 	c->resolve_err = 0;
 	if (c->ip_literal) {
-		if (inet_pton(AF_INET6, c->host, &a.in6.sin6_addr) == 1)
-			a.sa.sa_family = AF_INET6;
-		else if (inet_pton(AF_INET, c->host, &a.in.sin_addr) == 1)
-			a.sa.sa_family = AF_INET;
-		else {
+		if (!conn_addr_parse(&a, c->host, c->port)) {
 			conn_refuse(c, 400, "http_request_error", "bad IP literal");
 			return -1;
 		}
-		conn_addr_unmap(&a);
-		set_port(&a, c->port);
 		c->addrs[0] = a;
 		c->n_addrs = 1;
 		c->resolve_ready = true;
