@@ -246,24 +246,16 @@ cmd_test(int argc, char **argv)
 	for (int i = first + 1; i < argc; i++) {
 		char host[512], name[256];
 		struct sockaddr_storage ss;
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
 		struct policy_verdict v;
 		uint16_t port;
 		const char *why = NULL;
 		bool v6 = false;
 
 		parse_dest(argv[i], host, sizeof(host), &port, &why);
-		memset(&ss, 0, sizeof(ss));
-		if (inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
-			sin->sin_family = AF_INET;
+		if (sockaddr_set(&ss, 0, host, port) != 0) {
 			policy_match_addr(p, (struct sockaddr *)&ss, port, &v);
 			str_copy(name, host, sizeof(name));
-		} else if (inet_pton(AF_INET6, host, &sin6->sin6_addr) == 1) {
-			sin6->sin6_family = AF_INET6;
-			policy_match_addr(p, (struct sockaddr *)&ss, port, &v);
-			str_copy(name, host, sizeof(name));
-			v6 = true;
+			v6 = ss.ss_family == AF_INET6;
 		} else if (policy_name_normalize(host, name, sizeof(name), &why) == 0) {
 			policy_match_host(p, name, port, &v);
 		} else {

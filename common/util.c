@@ -1,11 +1,14 @@
 #include "common/util.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <netinet/in.h>
 
 size_t
 str_copy(char *dst, const char *src, size_t size)
@@ -105,4 +108,26 @@ fd_close(int *fd)
 		close(*fd);
 	*fd = -1;
 	errno = saved;
+}
+
+socklen_t
+sockaddr_set(struct sockaddr_storage *ss, int family, const char *addr, uint16_t port)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if ((family == 0 || family == AF_INET) && inet_pton(AF_INET, addr, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		return sizeof(*sin);
+	}
+	if ((family == 0 || family == AF_INET6) &&
+	    inet_pton(AF_INET6, addr, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		return sizeof(*sin6);
+	}
+	memset(ss, 0, sizeof(*ss));
+	return 0;
 }

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -31,6 +32,10 @@ double ms_since_boot(void);
 int fd_set_nonblock(int fd, bool on);
 int fd_set_cloexec(int fd, bool on);
 
+/* *ss = addr:port, addr a numeric address of family (AF_INET or AF_INET6;
+ * 0: either). Returns the length to pass with it, or 0 if addr is not one
+ * (*ss is then all zero). */
+socklen_t sockaddr_set(struct sockaddr_storage *ss, int family, const char *addr, uint16_t port);
 /* close(2) that keeps errno and tolerates -1; sets *fd to -1. */
 void fd_close(int *fd);
 

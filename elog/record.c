@@ -440,24 +440,13 @@ elog_parse_addr(const char *s, struct sockaddr_storage *ss)
 {
 	char tmp[64];
 	size_t n = strlen(s);
-	struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
 
-	memset(ss, 0, sizeof(*ss));
 	if (n >= 2 && s[0] == '[' && s[n - 1] == ']' && n - 2 < sizeof(tmp)) {
 		memcpy(tmp, s + 1, n - 2);
 		tmp[n - 2] = '\0';
 		s = tmp;
 	}
-	if (inet_pton(AF_INET, s, &v4->sin_addr) == 1) {
-		v4->sin_family = AF_INET;
-		return true;
-	}
-	if (inet_pton(AF_INET6, s, &v6->sin6_addr) == 1) {
-		v6->sin6_family = AF_INET6;
-		return true;
-	}
-	return false;
+	return sockaddr_set(ss, 0, s, 0) != 0;
 }
 
 static void

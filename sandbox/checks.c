@@ -257,20 +257,7 @@ try_connect(int family, const char *addr, uint16_t port, int type)
 	int fd, e = 0;
 	socklen_t elen = sizeof(e);
 
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(port);
-		inet_pton(AF_INET, addr, &sin->sin_addr);
-		len = sizeof(*sin);
-	} else {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(port);
-		inet_pton(AF_INET6, addr, &sin6->sin6_addr);
-		len = sizeof(*sin6);
-	}
+	len = sockaddr_set(&ss, family, addr, port);
 	fd = socket(family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;

@@ -83,20 +83,7 @@ static const struct {
 static void
 loopback(int family, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
-	memset(ss, 0, sizeof(*ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(port);
-		sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		*len = sizeof(*sin);
-	} else {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(port);
-		sin6->sin6_addr = in6addr_loopback;
-		*len = sizeof(*sin6);
-	}
+	*len = sockaddr_set(ss, family, family == AF_INET ? "127.0.0.1" : "::1", port);
 }
 
 /* Inside the namespace: the socket, not yet bound (lo is still down, so

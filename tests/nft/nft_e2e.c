@@ -35,6 +35,7 @@
 #include <event2/event.h>
 
 #include "common/netconst.h"
+#include "common/util.h"
 #include "elog/elog.h"
 #include "nft/nflog.h"
 #include "nft/nft.h"
@@ -141,49 +142,15 @@ listener(int family, int type, const char *addr, uint16_t port)
 
 	if (fd < 0)
 		die("socket");
-	memset(&ss, 0, sizeof(ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(port);
-		inet_pton(AF_INET, addr, &sin->sin_addr);
-		sl = sizeof(*sin);
-	} else {
-		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(port);
-		inet_pton(AF_INET6, addr, &sin6->sin6_addr);
-		sl = sizeof(*sin6);
+	sl = sockaddr_set(&ss, family, addr, port);
+	if (family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&ss, sl) < 0)
 		die("bind");
 	if (type == SOCK_STREAM && listen(fd, 8) < 0)
 		die("listen");
 	return fd;
-}
-
-static socklen_t
-make_addr(struct sockaddr_storage *ss, int family, const char *addr, uint16_t port)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (family == AF_INET) {
-		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(port);
-		inet_pton(AF_INET, addr, &sin->sin_addr);
-		return sizeof(*sin);
-	}
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-
-	sin6->sin6_family = AF_INET6;
-	sin6->sin6_port = htons(port);
-	inet_pton(AF_INET6, addr, &sin6->sin6_addr);
-	return sizeof(*sin6);
 }
 
 static bool
@@ -200,7 +167,7 @@ static void
 check_tproxy(int family, int lfd, const char *addr)
 {
 	struct sockaddr_storage dst, orig;
-	socklen_t sl = make_addr(&dst, family, addr, 443);
+	socklen_t sl = sockaddr_set(&dst, family, addr, 443);
 	socklen_t ol = sizeof(orig);
 	char text[INET6_ADDRSTRLEN] = "";
 	char buf[8];
@@ -302,7 +269,7 @@ static void
 check_udp_blocked(int family, const char *addr, int nfd)
 {
 	struct sockaddr_storage dst;
-	socklen_t sl = make_addr(&dst, family, addr, 9999);
+	socklen_t sl = sockaddr_set(&dst, family, addr, 9999);
 	double t0;
 	int fd, r, e;
 
@@ -325,7 +292,7 @@ static void
 check_dns_redirect(int dns_fd)
 {
 	struct sockaddr_storage dst, from;
-	socklen_t sl = make_addr(&dst, AF_INET, "198.51.100.1", 53);
+	socklen_t sl = sockaddr_set(&dst, AF_INET, "198.51.100.1", 53);
 	socklen_t fl = sizeof(from);
 	char buf[16];
 	ssize_t n;
@@ -358,7 +325,7 @@ static void
 check_icmp_blocked(int nfd)
 {
 	struct sockaddr_storage dst;
-	socklen_t sl = make_addr(&dst, AF_INET, "192.0.2.1", 0);
+	socklen_t sl = sockaddr_set(&dst, AF_INET, "192.0.2.1", 0);
 	struct icmphdr icmp;
 	int fd, r, e;
 
@@ -386,7 +353,7 @@ static void
 check_reader(int nfd)
 {
 	struct sockaddr_storage dst;
-	socklen_t sl = make_addr(&dst, AF_INET, "192.0.2.55", 7777);
+	socklen_t sl = sockaddr_set(&dst, AF_INET, "192.0.2.55", 7777);
 	struct event_base *base = event_base_new();
 	struct nflog_reader *rd = NULL;
 	struct elog *log = NULL;
