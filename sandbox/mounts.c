@@ -335,6 +335,30 @@ fail:
 	return -1;
 }
 
+/* Over path inside root, if this kernel has it: a read-only copy of itself,
+ * or /dev/null when mask. 0, or -1 with errno. */
+static int
+cover(int root, const char *path, bool mask)
+{
+	struct open_how how = {
+	        .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+	        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	int t = sys_openat2(root, path, &how), tree, rc = 0;
+
+	if (t < 0)
+		return 0; /* not in this kernel */
+	tree = mask ? clone_tree("/dev/null", false, NULL)
+	            : open_tree(t, "",
+	                        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+	if (tree < 0 || (!mask && set_attr(tree, MOUNT_ATTR_RDONLY, 0, true) < 0) ||
+	    move_mount(tree, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		rc = -1;
+	fd_close(&tree);
+	fd_close(&t);
+	return rc;
+}
+
 /* /proc is the sandbox's own, but some of its files act on the whole
  * machine and only check that the writer is uid 0 -- which CMD is when
  * root runs airlock (kernel.core_pattern, sysrq-trigger). As container
@@ -346,45 +370,20 @@ harden_proc(int root, char *err, size_t errlen)
 	                                 "/proc/bus", "/proc/fs"};
 	static const char *const masked[] = {"/proc/kcore", "/proc/keys", "/proc/timer_list",
 	                                     "/proc/sched_debug", "/proc/latency_stats"};
-	struct open_how how = {
-	        .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
-	        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	int t, tree;
 
 	for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
-		t = sys_openat2(root, ro[i], &how);
-		if (t < 0)
-			continue; /* not in this kernel */
-		tree = open_tree(
-		        t, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
-		if (tree < 0 || set_attr(tree, MOUNT_ATTR_RDONLY, 0, true) < 0 ||
-		    move_mount(tree, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
-		            0) {
+		if (cover(root, ro[i], false) < 0) {
 			snprintf(err, errlen, "filesystem: %s read-only: %s", ro[i],
 			         strerror(errno));
-			fd_close(&tree);
-			fd_close(&t);
 			return -1;
 		}
-		fd_close(&tree);
-		fd_close(&t);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(masked); i++) {
-		t = sys_openat2(root, masked[i], &how);
-		if (t < 0)
-			continue;
-		tree = clone_tree("/dev/null", false, NULL);
-		if (tree < 0 || move_mount(tree, "", t, "",
-		                           MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0) {
+		if (cover(root, masked[i], true) < 0) {
 			snprintf(err, errlen, "filesystem: mask %s: %s", masked[i],
 			         strerror(errno));
-			fd_close(&tree);
-			fd_close(&t);
 			return -1;
 		}
-		fd_close(&tree);
-		fd_close(&t);
 	}
 	return 0;
 }
