@@ -316,6 +316,9 @@ verify_on(struct mnl_socket *nl, char *err, size_t errlen)
 out:
 	return ret;
 }
+
+/* --- set-up ----------------------------------------------------------- */
+
 static int
 setup_on(struct mnl_socket *nl, char *err, size_t errlen)
 {
@@ -387,7 +390,6 @@ out:
 	mnl_nlmsg_batch_stop(b);
 	return ret;
 }
-
 
 /* --- the four entry points ---------------------------------------------- */
 
