@@ -276,10 +276,10 @@ sbx_init_main(const struct sbx *s, int sock)
 	pid_t cmd;
 	int exec_err;
 
+	sbx_cpus_split(s, true);
 	/* airlock dying (even by SIGKILL) kills init, and with it the whole
 	 * pid namespace. If the supervisor is already gone, the first read on
 	 * sock below sees EOF. */
-	sbx_cpus_split(s, true);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		init_die("set-up: parent-death signal: %s", strerror(errno));
 	sigemptyset(&sigs);
@@ -312,7 +312,7 @@ sbx_init_main(const struct sbx *s, int sock)
 
 	/* The filesystem while the supervisor sets up the network through
 	 * those sockets, loads the policy and starts serving: CMD still waits
-	 * for its go. The supervisor's side is the longer one. */
+	 * for its go. The two sides take about as long (docs/run.md). */
 	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	log_debug("init: filesystem ready, %.3f ms", ms_since_boot());
