@@ -280,8 +280,8 @@ test_malformed(void **state)
 	        "GET http://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n", /* Host disagrees */
 	        "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n",              /* origin-form */
 	        "CONNECT a.test HTTP/1.1\r\n\r\n",                     /* no port */
-	        "GET http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: "
-	        "1\r\n\r\n",
+	        ("GET http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+	         "Content-Length: 1\r\n\r\n"), /* both framings */
 	        "\x16\x03\x01\x02\x00\x01", /* TLS to a proxy */
 	        "GET http://a.test/ HTTP/1.1\r\nX y: z\r\n\r\n",
 	};
