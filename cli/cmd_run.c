@@ -68,7 +68,7 @@ struct run {
 	struct dns_server *dns;
 	struct nflog_reader *nflog;
 	int sigfd;
-	struct event *ev_sig, *ev_pidfd, *ev_timeout;
+	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
 };
 
 static int
@@ -261,6 +261,24 @@ on_pidfd(evutil_socket_t fd, short what, void *arg)
 	event_base_loopbreak(r->base);
 }
 
+/* Init's report of CMD's end: once nothing else is left in the sandbox,
+ * the task ends here, while the kernel still takes init apart. Otherwise
+ * the pidfd says when it is over. */
+static void
+on_end(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+
+	switch (sbx_read_end(r->sbx, NULL)) {
+	case 1:
+		event_base_loopbreak(r->base);
+		break;
+	case -1:
+		event_del(r->ev_end);
+		break;
+	}
+}
+
 static void
 on_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -417,8 +435,10 @@ setup_events(struct run *r)
 	}
 	r->ev_sig = event_new(r->base, r->sigfd, EV_READ | EV_PERSIST, on_signal, r);
 	r->ev_pidfd = event_new(r->base, sbx_pidfd(r->sbx), EV_READ, on_pidfd, r);
-	if (r->ev_sig == NULL || r->ev_pidfd == NULL || event_add(r->ev_sig, NULL) < 0 ||
-	    event_add(r->ev_pidfd, NULL) < 0) {
+	r->ev_end = event_new(r->base, sbx_sock(r->sbx), EV_READ | EV_PERSIST, on_end, r);
+	if (r->ev_sig == NULL || r->ev_pidfd == NULL || r->ev_end == NULL ||
+	    event_add(r->ev_sig, NULL) < 0 || event_add(r->ev_pidfd, NULL) < 0 ||
+	    event_add(r->ev_end, NULL) < 0) {
 		log_warnx("cannot watch the sandbox");
 		return -1;
 	}
@@ -457,6 +477,8 @@ run_free(struct run *r)
 		event_free(r->ev_timeout);
 	if (r->ev_pidfd != NULL)
 		event_free(r->ev_pidfd);
+	if (r->ev_end != NULL)
+		event_free(r->ev_end);
 	if (r->ev_sig != NULL)
 		event_free(r->ev_sig);
 	fd_close(&r->sigfd);
@@ -468,7 +490,8 @@ run_free(struct run *r)
 	if (r->base != NULL)
 		event_base_free(r->base);
 	sbx_listeners_close(&r->lst);
-	/* Kills and reaps the sandbox if it is still there. */
+	/* Reaps init, on its way out by now (or killed here, on failure):
+	 * the last wait, so that it overlaps the work above. */
 	sbx_free(r->sbx);
 	elog_free(r->log);
 	policy_free(r->policy);
@@ -639,8 +662,8 @@ cmd_run(int argc, char **argv)
 		log_warnx("event loop failed");
 
 	log_debug("supervisor: sandbox ended, %.3f ms", ms_since_boot());
-	if (sbx_reap(r.sbx, &res, NULL) < 0) {
-		log_warn("reap sandbox");
+	if (sbx_end(r.sbx, &res, NULL) < 0) {
+		log_warn("the sandbox's end");
 		goto end;
 	}
 	status = r.timed_out ? SBX_EXIT_TIMEOUT : res.exit_status;

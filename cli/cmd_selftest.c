@@ -134,7 +134,7 @@ cmd_selftest(int argc, char **argv)
 		log_warn("selftest: go");
 		goto out;
 	}
-	if (sbx_reap(s, &res, &rep) < 0) {
+	if (sbx_end(s, &res, &rep) < 0) {
 		log_warn("selftest: reap");
 		goto out;
 	}

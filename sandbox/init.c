@@ -5,9 +5,9 @@
  * ruleset and the listeners through them while init builds the filesystem
  * and drops its privileges (DESIGN.md's order, with the network work moved
  * to the other CPU). Then it starts CMD on the go, and only reaps and
- * forwards signals. When CMD exits, init exits and the kernel kills
- * whatever CMD left behind in the pid namespace. Every failure here is
- * fatal: exit 125 with the step named. */
+ * forwards signals. When CMD exits, init kills whatever CMD left behind
+ * in the pid namespace, reports, and exits. Every failure here is fatal:
+ * exit 125 with the step named. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -237,8 +237,37 @@ start_cmd(const struct sbx *s, int *exec_err)
 	return -1;
 }
 
-/* CMD's end (wait status st) to the supervisor, and init's own exit:
- * exiting kills every process left in the namespace. */
+/* Kill and reap every process left in the sandbox but init, for at most
+ * about a second. kill(-1) from pid 1 reaches each of them, nested pid
+ * namespaces included, and a fork racing it fails: the kernel checks the
+ * parent for a pending SIGKILL before the child appears. Zombies still
+ * count for kill, so they are reaped first; once kill finds nobody (ESRCH),
+ * init is alone. Returns whether it is. It can fail only for a process
+ * that ignores SIGKILL for that long (stuck in the kernel) or that a
+ * security module protects from us; the kernel then kills it when init
+ * exits, and waits for it. */
+static bool
+kill_the_rest(void)
+{
+	const struct timespec tick = {.tv_nsec = 10 * 1000 * 1000};
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	for (int i = 0; i < 100; i++) {
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		if (kill(-1, SIGKILL) < 0 && errno == ESRCH)
+			return true;
+		(void)sigtimedwait(&chld, NULL, &tick);
+	}
+	return false;
+}
+
+/* CMD's end (wait status st) to the supervisor, and init's own exit. With
+ * everything else already dead (alone), the supervisor need not wait for
+ * the kernel to take init's namespaces apart before it ends the task: it
+ * may stop serving at this message. */
 static void __attribute__((noreturn))
 report_exit(int sock, int st)
 {
@@ -248,6 +277,7 @@ report_exit(int sock, int st)
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_EXIT;
 	m.value = st;
+	m.alone = kill_the_rest() ? 1 : 0;
 	(void)sbx_msg_send(sock, &m, NULL, 0);
 	_exit(sbx_exit_status(st, NULL));
 }

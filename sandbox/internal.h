@@ -43,6 +43,9 @@ struct sbx {
 	int sock;   /* supervisor's end of the socketpair; -1 */
 	int exited; /* init has been reaped */
 	int init_wstatus;
+	bool have_exit; /* init reported CMD's end (SBX_MSG_EXIT) */
+	bool alone;     /* ... after killing and reaping everything else */
+	int cmd_wstatus;
 	int nft_fd; /* the sandbox's nfnetlink socket, closed last (it may wait); -1 */
 	cpu_set_t cpus; /* the caller's CPUs, read before the clone */
 	int sup_cpu;    /* the supervisor's CPU during set-up; -1: not split */
@@ -57,12 +60,13 @@ enum sbx_msg_type {
 	SBX_MSG_READY = 1, /* init -> sup: its checks, sockets attached (SBX_FD_*) */
 	SBX_MSG_GO,        /* sup -> init: value 1 = start CMD, 0 = give up */
 	SBX_MSG_CHECKS,    /* init -> sup (selftest): post-set-up checks */
-	SBX_MSG_EXIT,      /* init -> sup: value = CMD's wait status */
+	SBX_MSG_EXIT,      /* init -> sup: value = CMD's wait status; init exits next */
 };
 
 struct sbx_msg {
 	uint32_t type;
 	int32_t value;
+	uint32_t alone; /* EXIT: every other process in the sandbox is gone */
 	struct sbx_report report;
 };
 

@@ -566,35 +566,75 @@ wait_init(struct sbx *s, int flags)
 	return 1;
 }
 
-int
-sbx_reap(struct sbx *s, struct sbx_result *res, struct sbx_report *rep)
+/* Take what init has queued, without waiting: in selftest mode the
+ * post-set-up checks (into rep, if not NULL), then CMD's end. 1 on a
+ * message, 0 when none is queued, -1 at EOF or on garbage. */
+static int
+read_last_words(struct sbx *s, struct sbx_report *rep)
 {
 	struct sbx_msg m;
-	int fds[1];
 	size_t nfds;
+	int rc = sbx_msg_recv(s->sock, &m, NULL, 0, &nfds, MSG_DONTWAIT);
 
-	memset(res, 0, sizeof(*res));
-	if (s->pidfd < 0 || wait_init(s, 0) < 0)
+	if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (rc <= 0)
 		return -1;
-	res->init_code = sbx_exit_status(s->init_wstatus, NULL);
-	/* Init sent its last words before exiting; they are queued. */
-	while (s->sock >= 0 && sbx_msg_recv(s->sock, &m, fds, 0, &nfds, MSG_DONTWAIT) == 1) {
-		if (m.type == SBX_MSG_EXIT) {
-			res->have_cmd_status = true;
-			res->cmd_wstatus = m.value;
-		} else if (m.type == SBX_MSG_CHECKS && rep != NULL) {
-			for (int i = SBX_CHECK_PRE_GO; i < SBX_CHECK_COUNT; i++) {
-				rep->check[i] = m.report.check[i];
-				rep->check[i].reason[SBX_REASON_MAX - 1] = '\0';
-			}
+	if (m.type == SBX_MSG_EXIT) {
+		s->have_exit = true;
+		s->alone = m.alone != 0;
+		s->cmd_wstatus = m.value;
+	} else if (m.type == SBX_MSG_CHECKS && rep != NULL) {
+		for (int i = SBX_CHECK_PRE_GO; i < SBX_CHECK_COUNT; i++) {
+			rep->check[i] = m.report.check[i];
+			rep->check[i].reason[SBX_REASON_MAX - 1] = '\0';
 		}
 	}
-	if (res->have_cmd_status)
-		res->exit_status = sbx_exit_status(res->cmd_wstatus, &res->signal);
-	else if (WIFEXITED(s->init_wstatus))
+	return 1;
+}
+
+int
+sbx_sock(const struct sbx *s)
+{
+	return s->sock;
+}
+
+int
+sbx_read_end(struct sbx *s, struct sbx_report *rep)
+{
+	int rc;
+
+	if (s->sock < 0)
+		return -1;
+	while (!s->have_exit && (rc = read_last_words(s, rep)) > 0)
+		;
+	if (s->have_exit)
+		return s->alone ? 1 : -1;
+	return rc;
+}
+
+int
+sbx_end(struct sbx *s, struct sbx_result *res, struct sbx_report *rep)
+{
+	memset(res, 0, sizeof(*res));
+	if (s->pidfd < 0)
+		return -1;
+	if (!s->alone) {
+		if (wait_init(s, 0) < 0)
+			return -1;
+		/* Init sent its last words before exiting; they are queued. */
+		while (s->sock >= 0 && read_last_words(s, rep) > 0)
+			;
+	}
+	if (s->have_exit) {
+		res->have_cmd_status = true;
+		res->cmd_wstatus = s->cmd_wstatus;
+		res->exit_status = sbx_exit_status(s->cmd_wstatus, &res->signal);
+	} else if (WIFEXITED(s->init_wstatus)) {
 		res->exit_status = WEXITSTATUS(s->init_wstatus);
-	else
+	} else {
 		res->exit_status = SBX_EXIT_FAILURE; /* init killed before CMD ended */
+	}
 	return 0;
 }
 

@@ -8,10 +8,11 @@
  * The supervisor side is this header: sbx_new() validates, sbx_start()
  * clones, sbx_recv_listeners() takes init's sockets and self-test results,
  * sets up the sandbox's network through them (lo, routes, ruleset, the
- * listeners bound) and checks it, sbx_go() lets CMD start, and the pidfd
- * tells the event loop when the sandbox is gone. sbx_free() kills and reaps
- * whatever is left, so every path out of the supervisor leaves nothing
- * behind. */
+ * listeners bound) and checks it, and sbx_go() lets CMD start. The end
+ * comes as init's report on the socket (sbx_read_end) or, if init dies
+ * first, as the pidfd; sbx_end() says how it ended. sbx_free() kills and
+ * reaps whatever is left, so every path out of the supervisor leaves
+ * nothing behind. */
 #ifndef AIRLOCK_SANDBOX_SANDBOX_H
 #define AIRLOCK_SANDBOX_SANDBOX_H
 
@@ -137,22 +138,35 @@ int sbx_go(struct sbx *s, bool ok);
 /* The pidfd of init: readable once the whole sandbox has exited. */
 int sbx_pidfd(const struct sbx *s);
 
+/* The supervisor's end of the socket to init: readable when init reports
+ * CMD's end (then sbx_read_end), or closes it. */
+int sbx_sock(const struct sbx *s);
+
 /* Signal init (SIGKILL ends the whole sandbox). 0 or -1. */
 int sbx_kill(struct sbx *s, int sig);
 
-/* How the sandbox ended, filled by sbx_reap(). */
+/* Read, without blocking, what init has sent since the go: in selftest
+ * mode the post-set-up checks (into rep, which may be NULL), then CMD's
+ * end. Returns 1 once init has reported CMD's end after killing and
+ * reaping every other process in the sandbox: nothing left in it can
+ * reach the network, init is on its way out, and the caller may stop
+ * serving without waiting for the pidfd. 0: nothing yet, call again when
+ * the socket is readable. -1: no such report will come (init is gone, or
+ * could not clear the sandbox): wait for the pidfd. */
+int sbx_read_end(struct sbx *s, struct sbx_report *rep);
+
+/* How the sandbox ended, filled by sbx_end(). */
 struct sbx_result {
 	bool have_cmd_status; /* init reported CMD's wait status */
 	int cmd_wstatus;      /* CMD's wait status (waitpid), if reported */
-	int init_code;        /* init's exit code, or 128+signal */
 	int exit_status;      /* airlock's exit status (sbx_exit_status) */
 	int signal;           /* signal that killed CMD, 0 if none */
 };
 
-/* After the pidfd is readable (or to wait for the end): reap init, read its
- * last messages (CMD's status; in selftest mode the post-set-up checks into
- * rep, which may be NULL) and fill *res. Blocks until init exits. 0 or -1. */
-int sbx_reap(struct sbx *s, struct sbx_result *res, struct sbx_report *rep);
+/* How the sandbox ended, into *res. At once after sbx_read_end returned 1
+ * (sbx_free reaps init); otherwise it first waits for init to exit, then
+ * reads its last messages as sbx_read_end does. 0 or -1. */
+int sbx_end(struct sbx *s, struct sbx_result *res, struct sbx_report *rep);
 
 /* Kill and reap init if still running, close everything. NULL is fine. */
 void sbx_free(struct sbx *s);
