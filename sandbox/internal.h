@@ -23,7 +23,7 @@ struct sbx_filter {
 	struct sock_filter *insns; /* owned */
 	unsigned short len;
 };
-/* A host directory replaced by an empty writable tmpfs (sbx_new decides
+/* A host directory replaced by an empty writable directory (sbx_new decides
  * which: docs/run.md, Filesystem). */
 #define SBX_MAX_HIDDEN 16
 struct sbx_hidden {

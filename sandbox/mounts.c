@@ -5,10 +5,11 @@
  *     host's device nodes) is cloned into a detached tree first, while the
  *     host view is intact;
  *  2. a staging tmpfs on /tmp receives the read-only clone of / at
- *     /tmp/root, and the generated resolv.conf and hosts;
- *  3. /proc, /dev, /tmp, /run, the generated files, empty tmpfs over the
- *     home directories and daemon socket dirs, the workdir and the
- *     user's mounts are attached inside it, every target resolved with
+ *     /tmp/root, the generated resolv.conf and hosts, and one directory
+ *     for each of the sandbox's own writable places (scratch_tree);
+ *  3. /proc, /dev, /tmp, /run, the generated files, the empty directories
+ *     over the home directories and daemon socket dirs, the workdir and
+ *     the user's mounts are attached inside it, every target resolved with
  *     RESOLVE_IN_ROOT so a symlink in the host tree can never point a mount
  *     outside the new root;
  *  4. pivot_root into it and detach the old root.
@@ -256,6 +257,46 @@ attach_fs(int root, const char *type, const char *const *opts, uint64_t attrs, c
 	return attach(root, &mnt, target, true, target, err, errlen);
 }
 
+/* A new directory in the staging tmpfs, as a detached mount of its own:
+ * what the sandbox gets as /tmp, /run, /dev, /dev/shm and the empty
+ * directories over hidden ones. One tmpfs holds them all, rather than one
+ * tmpfs each: every superblock costs time to make and as much again to
+ * take apart when the sandbox ends, on every run. So they share one size
+ * limit (the tmpfs default, half the RAM); each is still a directory of
+ * its own, and its mount's root, so none reaches another's files. The
+ * mount is nosuid and nodev as the staging tmpfs is, plus attrs. Returns
+ * the mount's fd, or -1 with the reason. */
+static int
+scratch_tree(const char *name, mode_t mode, uint64_t attrs, char *err, size_t errlen)
+{
+	char path[64];
+	int tree = -1;
+
+	snprintf(path, sizeof(path), STAGE "/%s", name);
+	/* chmod: mkdir's mode passes through the caller's umask. */
+	if (mkdir(path, mode) < 0 || chmod(path, mode) < 0 ||
+	    (tree = clone_tree(path, false, NULL)) < 0 ||
+	    (attrs != 0 && set_attr(tree, attrs, 0, false) < 0)) {
+		snprintf(err, errlen, "filesystem: scratch directory %s: %s", name,
+		         strerror(errno));
+		fd_close(&tree);
+		return -1;
+	}
+	return tree;
+}
+
+/* Attach a new scratch directory (scratch_tree) at target. */
+static int
+attach_scratch(int root, const char *name, mode_t mode, uint64_t attrs, const char *target,
+               const char *what, char *err, size_t errlen)
+{
+	int tree = scratch_tree(name, mode, attrs, err, errlen);
+
+	if (tree < 0)
+		return -1;
+	return attach(root, &tree, target, true, what, err, errlen);
+}
+
 static int
 write_file(const char *path, const char *data, size_t len)
 {
@@ -274,65 +315,85 @@ write_file(const char *path, const char *data, size_t len)
 	return 0;
 }
 
-/* /dev: a small read-only tmpfs with the host's harmless device nodes bound
- * in, a private devpts and /dev/shm. dev_trees[i] are clones of the host's
- * nodes (-1 where the host has none); they are consumed. */
+/* /dev: a read-only scratch directory with the host's harmless device
+ * nodes bound in, a private devpts and /dev/shm. dev_trees[i] are clones of
+ * the host's nodes (-1 where the host has none); they are consumed. The
+ * directory is filled before it is attached, while it is ours alone, so
+ * the mounts inside go to names we made, relative to it. */
 static int
 setup_dev(int root, int dev_trees[ARRAY_SIZE(dev_nodes)], char *err, size_t errlen)
 {
-	static const char *const dev_opts[] = {"mode=0755", "size=64k", NULL};
 	static const char *const pts_opts[] = {"newinstance", "ptmxmode=0666", "mode=0620", NULL};
-	static const char *const shm_opts[] = {"mode=1777", NULL};
 	static const char *const links[][2] = {
 	        {"pts/ptmx", "ptmx"},          {"/proc/self/fd", "fd"},
 	        {"/proc/self/fd/0", "stdin"},  {"/proc/self/fd/1", "stdout"},
 	        {"/proc/self/fd/2", "stderr"},
 	};
-	char target[64];
-	int devmnt, d;
+	const char *step = "";
+	int dir = -1, devmnt = -1, d = -1, m = -1, rc = -1;
 
-	devmnt = new_fs("tmpfs", dev_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen);
-	if (devmnt < 0)
-		return -1;
-	/* Populate before attaching: the detached tmpfs is ours alone. */
-	for (size_t i = 0; i < ARRAY_SIZE(links); i++)
-		if (symlinkat(links[i][0], devmnt, links[i][1]) < 0) {
-			snprintf(err, errlen, "filesystem: /dev/%s: %s", links[i][1],
-			         strerror(errno));
-			fd_close(&devmnt);
-			return -1;
-		}
-	/* Keep a handle on the tmpfs to make it read-only once populated. */
-	d = fcntl(devmnt, F_DUPFD_CLOEXEC, 0);
-	if (d < 0) {
-		snprintf(err, errlen, "filesystem: /dev: %s", strerror(errno));
-		fd_close(&devmnt);
-		return -1;
-	}
-	if (attach(root, &devmnt, "/dev", true, "/dev", err, errlen) < 0)
+	if (mkdir(STAGE "/dev", 0755) < 0 || chmod(STAGE "/dev", 0755) < 0 ||
+	    (dir = open(STAGE "/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		goto fail;
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+		if (symlinkat(links[i][0], dir, links[i][1]) < 0)
+			goto fail;
 	for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
 		if (dev_trees[i] < 0)
 			continue;
-		snprintf(target, sizeof(target), "/dev/%s", dev_nodes[i]);
-		if (attach(root, &dev_trees[i], target, false, target, err, errlen) < 0)
+		m = openat(dir, dev_nodes[i], O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW,
+		           0644);
+		if (m < 0)
 			goto fail;
+		fd_close(&m);
 	}
-	if (attach_fs(root, "devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, "/dev/pts",
-	              err, errlen) < 0)
+	if (mkdirat(dir, "pts", 0755) < 0 || mkdirat(dir, "shm", 0755) < 0)
 		goto fail;
-	if (attach_fs(root, "tmpfs", shm_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/dev/shm",
-	              err, errlen) < 0)
+
+	step = "attach";
+	devmnt = open_tree(dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (devmnt < 0 || set_attr(devmnt, MOUNT_ATTR_NOEXEC, 0, false) < 0)
 		goto fail;
-	if (set_attr(d, MOUNT_ATTR_RDONLY, 0, false) < 0) {
-		snprintf(err, errlen, "filesystem: /dev read-only: %s", strerror(errno));
+	/* Kept to mount inside it, then make it read-only. */
+	d = fcntl(devmnt, F_DUPFD_CLOEXEC, 0);
+	if (d < 0)
 		goto fail;
+	if (attach(root, &devmnt, "/dev", true, "/dev", err, errlen) < 0)
+		goto out;
+	for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+		step = dev_nodes[i];
+		if (dev_trees[i] >= 0 &&
+		    move_mount(dev_trees[i], "", d, dev_nodes[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			goto fail;
+		fd_close(&dev_trees[i]);
 	}
-	fd_close(&d);
-	return 0;
+	step = "pts";
+	m = new_fs("devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err, errlen);
+	if (m < 0)
+		goto out;
+	if (move_mount(m, "", d, "pts", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		goto fail;
+	fd_close(&m);
+	step = "shm";
+	m = scratch_tree("shm", 01777, 0, err, errlen);
+	if (m < 0)
+		goto out;
+	if (move_mount(m, "", d, "shm", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		goto fail;
+	step = "read-only";
+	if (set_attr(d, MOUNT_ATTR_RDONLY, 0, false) < 0)
+		goto fail;
+	rc = 0;
+	goto out;
 fail:
+	snprintf(err, errlen, "filesystem: /dev%s%s: %s", step[0] != '\0' ? " " : "", step,
+	         strerror(errno));
+out:
+	fd_close(&m);
 	fd_close(&d);
-	return -1;
+	fd_close(&devmnt);
+	fd_close(&dir);
+	return rc;
 }
 
 /* Over path inside root, if this kernel has it: a read-only copy of itself,
@@ -461,19 +522,25 @@ plan_user_mount(const struct sbx_mount *m, struct fsop *op, char *err, size_t er
 	return -1;
 }
 
+/* The i-th user mount: a clone made by plan_user_mount, an empty
+ * read-only scratch directory over a hidden one, or a tmpfs of its own
+ * for --tmpfs (the user asked for a filesystem). */
 static int
-attach_user_mount(int root, const struct sbx_mount *m, struct fsop *op, char *err, size_t errlen)
+attach_user_mount(int root, size_t i, const struct sbx_mount *m, struct fsop *op, char *err,
+                  size_t errlen)
 {
 	static const char *const tmpfs_opts[] = {"mode=0755", NULL};
-	static const char *const hide_opts[] = {"mode=0755", "size=4k", NULL};
+	char name[32];
 	int mnt;
 
 	if (op->tree >= 0)
 		return attach(root, &op->tree, op->target, op->dir, op->what, err, errlen);
-	mnt = new_fs("tmpfs", m->kind == SBX_MOUNT_HIDE ? hide_opts : tmpfs_opts,
-	             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-	                     (m->kind == SBX_MOUNT_HIDE ? MOUNT_ATTR_RDONLY : 0),
-	             err, errlen);
+	if (m->kind == SBX_MOUNT_HIDE) {
+		snprintf(name, sizeof(name), "hide-user-%zu", i);
+		return attach_scratch(root, name, 0755, MOUNT_ATTR_RDONLY, op->target, op->what,
+		                      err, errlen);
+	}
+	mnt = new_fs("tmpfs", tmpfs_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
 	if (mnt < 0)
 		return -1;
 	return attach(root, &mnt, op->target, true, op->what, err, errlen);
@@ -482,8 +549,6 @@ attach_user_mount(int root, const struct sbx_mount *m, struct fsop *op, char *er
 int
 sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 {
-	static const char *const tmp_opts[] = {"mode=1777", NULL};
-	static const char *const run_opts[] = {"mode=0755", NULL};
 	const struct sbx_config *cfg = s->cfg;
 	struct fsop *ops = NULL;
 	struct fsop work = {.tree = -1, .what = "workdir"};
@@ -542,7 +607,7 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 	}
 
 	/* 2. Staging: the new root at /tmp/root, generated files beside it. */
-	if (mount("airlock", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k") < 0) {
+	if (mount("airlock", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700") < 0) {
 		snprintf(err, errlen, "filesystem: staging tmpfs on " STAGE ": %s",
 		         strerror(errno));
 		goto out;
@@ -568,23 +633,24 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 		goto out;
 	if (setup_dev(root, dev_trees, err, errlen) < 0)
 		goto out;
-	if (attach_fs(root, "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/tmp", err,
-	              errlen) < 0)
+	if (attach_scratch(root, "tmp", 01777, 0, "/tmp", "/tmp", err, errlen) < 0)
 		goto out;
-	if (attach_fs(root, "tmpfs", run_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/run", err,
-	              errlen) < 0)
+	f = scratch_tree("run", 0755, 0, err, errlen);
+	if (f < 0)
 		goto out;
 	if (s->uid != 0) {
 		/* Tools expect their XDG_RUNTIME_DIR to exist. */
 		char p[64];
-		snprintf(p, sizeof(p), "/run/user/%u", (unsigned)s->uid);
-		f = target_open(root, p, true, 0);
-		if (f < 0 || fchmodat(root, p + 1, 0700, 0) < 0) {
-			snprintf(err, errlen, "filesystem: %s: %s", p, strerror(errno));
+		snprintf(p, sizeof(p), STAGE "/run/user/%u", (unsigned)s->uid);
+		if ((mkdir(STAGE "/run/user", 0755) < 0 && errno != EEXIST) ||
+		    chmod(STAGE "/run/user", 0755) < 0 || mkdir(p, 0700) < 0 || chmod(p, 0700) < 0) {
+			snprintf(err, errlen, "filesystem: /run/user/%u: %s", (unsigned)s->uid,
+			         strerror(errno));
 			goto out;
 		}
-		fd_close(&f);
 	}
+	if (attach(root, &f, "/run", true, "/run", err, errlen) < 0)
+		goto out;
 	static const char *const gen[][2] = {
 	        {STAGE "/resolv.conf", "/etc/resolv.conf"},
 	        {STAGE "/hosts", "/etc/hosts"},
@@ -599,16 +665,15 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 			goto out;
 	}
 
-	/* Empty writable tmpfs over the host directories sbx_new chose
+	/* Empty writable directories over the host directories sbx_new chose
 	 * (home, daemon sockets), parents first; the workdir and the user's
 	 * mounts may then go back on top. */
 	for (size_t i = 0; i < s->n_hidden; i++) {
-		static const char *const home_opts[] = {"mode=0755", NULL};
-		static const char *const sticky_opts[] = {"mode=1777", NULL};
+		char name[32];
 
-		if (attach_fs(root, "tmpfs", s->hidden[i].sticky ? sticky_opts : home_opts,
-		              MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, s->hidden[i].path, err,
-		              errlen) < 0)
+		snprintf(name, sizeof(name), "hide-%zu", i);
+		if (attach_scratch(root, name, s->hidden[i].sticky ? 01777 : 0755, 0,
+		                   s->hidden[i].path, s->hidden[i].path, err, errlen) < 0)
 			goto out;
 	}
 
@@ -618,7 +683,7 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 	for (size_t i = 0; i < cfg->n_mounts; i++) {
 		if (skip[i])
 			continue;
-		if (attach_user_mount(root, &cfg->mounts[i], &ops[i], err, errlen) < 0)
+		if (attach_user_mount(root, i, &cfg->mounts[i], &ops[i], err, errlen) < 0)
 			goto out;
 	}
 

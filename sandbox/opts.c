@@ -28,7 +28,7 @@ const char sbx_opts_usage[] =
         "      --tmpfs PATH       empty writable tmpfs on PATH\n"
         "      --hide PATH        hide PATH (empty directory or empty file)\n"
         "      --share-home       do not hide the home directories (default:\n"
-        "                         empty writable tmpfs on $HOME, /home, /root)\n"
+        "                         empty writable dirs on $HOME, /home, /root)\n"
         "      --env NAME[=VALUE] set NAME, or pass the caller's NAME\n"
         "      --clearenv         start CMD's environment empty (PATH kept)\n"
         "      --root             run CMD as uid 0 inside (no capabilities)\n"

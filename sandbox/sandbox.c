@@ -68,7 +68,7 @@ hidden_cmp(const void *a, const void *b)
 	return la < lb ? -1 : la > lb;
 }
 
-/* Decide which host directories the sandbox sees as empty tmpfs. */
+/* Decide which host directories the sandbox sees as empty. */
 static void
 plan_hidden(struct sbx *s)
 {
@@ -91,7 +91,7 @@ plan_hidden(struct sbx *s)
 		hide_add(s, "/var/run", false);
 	/* Like /tmp: the sandbox's own temp dir, not the host's. */
 	hide_add(s, "/var/tmp", true);
-	/* A parent's tmpfs must be there before a child's mount point. */
+	/* A parent's cover must be there before a child's mount point. */
 	qsort(s->hidden, s->n_hidden, sizeof(s->hidden[0]), hidden_cmp);
 }
 

@@ -26,7 +26,7 @@ enum sbx_mount_kind {
 	SBX_MOUNT_RW,    /* host path bound read-write */
 	SBX_MOUNT_RO,    /* host path bound read-only (e.g. inside an rw path) */
 	SBX_MOUNT_TMPFS, /* fresh empty writable tmpfs */
-	SBX_MOUNT_HIDE,  /* empty read-only tmpfs over a dir, /dev/null over a file */
+	SBX_MOUNT_HIDE,  /* empty read-only dir over a dir, /dev/null over a file */
 };
 
 struct sbx_mount {
@@ -46,7 +46,7 @@ struct sbx_config {
 	size_t n_mounts;
 	bool root; /* CMD runs as uid 0 inside (still no capabilities) */
 	/* Home directories (home, the caller's passwd entry's, /home and
-	 * /root) are replaced by empty writable tmpfs unless share_home: the
+	 * /root) are replaced by empty writable directories unless share_home: the
 	 * unix sockets in them (ssh ControlMaster, docker) are reachable
 	 * through a read-only bind. */
 	const char *home; /* the caller's $HOME, borrowed; NULL = none */

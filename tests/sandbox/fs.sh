@@ -49,6 +49,16 @@ tmpfs-ok" "$out"
 	expect_eq "$role: private /tmp and /run" "$( [ "$(as "$role" id -u)" = 0 ] && echo ok || printf 'user\nok')" "$out"
 	rm -f "/tmp/airlock-host-$role"
 
+	# The sandbox's own places share one tmpfs but not their files: a file
+	# in each shows up in no other. Their modes hold when airlock runs
+	# under umask 077, and /dev itself is read-only while /dev/shm is
+	# writable.
+	out=$(umask 077; al "$role" -- sh -c 'for d in /tmp /var/tmp /dev/shm /home /root; do touch "$d/mark$(echo $d | tr / -)"; done
+		for d in /tmp /var/tmp /dev/shm /home /root /run; do echo "$d:" $(ls -A $d | grep mark); done | tr "\n" " "
+		stat -c %a /tmp /var/tmp /dev/shm /run | tr "\n" " "
+		touch /dev/x 2>&1 | grep -c "Read-only"')
+	expect_eq "$role: own places apart" "/tmp: mark-tmp /var/tmp: mark-var-tmp /dev/shm: mark-dev-shm /home: mark-home /root: mark-root /run: 1777 1777 1777 755 1" "$out"
+
 	# /dev: the harmless nodes, a private devpts, nothing else.
 	out=$(al "$role" -- sh -c 'ls /dev | tr "\n" " "')
 	expect_eq "$role: /dev" "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero " "$out"
