@@ -9,6 +9,7 @@
 #include "nft/nflog.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -665,12 +666,15 @@ nflog_reader_new_opts(struct event_base *base, int fd, struct elog *log,
 	unsigned window_ms = NFLOG_AGG_WINDOW_MS;
 	size_t i;
 
-	r = calloc(1, sizeof(*r));
+	/* As the tables below: only what is read before it is written is
+	 * zeroed, so the datagram buffer's 64 KiB are not all touched. */
+	r = malloc(sizeof(*r));
 	if (r == NULL) {
 		log_warn("nflog: reader");
 		close(fd);
 		return NULL;
 	}
+	memset(r, 0, offsetof(struct nflog_reader, nr_buf));
 	r->nr_fd = fd;
 	r->nr_log = log;
 	r->nr_maxdests = NFLOG_AGG_MAX_DESTS;
@@ -685,8 +689,10 @@ nflog_reader_new_opts(struct event_base *base, int fd, struct elog *log,
 	for (r->nr_nbuckets = 16; r->nr_nbuckets < 2 * r->nr_maxdests; r->nr_nbuckets *= 2)
 		;
 	r->nr_seed = arc4random();
-	r->nr_dests = calloc(r->nr_maxdests, sizeof(*r->nr_dests));
-	r->nr_buckets = calloc(r->nr_nbuckets, sizeof(*r->nr_buckets));
+	/* Entries are read only below nr_ndests, and every bucket is set
+	 * here: no zeroing, so pages are touched only as the table fills. */
+	r->nr_dests = reallocarray(NULL, r->nr_maxdests, sizeof(*r->nr_dests));
+	r->nr_buckets = reallocarray(NULL, r->nr_nbuckets, sizeof(*r->nr_buckets));
 	if (r->nr_dests == NULL || r->nr_buckets == NULL) {
 		log_warn("nflog: aggregation table");
 		goto fail;

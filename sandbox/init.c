@@ -294,6 +294,30 @@ run_checks(int sock)
 	_exit(sbx_msg_send(sock, &m, NULL, 0) < 0 ? SBX_EXIT_FAILURE : 0);
 }
 
+/* Wait for the go. When set-up is split over two CPUs (sbx_cpus_split),
+ * init has its CPU to itself and polls for up to GO_SPIN_MS before it
+ * blocks: a CPU that went idle is slow to wake, ~0.1 ms in a VM (the host
+ * must run the vCPU again), and the go usually comes within a fraction of
+ * a millisecond. Without a CPU of its own init would take the
+ * supervisor's time, so it blocks at once. */
+#define GO_SPIN_MS 2.0
+static int
+recv_go(const struct sbx *s, int sock, struct sbx_msg *m)
+{
+	size_t nfds;
+	int rc;
+
+	if (s->sup_cpu >= 0) {
+		double end = ms_since_boot() + GO_SPIN_MS;
+		do {
+			rc = sbx_msg_recv(sock, m, NULL, 0, &nfds, MSG_DONTWAIT);
+			if (rc >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+				return rc;
+		} while (ms_since_boot() < end);
+	}
+	return sbx_msg_recv(sock, m, NULL, 0, &nfds, 0);
+}
+
 void
 sbx_init_main(const struct sbx *s, int sock)
 {
@@ -362,7 +386,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	sbx_seccomp_free(&filter);
 	log_debug("init: privileges dropped, %.3f ms", ms_since_boot());
 
-	switch (sbx_msg_recv(sock, &m, fds, 0, &nfds, 0)) {
+	switch (recv_go(s, sock, &m)) {
 	case 1:
 		if (m.type == SBX_MSG_GO && m.value == 1)
 			break;

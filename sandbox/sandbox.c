@@ -8,6 +8,7 @@
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,11 +123,12 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 			return NULL;
 		}
 	}
-	s = calloc(1, sizeof(*s));
+	s = malloc(sizeof(*s));
 	if (s == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	memset(s, 0, offsetof(struct sbx, hidden));
 	s->cfg = cfg;
 	s->pid = -1;
 	s->pidfd = -1;
@@ -520,12 +522,14 @@ int
 sbx_go(struct sbx *s, bool ok)
 {
 	struct sbx_msg m;
+	int rc;
 
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_GO;
 	m.value = ok ? 1 : 0;
-	sbx_cpus_restore(s);
-	return sbx_msg_send(s->sock, &m, NULL, 0);
+	rc = sbx_msg_send(s->sock, &m, NULL, 0);
+	sbx_cpus_restore(s); /* after: the go is what init waits for */
+	return rc;
 }
 
 int
