@@ -109,7 +109,7 @@ int sbx_listeners_verify(const struct sbx_listeners *l, char *err, size_t errlen
 void sbx_listeners_to_array(const struct sbx_listeners *l, int fds[SBX_N_LISTEN_FDS]);
 void sbx_listeners_from_array(struct sbx_listeners *l, const int fds[SBX_N_LISTEN_FDS]);
 
-/* mounts.c: build the filesystem view and pivot into it; cwd ends in
+/* mounts.c: build the filesystem view in place; cwd ends in
  * workdir. 0 or -1 + reason naming the step and path. */
 int sbx_fs_setup(const struct sbx *s, char *err, size_t errlen);
 
