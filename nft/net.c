@@ -148,8 +148,7 @@ struct net_state {
 	unsigned int lo; /* ifindex of lo, 0 until seen */
 	bool lo_up;
 	char bad[64];       /* first interface other than lo that is up */
-	int family;         /* of the route dump in progress */
-	bool default_ok;    /* default route via lo with the egress source */
+	bool default_ok[2]; /* v4, v6: default route via lo with the egress source */
 	bool foreign_route; /* a route through something other than lo */
 	struct egress eg;
 };
@@ -217,14 +216,16 @@ route_cb(const struct nlmsghdr *nlh, void *data)
 	uint32_t table, oif;
 	const void *want;
 	size_t alen;
+	bool v6;
 
 	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*rtm)))
 		return MNL_CB_ERROR;
 	rtm = mnl_nlmsg_get_payload(nlh);
 	if (mnl_attr_parse(nlh, sizeof(*rtm), route_attr_cb, tb) < 0)
 		return MNL_CB_ERROR;
-	if (rtm->rtm_family != st->family)
+	if (rtm->rtm_family != AF_INET && rtm->rtm_family != AF_INET6)
 		return MNL_CB_OK;
+	v6 = rtm->rtm_family == AF_INET6;
 	oif = tb[RTA_OIF] != NULL ? mnl_attr_get_u32(tb[RTA_OIF]) : 0;
 	if (oif != 0 && oif != st->lo)
 		st->foreign_route = true;
@@ -232,11 +233,11 @@ route_cb(const struct nlmsghdr *nlh, void *data)
 	if (table != RT_TABLE_MAIN || rtm->rtm_dst_len != 0 || rtm->rtm_type != RTN_UNICAST ||
 	    oif != st->lo)
 		return MNL_CB_OK;
-	want = st->family == AF_INET ? (const void *)&st->eg.v4 : (const void *)&st->eg.v6;
-	alen = st->family == AF_INET ? sizeof(st->eg.v4) : sizeof(st->eg.v6);
+	want = v6 ? (const void *)&st->eg.v6 : (const void *)&st->eg.v4;
+	alen = v6 ? sizeof(st->eg.v6) : sizeof(st->eg.v4);
 	if (tb[RTA_PREFSRC] != NULL && mnl_attr_get_payload_len(tb[RTA_PREFSRC]) == alen &&
 	    memcmp(mnl_attr_get_payload(tb[RTA_PREFSRC]), want, alen) == 0)
-		st->default_ok = true;
+		st->default_ok[v6] = true;
 	return MNL_CB_OK;
 }
 
@@ -255,7 +256,6 @@ dump(struct mnl_socket *nl, uint16_t type, int family, uint32_t seq, mnl_cb_t cb
 	 * only that for a dump. A full ifinfomsg keeps strict checking happy. */
 	g = mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
 	g->rtgen_family = (unsigned char)family;
-	st->family = family;
 	return nft_nl_talk(nl, nlh, nlh->nlmsg_len, seq, cb, st);
 }
 
@@ -286,23 +286,19 @@ verify_on(struct mnl_socket *nl, char *err, size_t errlen)
 		         st.bad);
 		goto out;
 	}
-	if (dump(nl, RTM_GETROUTE, AF_INET, seq + 1, route_cb, &st) < 0) {
-		snprintf(err, errlen, "network: listing IPv4 routes: %s", strerror(errno));
+	/* Both families' routes in one dump. */
+	if (dump(nl, RTM_GETROUTE, AF_UNSPEC, seq + 1, route_cb, &st) < 0) {
+		snprintf(err, errlen, "network: listing routes: %s", strerror(errno));
 		goto out;
 	}
-	if (!st.default_ok) {
+	if (!st.default_ok[0]) {
 		snprintf(err, errlen,
 		         "network: no IPv4 default route via lo with "
 		         "source %s",
 		         AIRLOCK_EGRESS_V4);
 		goto out;
 	}
-	st.default_ok = false;
-	if (dump(nl, RTM_GETROUTE, AF_INET6, seq + 2, route_cb, &st) < 0) {
-		snprintf(err, errlen, "network: listing IPv6 routes: %s", strerror(errno));
-		goto out;
-	}
-	if (!st.default_ok) {
+	if (!st.default_ok[1]) {
 		snprintf(err, errlen,
 		         "network: no IPv6 default route via lo with "
 		         "source %s",

@@ -313,6 +313,7 @@ recv_go(const struct sbx *s, int sock, struct sbx_msg *m)
 			rc = sbx_msg_recv(sock, m, NULL, 0, &nfds, MSG_DONTWAIT);
 			if (rc >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
 				return rc;
+			sched_yield(); /* to kernel threads the set-up may wait for */
 		} while (ms_since_boot() < end);
 	}
 	return sbx_msg_recv(sock, m, NULL, 0, &nfds, 0);
