@@ -294,28 +294,13 @@ run_checks(int sock)
 	_exit(sbx_msg_send(sock, &m, NULL, 0) < 0 ? SBX_EXIT_FAILURE : 0);
 }
 
-/* Wait for the go. When set-up is split over two CPUs (sbx_cpus_split),
- * init has its CPU to itself and polls for up to GO_SPIN_MS before it
- * blocks: a CPU that went idle is slow to wake, ~0.1 ms in a VM (the host
- * must run the vCPU again), and the go usually comes within a fraction of
- * a millisecond. Without a CPU of its own init would take the
- * supervisor's time, so it blocks at once. */
-#define GO_SPIN_MS 2.0
+/* Wait for the go, without idling the CPU while it is near. */
 static int
 recv_go(const struct sbx *s, int sock, struct sbx_msg *m)
 {
 	size_t nfds;
-	int rc;
 
-	if (s->sup_cpu >= 0) {
-		double end = ms_since_boot() + GO_SPIN_MS;
-		do {
-			rc = sbx_msg_recv(sock, m, NULL, 0, &nfds, MSG_DONTWAIT);
-			if (rc >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-				return rc;
-			sched_yield(); /* to kernel threads the set-up may wait for */
-		} while (ms_since_boot() < end);
-	}
+	(void)sbx_spin_readable(s, sock);
 	return sbx_msg_recv(sock, m, NULL, 0, &nfds, 0);
 }
 

@@ -53,9 +53,12 @@ struct sbx {
 	struct sbx_hidden hidden[SBX_MAX_HIDDEN]; /* parents before children */
 };
 
-/* sandbox.c: set-up on two CPUs (split_cpus_prepare). */
+/* sandbox.c: set-up on two CPUs (split_cpus_prepare), and the hand-overs
+ * between them: true once fd is readable, false when the caller should
+ * block (sbx_spin_readable says why). */
 void sbx_cpus_split(const struct sbx *s, bool init);
 void sbx_cpus_restore(const struct sbx *s);
+bool sbx_spin_readable(const struct sbx *s, int fd);
 
 /* Messages on the SOCK_SEQPACKET socketpair, one struct per packet. */
 enum sbx_msg_type {

@@ -330,6 +330,34 @@ sbx_cpus_restore(const struct sbx *s)
 		log_debug("cannot give the caller's CPUs back: %s", strerror(errno));
 }
 
+/* With set-up split over two CPUs, each side hands over to the other a few
+ * times (init's sockets, the go, init's end), and the receiver is often
+ * ready first. Sleeping then lets its CPU go idle, and an idle CPU is slow
+ * to wake: ~0.1 ms in a VM, where the host must run the vCPU again. So
+ * wait up to SPIN_MS for fd to become readable by polling it, yielding
+ * between polls: the other side's work may need kernel threads that need
+ * this CPU (a plain busy loop made the end 0.5 ms slower). Without the
+ * split, on a busy machine, polling would take the CPU the other side
+ * needs: no wait at all. Returns whether fd is readable; if not, the
+ * caller blocks as usual. */
+#define SPIN_MS 2.0
+bool
+sbx_spin_readable(const struct sbx *s, int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	double end;
+
+	if (s->sup_cpu < 0)
+		return false;
+	end = ms_since_boot() + SPIN_MS;
+	do {
+		if (poll(&p, 1, 0) != 0)
+			return true;
+		sched_yield();
+	} while (ms_since_boot() < end);
+	return false;
+}
+
 int
 sbx_start(struct sbx *s, char *err, size_t errlen)
 {
@@ -465,9 +493,12 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 
 	sbx_listeners_init(out);
 	memset(rep, 0, sizeof(*rep));
-	do
-		rc = poll(&pfd, 1, READY_TIMEOUT_MS);
-	while (rc < 0 && errno == EINTR);
+	if (sbx_spin_readable(s, s->sock))
+		rc = 1;
+	else
+		do
+			rc = poll(&pfd, 1, READY_TIMEOUT_MS);
+		while (rc < 0 && errno == EINTR);
 	if (rc == 0) {
 		snprintf(err, errlen, "sandbox set-up did not finish within %d s",
 		         READY_TIMEOUT_MS / 1000);
@@ -654,22 +685,12 @@ sbx_end(struct sbx *s, struct sbx_result *res, struct sbx_report *rep)
 
 /* Init reported CMD's end with nothing else left (sbx_read_end), so it is
  * exiting: the kernel takes its memory and mount namespace apart, ~0.3 ms.
- * When set-up was split over two CPUs, poll for that end for up to
- * END_SPIN_MS instead of sleeping, since a CPU that went idle is slow to
- * wake (~0.1 ms in a VM). Yield between polls: that work needs kernel
- * threads, and they may need this CPU (a plain busy loop made the end
- * 0.5 ms slower). */
-#define END_SPIN_MS 2.0
+ * Wait for that without idling the CPU. */
 static void
 await_init_exit(const struct sbx *s)
 {
-	struct pollfd p = {.fd = s->pidfd, .events = POLLIN};
-	double end = ms_since_boot() + END_SPIN_MS;
-
-	if (!s->alone || s->sup_cpu < 0 || s->exited)
-		return;
-	while (poll(&p, 1, 0) == 0 && ms_since_boot() < end)
-		sched_yield();
+	if (s->alone && !s->exited)
+		(void)sbx_spin_readable(s, s->pidfd);
 }
 
 void
