@@ -25,6 +25,23 @@
 #include "policy/internal.h"
 #include "policy/ytree.h"
 
+/* And without OpenSSL's CPU probe. Linked statically, libcrypto runs
+ * OPENSSL_cpuid_setup before main in every program, for every program,
+ * and under a hypervisor each of its cpuid instructions traps: 60 us of
+ * every run's start-up here (bench/run.md), for one hash of a file of a
+ * few KiB. Defined here, libcrypto's own (alone in its object, cpuid.o)
+ * stays out of the link and the capability vector stays zero, so SHA-256
+ * runs its portable x86-64 code, as OPENSSL_ia32cap=0 would select. Should
+ * a libcrypto define it beside something airlock uses, the link fails on
+ * the duplicate instead of going quietly wrong. */
+#if defined(__x86_64__)
+void OPENSSL_cpuid_setup(void);
+void
+OPENSSL_cpuid_setup(void)
+{
+}
+#endif
+
 static char *preset_dirs[POLICY_MAX_PRESET_DIRS];
 static size_t n_preset_dirs;
 

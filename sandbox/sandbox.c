@@ -647,7 +647,7 @@ sbx_sock(const struct sbx *s)
 int
 sbx_read_end(struct sbx *s, struct sbx_report *rep)
 {
-	int rc;
+	int rc = 0;
 
 	if (s->sock < 0)
 		return -1;
