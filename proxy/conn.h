@@ -73,7 +73,6 @@ struct proxy {
 	uint64_t px_next_id;
 	union conn_addr *px_own; /* the host's own addresses (getifaddrs) */
 	size_t px_n_own;
-	bool px_own_loaded; /* px_own read (on first use) */
 	bool px_said_log_failed;
 	/* Empty pipes for splice, shared: a tunnel holds one only while
 	 * bytes wait in it, so idle tunnels cost no pipe descriptors. */
@@ -233,7 +232,7 @@ void upstream_mark_audit(struct conn *c, const union conn_addr *a);
  * Returns 0, or -1 after refusing the connection. */
 int upstream_connect(struct conn *c);
 void upstream_cancel(struct conn *c);
-bool proxy_is_own_addr(struct proxy *px, const struct sockaddr *sa);
+bool proxy_is_own_addr(const struct proxy *px, const struct sockaddr *sa);
 /* proxy.c: the egress log has failed. Says so once and closes every open
  * connection soon after (from the loop, never under the caller's feet),
  * each through conn_close(). Nothing goes on unlogged: fail closed. */

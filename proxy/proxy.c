@@ -23,16 +23,12 @@
  * must end open tunnels too, not only the next connection. */
 #define PROXY_LOG_CHECK_MS 1000
 
-/* The host's own addresses, read when the first destination is checked
- * rather than at start: getifaddrs asks the kernel twice, and a sandbox
- * that connects nowhere never needs them. */
 static void
 proxy_load_own(struct proxy *px)
 {
 	struct ifaddrs *ifa = NULL, *i;
 	size_t n = 0;
 
-	px->px_own_loaded = true;
 	if (getifaddrs(&ifa) != 0) {
 		log_warn("proxy: getifaddrs; the host's own addresses are guarded by class only");
 		return;
@@ -63,14 +59,12 @@ proxy_load_own(struct proxy *px)
 }
 
 bool
-proxy_is_own_addr(struct proxy *px, const struct sockaddr *sa)
+proxy_is_own_addr(const struct proxy *px, const struct sockaddr *sa)
 {
 	union conn_addr a;
 
 	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
 		return false;
-	if (!px->px_own_loaded)
-		proxy_load_own(px);
 	/* ::ffff:a.b.c.d is a.b.c.d: compare in one spelling, or a mapped
 	 * address would walk past this check. */
 	memset(&a, 0, sizeof(a));
@@ -212,6 +206,10 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 		free(px);
 		return NULL;
 	}
+	/* At start, not on first use: later, a sandbox holding every fd the
+	 * supervisor may open could make getifaddrs fail, and with it the
+	 * guard (security review). */
+	proxy_load_own(px);
 	return px;
 }
 

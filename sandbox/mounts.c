@@ -406,7 +406,8 @@ cover(int root, const char *path, bool mask)
 
 	if (t < 0)
 		return 0; /* not in this kernel */
-	tree = mask ? clone_tree("/dev/null", false, NULL)
+	/* The sandbox's /dev/null: the host's /dev is nodev by now. */
+	tree = mask ? open_tree(root, "dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)
 	            : open_tree(t, "",
 	                        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
 	if (tree < 0 || (!mask && set_attr(tree, MOUNT_ATTR_RDONLY, 0, true) < 0) ||
@@ -619,13 +620,14 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 		goto out;
 	}
 
-	/* 4. The sandbox's own filesystems on top. */
+	/* 4. The sandbox's own filesystems on top; /dev first, for the
+	 * /dev/null that masks parts of /proc. */
+	if (setup_dev(root, stage, dev_trees, err, errlen) < 0)
+		goto out;
 	if (attach_fs(root, "proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
 	              "/proc", err, errlen) < 0)
 		goto out;
 	if (harden_proc(root, err, errlen) < 0)
-		goto out;
-	if (setup_dev(root, stage, dev_trees, err, errlen) < 0)
 		goto out;
 	if (attach_scratch(root, stage, "tmp", 01777, 0, "/tmp", "/tmp", err, errlen) < 0)
 		goto out;

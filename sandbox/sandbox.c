@@ -351,7 +351,7 @@ sbx_spin_readable(const struct sbx *s, int fd)
 		return false;
 	end = ms_since_boot() + SPIN_MS;
 	do {
-		if (poll(&p, 1, 0) != 0)
+		if (poll(&p, 1, 0) > 0)
 			return true;
 		sched_yield();
 	} while (ms_since_boot() < end);
@@ -430,21 +430,24 @@ setup_network(int rtnl, int nfnl, const struct sbx_listeners *l, struct sbx_repo
 }
 
 /* Which network namespace a socket is in, as a number that tells
- * namespaces apart: its cookie (SO_NETNS_COOKIE, one call, Linux 5.14), or
- * on older kernels the inode of the namespace (SIOCGSKNS, three calls).
- * One kernel answers every socket the same way. 0 on error. */
+ * namespaces apart: its cookie (SO_NETNS_COOKIE: one call, Linux 5.14),
+ * else the inode of the namespace (SIOCGSKNS: three calls, and CAP_NET_ADMIN
+ * over that namespace, which the supervisor has over the sandbox's). With
+ * cookie false, only the inode. 0 on error. */
 static uint64_t
-sock_netns(int fd)
+sock_netns(int fd, bool cookie)
 {
-	uint64_t cookie;
-	socklen_t len = sizeof(cookie);
+	uint64_t c;
+	socklen_t len = sizeof(c);
 	struct stat st;
 	uint64_t ino = 0;
 	int ns;
 
-	if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) == 0 &&
-	    len == sizeof(cookie))
-		return cookie;
+	if (cookie) {
+		if (getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, &c, &len) < 0 || len != sizeof(c))
+			return 0;
+		return c;
+	}
 	ns = ioctl(fd, SIOCGSKNS);
 	if (ns >= 0 && fstat(ns, &st) == 0)
 		ino = st.st_ino;
@@ -453,17 +456,23 @@ sock_netns(int fd)
 	return ino;
 }
 
-/* Everything init sent must be in one network namespace, not ours (the
- * one own, a socket of the supervisor's, is in): set up through a socket
- * of the host's namespace, the steps below would change that one instead,
- * and check it too. Guards the clone flags and init's order of work. 0 or
+/* Everything init sent must be in one network namespace, not ours (own is
+ * a socket of the supervisor's): set up through a socket of the host's
+ * namespace, the steps below would change that one instead, and check it
+ * too. Guards the clone flags and init's order of work. Cookies where the
+ * kernel has them; else inodes, ours from /proc (SIOCGSKNS on a socket of
+ * the host's namespace needs a capability a rootless caller lacks). 0 or
  * -1 + reason. */
 static int
 check_netns(int own, const int *fds, size_t nfds, char *why, size_t whylen)
 {
-	uint64_t ours = sock_netns(own);
-	uint64_t first = nfds > 0 ? sock_netns(fds[0]) : 0;
+	uint64_t ours = sock_netns(own, true), first;
+	bool cookie = ours != 0;
+	struct stat st;
 
+	if (!cookie)
+		ours = stat("/proc/self/ns/net", &st) == 0 ? st.st_ino : 0;
+	first = nfds > 0 ? sock_netns(fds[0], cookie) : 0;
 	if (ours == 0 || first == 0) {
 		snprintf(why, whylen, "the network namespace of a socket: %s", strerror(errno));
 		return -1;
@@ -473,7 +482,7 @@ check_netns(int own, const int *fds, size_t nfds, char *why, size_t whylen)
 		return -1;
 	}
 	for (size_t i = 1; i < nfds; i++) {
-		if (sock_netns(fds[i]) != first) {
+		if (sock_netns(fds[i], cookie) != first) {
 			snprintf(why, whylen, "init's sockets are in different network namespaces");
 			return -1;
 		}
