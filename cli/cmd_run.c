@@ -662,6 +662,10 @@ cmd_run(int argc, char **argv)
 		log_warnx("event loop failed");
 
 	log_debug("supervisor: sandbox ended, %.3f ms", ms_since_boot());
+	/* One more pass over what is ready: the loop stopped at the end's
+	 * event, and connections the kernel completed or queries it queued
+	 * just before would otherwise be closed without their line. */
+	(void)event_base_loop(r.base, EVLOOP_NONBLOCK);
 	if (sbx_end(r.sbx, &res, NULL) < 0) {
 		log_warn("the sandbox's end");
 		goto end;
