@@ -85,16 +85,10 @@ struct sbx_msg {
 
 /* One message with up to SBX_N_SETUP_FDS fds (SCM_RIGHTS). 0 or -1. */
 int sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds);
-/* The same with a payload after the struct (the GO message carries the
- * seccomp filter). A message longer than the struct plus pcap is an error;
- * *plen says how many payload bytes came. */
-int sbx_msg_sendv(int sock, const struct sbx_msg *m, const void *payload, size_t plen,
-                  const int *fds, size_t nfds);
-int sbx_msg_recvv(int sock, struct sbx_msg *m, void *payload, size_t pcap, size_t *plen, int *fds,
-                  size_t maxfds, size_t *nfds, int flags);
 /* Receive one message; fds received (CLOEXEC, ours) go to fds[*nfds].
- * Returns 1 on a message, 0 on EOF, -1 on error or a malformed packet (any
- * fds received with it are closed). flags: MSG_DONTWAIT or 0. */
+ * Returns 1 on a message, 0 on EOF, -1 on error or a malformed packet (one
+ * of another size; any fds received with it are closed). flags:
+ * MSG_DONTWAIT or 0. */
 int sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds, size_t *nfds, int flags);
 
 /* init.c: pid 1 of the sandbox. Never returns. sock is init's end. */

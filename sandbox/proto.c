@@ -11,22 +11,12 @@
 int
 sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds)
 {
-	return sbx_msg_sendv(sock, m, NULL, 0, fds, nfds);
-}
-
-int
-sbx_msg_sendv(int sock, const struct sbx_msg *m, const void *payload, size_t plen, const int *fds,
-              size_t nfds)
-{
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * SBX_N_SETUP_FDS)];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov[2] = {
-	        {.iov_base = (void *)m, .iov_len = sizeof(*m)},
-	        {.iov_base = (void *)payload, .iov_len = plen},
-	};
-	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = plen > 0 ? 2 : 1};
+	struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	ssize_t n;
 
 	if (nfds > SBX_N_SETUP_FDS) {
@@ -50,7 +40,7 @@ sbx_msg_sendv(int sock, const struct sbx_msg *m, const void *payload, size_t ple
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -1;
-	if ((size_t)n != sizeof(*m) + plen) {
+	if ((size_t)n != sizeof(*m)) {
 		errno = EMSGSIZE;
 		return -1;
 	}
@@ -60,24 +50,14 @@ sbx_msg_sendv(int sock, const struct sbx_msg *m, const void *payload, size_t ple
 int
 sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds, size_t *nfds, int flags)
 {
-	return sbx_msg_recvv(sock, m, NULL, 0, NULL, fds, maxfds, nfds, flags);
-}
-
-int
-sbx_msg_recvv(int sock, struct sbx_msg *m, void *payload, size_t pcap, size_t *plen, int *fds,
-              size_t maxfds, size_t *nfds, int flags)
-{
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * SBX_N_SETUP_FDS)];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov[2] = {
-	        {.iov_base = m, .iov_len = sizeof(*m)},
-	        {.iov_base = payload, .iov_len = pcap},
-	};
+	struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
 	struct msghdr mh = {
-	        .msg_iov = iov,
-	        .msg_iovlen = payload != NULL && pcap > 0 ? 2 : 1,
+	        .msg_iov = &iov,
+	        .msg_iovlen = 1,
 	        .msg_control = u.buf,
 	        .msg_controllen = sizeof(u.buf),
 	};
@@ -85,8 +65,6 @@ sbx_msg_recvv(int sock, struct sbx_msg *m, void *payload, size_t pcap, size_t *p
 	ssize_t n;
 
 	*nfds = 0;
-	if (plen != NULL)
-		*plen = 0;
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
 	while (n < 0 && errno == EINTR);
@@ -114,7 +92,5 @@ sbx_msg_recvv(int sock, struct sbx_msg *m, void *payload, size_t pcap, size_t *p
 		errno = EPROTO;
 		return -1;
 	}
-	if (plen != NULL)
-		*plen = (size_t)n - sizeof(*m);
 	return 1;
 }
