@@ -243,22 +243,31 @@ out:
 	return mnt;
 }
 
-/* Attach a new filesystem of type at target. */
+/* Attach a new filesystem of type at target; what names it in messages. */
 static int
 attach_fs(int root, const char *type, const char *const *opts, uint64_t attrs, const char *target,
-          char *err, size_t errlen)
+          const char *what, char *err, size_t errlen)
 {
 	int mnt = new_fs(type, opts, attrs, err, errlen);
 
 	if (mnt < 0)
 		return -1;
-	return attach(root, &mnt, target, true, target, err, errlen);
+	return attach(root, &mnt, target, true, what, err, errlen);
+}
+
+/* mkdirat with exactly mode: mkdir's mode passes through the caller's
+ * umask, so it is set again. 0 or -1 with errno. */
+static int
+mkdir_mode(int dir, const char *name, mode_t mode)
+{
+	if (mkdirat(dir, name, mode) < 0)
+		return -1;
+	return fchmodat(dir, name, mode, 0);
 }
 
 /* A new directory in the staging tmpfs (stage: its root), as a detached
- * mount of its own:
- * what the sandbox gets as /tmp, /run, /dev, /dev/shm and the empty
- * directories over hidden ones. One tmpfs holds them all, rather than one
+ * mount of its own: what the sandbox gets as /tmp, /run, /dev/shm and the
+ * empty directories over hidden ones (/dev is filled first: setup_dev). One tmpfs holds them all, rather than one
  * tmpfs each: every superblock costs time to make and as much again to
  * take apart when the sandbox ends, on every run. So they share one size
  * limit (the tmpfs default, half the RAM); each is still a directory of
@@ -270,8 +279,7 @@ scratch_tree(int stage, const char *name, mode_t mode, uint64_t attrs, char *err
 {
 	int tree = -1;
 
-	/* chmod: mkdir's mode passes through the caller's umask. */
-	if (mkdirat(stage, name, mode) < 0 || fchmodat(stage, name, mode, 0) < 0 ||
+	if (mkdir_mode(stage, name, mode) < 0 ||
 	    (tree = open_tree(stage, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0 ||
 	    (attrs != 0 && set_attr(tree, attrs, 0, false) < 0)) {
 		snprintf(err, errlen, "filesystem: scratch directory %s: %s", name,
@@ -329,7 +337,7 @@ setup_dev(int root, int stage, int dev_trees[ARRAY_SIZE(dev_nodes)], char *err, 
 	const char *step = "";
 	int dir = -1, devmnt = -1, d = -1, m = -1, rc = -1;
 
-	if (mkdirat(stage, "dev", 0755) < 0 || fchmodat(stage, "dev", 0755, 0) < 0 ||
+	if (mkdir_mode(stage, "dev", 0755) < 0 ||
 	    (dir = openat(stage, "dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		goto fail;
 	for (size_t i = 0; i < ARRAY_SIZE(links); i++)
@@ -529,7 +537,6 @@ attach_user_mount(int root, int stage, size_t i, const struct sbx_mount *m, stru
 {
 	static const char *const tmpfs_opts[] = {"mode=0755", NULL};
 	char name[32];
-	int mnt;
 
 	if (op->tree >= 0)
 		return attach(root, &op->tree, op->target, op->dir, op->what, err, errlen);
@@ -538,10 +545,8 @@ attach_user_mount(int root, int stage, size_t i, const struct sbx_mount *m, stru
 		return attach_scratch(root, stage, name, 0755, MOUNT_ATTR_RDONLY, op->target,
 		                      op->what, err, errlen);
 	}
-	mnt = new_fs("tmpfs", tmpfs_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, err, errlen);
-	if (mnt < 0)
-		return -1;
-	return attach(root, &mnt, op->target, true, op->what, err, errlen);
+	return attach_fs(root, "tmpfs", tmpfs_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+	                 op->target, op->what, err, errlen);
 }
 
 int
@@ -625,7 +630,7 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 	if (setup_dev(root, stage, dev_trees, err, errlen) < 0)
 		goto out;
 	if (attach_fs(root, "proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-	              "/proc", err, errlen) < 0)
+	              "/proc", "/proc", err, errlen) < 0)
 		goto out;
 	if (harden_proc(root, err, errlen) < 0)
 		goto out;
@@ -638,8 +643,7 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 		/* Tools expect their XDG_RUNTIME_DIR to exist. */
 		char p[64];
 		snprintf(p, sizeof(p), "run/user/%u", (unsigned)s->uid);
-		if (mkdirat(stage, "run/user", 0755) < 0 || fchmodat(stage, "run/user", 0755, 0) < 0 ||
-		    mkdirat(stage, p, 0700) < 0 || fchmodat(stage, p, 0700, 0) < 0) {
+		if (mkdir_mode(stage, "run/user", 0755) < 0 || mkdir_mode(stage, p, 0700) < 0) {
 			snprintf(err, errlen, "filesystem: /run/user/%u: %s", (unsigned)s->uid,
 			         strerror(errno));
 			goto out;
