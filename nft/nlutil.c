@@ -59,6 +59,14 @@ nft_nl_wrap(int fd)
 	return nl;
 }
 
+/* The one receive buffer of nft_nl_talk and nft_nl_batch, which never
+ * run at once: static scratch, aligned so libmnl reads nlmsghdr fields in
+ * place. Not thread-local: airlock drives netlink from one thread, and a
+ * thread-local buffer is zeroed at every start of the program (glibc
+ * clears the static TLS block), touching pages most runs never use; in bss
+ * a page costs only once it is used. */
+static uint64_t recv_buf[NFT_NL_RECV_SIZE / sizeof(uint64_t)];
+
 static ssize_t
 nl_recv(struct mnl_socket *nl, void *buf, size_t len)
 {
@@ -76,12 +84,6 @@ int
 nft_nl_talk(struct mnl_socket *nl, const void *req, size_t len, uint32_t seq, mnl_cb_t cb,
             void *data)
 {
-	/* Static scratch, aligned so libmnl reads nlmsghdr fields in place.
-	 * Not thread-local: airlock drives netlink from one thread, and a
-	 * thread-local buffer is zeroed at every start of the program (glibc
-	 * clears the static TLS block), touching pages most runs never use;
-	 * in bss a page costs only once it is used. */
-	static uint64_t buf[NFT_NL_RECV_SIZE / sizeof(uint64_t)];
 	unsigned int portid = mnl_socket_get_portid(nl);
 	ssize_t n;
 	int ret;
@@ -89,10 +91,10 @@ nft_nl_talk(struct mnl_socket *nl, const void *req, size_t len, uint32_t seq, mn
 	if (mnl_socket_sendto(nl, req, len) < 0)
 		return -1;
 	for (;;) {
-		n = nl_recv(nl, buf, sizeof(buf));
+		n = nl_recv(nl, recv_buf, sizeof(recv_buf));
 		if (n < 0)
 			return -1;
-		ret = mnl_cb_run(buf, (size_t)n, seq, portid, cb, data);
+		ret = mnl_cb_run(recv_buf, (size_t)n, seq, portid, cb, data);
 		if (ret == MNL_CB_ERROR)
 			return -1;
 		if (ret == MNL_CB_STOP)
@@ -131,7 +133,6 @@ int
 nft_nl_batch(struct mnl_socket *nl, const void *buf, size_t len, uint32_t last, uint32_t stop_seq,
              struct nft_nl_ack *failed)
 {
-	static uint64_t rbuf[NFT_NL_RECV_SIZE / sizeof(uint64_t)]; /* see nft_nl_talk */
 	struct batch_state st = {
 	        .last = last,
 	        .stop_seq = stop_seq,
@@ -147,11 +148,11 @@ nft_nl_batch(struct mnl_socket *nl, const void *buf, size_t len, uint32_t last, 
 	if (mnl_socket_sendto(nl, buf, len) < 0)
 		return -1;
 	while (!st.done) {
-		n = nl_recv(nl, rbuf, sizeof(rbuf));
+		n = nl_recv(nl, recv_buf, sizeof(recv_buf));
 		if (n < 0)
 			return -1;
 		/* seq 0: answers to several requests arrive here. */
-		if (mnl_cb_run2(rbuf, (size_t)n, 0, portid, NULL, &st, ctl, ARRAY_SIZE(ctl)) ==
+		if (mnl_cb_run2(recv_buf, (size_t)n, 0, portid, NULL, &st, ctl, ARRAY_SIZE(ctl)) ==
 		    MNL_CB_ERROR)
 			return -1;
 	}

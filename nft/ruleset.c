@@ -549,27 +549,30 @@ apply_on(struct mnl_socket *nl, const struct nft_params *p, char *err, size_t er
 	return 0;
 }
 
-static struct mnl_socket *
-open_nfnl(char *err, size_t errlen)
+/* fn on a netfilter netlink socket of its own, opened in the caller's
+ * namespace and closed after (the close may wait: see
+ * nft_ruleset_apply_verify_fd). */
+static int
+on_new_socket(const struct nft_params *p,
+              int (*fn)(struct mnl_socket *, const struct nft_params *, char *, size_t),
+              char *err, size_t errlen)
 {
 	struct mnl_socket *nl = nft_nl_open(NETLINK_NETFILTER);
+	int ret;
 
-	if (nl == NULL)
+	if (nl == NULL) {
 		set_err(err, errlen, "opening the netfilter netlink socket", errno);
-	return nl;
+		return -1;
+	}
+	ret = fn(nl, p, err, errlen);
+	mnl_socket_close(nl);
+	return ret;
 }
 
 int
 nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen)
 {
-	struct mnl_socket *nl = open_nfnl(err, errlen);
-	int ret;
-
-	if (nl == NULL)
-		return -1;
-	ret = apply_on(nl, p, err, errlen);
-	mnl_socket_close(nl); /* may wait: see nft_ruleset_apply_verify_fd */
-	return ret;
+	return on_new_socket(p, apply_on, err, errlen);
 }
 
 /* --- verification ------------------------------------------------------- */
@@ -791,14 +794,7 @@ out:
 int
 nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
 {
-	struct mnl_socket *nl = open_nfnl(err, errlen);
-	int ret;
-
-	if (nl == NULL)
-		return -1;
-	ret = verify_on(nl, p, err, errlen);
-	mnl_socket_close(nl); /* may wait: see nft_ruleset_apply_verify_fd */
-	return ret;
+	return on_new_socket(p, verify_on, err, errlen);
 }
 
 /* Why the caller keeps the socket: closing a bound NETLINK_NETFILTER
