@@ -71,17 +71,14 @@ set_port(union conn_addr *a, uint16_t port)
 bool
 conn_addr_parse(union conn_addr *a, const char *text, uint16_t port)
 {
+	struct sockaddr_storage ss;
+	socklen_t len = sockaddr_set(&ss, 0, text, port);
+
 	memset(a, 0, sizeof(*a));
-	if (inet_pton(AF_INET6, text, &a->in6.sin6_addr) == 1)
-		a->sa.sa_family = AF_INET6;
-	else if (inet_pton(AF_INET, text, &a->in.sin_addr) == 1)
-		a->sa.sa_family = AF_INET;
-	if (a->sa.sa_family == 0) {
-		memset(a, 0, sizeof(*a));
+	if (len == 0)
 		return false;
-	}
-	conn_addr_unmap(a);
-	set_port(a, port);
+	memcpy(a, &ss, len);
+	conn_addr_unmap(a); /* keeps the port */
 	return true;
 }
 

@@ -15,8 +15,6 @@
 
 #define LISTEN_BACKLOG 512
 
-
-
 void
 sbx_listeners_init(struct sbx_listeners *l)
 {
