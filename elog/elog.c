@@ -7,9 +7,9 @@
 #include "config.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

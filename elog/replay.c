@@ -2,8 +2,8 @@
  * again under a candidate policy, the same way the supervisor decides
  * (policy_match_host for names, policy_match_name for DNS questions,
  * policy_match_addr for addresses, and on the dialled address the deny
- * cidr rules and the address guard), and every destination whose outcome would change is listed
- * with its counts. */
+ * cidr rules and the address guard), and every destination whose outcome
+ * would change is listed with its counts. */
 #include "elog/review.h"
 
 #include <arpa/inet.h>

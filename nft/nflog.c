@@ -9,10 +9,10 @@
 #include "nft/nflog.h"
 
 #include <errno.h>
-#include <stddef.h>
 #include <inttypes.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
