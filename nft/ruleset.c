@@ -549,19 +549,22 @@ apply_on(struct mnl_socket *nl, const struct nft_params *p, char *err, size_t er
 	return 0;
 }
 
-/* fn on a netfilter netlink socket of its own, opened in the caller's
- * namespace and closed after (the close may wait: see
- * nft_ruleset_apply_verify_fd). */
+/* fn on nl, a netfilter netlink socket that was just opened ("opening")
+ * or wraps the caller's ("using"; NULL: that failed), then nl closed. A
+ * socket of our own may wait as it closes: see nft_ruleset_apply_verify_fd. */
 static int
-on_new_socket(const struct nft_params *p,
-              int (*fn)(struct mnl_socket *, const struct nft_params *, char *, size_t),
-              char *err, size_t errlen)
+with_socket(struct mnl_socket *nl, const char *what, const struct nft_params *p,
+            int (*fn)(struct mnl_socket *, const struct nft_params *, char *, size_t),
+            char *err, size_t errlen)
 {
-	struct mnl_socket *nl = nft_nl_open(NETLINK_NETFILTER);
+	char step[64];
 	int ret;
 
 	if (nl == NULL) {
-		set_err(err, errlen, "opening the netfilter netlink socket", errno);
+		int e = errno;
+
+		snprintf(step, sizeof(step), "%s the netfilter netlink socket", what);
+		set_err(err, errlen, step, e);
 		return -1;
 	}
 	ret = fn(nl, p, err, errlen);
@@ -572,7 +575,7 @@ on_new_socket(const struct nft_params *p,
 int
 nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen)
 {
-	return on_new_socket(p, apply_on, err, errlen);
+	return with_socket(nft_nl_open(NETLINK_NETFILTER), "opening", p, apply_on, err, errlen);
 }
 
 /* --- verification ------------------------------------------------------- */
@@ -794,7 +797,15 @@ out:
 int
 nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
 {
-	return on_new_socket(p, verify_on, err, errlen);
+	return with_socket(nft_nl_open(NETLINK_NETFILTER), "opening", p, verify_on, err, errlen);
+}
+
+static int
+apply_verify_on(struct mnl_socket *nl, const struct nft_params *p, char *err, size_t errlen)
+{
+	int ret = apply_on(nl, p, err, errlen);
+
+	return ret == 0 ? verify_on(nl, p, err, errlen) : ret;
 }
 
 /* Why the caller keeps the socket: closing a bound NETLINK_NETFILTER
@@ -817,16 +828,6 @@ nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen)
 int
 nft_ruleset_apply_verify_fd(const struct nft_params *p, int fd, char *err, size_t errlen)
 {
-	struct mnl_socket *nl = nft_nl_wrap(fd);
-	int ret;
-
-	if (nl == NULL) {
-		set_err(err, errlen, "using the netfilter netlink socket", errno);
-		return -1;
-	}
-	ret = apply_on(nl, p, err, errlen);
-	if (ret == 0)
-		ret = verify_on(nl, p, err, errlen);
-	mnl_socket_close(nl); /* a duplicate: the socket stays open */
-	return ret;
+	/* nft_nl_wrap duplicates fd: closing that leaves the socket open. */
+	return with_socket(nft_nl_wrap(fd), "using", p, apply_verify_on, err, errlen);
 }
