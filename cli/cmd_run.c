@@ -490,12 +490,13 @@ run_free(struct run *r)
 	if (r->base != NULL)
 		event_base_free(r->base);
 	sbx_listeners_close(&r->lst);
-	/* Reaps init, on its way out by now (or killed here, on failure):
-	 * the last wait, so that it overlaps the work above. */
-	sbx_free(r->sbx);
 	elog_free(r->log);
 	policy_free(r->policy);
 	sbx_env_free(r->env);
+	/* Reaps init, on its way out by now (or killed here, on failure):
+	 * the last wait, so that it overlaps the work above. After it only
+	 * airlock's own exit is left. */
+	sbx_free(r->sbx);
 }
 
 static void

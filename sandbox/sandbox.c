@@ -707,15 +707,16 @@ sbx_free(struct sbx *s)
 {
 	if (s == NULL)
 		return;
+	/* Everything but the wait first: it overlaps init's exit. */
+	sbx_cpus_restore(s); /* a caller that goes on is not left pinned */
+	fd_close(&s->sock);
+	fd_close(&s->nft_fd);
 	await_init_exit(s);
 	if (s->pidfd >= 0 && !s->exited) {
 		/* One SIGKILL to init ends the whole pid namespace. */
 		(void)pidfd_send_signal(s->pidfd, SIGKILL, NULL, 0);
 		(void)wait_init(s, 0);
 	}
-	sbx_cpus_restore(s); /* a caller that goes on is not left pinned */
 	fd_close(&s->pidfd);
-	fd_close(&s->sock);
-	fd_close(&s->nft_fd);
 	free(s);
 }
