@@ -6,6 +6,9 @@
 . "$(dirname "$0")/common.sh"
 need_prog setpriv pgrep
 sbx_setup
+[ -n "${SUBREAPER:-}" ] && [ -x "$SUBREAPER" ] || fail "SUBREAPER not built"
+cp "$SUBREAPER" "$SCRATCH/subreaper"
+chmod 755 "$SCRATCH/subreaper"
 
 # Processes of ours still alive: anything started from the scratch copy of
 # airlock, or carrying the marker in its command line.
@@ -37,6 +40,17 @@ ns_alive_now() {
 	return 1
 }
 
+# airlock run as al runs it, but under a child subreaper (as a container's
+# init or systemd --user would run it): whatever airlock left behind, dead
+# or alive, would then be ours to reap, and tests/sandbox/subreaper.c fails
+# (status 99) if anything is there the moment airlock returns.
+al_reaped() {
+	local role=$1
+	shift
+	(cd "$(work "$role")" && as "$role" "$SCRATCH/subreaper" "$SCRATCH/airlock" run \
+		-p "$SCRATCH/none.yaml" --log "$(logf "$role")" "$@")
+}
+
 wait_gone() {
 	local i
 	for i in $(seq 50); do
@@ -54,15 +68,17 @@ body() {
 	expect_eq "$role: CMD's fds" "0 1 2 3" "$(al "$role" -- sh -c 'ls /proc/self/fd | sort -n | tr "\n" " " | sed "s/ \$//"')"
 
 	# CMD forking a daemon: the daemon dies with the sandbox, before
-	# airlock returns (init kills and reaps it, the supervisor reaps init).
-	al "$role" -- sh -c 'readlink /proc/self/ns/net > ns.net; readlink /proc/self/ns/user > ns.user; sleep 4201 & exit 0'
+	# airlock returns (init kills and reaps it, the supervisor reaps init:
+	# nothing is left to the caller, not even init's corpse).
+	al_reaped "$role" -- sh -c 'readlink /proc/self/ns/net > ns.net; readlink /proc/self/ns/user > ns.user; sleep 4201 & exit 0' ||
+		fail "$role: a process was left behind for airlock's caller"
 	bg=$(ours)
 	[ -z "$bg" ] || fail "$role: daemon still running after airlock returned: $(echo "$bg" | xargs -r ps -o pid,args -p)"
 	n=$(cat "$w/ns.net") u=$(cat "$w/ns.user")
 	ns_alive "$n" "$u" && fail "$role: sandbox namespaces outlived the run"
 
 	# CMD killed.
-	expect_eq "$role: CMD SIGKILL" 137 "$(status_of al "$role" -- sh -c 'sleep 4202 & kill -KILL $$')"
+	expect_eq "$role: CMD SIGKILL" 137 "$(status_of al_reaped "$role" -- sh -c 'sleep 4202 & kill -KILL $$')"
 	wait_gone "$role: CMD killed"
 
 	# airlock itself killed with SIGKILL: the sandbox follows.
@@ -97,7 +113,7 @@ for role in $ROLES; do
 	[ "$role" = user ] && count=20
 	t0=$(date +%s)
 	for i in $(seq "$count"); do
-		al "$role" -- true || fail "$role: run $i failed"
+		al_reaped "$role" -- true || fail "$role: run $i failed (99: left a process behind)"
 		if [ $(($(date +%s) - t0)) -ge 25 ]; then
 			[ "$i" -ge 50 ] || [ "$i" -ge "$count" ] || fail "$role: only $i runs in 25 s"
 			break
