@@ -17,6 +17,8 @@
 # batches can look like a difference between builds. The alternating loop
 # spawns each command from Python (posix_spawn + waitpid), which adds a
 # little to every figure but the same to all.
+# Always, after hyperfine: each run split into set-up and end, and what each
+# tool leaves for its caller to reap (SPLIT=N rounds, default 200).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 AIRLOCK=${AIRLOCK:-$SRC/build/cli/airlock}
@@ -76,6 +78,64 @@ print(f"target: airlock median < 2x unshare ({2*uns:.1f} ms): {'yes' if air < 2*
       f"< bwrap ({bw:.1f} ms): {'yes' if air < bw else 'NO'}")
 PY
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Where the time goes, and what each tool leaves behind. CMD is
+# `date +%s%N`: the time it prints splits each run into set-up (spawn to
+# CMD's clock read, which includes CMD's own start) and end (to the tool's
+# return). The runs are made by a child subreaper, as a container's init or
+# systemd --user would make them, so anything a tool leaves behind when it
+# returns (dead or alive) comes to us. It is counted and reaped, and "gone"
+# is the time from spawn until then: the sandbox's whole life.
+SPLIT=${SPLIT:-200}
+echo
+echo "set-up, end, and until nothing is left: $SPLIT alternating rounds, $(date -u +%H:%M) UTC"
+python3 - "$SPLIT" "$POLICY" "$SCRATCH/egress.jsonl" "$AIRLOCK" <<'PY'
+import ctypes, os, shutil, signal, statistics, sys, time
+rounds, policy, log, air = int(sys.argv[1]), *sys.argv[2:5]
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+    sys.exit("cannot become a child subreaper")
+date = [shutil.which("date"), "+%s%N"]
+cmds = [("airlock", [air, "run", "-p", policy, "--log", log, "--"] + date),
+        ("unshare", [shutil.which("unshare"), "-Urnmpf", "--mount-proc"] + date),
+        ("bwrap", [shutil.which("bwrap"), "--unshare-all", "--ro-bind", "/", "/"] + date)]
+null = os.open("/dev/null", os.O_RDWR)
+signal.signal(signal.SIGALRM, lambda *_: sys.exit("a leftover process did not end within 5 s"))
+ms = {n: {"set-up": [], "end": [], "total": [], "gone": []} for n, _ in cmds}
+left = {n: 0 for n, _ in cmds}
+for _ in range(rounds):
+    for name, argv in cmds:
+        rd, wr = os.pipe()
+        t0 = time.time_ns()
+        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[
+            (os.POSIX_SPAWN_DUP2, wr, 1), (os.POSIX_SPAWN_DUP2, null, 2), (os.POSIX_SPAWN_CLOSE, rd)])
+        os.close(wr)
+        _, st = os.waitpid(pid, 0)
+        t2 = time.time_ns()
+        # A child of ours now is something the tool left behind: wait
+        # for it (and whatever else it left) to end.
+        t3 = t2
+        signal.alarm(5)
+        try:
+            while True:
+                os.waitid(os.P_ALL, 0, os.WEXITED)
+                t3 = time.time_ns()
+                left[name] += 1
+        except ChildProcessError:
+            pass
+        signal.alarm(0)
+        out = os.read(rd, 64)
+        os.close(rd)
+        if st != 0:
+            sys.exit(f"{name} failed: wait status {st}")
+        t1 = int(out)
+        for k, v in (("set-up", t1 - t0), ("end", t2 - t1), ("total", t2 - t0), ("gone", t3 - t0)):
+            ms[name][k].append(v / 1e6)
+print(f"{'command':<10} {'set-up':>8} {'end':>8} {'total':>8} {'gone':>8}  processes left to the caller")
+for name, _ in cmds:
+    m = {k: statistics.median(v) for k, v in ms[name].items()}
+    print(f"{name:<10} {m['set-up']:6.2f}ms {m['end']:6.2f}ms {m['total']:6.2f}ms {m['gone']:6.2f}ms  "
+          f"{left[name]} in {rounds} runs")
+PY
 
 [ -n "${AIRLOCK_BEFORE:-}" ] || exit 0
 ALTERNATE=${ALTERNATE:-300}
