@@ -12,13 +12,18 @@
 # Optional, in the same hyperfine run for before/after comparisons:
 #   AIRLOCK_BEFORE=path/to/older/airlock  AIRLOCK_STATIC=path/to/static/airlock
 # With AIRLOCK_BEFORE, the airlock builds, unshare and bwrap are then also
-# run *alternately* (ALTERNATE=N rounds, default 300): hyperfine runs each
-# command's batch in turn, so on a shared machine a change in load between
-# batches can look like a difference between builds. The alternating loop
-# spawns each command from Python (posix_spawn + waitpid), which adds a
-# little to every figure but the same to all.
+# run *interleaved* (ALTERNATE=N runs of each, default 300): hyperfine runs
+# each command's batch in turn, so on a shared machine a change in load
+# between batches can look like a difference between builds. The commands
+# take turns in blocks of 10 runs; the first run of a block is not counted,
+# as it pays for what the previous command left to the kernel (bwrap's pid 1
+# still exiting, a network namespace being freed), which in a plain
+# round-robin would always land on the same neighbour. The loop spawns each
+# command from Python (posix_spawn + waitpid), which adds a little to every
+# figure but the same to all.
 # Always, after hyperfine: each run split into set-up and end, and what each
-# tool leaves for its caller to reap (SPLIT=N rounds, default 200).
+# tool leaves for its caller to reap (SPLIT=N runs of each, default 200,
+# interleaved the same way).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 AIRLOCK=${AIRLOCK:-$SRC/build/cli/airlock}
@@ -88,7 +93,7 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # is the time from spawn until then: the sandbox's whole life.
 SPLIT=${SPLIT:-200}
 echo
-echo "set-up, end, and until nothing is left: $SPLIT alternating rounds, $(date -u +%H:%M) UTC"
+echo "set-up, end, and until nothing is left: $SPLIT runs of each, interleaved, $(date -u +%H:%M) UTC"
 python3 - "$SPLIT" "$POLICY" "$SCRATCH/egress.jsonl" "$AIRLOCK" <<'PY'
 import ctypes, os, shutil, signal, statistics, sys, time
 rounds, policy, log, air = int(sys.argv[1]), *sys.argv[2:5]
@@ -102,45 +107,48 @@ null = os.open("/dev/null", os.O_RDWR)
 signal.signal(signal.SIGALRM, lambda *_: sys.exit("a leftover process did not end within 5 s"))
 ms = {n: {"set-up": [], "end": [], "total": [], "gone": []} for n, _ in cmds}
 left = {n: 0 for n, _ in cmds}
-for _ in range(rounds):
-    for name, argv in cmds:
-        rd, wr = os.pipe()
-        t0 = time.time_ns()
-        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[
-            (os.POSIX_SPAWN_DUP2, wr, 1), (os.POSIX_SPAWN_DUP2, null, 2), (os.POSIX_SPAWN_CLOSE, rd)])
-        os.close(wr)
-        _, st = os.waitpid(pid, 0)
-        t2 = time.time_ns()
-        # A child of ours now is something the tool left behind: wait
-        # for it (and whatever else it left) to end.
-        t3 = t2
-        signal.alarm(5)
-        try:
-            while True:
-                os.waitid(os.P_ALL, 0, os.WEXITED)
-                t3 = time.time_ns()
-                left[name] += 1
-        except ChildProcessError:
-            pass
-        signal.alarm(0)
-        out = os.read(rd, 64)
-        os.close(rd)
-        if st != 0:
-            sys.exit(f"{name} failed: wait status {st}")
-        t1 = int(out)
-        for k, v in (("set-up", t1 - t0), ("end", t2 - t1), ("total", t2 - t0), ("gone", t3 - t0)):
-            ms[name][k].append(v / 1e6)
+runs = {n: 0 for n, _ in cmds}
+for name, argv in [c for _ in range(max(1, rounds // 10)) for c in cmds for _ in range(11)]:
+    rd, wr = os.pipe()
+    t0 = time.time_ns()
+    pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[
+        (os.POSIX_SPAWN_DUP2, wr, 1), (os.POSIX_SPAWN_DUP2, null, 2), (os.POSIX_SPAWN_CLOSE, rd)])
+    os.close(wr)
+    _, st = os.waitpid(pid, 0)
+    t2 = time.time_ns()
+    # A child of ours now is something the tool left behind: wait
+    # for it (and whatever else it left) to end.
+    t3 = t2
+    signal.alarm(5)
+    try:
+        while True:
+            os.waitid(os.P_ALL, 0, os.WEXITED)
+            t3 = time.time_ns()
+            left[name] += 1
+    except ChildProcessError:
+        pass
+    signal.alarm(0)
+    out = os.read(rd, 64)
+    os.close(rd)
+    if st != 0:
+        sys.exit(f"{name} failed: wait status {st}")
+    t1 = int(out)
+    runs[name] += 1
+    if runs[name] % 11 == 1:
+        continue  # first of its block
+    for k, v in (("set-up", t1 - t0), ("end", t2 - t1), ("total", t2 - t0), ("gone", t3 - t0)):
+        ms[name][k].append(v / 1e6)
 print(f"{'command':<10} {'set-up':>8} {'end':>8} {'total':>8} {'gone':>8}  processes left to the caller")
 for name, _ in cmds:
     m = {k: statistics.median(v) for k, v in ms[name].items()}
     print(f"{name:<10} {m['set-up']:6.2f}ms {m['end']:6.2f}ms {m['total']:6.2f}ms {m['gone']:6.2f}ms  "
-          f"{left[name]} in {rounds} runs")
+          f"{left[name]} in {runs[name]} runs")
 PY
 
 [ -n "${AIRLOCK_BEFORE:-}" ] || exit 0
 ALTERNATE=${ALTERNATE:-300}
 echo
-echo "alternating, $ALTERNATE rounds, $(date -u +%H:%M) UTC, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "interleaved, $ALTERNATE runs of each, $(date -u +%H:%M) UTC, load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$ALTERNATE" "$POLICY" "$SCRATCH/egress.jsonl" "$AIRLOCK" "$AIRLOCK_BEFORE" \
 	"${AIRLOCK_STATIC:-}" <<'PY'
 import os, shutil, statistics, sys, time
@@ -155,14 +163,16 @@ cmds += [("unshare", [shutil.which("unshare"), "-Urnmpf", "--mount-proc", tru]),
 null = os.open("/dev/null", os.O_RDWR)
 acts = [(os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, null, 2)]
 ms = {name: [] for name, _ in cmds}
-for _ in range(rounds):
+for _ in range(max(1, rounds // 10)):
     for name, argv in cmds:
-        t = time.perf_counter()
-        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=acts)
-        _, st = os.waitpid(pid, 0)
-        ms[name].append((time.perf_counter() - t) * 1000)
-        if st != 0:
-            sys.exit(f"{name} failed: wait status {st}")
+        for i in range(11):
+            t = time.perf_counter()
+            pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=acts)
+            _, st = os.waitpid(pid, 0)
+            if i > 0:  # the first of a block pays for its predecessor
+                ms[name].append((time.perf_counter() - t) * 1000)
+            if st != 0:
+                sys.exit(f"{name} failed: wait status {st}")
 med = {name: statistics.median(v) for name, v in ms.items()}
 print(f"{'command':<24} {'median':>8} {'p10':>7} {'p90':>7} {'min':>7}  airlock/this")
 for name, v in ms.items():
