@@ -12,15 +12,15 @@
 # Optional, in the same hyperfine run for before/after comparisons:
 #   AIRLOCK_BEFORE=path/to/older/airlock  AIRLOCK_STATIC=path/to/static/airlock
 # With AIRLOCK_BEFORE, the airlock builds, unshare and bwrap are then also
-# run *interleaved* (ALTERNATE=N runs of each, default 300): hyperfine runs
-# each command's batch in turn, so on a shared machine a change in load
-# between batches can look like a difference between builds. The commands
-# take turns in blocks of 10 runs; the first run of a block is not counted,
-# as it pays for what the previous command left to the kernel (bwrap's pid 1
-# still exiting, a network namespace being freed), which in a plain
-# round-robin would always land on the same neighbour. The loop spawns each
-# command from Python (posix_spawn + waitpid), which adds a little to every
-# figure but the same to all.
+# run *interleaved* (ALTERNATE=N runs of each, default 300, rounded down to
+# a multiple of 10): hyperfine runs each command's batch in turn, so on a
+# shared machine a change in load between batches can look like a
+# difference between builds. The commands take turns in blocks of 10 runs;
+# the first run of a block is not counted, as it pays for what the previous
+# command left to the kernel (bwrap's pid 1 still exiting, a network
+# namespace being freed), which in a plain round-robin would always land on
+# the same neighbour. The loop spawns each command from Python (posix_spawn
+# + waitpid), which adds a little to every figure but the same to all.
 # Always, after hyperfine: each run split into set-up and end, and what each
 # tool leaves for its caller to reap (SPLIT=N runs of each, default 200,
 # interleaved the same way).
@@ -104,7 +104,17 @@ cmds = [("airlock", [air, "run", "-p", policy, "--log", log, "--"] + date),
         ("unshare", [shutil.which("unshare"), "-Urnmpf", "--mount-proc"] + date),
         ("bwrap", [shutil.which("bwrap"), "--unshare-all", "--ro-bind", "/", "/"] + date)]
 null = os.open("/dev/null", os.O_RDWR)
-signal.signal(signal.SIGALRM, lambda *_: sys.exit("a leftover process did not end within 5 s"))
+def stuck(*_):
+    # Ours now, so ours to end: every child left (the tools were reaped).
+    for stat in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{stat}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                    os.kill(int(stat), signal.SIGKILL)
+        except (ValueError, OSError, IndexError):
+            pass
+    sys.exit("a process left behind did not end within 5 s; killed")
+signal.signal(signal.SIGALRM, stuck)
 ms = {n: {"set-up": [], "end": [], "total": [], "gone": []} for n, _ in cmds}
 left = {n: 0 for n, _ in cmds}
 runs = {n: 0 for n, _ in cmds}

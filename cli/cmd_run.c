@@ -492,11 +492,10 @@ run_free(struct run *r)
 	sbx_listeners_close(&r->lst);
 	elog_free(r->log);
 	policy_free(r->policy);
-	sbx_env_free(r->env);
 	/* Reaps init, on its way out by now (or killed here, on failure):
-	 * the last wait, so that it overlaps the work above. After it only
-	 * airlock's own exit is left. */
+	 * the last wait, so that it overlaps the work above. */
 	sbx_free(r->sbx);
+	sbx_env_free(r->env); /* the sandbox's config borrowed it */
 }
 
 static void

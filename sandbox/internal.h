@@ -45,7 +45,7 @@ struct sbx {
 	bool have_exit; /* init reported CMD's end (SBX_MSG_EXIT) */
 	bool alone;     /* ... after killing and reaping everything else */
 	int cmd_wstatus;
-	int nft_fd; /* the sandbox's nfnetlink socket, closed last (it may wait); -1 */
+	int nft_fd; /* the sandbox's nfnetlink socket, kept until sbx_free (its close may wait); -1 */
 	cpu_set_t cpus; /* the caller's CPUs, read before the clone */
 	int sup_cpu;    /* the supervisor's CPU during set-up; -1: not split */
 	/* Last, and not zeroed by sbx_new: 68 KiB of which a run uses a few

@@ -707,13 +707,17 @@ sbx_free(struct sbx *s)
 {
 	if (s == NULL)
 		return;
+	/* Set-up failed or was cut short: one SIGKILL to init ends the whole
+	 * pid namespace. Sent before the socket closes, which init would
+	 * otherwise see and report as an error of its own. */
+	if (s->pidfd >= 0 && !s->exited && !s->have_exit)
+		(void)pidfd_send_signal(s->pidfd, SIGKILL, NULL, 0);
 	/* Everything but the wait first: it overlaps init's exit. */
 	sbx_cpus_restore(s); /* a caller that goes on is not left pinned */
 	fd_close(&s->sock);
 	fd_close(&s->nft_fd);
 	await_init_exit(s);
 	if (s->pidfd >= 0 && !s->exited) {
-		/* One SIGKILL to init ends the whole pid namespace. */
 		(void)pidfd_send_signal(s->pidfd, SIGKILL, NULL, 0);
 		(void)wait_init(s, 0);
 	}

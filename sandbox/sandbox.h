@@ -168,7 +168,8 @@ struct sbx_result {
  * reads its last messages as sbx_read_end does. 0 or -1. */
 int sbx_end(struct sbx *s, struct sbx_result *res, struct sbx_report *rep);
 
-/* Kill and reap init if still running, close everything. NULL is fine. */
+/* Close everything, then reap init: waited for if it reported CMD's end
+ * (sbx_read_end), killed first otherwise. NULL is fine. */
 void sbx_free(struct sbx *s);
 
 #endif

@@ -96,9 +96,13 @@ body() {
 
 	# Set-up failing halfway (inside init, after the listeners were
 	# handed over) and before the clone.
-	expect_eq "$role: set-up failure" 125 "$(status_of al "$role" --tmpfs /proc/airlock-no -- sleep 4205 2>/dev/null)"
+	expect_eq "$role: set-up failure" 125 "$(status_of al_reaped "$role" --tmpfs /proc/airlock-no -- sleep 4205 2>/dev/null)"
 	wait_gone "$role: set-up failure"
 	expect_eq "$role: bad workdir" 125 "$(status_of al "$role" --workdir /nonexistent -- true 2>/dev/null)"
+
+	# --timeout: the supervisor kills init, and reaps it.
+	expect_eq "$role: timeout" 124 "$(status_of al_reaped "$role" --timeout 1 -- sh -c 'sleep 4206 & exec sleep 4207' 2>/dev/null)"
+	wait_gone "$role: timeout"
 }
 
 m0=$(wc -l </proc/self/mountinfo)

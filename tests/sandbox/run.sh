@@ -43,6 +43,16 @@ body() {
 	expect_eq "$role: not found" 127 "$(status_of al "$role" -- /nonexistent/cmd 2>/dev/null)"
 	expect_eq "$role: not executable" 126 "$(status_of al "$role" -- /etc/passwd 2>/dev/null)"
 	expect_eq "$role: bad policy" 125 "$(status_of al "$role" -p /nonexistent.yaml -- true 2>/dev/null)"
+	# An invalid policy is found after the clone, while init sets up: init
+	# is killed quietly, and the two lines that say why are all there is.
+	# (init used to report the supervisor's vanishing as an error of its
+	# own, in up to a third of the runs, depending on timing: hence fifty.)
+	printf 'version: 1\nname: [broken\n' >"$(work "$role")/broken.yaml"
+	for _ in $(seq 50); do
+		out=$(al "$role" -p "$(work "$role")/broken.yaml" -- true 2>&1 || true)
+		expect_eq "$role: invalid policy, lines on stderr" 2 "$(grep -c '^airlock: ' <<<"$out")"
+	done
+	expect_match "$role: invalid policy, the reason" "invalid YAML" "$out"
 	expect_eq "$role: bad flag" 125 "$(status_of al "$role" --bogus -- true 2>/dev/null)"
 	out=$(al "$role" -- /nonexistent/cmd 2>&1 || true)
 	expect_match "$role: error names the command" "^airlock: cannot run '/nonexistent/cmd'" "$out"

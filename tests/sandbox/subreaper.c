@@ -21,17 +21,17 @@ describe(pid_t pid, char *out, size_t len)
 {
 	char path[64], buf[512];
 	FILE *f;
-	char *open, *close;
+	char *lp, *rp;
 
 	snprintf(out, len, "pid %d", (int)pid);
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	f = fopen(path, "r");
 	if (f == NULL)
 		return;
-	if (fgets(buf, sizeof(buf), f) != NULL && (open = strchr(buf, '(')) != NULL &&
-	    (close = strrchr(buf, ')')) != NULL && close[1] == ' ')
-		snprintf(out, len, "pid %d (%.*s) state %c", (int)pid, (int)(close - open - 1),
-		         open + 1, close[2]);
+	if (fgets(buf, sizeof(buf), f) != NULL && (lp = strchr(buf, '(')) != NULL &&
+	    (rp = strrchr(buf, ')')) != NULL && rp[1] == ' ')
+		snprintf(out, len, "pid %d (%.*s) state %c", (int)pid, (int)(rp - lp - 1), lp + 1,
+		         rp[2]);
 	fclose(f);
 }
 
