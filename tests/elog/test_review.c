@@ -80,6 +80,23 @@ find_dest(const char *key)
 	return -1;
 }
 
+/* summary --json over files, parsed into J; returns the text (J points
+ * into it: free it when done with J). */
+static char *
+summary_json(char **files, int n)
+{
+	struct out o;
+	char why[160];
+	char *s;
+
+	out_open(&o);
+	assert_int_equal(review_summary(files, n, true, o.f), 0);
+	s = out_close(&o);
+	if (elog_json_parse(&J, s, strlen(s), why, sizeof(why)) != 0)
+		fail_msg("summary --json is not JSON: %s", why);
+	return s;
+}
+
 static uint64_t
 num(int obj, const char *key)
 {
@@ -92,17 +109,9 @@ num(int obj, const char *key)
 static void
 test_summary_json(void **state)
 {
-	struct out o;
-	char why[160];
 	char *files[] = {path("audit-pip.jsonl"), path("mixed.jsonl")};
-	char *s;
+	char *s = summary_json(files, 2);
 	int d, tasks;
-
-	out_open(&o);
-	assert_int_equal(review_summary(files, 2, true, o.f), 0);
-	s = out_close(&o);
-	if (elog_json_parse(&J, s, strlen(s), why, sizeof(why)) != 0)
-		fail_msg("summary --json is not JSON: %s", why);
 
 	/* pypi.org:443: one audit-deny in a1, two allows in b1; the line with
 	 * "port":"443" in mixed.jsonl is garbage and not counted. */
@@ -472,18 +481,12 @@ replay(const char *policy_yaml, char **files, int n, char **out_text)
 static void
 test_summary_packets(void **state)
 {
-	struct out o;
-	char why[160];
 	char *files[] = {path("packets.jsonl")};
 	char *s;
 	int d;
 
 	(void)state;
-	out_open(&o);
-	assert_int_equal(review_summary(files, 1, true, o.f), 0);
-	s = out_close(&o);
-	if (elog_json_parse(&J, s, strlen(s), why, sizeof(why)) != 0)
-		fail_msg("summary --json is not JSON: %s", why);
+	s = summary_json(files, 1);
 	d = find_dest("203.0.113.66:9999/udp");
 	assert_int_equal(num(d, "attempts"), 62920);
 	assert_int_equal(num(d, "denied"), 62920);
