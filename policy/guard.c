@@ -61,6 +61,27 @@ load_be32(const uint8_t *b)
 	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
 }
 
+enum guard_v4in6
+guard_v4in6(const uint8_t *a, uint32_t *v4)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+
+	if (memcmp(a, mapped, 12) == 0) {
+		*v4 = load_be32(a + 12);
+		return GUARD_V4IN6_MAPPED;
+	}
+	if (memcmp(a, nat64, 12) == 0) {
+		*v4 = load_be32(a + 12);
+		return GUARD_V4IN6_NAT64;
+	}
+	if (a[0] == 0x20 && a[1] == 0x02) {
+		*v4 = load_be32(a + 2);
+		return GUARD_V4IN6_6TO4;
+	}
+	return GUARD_V4IN6_NONE;
+}
+
 static bool
 prefix_is(const uint8_t *a, const uint8_t *net, unsigned plen)
 {
@@ -80,32 +101,28 @@ static enum guard_class
 classify6(const uint8_t *a, unsigned *plen)
 {
 	static const uint8_t zero[16] = {0};
-	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
 	static const uint8_t nat64_local[6] = {0, 0x64, 0xff, 0x9b, 0, 1};
 	static const uint8_t doc[4] = {0x20, 0x01, 0x0d, 0xb8};
 	static const uint8_t teredo[4] = {0x20, 0x01, 0, 0};
 	static const uint8_t proto[3] = {0x20, 0x01, 0x00};
-	static const uint8_t sixtofour[2] = {0x20, 0x02};
 	static const uint8_t discard[8] = {0x01, 0x00};
 
 	enum guard_class c;
+	enum guard_v4in6 how;
 	unsigned p4;
+	uint32_t v4;
 
 	*plen = 128;
 	if (memcmp(a, zero, 15) == 0 && a[15] <= 1)
 		return a[15] == 0 ? GUARD_UNSPECIFIED : GUARD_LOOPBACK;
 	/* Addresses that carry an IPv4 address inside: judge that address,
 	 * or ::ffff:127.0.0.1 and 64:ff9b::a9fe:a9fe would walk around the
-	 * guard. */
-	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0) {
-		c = classify4(load_be32(a + 12), &p4);
-		*plen = 96 + p4;
-		return c;
-	}
-	if (prefix_is(a, sixtofour, 16)) {
-		c = classify4(load_be32(a + 2), &p4); /* 2002:V4ADDR::/48 */
-		*plen = 16 + p4;
+	 * guard. Its block sits under the prefix: 96 bits, or 16 for 6to4
+	 * (2002:V4ADDR::/48). */
+	how = guard_v4in6(a, &v4);
+	if (how != GUARD_V4IN6_NONE) {
+		c = classify4(v4, &p4);
+		*plen = (how == GUARD_V4IN6_6TO4 ? 16 : 96) + p4;
 		return c;
 	}
 	if (prefix_is(a, doc, 32))

@@ -116,12 +116,6 @@ mask6(uint64_t *hi, uint64_t *lo, unsigned plen)
 	}
 }
 
-static inline uint32_t
-load_be32(const uint8_t *b)
-{
-	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
-}
-
 static inline uint64_t
 load_be64(const uint8_t *b)
 {
@@ -757,17 +751,16 @@ chains6(const struct policy *p, const uint8_t *a6, uint32_t heads[ADDR_MAX_CHAIN
  * IPv4 address. A NAT64 (64:ff9b::/96) or 6to4 (2002::/16) address is
  * its own IPv6 address, and the IPv4 address it carries counts for the
  * deny rules only: a deny rule for either spelling wins, while only a
- * rule naming the IPv6 spelling allows it (the address guard looks
- * through it the same way, policy/guard.c). heads[0..*n_full) are full
+ * rule naming the IPv6 spelling allows it (guard_v4in6 recognises them
+ * all, for the address guard too). heads[0..*n_full) are full
  * chains, the rest are for deny rules only. */
 static unsigned
 addr_chains(const struct policy *p, const struct sockaddr *sa, uint32_t heads[ADDR_MAX_CHAINS],
             unsigned *n_full)
 {
-	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
 	const struct sockaddr_in6 *sin6;
 	const uint8_t *a6;
+	uint32_t v4;
 
 	*n_full = 0;
 	if (sa->sa_family == AF_INET) {
@@ -779,14 +772,17 @@ addr_chains(const struct policy *p, const struct sockaddr *sa, uint32_t heads[AD
 		return 0;
 	sin6 = (const struct sockaddr_in6 *)(const void *)sa;
 	a6 = sin6->sin6_addr.s6_addr;
-	if (memcmp(a6, mapped, 12) == 0)
-		return *n_full = chains4(p, load_be32(a6 + 12), heads, 0);
-	*n_full = chains6(p, a6, heads, 0);
-	if (memcmp(a6, nat64, 12) == 0)
-		return chains4(p, load_be32(a6 + 12), heads, *n_full);
-	if (a6[0] == 0x20 && a6[1] == 0x02)
-		return chains4(p, load_be32(a6 + 2), heads, *n_full);
-	return *n_full;
+	switch (guard_v4in6(a6, &v4)) {
+	case GUARD_V4IN6_MAPPED:
+		return *n_full = chains4(p, v4, heads, 0);
+	case GUARD_V4IN6_NAT64:
+	case GUARD_V4IN6_6TO4:
+		*n_full = chains6(p, a6, heads, 0);
+		return chains4(p, v4, heads, *n_full);
+	case GUARD_V4IN6_NONE:
+		break;
+	}
+	return *n_full = chains6(p, a6, heads, 0);
 }
 
 void
