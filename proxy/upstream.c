@@ -82,6 +82,16 @@ conn_addr_parse(union conn_addr *a, const char *text, uint16_t port)
 	return true;
 }
 
+/* The reason for an address a deny cidr rule covers. */
+static void
+say_denied(char *why, size_t whylen, const union conn_addr *a)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	conn_addr_str(a, ip, sizeof(ip));
+	snprintf(why, whylen, "%s is denied by a cidr rule", ip);
+}
+
 /* What the deny cidr rules and the address guard say of one address. */
 enum addr_check {
 	ADDR_REFUSED,
@@ -99,7 +109,6 @@ addr_check(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
 	char ip[INET6_ADDRSTRLEN];
 	bool audit_denied = false;
 
-	conn_addr_str(a, ip, sizeof(ip));
 	/* A deny cidr rule refuses its addresses however they were reached:
 	 * as a literal (decided before this), or by resolving a name a rule
 	 * allows. */
@@ -107,7 +116,7 @@ addr_check(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
 	if (v.action == POLICY_DENY) {
 		if (policy_mode(p) != POLICY_MODE_AUDIT) {
 			if (why != NULL)
-				snprintf(why, whylen, "%s is denied by a cidr rule", ip);
+				say_denied(why, whylen, a);
 			if (deny_rule != NULL)
 				*deny_rule = v.where;
 			return ADDR_REFUSED;
@@ -119,11 +128,13 @@ addr_check(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
 	     * loopback and the host's own addresses. */
 	    policy_cidr_allows(p, &a->sa, c->port))
 		return audit_denied ? ADDR_AUDIT_DENIED : ADDR_PERMITTED;
-	if (why != NULL)
+	if (why != NULL) {
+		conn_addr_str(a, ip, sizeof(ip));
 		snprintf(why, whylen, "%s is %s%s", ip,
 		         cls == GUARD_PUBLIC ? "one of this host's addresses"
 		                             : guard_class_name(cls),
 		         cls == GUARD_PUBLIC ? "" : " (address guard)");
+	}
 	return ADDR_REFUSED;
 }
 
@@ -165,7 +176,6 @@ upstream_mark_audit(struct conn *c, const union conn_addr *a)
 {
 	const struct policy *p = c->px->px_cfg.policy;
 	struct policy_verdict v;
-	char ip[INET6_ADDRSTRLEN];
 
 	if (policy_mode(p) != POLICY_MODE_AUDIT ||
 	    (c->verdict != NULL && strcmp(c->verdict, "allow") != 0))
@@ -173,10 +183,9 @@ upstream_mark_audit(struct conn *c, const union conn_addr *a)
 	policy_match_addr(p, &a->sa, c->port, &v);
 	if (v.action != POLICY_DENY)
 		return;
-	conn_addr_str(a, ip, sizeof(ip));
 	c->verdict = "audit-deny";
 	str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
-	snprintf(c->reason, sizeof(c->reason), "%s is denied by a cidr rule", ip);
+	say_denied(c->reason, sizeof(c->reason), a);
 }
 
 /* Keep v6 first, then v4, each in resolver order, at most CONN_MAX_ADDRS.
