@@ -128,6 +128,5 @@ sockaddr_set(struct sockaddr_storage *ss, int family, const char *addr, uint16_t
 		sin6->sin6_port = htons(port);
 		return sizeof(*sin6);
 	}
-	memset(ss, 0, sizeof(*ss));
-	return 0;
+	return 0; /* inet_pton wrote nothing: *ss is still all zero */
 }

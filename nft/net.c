@@ -265,7 +265,6 @@ verify_on(struct mnl_socket *nl, char *err, size_t errlen)
 	struct net_state st;
 	struct timespec ts;
 	uint32_t seq;
-	int ret = -1;
 
 	memset(&st, 0, sizeof(st));
 	egress_addrs(&st.eg);
@@ -273,47 +272,45 @@ verify_on(struct mnl_socket *nl, char *err, size_t errlen)
 	seq = (uint32_t)ts.tv_nsec | 1u;
 	if (dump(nl, RTM_GETLINK, AF_UNSPEC, seq, link_cb, &st) < 0) {
 		snprintf(err, errlen, "network: listing interfaces: %s", strerror(errno));
-		goto out;
+		return -1;
 	}
 	if (st.lo == 0 || !st.lo_up) {
 		snprintf(err, errlen, "network: lo is %s", st.lo == 0 ? "missing" : "down");
-		goto out;
+		return -1;
 	}
 	if (st.bad[0] != '\0') {
 		snprintf(err, errlen,
 		         "network: interface %s is up in the sandbox "
 		         "(only lo may be)",
 		         st.bad);
-		goto out;
+		return -1;
 	}
 	/* Both families' routes in one dump. */
 	if (dump(nl, RTM_GETROUTE, AF_UNSPEC, seq + 1, route_cb, &st) < 0) {
 		snprintf(err, errlen, "network: listing routes: %s", strerror(errno));
-		goto out;
+		return -1;
 	}
 	if (!st.default_ok[0]) {
 		snprintf(err, errlen,
 		         "network: no IPv4 default route via lo with "
 		         "source %s",
 		         AIRLOCK_EGRESS_V4);
-		goto out;
+		return -1;
 	}
 	if (!st.default_ok[1]) {
 		snprintf(err, errlen,
 		         "network: no IPv6 default route via lo with "
 		         "source %s",
 		         AIRLOCK_EGRESS_V6);
-		goto out;
+		return -1;
 	}
 	if (st.foreign_route) {
 		snprintf(err, errlen,
 		         "network: a route leads through an interface "
 		         "other than lo");
-		goto out;
+		return -1;
 	}
-	ret = 0;
-out:
-	return ret;
+	return 0;
 }
 
 /* --- set-up ----------------------------------------------------------- */

@@ -267,9 +267,10 @@ mkdir_mode(int dir, const char *name, mode_t mode)
 
 /* A new directory in the staging tmpfs (stage: its root), as a detached
  * mount of its own: what the sandbox gets as /tmp, /run, /dev/shm and the
- * empty directories over hidden ones (/dev is filled first: setup_dev). One tmpfs holds them all, rather than one
- * tmpfs each: every superblock costs time to make and as much again to
- * take apart when the sandbox ends, on every run. So they share one size
+ * empty directories over hidden ones (/dev is filled first: setup_dev).
+ * One tmpfs holds them all, rather than one tmpfs each: every superblock
+ * costs time to make and as much again to take apart when the sandbox
+ * ends, on every run. So they share one size
  * limit (the tmpfs default, half the RAM); each is still a directory of
  * its own, and its mount's root, so none reaches another's files. The
  * mount is nosuid and nodev as the staging tmpfs is, plus attrs. Returns

@@ -540,8 +540,8 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 			setup_network(fds[SBX_FD_RTNL], fds[SBX_FD_NFNL],
 			              nfds == SBX_N_SETUP_FDS ? out : NULL, rep);
 		fd_close(&fds[SBX_FD_RTNL]);
-		/* Closed last: its close may wait (nft_ruleset_apply_verify_fd). */
-		fd_close(&s->nft_fd);
+		/* Kept until sbx_free: its close may wait
+		 * (nft_ruleset_apply_verify_fd). */
 		s->nft_fd = fds[SBX_FD_NFNL];
 	} else {
 		for (size_t i = 0; i < nfds; i++)
