@@ -48,8 +48,9 @@ as() {
 al() {
 	local role=$1
 	shift
-	(cd "$(work "$role")" && as "$role" "$SCRATCH/airlock" run -p "$SCRATCH/none.yaml" \
-		--log "$(logf "$role")" "$@")
+	# AL_WRAP: a program airlock runs under (leaks.sh's subreaper).
+	(cd "$(work "$role")" && as "$role" ${AL_WRAP:+"$AL_WRAP"} "$SCRATCH/airlock" run \
+		-p "$SCRATCH/none.yaml" --log "$(logf "$role")" "$@")
 }
 
 # Exit status of a command without tripping set -e.

@@ -45,10 +45,7 @@ ns_alive_now() {
 # or alive, would then be ours to reap, and tests/sandbox/subreaper.c fails
 # (status 99) if anything is there the moment airlock returns.
 al_reaped() {
-	local role=$1
-	shift
-	(cd "$(work "$role")" && as "$role" "$SCRATCH/subreaper" "$SCRATCH/airlock" run \
-		-p "$SCRATCH/none.yaml" --log "$(logf "$role")" "$@")
+	AL_WRAP="$SCRATCH/subreaper" al "$@"
 }
 
 wait_gone() {
