@@ -377,19 +377,23 @@ nflog_parse(const void *buf, size_t len, void (*fn)(const struct nflog_packet *p
 	/* Walk the framing ourselves: libmnl's mnl_nlmsg_ok() compares the
 	 * length as a signed int, so a length of 0xffffffff passes it and
 	 * mnl_nlmsg_next() then never advances. A datagram must be whole
-	 * messages and nothing else; the last may lack its alignment padding.
-	 * Only packets are expected, so a control message (NLMSG_ERROR,
-	 * DONE) is an error here, not "stop". */
+	 * messages and nothing else, each with its alignment padding, as the
+	 * kernel sends them: libmnl bounds a message's attributes by its
+	 * aligned length, so an unpadded last message would let an attribute
+	 * reach up to 3 bytes past the datagram. Only packets are expected,
+	 * so a control message (NLMSG_ERROR, DONE) is an error here, not
+	 * "stop". */
 	for (off = 0; off < len; off += step) {
 		nlh = (const struct nlmsghdr *)(p + off);
 		if (len - off < sizeof(*nlh) || nlh->nlmsg_len < sizeof(*nlh) ||
 		    nlh->nlmsg_len > len - off || nlh->nlmsg_type < NLMSG_MIN_TYPE)
 			return -1;
+		/* Cannot wrap: nlmsg_len <= len - off <= INT32_MAX. */
+		step = NLMSG_ALIGN((size_t)nlh->nlmsg_len);
+		if (step > len - off)
+			return -1;
 		if (mnl_cb_run(nlh, nlh->nlmsg_len, 0, 0, packet_cb, &st) != MNL_CB_OK)
 			return -1;
-		step = NLMSG_ALIGN(nlh->nlmsg_len);
-		if (step > len - off)
-			step = len - off;
 	}
 	return st.count;
 }

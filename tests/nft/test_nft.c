@@ -644,6 +644,17 @@ test_nflog_malformed(void **state)
 	((struct nlmsghdr *)buf)->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8);
 	assert_int_equal(nflog_parse(buf, off, NULL, NULL), -1);
 
+	/* A last message without its alignment padding: its payload
+	 * attribute would otherwise be read as reaching past the datagram
+	 * (libmnl bounds attributes by the aligned length). */
+	off = 0;
+	(void)ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9, 0);
+	put_nflog(buf, &off, AF_INET, pkt, 21); /* the payload attribute ends 3 short */
+	assert_int_equal(nflog_parse(buf, off, NULL, NULL), 1);
+	nlh = (struct nlmsghdr *)buf;
+	nlh->nlmsg_len = (uint32_t)off - 3;
+	assert_int_equal(nflog_parse(buf, off - 3, NULL, NULL), -1);
+
 	/* Trailing bytes after a good message. */
 	off = 0;
 	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 9, 0));
