@@ -275,7 +275,9 @@ human_event(struct elog *log, const struct elog_event *ev, const struct timespec
 	human_time(&h, now);
 	human_pad(&h, ev->verdict != NULL ? ev->verdict : "-", 5);
 	human_pad(&h, ev->kind != NULL ? ev->kind : "-", 7);
-	if (ev->host != NULL)
+	if (ev->path != NULL)
+		elog_buf_safe_text(&h, ev->path, 120);
+	else if (ev->host != NULL)
 		elog_buf_safe_text(&h, ev->host, 80);
 	else if (ev->ip != NULL && strchr(ev->ip, ':') != NULL && ev->port >= 0) {
 		elog_buf_putc(&h, '[');
@@ -339,6 +341,7 @@ elog_event(struct elog *log, const struct elog_event *ev)
 	log->totals.bytes_down += ev->bytes_down;
 
 	line_begin(log, &b, ev->kind != NULL ? ev->kind : "unknown", &now, &cuts);
+	field_str(&b, &cuts, "path", ev->path, CAP_NAME);
 	field_str(&b, &cuts, "host", ev->host, CAP_NAME);
 	field_str(&b, &cuts, "ip", ev->ip, CAP_ADDR);
 	if (ev->port >= 0)

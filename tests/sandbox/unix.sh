@@ -98,7 +98,7 @@ for role in $ROLES; do
 	# abstract ones and a socketpair (with an fd passed) work.
 	out=$(alu "$role" "$SCRATCH/none.yaml" python3 ./unixprobe.py own:own.sock \
 		"own:$PARENT/work-$role/abs.sock" own:/tmp/own.sock pair abstract)
-	expect_eq "$role: own probes" 15 "$(grep -c . <<<"$out")"
+	expect_eq "$role: own probes" 20 "$(grep -c . <<<"$out")"
 	expect_all "$role: CMD's own sockets" ok "$out"
 	grep -q '"kind":"unix"' "$(logf "$role")" &&
 		grep '"kind":"unix"' "$(logf "$role")" | grep -q own.sock &&
