@@ -341,7 +341,6 @@ elog_event(struct elog *log, const struct elog_event *ev)
 	log->totals.bytes_down += ev->bytes_down;
 
 	line_begin(log, &b, ev->kind != NULL ? ev->kind : "unknown", &now, &cuts);
-	field_str(&b, &cuts, "path", ev->path, CAP_NAME);
 	field_str(&b, &cuts, "host", ev->host, CAP_NAME);
 	field_str(&b, &cuts, "ip", ev->ip, CAP_ADDR);
 	if (ev->port >= 0)
@@ -380,6 +379,7 @@ elog_event(struct elog *log, const struct elog_event *ev)
 	field_str(&b, &cuts, "orig_dst", ev->orig_dst, CAP_ADDR);
 	if (ev->packets > 0)
 		field_u64(&b, "packets", ev->packets);
+	field_str(&b, &cuts, "path", ev->path, CAP_NAME);
 	if (line_end(log, &b, &cuts) < 0)
 		return -1;
 	if (log->human != NULL)

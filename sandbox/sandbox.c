@@ -620,14 +620,19 @@ recv_gate_fds(struct sbx *s, int *listener, int *diag, char *err, size_t errlen)
 int
 sbx_gate_start(struct sbx *s, const struct ugate_config *cfg, char *err, size_t errlen)
 {
-	static const struct ugate_config none = {.allow = NULL, .n_allow = 0, .events = false};
+	struct ugate_config c = {.allow = NULL, .n_allow = 0, .events = false};
 	int listener, diag;
 
 	if (s->gate != NULL)
 		return 0;
 	if (recv_gate_fds(s, &listener, &diag, err, errlen) < 0)
 		return -1;
-	s->gate = ugate_new(listener, diag, cfg != NULL ? cfg : &none, err, errlen);
+	if (cfg != NULL)
+		c = *cfg;
+	/* Made while the supervisor is pinned for set-up: the workers take
+	 * the caller's CPUs back themselves. */
+	c.cpus = s->sup_cpu >= 0 ? &s->cpus : NULL;
+	s->gate = ugate_new(listener, diag, &c, err, errlen);
 	return s->gate != NULL ? 0 : -1;
 }
 

@@ -22,7 +22,9 @@
 #include <linux/seccomp.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -93,6 +95,8 @@ struct ugate {
 	int g_ev_r, g_ev_w;  /* event pipe; -1 */
 	struct ugate_config g_cfg;
 	struct seccomp_notif_sizes g_sizes;
+	cpu_set_t g_cpus; /* the workers' CPUs, when g_has_cpus */
+	bool g_has_cpus;
 	atomic_bool g_stop;
 	bool g_stopped;
 	struct worker g_w[UGATE_WORKERS];
@@ -779,9 +783,21 @@ worker_main(void *arg)
 	sigfillset(&only);
 	sigdelset(&only, wake_signal());
 	pthread_sigmask(SIG_SETMASK, &only, NULL);
+	/* Created while the supervisor is pinned for set-up: CMD's calls
+	 * may run on every CPU the caller has. */
+	if (g->g_has_cpus)
+		(void)sched_setaffinity(0, sizeof(g->g_cpus), &g->g_cpus);
 	while (!atomic_load(&g->g_stop)) {
+		struct pollfd pfd = {.fd = g->g_listener, .events = POLLIN};
+
+		/* Hung up: nothing in the sandbox is left to raise a call (RECV
+		 * would now fail at once, again and again). */
+		if (poll(&pfd, 1, -1) < 0 || (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)))
+			break;
 		memset(w->w_req, 0, g->g_sizes.seccomp_notif);
 		if (ioctl(g->g_listener, SECCOMP_IOCTL_NOTIF_RECV, w->w_req) < 0) {
+			/* EINTR: the wake-up, or another worker took it first and
+			 * this one waited; ENOENT: the caller died meanwhile. */
 			if (errno == EINTR || errno == ENOENT)
 				continue;
 			log_warn("unix socket gate: receiving a notification");
@@ -829,6 +845,11 @@ ugate_new(int listener, int diag, const struct ugate_config *cfg, char *err, siz
 	g->g_diag = diag;
 	g->g_ev_r = g->g_ev_w = -1;
 	g->g_cfg = *cfg;
+	if (cfg->cpus != NULL) {
+		g->g_cpus = *cfg->cpus;
+		g->g_has_cpus = true;
+	}
+	g->g_cfg.cpus = NULL;
 	pthread_mutex_init(&g->g_diag_lock, NULL);
 	g->g_stopped = true; /* no worker yet */
 	if (listener < 0 || diag < 0) {

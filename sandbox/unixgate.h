@@ -20,6 +20,7 @@
 #ifndef AIRLOCK_SANDBOX_UNIXGATE_H
 #define AIRLOCK_SANDBOX_UNIXGATE_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +39,7 @@ struct ugate_config {
 	const struct ugate_allow *allow; /* borrowed until ugate_free */
 	size_t n_allow;
 	bool events; /* report decisions on host sockets (ugate_event_fd) */
+	const cpu_set_t *cpus; /* the workers' CPUs (copied); NULL: inherited */
 };
 
 enum ugate_verdict {

@@ -84,7 +84,7 @@ for role in $ROLES; do
 	# One log line per refusal, with the path CMD asked for.
 	n=$(grep -c '"kind":"unix".*"verdict":"deny"' "$(logf "$role")" || true)
 	expect_eq "$role: unix denials logged" "${#host_ops[@]}" "$n"
-	grep -q "\"kind\":\"unix\",\"path\":\"$OPT/seq.sock\",.*\"verdict\":\"deny\"" "$(logf "$role")" ||
+	grep -q "\"kind\":\"unix\",\"verdict\":\"deny\",.*\"proto\":\"seqpacket\",\"path\":\"$OPT/seq.sock\"" "$(logf "$role")" ||
 		fail "$role: no deny line for $OPT/seq.sock: $(grep '"unix"' "$(logf "$role")" | head -3)"
 	grep -q '"path":"../stream.sock"' "$(logf "$role")" ||
 		fail "$role: the relative path is not logged as given"
@@ -130,7 +130,7 @@ sendto $OPT/dgram.sock EACCES"
 stream.sock
 dgram.sock
 dgram.sock" "$(events | sort -r)"
-	grep -q "\"kind\":\"unix\",\"path\":\"$VL/stream.sock\",.*\"verdict\":\"allow\",\"rule\":\"$pol:4\"" "$(logf "$role")" ||
+	grep -q "\"kind\":\"unix\",\"verdict\":\"allow\",\"rule\":\"$pol:4\",.*\"method\":\"connect\",.*\"proto\":\"stream\",\"path\":\"$VL/stream.sock\"" "$(logf "$role")" ||
 		fail "$role: no allow line naming the rule: $(grep '"unix"' "$(logf "$role")" | head -3)"
 	rm -f "$PARENT/work-$role/link.sock"
 done
