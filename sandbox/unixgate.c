@@ -66,9 +66,10 @@
 /* Ancillary data of one message (the kernel's own bound, optmem_max, is
  * 20-128 KiB): larger is ENOBUFS, as from the kernel. */
 #define UGATE_CTL_MAX (64 * 1024)
-/* Descriptors passed with SCM_RIGHTS in one message (the kernel takes 253
- * per control message). */
-#define UGATE_FDS_MAX 1024
+/* Descriptors passed with SCM_RIGHTS in one message: the kernel's own
+ * limit (SCM_MAX_FD over all of a message's control messages, EINVAL
+ * past it). Each is an fd of the supervisor's until the send is done. */
+#define UGATE_FDS_MAX 253
 #define UGATE_IOV_MAX 1024 /* UIO_MAXIOV */
 /* A unix_diag dump answers at once; waiting longer means something is
  * wrong, and the socket is then not taken for CMD's own. */
@@ -564,7 +565,7 @@ translate_control(struct worker *w, const struct target *t, size_t len)
 			int fd, mine;
 
 			if (w->w_nfds >= UGATE_FDS_MAX)
-				return -ETOOMANYREFS;
+				return -EINVAL;
 			memcpy(&fd, p + i * sizeof(int), sizeof(int));
 			if (fd < 0 || (mine = tgt_getfd(t, (uint64_t)fd)) < 0)
 				return -EBADF;
