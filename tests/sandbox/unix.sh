@@ -9,7 +9,8 @@
 # EACCES, nothing may arrive, and each refusal is one "unix" log line. The
 # same probe outside reaches all of them (so it can fail). Sockets CMD
 # makes itself (workdir, /tmp, abstract) and socketpair work; a policy's
-# `unix:` entry opens exactly the sockets it names.
+# `unix:` entry opens exactly the sockets it names. 32-bit x86 programs
+# (direct connect, socketcall) are refused too.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 need_root
@@ -56,6 +57,15 @@ alu() {
 	(cd "$PARENT/work-$role" && as "$role" "$SCRATCH/airlock" run -p "$pol" \
 		--log "$(logf "$role")" -- "$@")
 }
+
+PROBE32=
+if ${CC:-cc} -m32 -static -nostdlib -ffreestanding -fno-pic -fno-stack-protector -O1 \
+	-o "$SCRATCH/probe32" "$TESTS_DIR/sandbox/probe32.c" 2>/dev/null; then
+	PROBE32=$SCRATCH/probe32
+	chmod 755 "$PROBE32"
+else
+	echo "note: no -m32 compiler here; the 32-bit probe is not run" >&2
+fi
 
 host_ops=()
 for d in "$VL" "$SRV" "$OPT" "$PARENT"; do
@@ -133,5 +143,15 @@ dgram.sock" "$(events | sort -r)"
 	grep -q "\"kind\":\"unix\",\"verdict\":\"allow\",\"rule\":\"$pol:4\",.*\"method\":\"connect\",.*\"proto\":\"stream\",\"path\":\"$VL/stream.sock\"" "$(logf "$role")" ||
 		fail "$role: no allow line naming the rule: $(grep '"unix"' "$(logf "$role")" | head -3)"
 	rm -f "$PARENT/work-$role/link.sock"
+
+	# 32-bit x86 programs (direct connect and socketcall) cannot go around
+	# the gate: refused too. Only where the compiler can build -m32.
+	if [ -n "$PROBE32" ]; then
+		cp "$PROBE32" "$PARENT/work-$role/probe32"
+		expect_eq "$role: control: 32-bit probe outside" "0
+0" "$(cd "$PARENT/work-$role" && as "$role" ./probe32)"
+		expect_eq "$role: 32-bit connect, direct and socketcall" "-13
+-13" "$(alu "$role" "$SCRATCH/none.yaml" ./probe32)"
+	fi
 done
 echo "ok: unix sockets ($ROLES)"
