@@ -163,6 +163,11 @@ add_notify_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 {
 	struct scmp_arg_cmp a = SCMP_A4(SCMP_CMP_NE, 0);
 
+	/* A filter of CMD's own with a listener would get these
+	 * notifications instead (the newest filter returning USER_NOTIF
+	 * wins) and could answer "continue"; the kernel refuses a second
+	 * listener in one task's chain (EBUSY) while ours is open, and the
+	 * sandbox does not outlive ours. tests/sandbox/seccomp.sh checks. */
 	if (add_rule(ctx, SCMP_ACT_NOTIFY, "connect", 0, NULL, err, errlen) < 0 ||
 	    add_rule(ctx, SCMP_ACT_NOTIFY, "sendto", 1, &a, err, errlen) < 0 ||
 	    add_rule(ctx, SCMP_ACT_NOTIFY, "sendmsg", 0, NULL, err, errlen) < 0 ||
