@@ -32,6 +32,7 @@
 #include "sandbox/opts.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/status.h"
+#include "sandbox/unixgate.h"
 
 extern char **environ;
 
@@ -69,6 +70,11 @@ struct run {
 	struct nflog_reader *nflog;
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
+	/* The unix socket gate's view of the policy's unix: list (strings
+	 * borrowed from the policy) and its events' watcher. */
+	struct ugate_allow *unix_allow;
+	size_t n_unix_allow;
+	struct event *ev_gate;
 };
 
 static int
@@ -306,6 +312,75 @@ on_signal(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+static const char *
+sock_type_name(int type)
+{
+	switch (type) {
+	case SOCK_STREAM:
+		return "stream";
+	case SOCK_DGRAM:
+		return "dgram";
+	case SOCK_SEQPACKET:
+		return "seqpacket";
+	}
+	return NULL;
+}
+
+/* The gate's decisions on host sockets, one "unix" line each
+ * (docs/log.md), written here: the loop's thread is the log's only
+ * writer. */
+static void
+drain_gate(struct run *r)
+{
+	struct ugate *g = r->sbx != NULL ? sbx_gate(r->sbx) : NULL;
+	struct ugate_event ev;
+	struct elog_event e;
+
+	while (g != NULL && ugate_read_event(g, &ev) == 1) {
+		memset(&e, 0, sizeof(e));
+		e.kind = "unix";
+		e.path = ev.path;
+		e.port = -1;
+		e.verdict = ugate_verdict_name((enum ugate_verdict)ev.verdict);
+		if (ev.allow >= 0 && (size_t)ev.allow < r->n_unix_allow)
+			e.rule = r->unix_allow[ev.allow].where;
+		else
+			e.reason = "a socket of the host that the policy's unix: list does not name";
+		e.method = ugate_op_name((enum ugate_op)ev.op);
+		e.proto = sock_type_name(ev.sock_type);
+		(void)elog_event(r->log, &e);
+	}
+}
+
+static void
+on_gate(evutil_socket_t fd, short what, void *arg)
+{
+	drain_gate(arg);
+}
+
+/* The gate serves CMD's connects and sends from its own threads; it gets
+ * the policy's unix: list. Waits for init's filter: after task-start, so
+ * that this wait overlaps init's filesystem work as the rest does. */
+static int
+start_gate(struct run *r, char *err, size_t errlen)
+{
+	struct ugate_config gc;
+	size_t n = policy_unix_count(r->policy);
+
+	if (n > 0 && (r->unix_allow = calloc(n, sizeof(*r->unix_allow))) == NULL) {
+		snprintf(err, errlen, "unix socket gate: out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		r->unix_allow[i].path = policy_unix_path(r->policy, i, &r->unix_allow[i].where);
+	r->n_unix_allow = n;
+	memset(&gc, 0, sizeof(gc));
+	gc.allow = r->unix_allow;
+	gc.n_allow = n;
+	gc.events = true;
+	return sbx_gate_start(r->sbx, &gc, err, errlen);
+}
+
 /* The event loop and its servers, made while init sets up the sandbox. */
 static int
 prepare_loop(struct run *r)
@@ -436,9 +511,11 @@ setup_events(struct run *r)
 	r->ev_sig = event_new(r->base, r->sigfd, EV_READ | EV_PERSIST, on_signal, r);
 	r->ev_pidfd = event_new(r->base, sbx_pidfd(r->sbx), EV_READ, on_pidfd, r);
 	r->ev_end = event_new(r->base, sbx_sock(r->sbx), EV_READ | EV_PERSIST, on_end, r);
-	if (r->ev_sig == NULL || r->ev_pidfd == NULL || r->ev_end == NULL ||
+	r->ev_gate = event_new(r->base, ugate_event_fd(sbx_gate(r->sbx)), EV_READ | EV_PERSIST,
+	                       on_gate, r);
+	if (r->ev_sig == NULL || r->ev_pidfd == NULL || r->ev_end == NULL || r->ev_gate == NULL ||
 	    event_add(r->ev_sig, NULL) < 0 || event_add(r->ev_pidfd, NULL) < 0 ||
-	    event_add(r->ev_end, NULL) < 0) {
+	    event_add(r->ev_end, NULL) < 0 || event_add(r->ev_gate, NULL) < 0) {
 		log_warnx("cannot watch the sandbox");
 		return -1;
 	}
@@ -460,6 +537,7 @@ setup_events(struct run *r)
 static void
 run_stop_serving(struct run *r)
 {
+	drain_gate(r);
 	nflog_reader_free(r->nflog);
 	r->nflog = NULL;
 	if (r->proxy != NULL)
@@ -481,6 +559,8 @@ run_free(struct run *r)
 		event_free(r->ev_end);
 	if (r->ev_sig != NULL)
 		event_free(r->ev_sig);
+	if (r->ev_gate != NULL)
+		event_free(r->ev_gate);
 	fd_close(&r->sigfd);
 	run_stop_serving(r);
 	if (r->evdns != NULL)
@@ -495,6 +575,7 @@ run_free(struct run *r)
 	/* Reaps init, on its way out by now (or killed here, on failure):
 	 * the last wait, so that it overlaps the work above. */
 	sbx_free(r->sbx);
+	free(r->unix_allow); /* after the gate, which borrowed it, in sbx_free */
 	sbx_env_free(r->env); /* the sandbox's config borrowed it */
 }
 
@@ -648,6 +729,10 @@ cmd_run(int argc, char **argv)
 	}
 	if (failed >= 0) {
 		log_warnx("self-test failed, refusing to run the command: %s", selftest);
+		goto end;
+	}
+	if (start_gate(&r, err, sizeof(err)) < 0) {
+		log_warnx("%s; refusing to run the command", err);
 		goto end;
 	}
 

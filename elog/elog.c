@@ -275,7 +275,9 @@ human_event(struct elog *log, const struct elog_event *ev, const struct timespec
 	human_time(&h, now);
 	human_pad(&h, ev->verdict != NULL ? ev->verdict : "-", 5);
 	human_pad(&h, ev->kind != NULL ? ev->kind : "-", 7);
-	if (ev->host != NULL)
+	if (ev->path != NULL)
+		elog_buf_safe_text(&h, ev->path, 120);
+	else if (ev->host != NULL)
 		elog_buf_safe_text(&h, ev->host, 80);
 	else if (ev->ip != NULL && strchr(ev->ip, ':') != NULL && ev->port >= 0) {
 		elog_buf_putc(&h, '[');
@@ -377,6 +379,7 @@ elog_event(struct elog *log, const struct elog_event *ev)
 	field_str(&b, &cuts, "orig_dst", ev->orig_dst, CAP_ADDR);
 	if (ev->packets > 0)
 		field_u64(&b, "packets", ev->packets);
+	field_str(&b, &cuts, "path", ev->path, CAP_NAME);
 	if (line_end(log, &b, &cuts) < 0)
 		return -1;
 	if (log->human != NULL)

@@ -42,7 +42,7 @@ bool elog_failed(const struct elog *log);
  * written as "unknown". Strings are borrowed for the call only. Returns 0,
  * or -1 when the log has failed (now or before; the line is not written). */
 struct elog_event {
-	const char *kind; /* "connect" | "http" | "tls" | "tcp" | "dns" | "packet" */
+	const char *kind; /* "connect" | "http" | "tls" | "tcp" | "dns" | "packet" | "unix" */
 	const char *host; /* destination name as asked (sandbox-controlled) */
 	const char *ip;   /* address actually dialled (or the original dst) */
 	int port;
@@ -64,6 +64,7 @@ struct elog_event {
 	                       * differs from ip */
 	uint64_t packets; /* packet: the blocked packets this line stands for
 	                   * (0: no such count, field left out) */
+	const char *path; /* unix: the socket path CMD gave (sandbox-controlled) */
 };
 
 int elog_event(struct elog *log, const struct elog_event *ev);

@@ -40,6 +40,8 @@ policy_describe(const struct policy *p)
 		fprintf(f, "%s  (%s)\n", r->kind == PRULE_WILDCARD ? " (subdomains only)" : "",
 		        r->where);
 	}
+	for (uint32_t i = 0; i < p->p_n_unix; i++)
+		fprintf(f, "unix  %s  (%s)\n", p->p_unix[i].path, p->p_unix[i].where);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;

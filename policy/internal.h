@@ -30,6 +30,8 @@
 #define POLICY_MAX_FILES         64u
 #define POLICY_MAX_ERRORS        50u
 #define POLICY_MAX_PRESET_DIRS   16u
+/* unix: entries over all files (each a path up to PATH_MAX - 1). */
+#define POLICY_MAX_UNIX 256u
 
 /* ---- arena: everything a compiled policy owns dies with it ---- */
 
@@ -120,6 +122,12 @@ struct pcidr6_slot {
 	uint8_t plen;
 };
 
+/* A socket of the host that `unix:` opens (docs/policy.md). */
+struct punix {
+	const char *path;  /* absolute, as written; arena string */
+	const char *where; /* "file:line"; arena string */
+};
+
 struct policy {
 	struct policy_arena *p_arena;
 	char *p_name;
@@ -151,6 +159,8 @@ struct policy {
 	uint8_t p_n_plen4;
 	uint8_t p_plen6[129];
 	uint8_t p_n_plen6;
+	struct punix *p_unix; /* in load order, no duplicates */
+	uint32_t p_n_unix;
 };
 
 /* A rule as the loader produced it, before compilation. */

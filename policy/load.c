@@ -61,6 +61,9 @@ struct loader {
 	char *loaded[POLICY_MAX_FILES]; /* realpaths already loaded */
 	size_t n_loaded;
 	size_t n_files;
+	struct punix unix_socks[POLICY_MAX_UNIX]; /* unix: entries, strings in the arena */
+	uint32_t n_unix;
+	bool unix_full;
 	bool oom;
 };
 
@@ -804,13 +807,75 @@ load_rules(struct loader *ld, const char *file, const struct ytree *t, const str
 		parse_rule(ld, file, t, &t->nodes[c], action, list);
 }
 
+/* unix: [/run/user/1000/ssh-agent.socket, ...]: host sockets CMD may
+ * reach (docs/policy.md). Absolute paths; an included file's entries are
+ * added to the includer's, each path once. */
+static void
+load_unix(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n)
+{
+	char where[PATH_MAX + 16];
+
+	if (n->type != YNODE_SEQ) {
+		lerr(ld, file, n->line, n->col,
+		     "unix: expected a list of socket paths like [/run/user/1000/ssh-agent.socket], "
+		     "got %s",
+		     n->type == YNODE_SCALAR && n->len == 0 ? "nothing (write [] for none)"
+		                                            : type_name(n));
+		return;
+	}
+	for (uint32_t c = n->child; c != YNODE_NONE; c = t->nodes[c].next) {
+		const struct ynode *e = &t->nodes[c];
+		const char *s = node_str(t, e);
+		bool dup = false;
+
+		if (e->type != YNODE_SCALAR || e->len == 0) {
+			lerr(ld, file, e->line, e->col,
+			     "unix: expected the absolute path of a socket, got %s",
+			     e->type == YNODE_SCALAR ? "nothing" : type_name(e));
+			continue;
+		}
+		if (s[0] != '/') {
+			lerr(ld, file, e->line, e->col,
+			     "unix: '%s' is not an absolute path; write the socket's full path on the "
+			     "host, like /run/user/1000/ssh-agent.socket",
+			     s);
+			continue;
+		}
+		if (e->len >= PATH_MAX) {
+			lerr(ld, file, e->line, e->col, "unix: path longer than %d bytes", PATH_MAX - 1);
+			continue;
+		}
+		for (uint32_t i = 0; i < ld->n_unix && !dup; i++)
+			dup = strcmp(ld->unix_socks[i].path, s) == 0;
+		if (dup)
+			continue;
+		if (ld->n_unix >= POLICY_MAX_UNIX) {
+			if (!ld->unix_full)
+				lerr(ld, file, e->line, e->col,
+				     "unix: more than %u sockets in all; that is the limit",
+				     POLICY_MAX_UNIX);
+			ld->unix_full = true;
+			continue;
+		}
+		snprintf(where, sizeof(where), "%s:%u", file, e->line);
+		struct punix *u = &ld->unix_socks[ld->n_unix];
+		u->path = policy_arena_strndup(ld->p->p_arena, s, e->len);
+		u->where = policy_arena_strndup(ld->p->p_arena, where, strlen(where));
+		if (u->path == NULL || u->where == NULL) {
+			ld->oom = true;
+			return;
+		}
+		ld->n_unix++;
+	}
+}
+
 /* Validate one parsed file; its own rules first, then its includes. */
 static void
 load_tree(struct loader *ld, const char *file, const struct ytree *t)
 {
 	static const char *const keys[] = {"version", "name", "description", "include",
-	                                   "allow",   "deny", "mode"};
-	const struct ynode *root, *seen[7] = {NULL};
+	                                   "allow",   "deny", "mode",        "unix"};
+	const struct ynode *root, *seen[ARRAY_SIZE(keys)] = {NULL};
 	bool top = ld->depth == 1;
 
 	if (t->n_nodes == 0) {
@@ -831,7 +896,7 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 		size_t i;
 
 		k = v != YNODE_NONE ? t->nodes[v].next : YNODE_NONE;
-		for (i = 0; i < 7; i++)
+		for (i = 0; i < ARRAY_SIZE(keys); i++)
 			if (key->type == YNODE_SCALAR && strcmp(ks, keys[i]) == 0)
 				break;
 		if (key->type != YNODE_SCALAR) {
@@ -840,10 +905,10 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 			     type_name(key));
 			continue;
 		}
-		if (i == 7) {
+		if (i == ARRAY_SIZE(keys)) {
 			lerr(ld, file, key->line, key->col,
 			     "unknown key '%s'; expected version, name, description, include, "
-			     "allow, deny or mode",
+			     "allow, deny, mode or unix",
 			     ks);
 			continue;
 		}
@@ -913,6 +978,9 @@ load_tree(struct loader *ld, const char *file, const struct ytree *t)
 				     "mode: expected enforce or audit, got %s",
 				     val->type == YNODE_SCALAR ? node_str(t, val) : type_name(val));
 			}
+			break;
+		case 7:
+			load_unix(ld, file, t, val);
 			break;
 		}
 	}
@@ -1034,6 +1102,15 @@ load_common(const char *file, const unsigned char *data, size_t len, bool from_p
 		goto out;
 	}
 	memcpy(p->p_ports, ld.ports, sizeof(struct pport) * ld.n_ports);
+	if (ld.n_unix > 0) {
+		p->p_unix = policy_arena_alloc(p->p_arena, sizeof(struct punix) * ld.n_unix);
+		if (p->p_unix == NULL) {
+			ld.oom = true;
+			goto out;
+		}
+		memcpy(p->p_unix, ld.unix_socks, sizeof(struct punix) * ld.n_unix);
+		p->p_n_unix = ld.n_unix;
+	}
 	if (policy_compile(p, ld.rules, ld.n_rules) != 0) {
 		ld.oom = true;
 		goto out;
@@ -1173,4 +1250,20 @@ void
 policy_set_mode(struct policy *p, enum policy_mode mode)
 {
 	p->p_mode = mode;
+}
+
+size_t
+policy_unix_count(const struct policy *p)
+{
+	return p->p_n_unix;
+}
+
+const char *
+policy_unix_path(const struct policy *p, size_t i, const char **where)
+{
+	if (i >= p->p_n_unix)
+		return NULL;
+	if (where != NULL)
+		*where = p->p_unix[i].where;
+	return p->p_unix[i].path;
 }

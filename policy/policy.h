@@ -118,6 +118,14 @@ bool policy_cidr_allows(const struct policy *p, const struct sockaddr *sa, uint1
  * policy_cidr_allows(p, sa, port) holds for some port. */
 bool policy_cidr_opens_any(const struct policy *p, const struct sockaddr *sa);
 
+/* The host's unix sockets the policy's `unix:` lists open (docs/policy.md,
+ * "Unix sockets"), every file's in load order, each path once: how many,
+ * and entry i's absolute path as written (the supervisor stats it on the
+ * host and matches the inode) with the file:line that named it first.
+ * Borrowed until policy_free. */
+size_t policy_unix_count(const struct policy *p);
+const char *policy_unix_path(const struct policy *p, size_t i, const char **where);
+
 /* Normalise a DNS name for matching: lowercase, one trailing dot removed.
  * Writes at most outlen bytes (NUL included) to out. Returns 0, or -1 with
  * *why set to a static reason ("empty label", "label longer than 63

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <linux/netlink.h>
+#include <sys/socket.h>
 
 #include "common/log.h"
 #include "common/netconst.h"
@@ -288,6 +289,10 @@ run_checks(int sock)
 {
 	struct sbx_msg m;
 
+	/* Init's fork, so not dumpable, and never exec'd: the gate could not
+	 * take its sockets (pidfd_getfd) to make its connects. No CMD runs
+	 * in a selftest that could ptrace it. */
+	(void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_CHECKS;
 	sbx_checks_post(&m.report);
@@ -314,7 +319,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	sigset_t sigs;
 	char err[512];
 	pid_t cmd;
-	int exec_err;
+	int exec_err, gate[2] = {-1, -1};
 
 	sbx_cpus_split(s, true);
 	/* airlock dying (even by SIGKILL) kills init, and with it the whole
@@ -359,17 +364,27 @@ sbx_init_main(const struct sbx *s, int sock)
 
 	/* Unprivileged and filtered while the supervisor is still starting
 	 * to serve: nothing init does from here on needs a capability or a
-	 * refused system call, and both cover everything it starts. CMD runs
-	 * as our uid: without dumpable off it could ptrace init, which holds
-	 * the socket to the supervisor. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		init_die("set-up: dumpable: %s", strerror(errno));
+	 * refused system call, and both cover everything it starts. The
+	 * filter's notifications go to the supervisor's unix socket gate,
+	 * which takes the listener and a unix_diag socket of this network
+	 * namespace from us with pidfd_getfd (a message with fds would be a
+	 * sendmsg, which the filter notifies). Init itself sends only plain
+	 * send()s from here on, which the filter lets pass. */
 	if (sbx_caps_drop(err, sizeof(err)) < 0)
 		init_die("%s", err);
+	gate[SBX_GATE_DIAG] = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (gate[SBX_GATE_DIAG] < 0)
+		init_die("set-up: unix_diag socket: %s", strerror(errno));
 	if (sbx_seccomp_build(&filter, err, sizeof(err)) < 0 ||
-	    sbx_seccomp_install(&filter, err, sizeof(err)) < 0)
+	    (gate[SBX_GATE_LISTENER] = sbx_seccomp_install(&filter, err, sizeof(err))) < 0)
 		init_die("%s", err);
 	sbx_seccomp_free(&filter);
+	memset(&m, 0, sizeof(m));
+	m.type = SBX_MSG_GATE;
+	m.gate_fd[SBX_GATE_LISTENER] = gate[SBX_GATE_LISTENER];
+	m.gate_fd[SBX_GATE_DIAG] = gate[SBX_GATE_DIAG];
+	if (sbx_msg_send(sock, &m, NULL, 0) < 0)
+		init_die("set-up: tell the supervisor about the gate: %s", strerror(errno));
 	log_debug("init: privileges dropped, %.3f ms", ms_since_boot());
 
 	switch (recv_go(s, sock, &m)) {
@@ -383,6 +398,13 @@ sbx_init_main(const struct sbx *s, int sock)
 		init_die("set-up: waiting for the supervisor: %s", strerror(errno));
 	}
 	log_debug("init: go, %.3f ms", ms_since_boot());
+	/* The supervisor has taken the gate's fds. CMD runs as our uid:
+	 * without dumpable off it could ptrace init, which holds the socket
+	 * to the supervisor. */
+	fd_close(&gate[SBX_GATE_LISTENER]);
+	fd_close(&gate[SBX_GATE_DIAG]);
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		init_die("set-up: dumpable: %s", strerror(errno));
 	sbx_cpus_restore(s);
 	fflush(NULL);
 	if (s->cfg->selftest) {

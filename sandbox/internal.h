@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "sandbox/sandbox.h"
+#include "sandbox/unixgate.h"
 
 /* seccomp.c: the filter (docs/run.md, seccomp) compiled to BPF with
  * libseccomp by sbx_seccomp_compile. The filter is a constant, so
@@ -18,7 +19,8 @@
  * seccomp_prebuilt.c) only copies the result: libseccomp's compiler took
  * 0.4-0.8 ms of every run (bench/run.md). Both return 0 or -1 + reason;
  * free with sbx_seccomp_free. sbx_seccomp_install installs it on the
- * calling process (needs no_new_privs). */
+ * calling process (needs no_new_privs) and returns the notification fd of
+ * its unix socket gate (unixgate.h), or -1 + reason. */
 struct sbx_filter {
 	struct sock_filter *insns; /* owned */
 	unsigned short len;
@@ -48,6 +50,7 @@ struct sbx {
 	int nft_fd; /* the sandbox's nfnetlink socket, kept until sbx_free (its close may wait); -1 */
 	cpu_set_t cpus; /* the caller's CPUs, read before the clone */
 	int sup_cpu;    /* the supervisor's CPU during set-up; -1: not split */
+	struct ugate *gate; /* the unix socket gate, from sbx_gate_start; NULL */
 	/* Last, and not zeroed by sbx_new: 68 KiB of which a run uses a few
 	 * entries, so the rest is never touched (no page faults). */
 	struct sbx_hidden hidden[SBX_MAX_HIDDEN]; /* parents before children */
@@ -66,6 +69,8 @@ enum sbx_msg_type {
 	SBX_MSG_GO,        /* sup -> init: value 1 = start CMD, 0 = give up */
 	SBX_MSG_CHECKS,    /* init -> sup (selftest): post-set-up checks */
 	SBX_MSG_EXIT,      /* init -> sup: value = CMD's wait status; init exits next */
+	SBX_MSG_GATE,      /* init -> sup: gate_fd = init's fds of the seccomp
+	                    * listener and the unix_diag socket, for pidfd_getfd */
 };
 
 struct sbx_msg {
@@ -73,7 +78,10 @@ struct sbx_msg {
 	int32_t value;
 	uint32_t alone; /* EXIT: every other process in the sandbox is gone */
 	struct sbx_report report;
+	int32_t gate_fd[2]; /* GATE: SBX_GATE_LISTENER, SBX_GATE_DIAG */
 };
+#define SBX_GATE_LISTENER 0
+#define SBX_GATE_DIAG 1
 
 #define SBX_N_LISTEN_FDS 8
 /* READY carries the two netlink sockets the supervisor sets up the network
@@ -83,7 +91,9 @@ struct sbx_msg {
 #define SBX_FD_LISTEN 2
 #define SBX_N_SETUP_FDS (SBX_FD_LISTEN + SBX_N_LISTEN_FDS)
 
-/* One message with up to SBX_N_SETUP_FDS fds (SCM_RIGHTS). 0 or -1. */
+/* One message with up to SBX_N_SETUP_FDS fds (SCM_RIGHTS). 0 or -1.
+ * Without fds it is a plain send(), which the seccomp filter leaves alone
+ * (init sends its last messages under the filter). */
 int sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds);
 /* Receive one message; fds received (CLOEXEC, ours) go to fds[*nfds].
  * Returns 1 on a message, 0 on EOF, -1 on error or a malformed packet (one

@@ -568,18 +568,100 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 	return 0;
 }
 
+/* Init's GATE message: the fd numbers, in init, of its seccomp listener
+ * and its unix_diag socket. Taken with pidfd_getfd while init is still
+ * dumpable (it turns that off at the go, before CMD exists). */
+static int
+recv_gate_fds(struct sbx *s, int *listener, int *diag, char *err, size_t errlen)
+{
+	struct pollfd pfd = {.fd = s->sock, .events = POLLIN};
+	struct sbx_msg m;
+	size_t nfds;
+	int rc;
+
+	*listener = *diag = -1;
+	if (sbx_spin_readable(s, s->sock))
+		rc = 1;
+	else
+		do
+			rc = poll(&pfd, 1, READY_TIMEOUT_MS);
+		while (rc < 0 && errno == EINTR);
+	if (rc == 0) {
+		snprintf(err, errlen, "sandbox set-up did not finish within %d s",
+		         READY_TIMEOUT_MS / 1000);
+		return -1;
+	}
+	rc = sbx_msg_recv(s->sock, &m, NULL, 0, &nfds, 0);
+	if (rc == 0) {
+		snprintf(err, errlen, "sandbox set-up failed (the reason is above)");
+		return -1;
+	}
+	if (rc < 0 || m.type != SBX_MSG_GATE) {
+		snprintf(err, errlen, "sandbox set-up: bad message from init: %s",
+		         rc < 0 ? strerror(errno) : "not GATE");
+		return -1;
+	}
+	*listener = pidfd_getfd(s->pidfd, m.gate_fd[SBX_GATE_LISTENER], 0);
+	if (*listener >= 0)
+		*diag = pidfd_getfd(s->pidfd, m.gate_fd[SBX_GATE_DIAG], 0);
+	if (*listener < 0 || *diag < 0) {
+		snprintf(err, errlen,
+		         "unix socket gate: cannot take init's seccomp listener (pidfd_getfd): %s%s",
+		         strerror(errno),
+		         errno == EPERM ? "; ptrace access to our own child is refused here (Yama "
+		                          "kernel.yama.ptrace_scope 3?)"
+		                        : "");
+		fd_close(listener);
+		return -1;
+	}
+	return 0;
+}
+
+int
+sbx_gate_start(struct sbx *s, const struct ugate_config *cfg, char *err, size_t errlen)
+{
+	struct ugate_config c = {.allow = NULL, .n_allow = 0, .events = false};
+	int listener, diag;
+
+	if (s->gate != NULL)
+		return 0;
+	if (recv_gate_fds(s, &listener, &diag, err, errlen) < 0)
+		return -1;
+	if (cfg != NULL)
+		c = *cfg;
+	/* Made while the supervisor is pinned for set-up: the workers take
+	 * the caller's CPUs back themselves. */
+	c.cpus = s->sup_cpu >= 0 ? &s->cpus : NULL;
+	s->gate = ugate_new(listener, diag, &c, err, errlen);
+	return s->gate != NULL ? 0 : -1;
+}
+
+struct ugate *
+sbx_gate(const struct sbx *s)
+{
+	return s->gate;
+}
+
 int
 sbx_go(struct sbx *s, bool ok)
 {
 	struct sbx_msg m;
+	char err[256];
+	bool want = ok;
 	int rc;
 
+	/* Fail closed: without the gate every connect of CMD's would wait
+	 * for an answer that never comes. */
+	if (ok && s->gate == NULL && sbx_gate_start(s, NULL, err, sizeof(err)) < 0) {
+		log_warnx("%s", err);
+		ok = false;
+	}
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_GO;
 	m.value = ok ? 1 : 0;
 	rc = sbx_msg_send(s->sock, &m, NULL, 0);
 	sbx_cpus_restore(s); /* after: the go is what init waits for */
-	return rc;
+	return want && !ok ? -1 : rc;
 }
 
 int
@@ -722,5 +804,7 @@ sbx_free(struct sbx *s)
 		(void)wait_init(s, 0);
 	}
 	fd_close(&s->pidfd);
+	/* After init: nothing is left to raise a notification. */
+	ugate_free(s->gate);
 	free(s);
 }

@@ -131,6 +131,18 @@ int sbx_start(struct sbx *s, char *err, size_t errlen);
 int sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *rep, char *err,
                        size_t errlen);
 
+/* Start the unix socket gate (unixgate.h, docs/run.md "Unix sockets"):
+ * wait for init's filter (SBX_MSG_GATE), take its notification fd and
+ * unix_diag socket, and serve CMD's connect/send calls from threads of
+ * the gate's own. cfg (borrowed until sbx_free) names the sockets the
+ * policy opens; NULL opens none and reports nothing. Call it after
+ * sbx_recv_listeners; sbx_go starts it with NULL when it was not. 0 or
+ * -1 + reason. */
+struct ugate_config;
+int sbx_gate_start(struct sbx *s, const struct ugate_config *cfg, char *err, size_t errlen);
+/* The gate, for its events (ugate_read_event); NULL before it started. */
+struct ugate *sbx_gate(const struct sbx *s);
+
 /* Tell init the supervisor is serving the listeners: CMD may start. With
  * ok false init exits 125 without running anything. 0 or -1. */
 int sbx_go(struct sbx *s, bool ok);

@@ -1,6 +1,8 @@
 /* The seccomp filter CMD runs under (docs/run.md, seccomp): default allow,
  * EPERM for the syscalls a build never needs and that widen the kernel
- * attack surface or could undo the sandbox. */
+ * attack surface or could undo the sandbox, and a user notification for
+ * the calls that can reach a unix socket by its path, which the
+ * supervisor's gate answers (unixgate.c). */
 #include <errno.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -150,6 +152,30 @@ add_family_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 	return 0;
 }
 
+/* The calls that can name a destination: connect, sendto with an address
+ * (send() is sendto with none, and goes unnotified: it can only reach the
+ * peer a connect already chose), sendmsg and sendmmsg (their msghdr is in
+ * memory the filter cannot read, so every one is notified). For 32-bit x86
+ * libseccomp adds the same for socketcall's multiplexed forms, whose
+ * arguments are in memory: each of those is notified. */
+static int
+add_notify_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
+{
+	struct scmp_arg_cmp a = SCMP_A4(SCMP_CMP_NE, 0);
+
+	/* A filter of CMD's own with a listener would get these
+	 * notifications instead (the newest filter returning USER_NOTIF
+	 * wins) and could answer "continue"; the kernel refuses a second
+	 * listener in one task's chain (EBUSY) while ours is open, and the
+	 * sandbox does not outlive ours. tests/sandbox/seccomp.sh checks. */
+	if (add_rule(ctx, SCMP_ACT_NOTIFY, "connect", 0, NULL, err, errlen) < 0 ||
+	    add_rule(ctx, SCMP_ACT_NOTIFY, "sendto", 1, &a, err, errlen) < 0 ||
+	    add_rule(ctx, SCMP_ACT_NOTIFY, "sendmsg", 0, NULL, err, errlen) < 0 ||
+	    add_rule(ctx, SCMP_ACT_NOTIFY, "sendmmsg", 0, NULL, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
 /* Compile the filter to classic BPF in memory (libseccomp writes it to an
  * fd: a memfd). Done at build time by gen_seccomp (seccomp_prebuilt.c). */
 static int
@@ -201,13 +227,26 @@ int
 sbx_seccomp_install(const struct sbx_filter *f, char *err, size_t errlen)
 {
 	struct sock_fprog prog = {.len = f->len, .filter = f->insns};
+	long fd;
 
-	if (f->insns == NULL || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
-		snprintf(err, errlen, "seccomp: install: %s",
-		         f->insns == NULL ? "no filter" : strerror(errno));
+	if (f->insns == NULL) {
+		snprintf(err, errlen, "seccomp: install: no filter");
 		return -1;
 	}
-	return 0;
+	/* Killable waits (Linux 5.19): once the gate has taken a call, only a
+	 * fatal signal interrupts CMD's wait for the answer. Otherwise a
+	 * signal handler would restart a connect the gate already made. */
+	fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+	             SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+	             &prog);
+	if (fd < 0 && errno == EINVAL)
+		fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+		             &prog);
+	if (fd < 0) {
+		snprintf(err, errlen, "seccomp: install: %s", strerror(errno));
+		return -1;
+	}
+	return (int)fd;
 }
 
 int
@@ -263,6 +302,8 @@ sbx_seccomp_compile(struct sbx_filter *f, char *err, size_t errlen)
 	if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &a, err, errlen) < 0)
 		goto fail;
 	if (add_family_rules(ctx, err, errlen) < 0)
+		goto fail;
+	if (add_notify_rules(ctx, err, errlen) < 0)
 		goto fail;
 	if (export_bpf(ctx, f, err, errlen) < 0)
 		goto fail;

@@ -80,7 +80,7 @@ test_top_level(void **state)
 		expect_errors("version: 1\nallow:\n  - {[a]: b}\n", 2, want);
 	}
 	expect_error("version: 1\nalow: []\n", "t.yaml:2:1: unknown key 'alow'; expected version, "
-	                                       "name, description, include, allow, deny or mode");
+	                                       "name, description, include, allow, deny, mode or unix");
 	expect_error("version: 1\nmode: permissive\n",
 	             "t.yaml:2:7: mode: expected enforce or audit, got permissive");
 	expect_error("version: 1\nname: \"a b\"\n",
@@ -283,7 +283,7 @@ test_all_errors_collected(void **state)
 {
 	static const char *const want[] = {
 	        "t.yaml:2:1: unknown key 'bogus'; expected version, name, description, include, "
-	        "allow, deny or mode",
+	        "allow, deny, mode or unix",
 	        "t.yaml:4:11: host: bad name 'a..b': empty label",
 	        "t.yaml:5:11: cidr: bad network 'x'; expected ADDRESS/PREFIX like 203.0.113.0/24 "
 	        "or 2001:db8::/32",
@@ -553,10 +553,69 @@ test_include_limits(void **state)
 	assert_int_equal(system(path), 0);
 }
 
+/* unix: a list of absolute socket paths; errors name file:line:col; an
+ * include's entries merge into the includer's, each path once, in load
+ * order, with the file:line that named it first. */
+static void
+test_unix(void **state)
+{
+	char dir[] = "/tmp/airlock-policy-unix.XXXXXX", path[600];
+	struct policy_diag d = {0};
+	struct policy *p;
+	const char *where;
+
+	(void)state;
+	expect_error("version: 1\nunix: /run/x.sock\n",
+	             "t.yaml:2:7: unix: expected a list of socket paths like "
+	             "[/run/user/1000/ssh-agent.socket], got a string");
+	expect_error("version: 1\nunix:\n",
+	             "t.yaml:2:6: unix: expected a list of socket paths like "
+	             "[/run/user/1000/ssh-agent.socket], got nothing (write [] for none)");
+	{
+		static const char *const want[] = {
+		        "t.yaml:3:5: unix: 'run/x.sock' is not an absolute path; write the "
+		        "socket's full path on the host, like /run/user/1000/ssh-agent.socket",
+		        "t.yaml:4:5: unix: expected the absolute path of a socket, got a mapping",
+		        "t.yaml:5:5: unix: expected the absolute path of a socket, got nothing",
+		};
+
+		expect_errors("version: 1\nunix:\n  - run/x.sock\n  - {path: /a}\n  - \"\"\n", 3,
+		              want);
+	}
+	expect_error("version: 1\nunix: []\nunix: []\n",
+	             "t.yaml:3:1: 'unix' given twice (first at line 2)");
+
+	p = load_str("version: 1\nunix: []\n", &d);
+	assert_non_null(p);
+	assert_int_equal(policy_unix_count(p), 0);
+	assert_null(policy_unix_path(p, 0, NULL));
+	policy_free(p);
+
+	assert_non_null(mkdtemp(dir));
+	write_at(dir, "inc.yaml", "version: 1\nunix:\n  - /srv/b.sock\n  - /run/a.sock\n");
+	write_at(dir, "top.yaml",
+	         "version: 1\ninclude: [inc.yaml]\nunix:\n  - /run/a.sock\n  - /run/a.sock\n");
+	snprintf(path, sizeof(path), "%s/top.yaml", dir);
+	p = policy_load(path, &d);
+	assert_non_null(p);
+	assert_int_equal(policy_unix_count(p), 2);
+	assert_string_equal(policy_unix_path(p, 0, &where), "/run/a.sock");
+	snprintf(path, sizeof(path), "%s/top.yaml:4", dir);
+	assert_string_equal(where, path);
+	assert_string_equal(policy_unix_path(p, 1, &where), "/srv/b.sock");
+	snprintf(path, sizeof(path), "%s/inc.yaml:3", dir);
+	assert_string_equal(where, path);
+	policy_free(p);
+	policy_diag_clear(&d);
+	snprintf(path, sizeof(path), "rm -r '%s'", dir);
+	assert_int_equal(system(path), 0);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_unix),
 	        cmocka_unit_test(test_version),
 	        cmocka_unit_test(test_top_level),
 	        cmocka_unit_test(test_rules),

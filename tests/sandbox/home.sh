@@ -3,9 +3,11 @@
 # read-only bind does not stop connect() on a pathname socket, so the home
 # directories (ssh ControlMaster, ~/.docker), /var/tmp and the daemon dirs
 # are empty tmpfs inside. A socket server the test starts outside, in a
-# scratch home under the role's real home, must be unreachable by default
-# and reachable with --share-home (which proves the probe can fail). The
-# working directory inside the home and --ro PATH come back on top.
+# scratch home under the role's real home, must be unreachable by default,
+# still unreachable with --share-home (the unix socket gate: unix.sh), and
+# reachable with --share-home or --ro of the socket when the policy's
+# unix: list names it (which proves the probe can fail). The working
+# directory inside the home and --ro PATH come back on top.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 need_prog setpriv python3
@@ -60,7 +62,7 @@ except OSError as e:
 alh() {
 	local role=$1 h=$2 dir=$3
 	shift 3
-	(cd "$dir" && as "$role" env HOME="$h" "$SCRATCH/airlock" run -p "$SCRATCH/none.yaml" \
+	(cd "$dir" && as "$role" env HOME="$h" "$SCRATCH/airlock" run -p "${POL:-$SCRATCH/none.yaml}" \
 		--log "$(logf "$role")" "$@")
 }
 
@@ -81,10 +83,19 @@ body() {
 	HOMES+=("$vt")
 	serve "$role" "$vt/host.sock"
 
-	# The control: outside, and inside with --share-home, it answers.
+	# The control: outside, and inside with --share-home or --ro of the
+	# socket and a policy that names it, it answers.
 	expect_eq "$role: control outside" host-daemon "$(as "$role" python3 -c "$probe" "$h/.ssh/ctl.sock")"
+	printf 'version: 1\nunix: [%s]\n' "$h/.ssh/ctl.sock" >"$SCRATCH/ctl-$role.yaml"
+	chmod 644 "$SCRATCH/ctl-$role.yaml"
+	out=$(POL=$SCRATCH/ctl-$role.yaml alh "$role" "$h" "$(work "$role")" --share-home -- \
+		python3 -c "$probe" "$h/.ssh/ctl.sock")
+	expect_eq "$role: --share-home and unix: reach the home socket" host-daemon "$out"
+	out=$(POL=$SCRATCH/ctl-$role.yaml alh "$role" "$h" "$(work "$role")" --ro "$h/.ssh/ctl.sock" -- \
+		python3 -c "$probe" "$h/.ssh/ctl.sock")
+	expect_eq "$role: --ro of the socket and unix: reach it" host-daemon "$out"
 	out=$(alh "$role" "$h" "$(work "$role")" --share-home -- python3 -c "$probe" "$h/.ssh/ctl.sock")
-	expect_eq "$role: --share-home reaches the home socket" host-daemon "$out"
+	expect_eq "$role: --share-home alone does not reach the home socket" unreachable "$out"
 
 	# By default: the home is an empty writable tmpfs, the socket gone.
 	out=$(alh "$role" "$h" "$(work "$role")" -- python3 -c "$probe" "$h/.ssh/ctl.sock")
