@@ -38,12 +38,17 @@ SYNC=$LAB_WORK/sync
 mkdir -p "$SYNC" "$LAB/srv"
 
 # addr add|del NS DEV ADDR...: change the lab namespace NS's addresses.
+# An IPv6 one is added deprecated (preferred_lft 0): still the namespace's
+# own address, but never picked as the source of its other connections
+# (on lab0 it would be, for the other late/next addresses, and inet has no
+# route back to it).
 addr() {
 	local op=$1 ns=$2 dev=$3 a
 	shift 3
 	for a in "$@"; do
-		case $a in
-		*:*) lab_in_ns "$LAB" "$ns" ip -6 addr "$op" "$a/128" dev "$dev" $([ "$op" = add ] && echo nodad) ;;
+		case $op-$a in
+		add-*:*) lab_in_ns "$LAB" "$ns" ip -6 addr add "$a/128" dev "$dev" nodad preferred_lft 0 ;;
+		del-*:*) lab_in_ns "$LAB" "$ns" ip -6 addr del "$a/128" dev "$dev" ;;
 		*) lab_in_ns "$LAB" "$ns" ip addr "$op" "$a/32" dev "$dev" ;;
 		esac
 	done
