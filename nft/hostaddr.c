@@ -15,7 +15,6 @@
 #include "nft/hostaddr.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,16 +103,30 @@ int
 hostaddr_parse(const void *buf, size_t len, void (*fn)(const struct hostaddr_msg *m, void *arg),
                void *arg)
 {
-	const struct nlmsghdr *nlh = buf;
-	int left, n = 0;
+	const uint8_t *p = buf;
+	size_t off, step;
+	int n = 0;
 
-	if (len > INT_MAX)
+	/* Headers are read in place: a recv buffer is aligned. */
+	if (len > INT32_MAX || (len > 0 && (buf == NULL || (uintptr_t)buf % 4 != 0)))
 		return -1;
-	left = (int)len;
-	for (; mnl_nlmsg_ok(nlh, left); nlh = mnl_nlmsg_next(nlh, &left)) {
+	/* The framing is walked here, as in nflog.c: mnl_nlmsg_ok() compares
+	 * the length as a signed int, so a length above 2^31 passes it and
+	 * mnl_nlmsg_next() then jumps out of the buffer (found by
+	 * fuzz_hostaddr). A datagram is whole messages, each with its
+	 * alignment padding (the kernel's always have it; libmnl's attribute
+	 * walk reads up to the aligned end), and nothing else. */
+	for (off = 0; off < len; off += step) {
+		const struct nlmsghdr *nlh = (const struct nlmsghdr *)(p + off);
 		struct hostaddr_msg m;
 		int r;
 
+		if (len - off < sizeof(*nlh) || nlh->nlmsg_len < sizeof(*nlh) ||
+		    nlh->nlmsg_len > len - off)
+			return -1;
+		step = NLMSG_ALIGN(nlh->nlmsg_len);
+		if (step > len - off)
+			return -1;
 		memset(&m, 0, sizeof(m));
 		m.seq = nlh->nlmsg_seq;
 		m.portid = nlh->nlmsg_pid;
@@ -153,9 +166,7 @@ hostaddr_parse(const void *buf, size_t len, void (*fn)(const struct hostaddr_msg
 			fn(&m, arg);
 		n++;
 	}
-	/* Whole messages only: bytes left over are a broken datagram. (left
-	 * goes below 0 when the last message's padding is missing.) */
-	return left > 0 ? -1 : n;
+	return n;
 }
 
 /* --- the watch ------------------------------------------------------------ */
