@@ -68,8 +68,8 @@ struct run {
 	struct proxy *proxy;
 	struct dns_server *dns;
 	struct nflog_reader *nflog;
-	struct guard_hosts *hosts;         /* the host's addresses, for the guard */
-	struct hostaddr_watch *hostwatch;  /* keeps hosts current */
+	struct guard_hosts *hosts;        /* the host's addresses, for the guard */
+	struct hostaddr_watch *hostwatch; /* keeps hosts current */
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
 };

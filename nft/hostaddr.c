@@ -275,9 +275,10 @@ hw_msg(const struct hostaddr_msg *m, void *arg)
 	case HOSTADDR_NEW:
 		if (guard_hosts_add(w->hw_hosts, &m->addr) < 0 && !w->hw_said_full) {
 			w->hw_said_full = true;
-			log_warnx("host addresses: more than the %zu airlock tracks (or no memory); "
-			          "every public address counts as possibly the host's until some go",
-			          guard_hosts_count(w->hw_hosts));
+			log_warnx(
+			        "host addresses: more than the %zu airlock tracks (or no memory); "
+			        "every public address counts as possibly the host's until some go",
+			        guard_hosts_count(w->hw_hosts));
 		}
 		break;
 	case HOSTADDR_DEL:
@@ -433,16 +434,17 @@ hostaddr_watch_new_opts(struct event_base *base, struct guard_hosts *hosts,
 	/* Subscribed before the dump is asked for: see the top. Any user may
 	 * listen to these groups. */
 	step = "subscribing to address notifications";
-	if (mnl_socket_bind(w->hw_nl, RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR,
-	                    MNL_SOCKET_AUTOPID) < 0)
+	if (mnl_socket_bind(w->hw_nl, RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR, MNL_SOCKET_AUTOPID) <
+	    0)
 		goto fail;
 	w->hw_portid = mnl_socket_get_portid(w->hw_nl);
 	step = "reading the host's addresses";
 	if (hw_first_dump(w) < 0)
 		goto fail;
+	log_debug("host addresses: %zu public, watching for changes", guard_hosts_count(hosts));
 	step = "watching the socket";
-	w->hw_ev = event_new(base, mnl_socket_get_fd(w->hw_nl), EV_READ | EV_PERSIST, hw_readable,
-	                     w);
+	w->hw_ev =
+	        event_new(base, mnl_socket_get_fd(w->hw_nl), EV_READ | EV_PERSIST, hw_readable, w);
 	w->hw_retry = evtimer_new(base, hw_retry, w);
 	if (w->hw_ev == NULL || w->hw_retry == NULL || event_add(w->hw_ev, NULL) < 0) {
 		errno = ENOMEM;

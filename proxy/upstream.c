@@ -137,7 +137,8 @@ addr_check(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
 	if (why != NULL) {
 		conn_addr_str(a, ip, sizeof(ip));
 		if (cls != GUARD_PUBLIC)
-			snprintf(why, whylen, "%s is %s (address guard)", ip, guard_class_name(cls));
+			snprintf(why, whylen, "%s is %s (address guard)", ip,
+			         guard_class_name(cls));
 		else if (host == GUARD_HOST_OWN)
 			snprintf(why, whylen, "%s is one of this host's addresses", ip);
 		else

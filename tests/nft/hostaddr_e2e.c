@@ -96,7 +96,7 @@ ipaddr(uint16_t type, const char *text, uint8_t plen)
 	if (n < 0)
 		return -1;
 	return mnl_cb_run(rbuf, (size_t)n, seq, mnl_socket_get_portid(ctl), NULL, NULL) < 0 ? -1
-	                                                                                     : 0;
+	                                                                                    : 0;
 }
 
 static void
@@ -265,8 +265,10 @@ main(void)
 		flood_text(i, text, sizeof(text));
 		all = all && look(h, text) == GUARD_HOST_OTHER;
 	}
-	CHECK(all && guard_hosts_count(h) == 2, "no deleted address is the host's (%zu entries, "
-	      "%u re-reads)", guard_hosts_count(h), hostaddr_watch_rereads(w) - before);
+	CHECK(all && guard_hosts_count(h) == 2,
+	      "no deleted address is the host's (%zu entries, "
+	      "%u re-reads)",
+	      guard_hosts_count(h), hostaddr_watch_rereads(w) - before);
 	CHECK(look(h, "203.0.113.5") == GUARD_HOST_OWN, "203.0.113.5 still is");
 
 	/* The same address twice (two prefix lengths): the host's until the

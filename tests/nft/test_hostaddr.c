@@ -339,9 +339,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_notifications), cmocka_unit_test(test_local_wins),
+	        cmocka_unit_test(test_notifications),   cmocka_unit_test(test_local_wins),
 	        cmocka_unit_test(test_dump_done_error), cmocka_unit_test(test_skipped),
-	        cmocka_unit_test(test_malformed),     cmocka_unit_test(test_truncations),
+	        cmocka_unit_test(test_malformed),       cmocka_unit_test(test_truncations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

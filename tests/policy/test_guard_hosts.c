@@ -151,7 +151,7 @@ static void
 test_only_public_kept(void **state)
 {
 	static const char *const skipped[] = {
-	        "127.0.0.1", "10.1.2.3", "192.168.1.1", "169.254.1.1", "100.64.0.1",
+	        "127.0.0.1", "10.1.2.3", "192.168.1.1", "169.254.1.1",     "100.64.0.1",
 	        "::1",       "fe80::1",  "fd00::1",     "::ffff:10.0.0.1",
 	};
 	struct guard_hosts *h = known(2);
