@@ -23,6 +23,8 @@
 #include "common/util.h"
 #include "dns/dns.h"
 #include "elog/elog.h"
+#include "nft/hostaddr.h"
+#include "policy/guard.h"
 #include "policy/policy.h"
 #include "proxy/proxy.h"
 
@@ -187,6 +189,8 @@ cmd_proxy(int argc, char **argv)
 	struct event_base *base = NULL;
 	struct evdns_base *dns = NULL;
 	struct proxy *px = NULL;
+	struct guard_hosts *hosts = NULL;
+	struct hostaddr_watch *hostwatch = NULL;
 	struct event *sigint = NULL, *sigterm = NULL;
 	struct proxy_config cfg;
 	char err[256], task[32];
@@ -303,10 +307,20 @@ cmd_proxy(int argc, char **argv)
 	}
 	if ((dns = proxy_resolver(base, upstreams, n_up)) == NULL)
 		goto out;
+	/* The host's addresses, followed while the proxy runs. */
+	if ((hosts = guard_hosts_new(0)) == NULL) {
+		fprintf(stderr, "airlock proxy: out of memory\n");
+		goto out;
+	}
+	if ((hostwatch = hostaddr_watch_new(base, hosts, err, sizeof(err))) == NULL) {
+		fprintf(stderr, "airlock proxy: %s\n", err);
+		goto out;
+	}
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.policy = pol;
 	cfg.log = elog;
 	cfg.dns = dns;
+	cfg.hosts = hosts;
 	cfg.max_conns = (unsigned)max_conns;
 	if ((px = proxy_new(base, &cfg)) == NULL)
 		goto out;
@@ -356,6 +370,8 @@ out:
 		event_free(sigint);
 	if (sigterm != NULL)
 		event_free(sigterm);
+	hostaddr_watch_free(hostwatch);
+	guard_hosts_free(hosts);
 	if (dns != NULL)
 		evdns_base_free(dns, 1);
 	if (base != NULL)

@@ -25,6 +25,7 @@
 #include "dns/cache.h"
 #include "dns/dns.h"
 #include "elog/elog.h"
+#include "nft/hostaddr.h"
 #include "nft/nflog.h"
 #include "policy/policy.h"
 #include "proxy/proxy.h"
@@ -68,6 +69,8 @@ struct run {
 	struct proxy *proxy;
 	struct dns_server *dns;
 	struct nflog_reader *nflog;
+	struct guard_hosts *hosts;        /* the host's addresses, for the guard */
+	struct hostaddr_watch *hostwatch; /* keeps hosts current */
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
 	/* The unix socket gate's view of the policy's unix: list (strings
@@ -387,6 +390,7 @@ prepare_loop(struct run *r)
 {
 	struct proxy_config pc;
 	struct dns_server_config dc;
+	char err[256];
 
 	/* The changelist folds the add/del pairs of a connection's life into
 	 * one epoll_ctl each (as in cmd_proxy.c): fewer syscalls. */
@@ -422,11 +426,25 @@ prepare_loop(struct run *r)
 		}
 	}
 
+	/* The host's addresses, followed for the whole run (the supervisor
+	 * is in the host's network namespace). */
+	r->hosts = guard_hosts_new(0);
+	if (r->hosts == NULL) {
+		log_warnx("host addresses: out of memory");
+		return -1;
+	}
+	r->hostwatch = hostaddr_watch_new(r->base, r->hosts, err, sizeof(err));
+	if (r->hostwatch == NULL) {
+		log_warnx("%s", err);
+		return -1;
+	}
+
 	memset(&pc, 0, sizeof(pc));
 	pc.policy = r->policy;
 	pc.log = r->log;
 	pc.cache = r->cache;
 	pc.dns = r->evdns;
+	pc.hosts = r->hosts;
 	r->proxy = proxy_new(r->base, &pc);
 	if (r->proxy == NULL) {
 		log_warnx("proxy: cannot start");
@@ -563,6 +581,9 @@ run_free(struct run *r)
 		event_free(r->ev_gate);
 	fd_close(&r->sigfd);
 	run_stop_serving(r);
+	/* After the proxy, its reader. */
+	hostaddr_watch_free(r->hostwatch);
+	guard_hosts_free(r->hosts);
 	if (r->evdns != NULL)
 		evdns_base_free(r->evdns, 0);
 	if (r->cache != NULL)

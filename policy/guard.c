@@ -6,10 +6,12 @@
  * is what lets the end-to-end tests exercise the real allow path.
  * 198.18.0.0/15 (benchmark) is GUARD_RESERVED: it is the sandbox's own
  * egress source address, never a destination.
- * The host's own addresses are not known here; the proxy checks those. */
+ * The host's own addresses are a set at the end of this file, which a
+ * watcher outside policy/ keeps current and the proxy reads. */
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy/guard.h"
@@ -222,4 +224,233 @@ guard_class_name(enum guard_class c)
 		return "reserved";
 	}
 	return "reserved";
+}
+
+/* --- the host's own addresses ------------------------------------------- */
+
+/* An entry, ordered by address first so that a lookup is one binary
+ * search for the first entry of that address. IPv4 is stored mapped
+ * (::ffff:a.b.c.d): one key for both spellings. */
+struct host_entry {
+	uint8_t a[16];
+	uint32_t ifindex;
+	uint8_t prefixlen;
+};
+
+struct guard_hosts {
+	struct host_entry *gh_v; /* sorted by host_cmp, gh_n of gh_cap used */
+	size_t gh_n, gh_cap, gh_max;
+	enum guard_hosts_state gh_state;
+	bool gh_overflow; /* an entry did not fit since the last clear */
+};
+
+static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+static int
+host_cmp(const struct host_entry *x, const struct host_entry *y)
+{
+	int c = memcmp(x->a, y->a, sizeof(x->a));
+
+	if (c != 0)
+		return c;
+	if (x->ifindex != y->ifindex)
+		return x->ifindex < y->ifindex ? -1 : 1;
+	return (int)x->prefixlen - (int)y->prefixlen;
+}
+
+/* The index of the first entry not below e (gh_n when none). */
+static size_t
+host_lower_bound(const struct guard_hosts *h, const struct host_entry *e, bool addr_only)
+{
+	size_t lo = 0, hi = h->gh_n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = addr_only ? memcmp(h->gh_v[mid].a, e->a, sizeof(e->a))
+		                  : host_cmp(&h->gh_v[mid], e);
+
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* a as a key; false for another family, or an address the set does not
+ * keep (not public: see guard.h). */
+static bool
+host_key(const struct guard_host_addr *a, struct host_entry *e)
+{
+	struct sockaddr_storage ss;
+
+	memset(e, 0, sizeof(*e));
+	memset(&ss, 0, sizeof(ss));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+
+		sin->sin_family = AF_INET;
+		memcpy(&sin->sin_addr, a->addr, 4);
+		memcpy(e->a, v4mapped, sizeof(v4mapped));
+		memcpy(e->a + 12, a->addr, 4);
+	} else if (a->family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+
+		sin6->sin6_family = AF_INET6;
+		memcpy(&sin6->sin6_addr, a->addr, 16);
+		memcpy(e->a, a->addr, 16);
+	} else {
+		return false;
+	}
+	e->ifindex = a->ifindex;
+	e->prefixlen = a->prefixlen;
+	return guard_classify((const struct sockaddr *)&ss) == GUARD_PUBLIC;
+}
+
+struct guard_hosts *
+guard_hosts_new(size_t max)
+{
+	struct guard_hosts *h = calloc(1, sizeof(*h));
+
+	if (h == NULL)
+		return NULL;
+	h->gh_max = max != 0 ? max : GUARD_HOSTS_MAX;
+	h->gh_state = GUARD_HOSTS_READING;
+	return h;
+}
+
+void
+guard_hosts_free(struct guard_hosts *h)
+{
+	if (h == NULL)
+		return;
+	free(h->gh_v);
+	free(h);
+}
+
+static void
+host_overflow(struct guard_hosts *h)
+{
+	h->gh_overflow = true;
+	h->gh_state = GUARD_HOSTS_FULL;
+}
+
+int
+guard_hosts_add(struct guard_hosts *h, const struct guard_host_addr *a)
+{
+	struct host_entry e;
+	size_t i;
+
+	if (!host_key(a, &e))
+		return 0;
+	i = host_lower_bound(h, &e, false);
+	if (i < h->gh_n && host_cmp(&h->gh_v[i], &e) == 0)
+		return 0;
+	if (h->gh_n == h->gh_max) {
+		host_overflow(h);
+		return -1;
+	}
+	if (h->gh_n == h->gh_cap) {
+		/* Doubling from 16: a host has a handful of public addresses,
+		 * and the bound keeps the worst case at gh_max entries. */
+		size_t cap = h->gh_cap == 0 ? 16 : h->gh_cap * 2;
+		struct host_entry *v;
+
+		if (cap > h->gh_max)
+			cap = h->gh_max;
+		v = realloc(h->gh_v, cap * sizeof(*v));
+		if (v == NULL) {
+			host_overflow(h);
+			return -1;
+		}
+		h->gh_v = v;
+		h->gh_cap = cap;
+	}
+	memmove(&h->gh_v[i + 1], &h->gh_v[i], (h->gh_n - i) * sizeof(h->gh_v[0]));
+	h->gh_v[i] = e;
+	h->gh_n++;
+	return 0;
+}
+
+void
+guard_hosts_del(struct guard_hosts *h, const struct guard_host_addr *a)
+{
+	struct host_entry e;
+	size_t i;
+
+	if (!host_key(a, &e))
+		return;
+	i = host_lower_bound(h, &e, false);
+	if (i == h->gh_n || host_cmp(&h->gh_v[i], &e) != 0)
+		return;
+	memmove(&h->gh_v[i], &h->gh_v[i + 1], (h->gh_n - i - 1) * sizeof(h->gh_v[0]));
+	h->gh_n--;
+}
+
+void
+guard_hosts_clear(struct guard_hosts *h)
+{
+	h->gh_n = 0;
+	h->gh_overflow = false;
+	h->gh_state = GUARD_HOSTS_READING;
+}
+
+void
+guard_hosts_set_state(struct guard_hosts *h, enum guard_hosts_state s)
+{
+	h->gh_state = s == GUARD_HOSTS_KNOWN && h->gh_overflow ? GUARD_HOSTS_FULL : s;
+}
+
+enum guard_hosts_state
+guard_hosts_state(const struct guard_hosts *h)
+{
+	return h->gh_state;
+}
+
+size_t
+guard_hosts_count(const struct guard_hosts *h)
+{
+	return h->gh_n;
+}
+
+enum guard_host
+guard_hosts_lookup(const struct guard_hosts *h, const struct sockaddr *sa)
+{
+	struct host_entry e;
+	size_t i;
+
+	if (sa == NULL || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+		return GUARD_HOST_OTHER;
+	if (h->gh_state != GUARD_HOSTS_KNOWN)
+		return GUARD_HOST_UNKNOWN;
+	memset(&e, 0, sizeof(e));
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)sa;
+
+		memcpy(e.a, v4mapped, sizeof(v4mapped));
+		memcpy(e.a + 12, &sin->sin_addr, 4);
+	} else {
+		const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)(const void *)sa;
+
+		memcpy(e.a, &sin6->sin6_addr, 16);
+	}
+	i = host_lower_bound(h, &e, true);
+	return i < h->gh_n && memcmp(h->gh_v[i].a, e.a, sizeof(e.a)) == 0 ? GUARD_HOST_OWN
+	                                                                  : GUARD_HOST_OTHER;
+}
+
+const char *
+guard_hosts_state_text(enum guard_hosts_state s)
+{
+	switch (s) {
+	case GUARD_HOSTS_KNOWN:
+		return "the host's address list is known";
+	case GUARD_HOSTS_READING:
+		return "the host's address list is being read";
+	case GUARD_HOSTS_FULL:
+		return "the host has more addresses than airlock tracks";
+	case GUARD_HOSTS_LOST:
+		return "the host's addresses can no longer be watched";
+	}
+	return "the host's address list is not known";
 }

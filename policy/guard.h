@@ -7,6 +7,7 @@
 #ifndef AIRLOCK_POLICY_GUARD_H
 #define AIRLOCK_POLICY_GUARD_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -51,5 +52,85 @@ enum guard_v4in6 guard_v4in6(const uint8_t *a, uint32_t *v4);
 
 /* Short stable name for logs: "public", "loopback", "private", ... */
 const char *guard_class_name(enum guard_class c);
+
+/* --- the host's own addresses -------------------------------------------
+ *
+ * A public address can still be the host's own (a service bound to it is
+ * the host's service), and the host gains and loses addresses during a run
+ * (an interface, a VPN). This set holds them for the guard to read; a
+ * watcher outside policy/ (nft/hostaddr.h) keeps it current from the
+ * kernel's notifications. Pure: no I/O, no clock.
+ *
+ * Only addresses guard_classify calls GUARD_PUBLIC are kept: every other
+ * class is refused by class already, and a cidr rule that opens such a
+ * range opens it on the host too (docs/policy.md). So link-local
+ * addresses on hundreds of container veths cost nothing here.
+ *
+ * The set is bounded (GUARD_HOSTS_MAX entries unless told otherwise); while
+ * it cannot say for sure what the host's addresses are (being read, lost
+ * notifications, over the bound, the watcher stopped) every public address
+ * counts as possibly the host's: the guard fails closed. */
+
+struct guard_hosts;
+
+/* One address of one interface, as the kernel reports it. An entry is
+ * (address, ifindex, prefixlen): the same address on two interfaces (or
+ * twice on one with two prefix lengths, which IPv4 allows) is two entries,
+ * and stays the host's until the last of them goes. */
+struct guard_host_addr {
+	int family;       /* AF_INET or AF_INET6 */
+	uint8_t addr[16]; /* network order; AF_INET uses the first 4 bytes */
+	uint32_t ifindex;
+	uint8_t prefixlen;
+};
+
+enum guard_hosts_state {
+	GUARD_HOSTS_KNOWN = 0, /* the set is the host's public addresses */
+	GUARD_HOSTS_READING,   /* being (re-)read: a dump is under way */
+	GUARD_HOSTS_FULL,      /* more entries than the bound (or no memory) */
+	GUARD_HOSTS_LOST,      /* nothing keeps the set current any more */
+};
+
+#define GUARD_HOSTS_MAX 4096
+
+/* What one address is to the host. */
+enum guard_host {
+	GUARD_HOST_OTHER = 0, /* not one of the host's addresses */
+	GUARD_HOST_OWN,       /* one of them */
+	GUARD_HOST_UNKNOWN,   /* the set is not KNOWN: refuse, as if OWN */
+};
+
+/* An empty set of at most max entries (0 = GUARD_HOSTS_MAX), in state
+ * GUARD_HOSTS_READING until its owner says otherwise. NULL when out of
+ * memory. Free with guard_hosts_free (NULL is fine). */
+struct guard_hosts *guard_hosts_new(size_t max);
+void guard_hosts_free(struct guard_hosts *h);
+
+/* Add one entry (again is a no-op: the kernel repeats NEWADDR for every
+ * change of flags or lifetimes). A non-public address is not kept. 0, or
+ * -1 when the entry does not fit (the bound, or memory): the state is then
+ * GUARD_HOSTS_FULL until guard_hosts_clear. An address of another family
+ * is ignored (0). */
+int guard_hosts_add(struct guard_hosts *h, const struct guard_host_addr *a);
+/* Remove one entry; absent is a no-op. */
+void guard_hosts_del(struct guard_hosts *h, const struct guard_host_addr *a);
+/* Empty the set for a fresh read: state GUARD_HOSTS_READING. */
+void guard_hosts_clear(struct guard_hosts *h);
+/* The owner's word on the set. KNOWN is refused (kept FULL) while an
+ * entry did not fit since the last clear. */
+void guard_hosts_set_state(struct guard_hosts *h, enum guard_hosts_state s);
+enum guard_hosts_state guard_hosts_state(const struct guard_hosts *h);
+/* Entries held. */
+size_t guard_hosts_count(const struct guard_hosts *h);
+
+/* Is sa (AF_INET or AF_INET6; ::ffff:a.b.c.d is a.b.c.d) one of the host's
+ * addresses? GUARD_HOST_UNKNOWN whenever the state is not KNOWN. Another
+ * family is GUARD_HOST_OTHER. O(log n), allocates nothing: the proxy asks
+ * for every address it is about to connect to. */
+enum guard_host guard_hosts_lookup(const struct guard_hosts *h, const struct sockaddr *sa);
+
+/* Why a state other than KNOWN cannot tell, for a refusal's reason:
+ * "the host's address list is being read", ... */
+const char *guard_hosts_state_text(enum guard_hosts_state s);
 
 #endif

@@ -1,7 +1,7 @@
 /* Internal to proxy/: the proxy object, one connection with its two
  * symmetric halves, and the functions the files of this module share.
  *
- *   proxy.c     listeners, accept, limits, the host's own addresses
+ *   proxy.c     listeners, accept, limits
  *   conn.c      the per-connection state machine, decisions, replies, log
  *   sniff.c     transparent: SNI / Host / no name from the first bytes
  *   forward.c   explicit absolute-form HTTP: one exchange at a time
@@ -71,8 +71,6 @@ struct proxy {
 	struct conn_list px_conns;
 	unsigned px_n_conns;
 	uint64_t px_next_id;
-	union conn_addr *px_own; /* the host's own addresses (getifaddrs) */
-	size_t px_n_own;
 	bool px_said_log_failed;
 	/* Empty pipes for splice, shared: a tunnel holds one only while
 	 * bytes wait in it, so idle tunnels cost no pipe descriptors. */
@@ -232,7 +230,6 @@ void upstream_mark_audit(struct conn *c, const union conn_addr *a);
  * Returns 0, or -1 after refusing the connection. */
 int upstream_connect(struct conn *c);
 void upstream_cancel(struct conn *c);
-bool proxy_is_own_addr(const struct proxy *px, const struct sockaddr *sa);
 /* proxy.c: the egress log has failed. Says so once and closes every open
  * connection soon after (from the loop, never under the caller's feet),
  * each through conn_close(). Nothing goes on unlogged: fail closed. */

@@ -1,8 +1,7 @@
-/* Listeners, accepting, limits and the host's own addresses. */
+/* Listeners, accepting, limits. */
 #include "proxy/conn.h"
 
 #include <errno.h>
-#include <ifaddrs.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -22,59 +21,6 @@
  * line the DNS server failed to write, or a log pipe whose reader has gone,
  * must end open tunnels too, not only the next connection. */
 #define PROXY_LOG_CHECK_MS 1000
-
-static void
-proxy_load_own(struct proxy *px)
-{
-	struct ifaddrs *ifa = NULL, *i;
-	size_t n = 0;
-
-	if (getifaddrs(&ifa) != 0) {
-		log_warn("proxy: getifaddrs; the host's own addresses are guarded by class only");
-		return;
-	}
-	for (i = ifa; i != NULL; i = i->ifa_next)
-		if (i->ifa_addr != NULL &&
-		    (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
-			n++;
-	px->px_own = calloc(n ? n : 1, sizeof(*px->px_own));
-	if (px->px_own == NULL) {
-		freeifaddrs(ifa);
-		return;
-	}
-	for (i = ifa; i != NULL; i = i->ifa_next) {
-		if (i->ifa_addr == NULL)
-			continue;
-		if (i->ifa_addr->sa_family == AF_INET)
-			memcpy(&px->px_own[px->px_n_own++].in, i->ifa_addr,
-			       sizeof(struct sockaddr_in));
-		else if (i->ifa_addr->sa_family == AF_INET6)
-			memcpy(&px->px_own[px->px_n_own++].in6, i->ifa_addr,
-			       sizeof(struct sockaddr_in6));
-		else
-			continue;
-		conn_addr_unmap(&px->px_own[px->px_n_own - 1]);
-	}
-	freeifaddrs(ifa);
-}
-
-bool
-proxy_is_own_addr(const struct proxy *px, const struct sockaddr *sa)
-{
-	union conn_addr a;
-
-	if (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)
-		return false;
-	/* ::ffff:a.b.c.d is a.b.c.d: compare in one spelling, or a mapped
-	 * address would walk past this check. */
-	memset(&a, 0, sizeof(a));
-	memcpy(&a, sa, sa->sa_family == AF_INET6 ? sizeof(a.in6) : sizeof(a.in));
-	conn_addr_unmap(&a);
-	for (size_t i = 0; i < px->px_n_own; i++)
-		if (conn_addr_eq(&px->px_own[i], &a))
-			return true;
-	return false;
-}
 
 void
 proxy_log_failed(struct proxy *px)
@@ -186,8 +132,9 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 		px->px_cfg.idle_timeout_ms = PROXY_DEFAULT_IDLE_MS;
 	if (px->px_cfg.header_timeout_ms == 0)
 		px->px_cfg.header_timeout_ms = PROXY_DEFAULT_HEADER_MS;
-	if (cfg->policy == NULL || cfg->log == NULL || cfg->dns == NULL) {
-		log_warnx("proxy: a policy, an egress log and a resolver are required");
+	if (cfg->policy == NULL || cfg->log == NULL || cfg->dns == NULL || cfg->hosts == NULL) {
+		log_warnx("proxy: a policy, an egress log, a resolver and the host's addresses are "
+		          "required");
 		free(px);
 		return NULL;
 	}
@@ -206,10 +153,6 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 		free(px);
 		return NULL;
 	}
-	/* At start, not on first use: later, a sandbox holding every fd the
-	 * supervisor may open could make getifaddrs fail, and with it the
-	 * guard (security review). */
-	proxy_load_own(px);
 	return px;
 }
 
@@ -279,6 +222,5 @@ proxy_free(struct proxy *px)
 		close(px->px_pipes[i][0]);
 		close(px->px_pipes[i][1]);
 	}
-	free(px->px_own);
 	free(px);
 }

@@ -12,6 +12,7 @@ struct evdns_base;
 struct policy;
 struct elog;
 struct dns_cache;
+struct guard_hosts;
 struct proxy;
 
 enum proxy_listener_kind {
@@ -24,6 +25,9 @@ struct proxy_config {
 	struct elog *log;            /* borrowed */
 	struct dns_cache *cache;     /* borrowed, may be NULL */
 	struct evdns_base *dns;      /* borrowed: upstream resolution */
+	/* borrowed, outlives the proxy: the host's own addresses, which the
+	 * guard refuses (policy/guard.h; kept current by nft/hostaddr.h) */
+	const struct guard_hosts *hosts;
 	unsigned max_conns;          /* concurrent connections; 0 = default */
 	uint32_t connect_timeout_ms; /* 0 = default */
 	uint32_t idle_timeout_ms;    /* 0 = default */

@@ -105,6 +105,7 @@ addr_check(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
 {
 	const struct policy *p = c->px->px_cfg.policy;
 	enum guard_class cls = guard_classify(&a->sa);
+	enum guard_host host = GUARD_HOST_OTHER;
 	struct policy_verdict v;
 	char ip[INET6_ADDRSTRLEN];
 	bool audit_denied = false;
@@ -123,17 +124,26 @@ addr_check(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
 		}
 		audit_denied = true;
 	}
-	if ((cls == GUARD_PUBLIC && !proxy_is_own_addr(c->px, &a->sa)) ||
+	/* The host's own addresses as they are now: the set follows the
+	 * host (nft/hostaddr.h); while it cannot tell, the answer is
+	 * UNKNOWN and the address is refused like one of them. */
+	if (cls == GUARD_PUBLIC)
+		host = guard_hosts_lookup(c->px->px_cfg.hosts, &a->sa);
+	if ((cls == GUARD_PUBLIC && host == GUARD_HOST_OTHER) ||
 	    /* An explicit cidr rule is the only way to private ranges,
 	     * loopback and the host's own addresses. */
 	    policy_cidr_allows(p, &a->sa, c->port))
 		return audit_denied ? ADDR_AUDIT_DENIED : ADDR_PERMITTED;
 	if (why != NULL) {
 		conn_addr_str(a, ip, sizeof(ip));
-		snprintf(why, whylen, "%s is %s%s", ip,
-		         cls == GUARD_PUBLIC ? "one of this host's addresses"
-		                             : guard_class_name(cls),
-		         cls == GUARD_PUBLIC ? "" : " (address guard)");
+		if (cls != GUARD_PUBLIC)
+			snprintf(why, whylen, "%s is %s (address guard)", ip,
+			         guard_class_name(cls));
+		else if (host == GUARD_HOST_OWN)
+			snprintf(why, whylen, "%s is one of this host's addresses", ip);
+		else
+			snprintf(why, whylen, "%s may be one of this host's addresses (%s)", ip,
+			         guard_hosts_state_text(guard_hosts_state(c->px->px_cfg.hosts)));
 	}
 	return ADDR_REFUSED;
 }

@@ -34,6 +34,9 @@ GITHUB_V4=198.51.100.30
 CODELOAD_V4=198.51.100.31
 EVIL_V4=203.0.113.66 EVIL_V6=2001:db8:66::66
 METADATA_V4=169.254.169.254
+# Nobody's until a test adds them (to the client's or inet's interfaces).
+LATE_V4=203.0.113.71 LATE_V6=2001:db8:71::71
+NEXT_V4=203.0.113.72 NEXT_V6=2001:db8:72::72
 # Ports the raw canaries listen on at evil.test's addresses (nginx has 80
 # and 443): ssh, smtp, dns, a "backdoor" and alternative https; and UDP.
 CANARY_TCP_PORTS="22 25 53 4444 8443"
@@ -169,6 +172,12 @@ lab_write_dnsmasq_conf() {
 		host-record=rebind-loopback.test,127.0.0.1,::1
 		host-record=rebind-metadata.test,$METADATA_V4
 		host-record=rebind-host.test,$CLIENT_V4
+		# Addresses a test gives the client namespace (the host) during a
+		# run, and may move to inet later (tests/policy/e2e_host_guard.sh).
+		host-record=late4.test,$LATE_V4
+		host-record=late6.test,$LATE_V6
+		host-record=next4.test,$NEXT_V4
+		host-record=next6.test,$NEXT_V6
 	EOF
 }
 
@@ -345,6 +354,10 @@ lab_write_env() {
 		LAB_EVIL_V4=$EVIL_V4
 		LAB_EVIL_V6=$EVIL_V6
 		LAB_METADATA_V4=$METADATA_V4
+		LAB_LATE_V4=$LATE_V4
+		LAB_LATE_V6=$LATE_V6
+		LAB_NEXT_V4=$NEXT_V4
+		LAB_NEXT_V6=$NEXT_V6
 		LAB_LOG=$dir/log
 		LAB_WORK=$dir/work
 	EOF
