@@ -1016,8 +1016,10 @@ tcp_victim(struct dns_server *srv)
 
 		if (t->t_n_pending > 0)
 			continue;
+		/* <=: the list runs newest first, so of equal times the
+		 * oldest connection is the one kept last. */
 		if (best == NULL || (best_busy && !busy) ||
-		    (best_busy == busy && t->t_last_ms < best->t_last_ms)) {
+		    (best_busy == busy && t->t_last_ms <= best->t_last_ms)) {
 			best = t;
 			best_busy = busy;
 		}
