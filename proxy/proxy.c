@@ -283,7 +283,7 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 	    px->px_queue == NULL || px->px_fds == NULL ||
 	    event_add(px->px_log_check, &check) != 0 ||
 	    membudget_add_user(px->px_queue, &hooks) != 0) {
-		log_warnx("proxy: creating the proxy's events failed");
+		log_warnx("proxy: setting up the proxy failed (out of memory?)");
 		if (px->px_resume != NULL)
 			event_free(px->px_resume);
 		if (px->px_log_dead != NULL)
