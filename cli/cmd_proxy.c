@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include <event2/util.h>
 
 #include "cli/cmd.h"
+#include "common/fdres.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "dns/dns.h"
@@ -254,15 +254,8 @@ cmd_proxy(int argc, char **argv)
 	}
 	if (verbose)
 		log_set_level(LOG_LEVEL_INFO);
-	{
-		/* Two sockets per tunnel: take every descriptor we may. */
-		struct rlimit rl;
-
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-			rl.rlim_cur = rl.rlim_max;
-			(void)setrlimit(RLIMIT_NOFILE, &rl);
-		}
-	}
+	/* Two sockets per tunnel: take every descriptor we may. */
+	(void)fdres_raise_limit();
 
 	pol = policy_load(policy_path, &diag);
 	if (pol == NULL) {

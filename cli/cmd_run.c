@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cmd.h"
+#include "common/fdres.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "dns/cache.h"
@@ -392,6 +393,11 @@ prepare_loop(struct run *r)
 	struct dns_server_config dc;
 	char err[256];
 
+	/* Two descriptors per tunnel: the supervisor takes every one the
+	 * hard limit allows. Only the supervisor: CMD, started already,
+	 * keeps the caller's limit. */
+	(void)fdres_raise_limit();
+
 	/* The changelist folds the add/del pairs of a connection's life into
 	 * one epoll_ctl each (as in cmd_proxy.c): fewer syscalls. */
 	struct event_config *ec = event_config_new();
@@ -457,6 +463,9 @@ prepare_loop(struct run *r)
 	dc.cache = r->cache;
 	memcpy(dc.upstream, r->upstream, sizeof(dc.upstream));
 	dc.n_upstream = r->n_upstream;
+	/* One bound on queued bytes and one descriptor reserve for both. */
+	dc.queue = proxy_queue_budget(r->proxy);
+	dc.fds = proxy_fd_reserve(r->proxy);
 	r->dns = dns_server_new(r->base, &dc);
 	if (r->dns == NULL) {
 		log_warnx("DNS server: cannot start");
@@ -558,12 +567,14 @@ run_stop_serving(struct run *r)
 	drain_gate(r);
 	nflog_reader_free(r->nflog);
 	r->nflog = NULL;
-	if (r->proxy != NULL)
-		proxy_free(r->proxy);
-	r->proxy = NULL;
+	/* The DNS server first: it borrows the proxy's queue budget and
+	 * descriptor reserve. */
 	if (r->dns != NULL)
 		dns_server_free(r->dns);
 	r->dns = NULL;
+	if (r->proxy != NULL)
+		proxy_free(r->proxy);
+	r->proxy = NULL;
 }
 
 static void

@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 
 struct event_base;
+struct fdres;
+struct membudget;
 struct policy;
 struct elog;
 struct dns_cache;
@@ -24,6 +26,13 @@ struct dns_server_config {
 	size_t n_upstream;
 	uint32_t ttl_cap;    /* seconds; answers' TTLs are capped to it */
 	uint32_t timeout_ms; /* upstream budget before SERVFAIL */
+	/* Shared with the proxy (proxy_queue_budget, proxy_fd_reserve);
+	 * borrowed, may be NULL, must outlive the server. What TCP clients
+	 * and upstream TCP connections queue is charged to queue, and their
+	 * reading pauses while it is over; on EMFILE the listener and the
+	 * upstream TCP fallback draw from fds. */
+	struct membudget *queue;
+	struct fdres *fds;
 };
 
 /* Read up to max nameserver addresses (port 53) from a resolv.conf file.

@@ -5,7 +5,9 @@
  * log line per query. Single-threaded on the supervisor's event base. */
 #include "dns/dns.h"
 
+#include "common/fdres.h"
 #include "common/log.h"
+#include "common/membudget.h"
 #include "common/util.h"
 #include "dns/acache.h"
 #include "dns/answer.h"
@@ -37,7 +39,9 @@
 #define DNS_MAX_PENDING     4096
 #define DNS_MAX_TCP_CONNS   64
 #define DNS_TCP_MAX_PENDING 16 /* queries in flight per connection */
-#define DNS_TCP_IDLE_S      10
+/* A TCP client is closed this long after its last complete query (or
+ * its connection, before any): bytes that trickle in do not count. */
+#define DNS_TCP_IDLE_MS     10000
 #define DNS_TCP_OUT_MAX     (256 * 1024) /* stop reading above this backlog */
 #define DNS_UDP_BATCH       64           /* datagrams read per readiness event */
 #define DNS_ACCEPT_PAUSE_MS 200          /* pause after EMFILE */
@@ -66,13 +70,17 @@ struct dns_pending {
 	unsigned p_tries;
 	uint64_t p_start_ms;
 	struct event *p_timer;
-	struct bufferevent *p_upbev; /* TCP fallback to the upstream */
+	struct bufferevent *p_upbev;  /* TCP fallback to the upstream */
+	struct membudget_share p_upq; /* what p_upbev's buffers hold */
 };
 
 /* A TCP connection from the sandbox. */
 struct dns_tcp {
 	struct dns_server *t_srv;
 	struct bufferevent *t_bev;
+	struct membudget_share t_q;    /* what t_bev's buffers hold */
+	struct event *t_idle;          /* DNS_TCP_IDLE_MS after t_last_ms */
+	uint64_t t_last_ms;            /* the last complete query, or the accept */
 	struct dns_pending *t_pending; /* list head */
 	unsigned t_n_pending;
 	bool t_eof;
@@ -465,6 +473,10 @@ pending_to_tcp(struct dns_pending *p)
 
 	qlen = dns_upstream_query(&p->p_q, p->p_id, srv->out, sizeof(srv->out));
 	fd = socket(up->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	/* Connections may have taken every descriptor but the reserve,
+	 * which is there for this. */
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && fdres_draw(srv->cfg.fds, 1) == 1)
+		fd = socket(up->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (qlen == 0 || fd < 0) {
 		if (fd >= 0)
 			close(fd);
@@ -477,6 +489,8 @@ pending_to_tcp(struct dns_pending *p)
 		pending_finish(p, NULL, "cannot open upstream TCP socket");
 		return;
 	}
+	membudget_share_init(&p->p_upq, srv->cfg.queue);
+	(void)membudget_share_watch(&p->p_upq, p->p_upbev);
 	bufferevent_setcb(p->p_upbev, uptcp_read, NULL, uptcp_event, p);
 	bufferevent_setwatermark(p->p_upbev, EV_READ, 0, DNS_MSG_MAX + 2);
 	hdr[0] = (uint8_t)(qlen >> 8);
@@ -815,6 +829,37 @@ udp_read(evutil_socket_t fd, short what, void *arg)
 /* ---- TCP from the sandbox ---- */
 
 static void
+tcp_idle_arm(struct dns_tcp *t)
+{
+	uint64_t now = now_ms(), since = now - t->t_last_ms;
+	uint64_t left = since < DNS_TCP_IDLE_MS ? DNS_TCP_IDLE_MS - since : 0;
+	struct timeval tv = {(time_t)(left / 1000), (suseconds_t)(left % 1000) * 1000};
+
+	evtimer_add(t->t_idle, &tv);
+}
+
+/* No complete query for DNS_TCP_IDLE_MS: closed, whatever bytes came
+ * meanwhile. One with a query in flight waits for its answer (the query
+ * budget bounds that) and the idle time starts again. The timer is set
+ * once per idle time, not at every query: when it fires early, it is set
+ * again for what is left. */
+static void
+tcp_idle(evutil_socket_t fd, short what, void *arg)
+{
+	struct dns_tcp *t = arg;
+
+	(void)fd;
+	(void)what;
+	if (t->t_n_pending > 0)
+		t->t_last_ms = now_ms();
+	if (now_ms() - t->t_last_ms < DNS_TCP_IDLE_MS) {
+		tcp_idle_arm(t);
+		return;
+	}
+	tcp_close(t);
+}
+
+static void
 tcp_read(struct bufferevent *bev, void *arg)
 {
 	struct dns_tcp *t = arg;
@@ -822,15 +867,18 @@ tcp_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 
 	while (t->t_n_pending < DNS_TCP_MAX_PENDING &&
-	       evbuffer_get_length(bufferevent_get_output(bev)) < DNS_TCP_OUT_MAX) {
+	       evbuffer_get_length(bufferevent_get_output(bev)) < DNS_TCP_OUT_MAX &&
+	       !membudget_over(srv->cfg.queue)) {
 		struct dns_client c = {.udp_fd = -1, .tcp = t};
 		size_t len;
 
 		if (!tcp_take_msg(in, srv->qbuf, &len))
 			return;
+		t->t_last_ms = now_ms();
 		handle_query(srv, &c, srv->qbuf, len);
 	}
-	/* Backpressure: resume when queries finish or output drains. */
+	/* Backpressure: resume when queries finish, output drains or the
+	 * queue budget is under its cap again. */
 	bufferevent_disable(bev, EV_READ);
 }
 
@@ -860,7 +908,7 @@ tcp_event(struct bufferevent *bev, short what, void *arg)
 			tcp_close(t);
 		return;
 	}
-	tcp_close(t); /* error or idle timeout */
+	tcp_close(t); /* error */
 }
 
 static void
@@ -870,6 +918,7 @@ tcp_maybe_resume(struct dns_tcp *t)
 		return;
 	if (t->t_n_pending < DNS_TCP_MAX_PENDING &&
 	    evbuffer_get_length(bufferevent_get_output(t->t_bev)) < DNS_TCP_OUT_MAX &&
+	    !membudget_over(t->t_srv->cfg.queue) &&
 	    !(bufferevent_get_enabled(t->t_bev) & EV_READ)) {
 		bufferevent_enable(t->t_bev, EV_READ);
 		/* Queries may already be buffered; run the read callback from
@@ -893,9 +942,33 @@ tcp_close(struct dns_tcp *t)
 	if (t->t_next != NULL)
 		t->t_next->t_prev = t->t_prev;
 	srv->n_tcps--;
+	if (t->t_idle != NULL)
+		event_free(t->t_idle);
+	/* Before the free: the budget's callbacks must not outlive it. */
+	membudget_share_release(&t->t_q);
 	if (t->t_bev != NULL)
 		bufferevent_free(t->t_bev);
 	free(t);
+	fdres_refill(srv->cfg.fds);
+}
+
+/* The queue budget is over / under its cap again (membudget.h). */
+static void
+tcp_queue_pause(void *arg)
+{
+	struct dns_server *srv = arg;
+
+	for (struct dns_tcp *t = srv->tcps; t != NULL; t = t->t_next)
+		bufferevent_disable(t->t_bev, EV_READ);
+}
+
+static void
+tcp_queue_resume(void *arg)
+{
+	struct dns_server *srv = arg;
+
+	for (struct dns_tcp *t = srv->tcps; t != NULL; t = t->t_next)
+		tcp_maybe_resume(t);
 }
 
 static void
@@ -914,8 +987,13 @@ accept_error(struct evconnlistener *l, void *arg)
 {
 	struct dns_server *srv = arg;
 	struct timeval tv = {0, DNS_ACCEPT_PAUSE_MS * 1000};
+	int err = EVUTIL_SOCKET_ERROR();
 
 	(void)l;
+	/* Out of descriptors: the reserve is there for this listener. The
+	 * listener is still readable, so the loop's next turn accepts. */
+	if ((err == EMFILE || err == ENFILE) && fdres_draw(srv->cfg.fds, 1) == 1)
+		return;
 	/* EMFILE and friends: pause instead of spinning on a ready fd. */
 	log_warn("dns: accept");
 	for (size_t i = 0; i < srv->n_tcpl; i++)
@@ -923,36 +1001,81 @@ accept_error(struct evconnlistener *l, void *arg)
 	evtimer_add(srv->accept_timer, &tv);
 }
 
+/* When every connection is taken, the one longest without a complete
+ * query makes room, if it has none in flight (its answers are owed):
+ * one with nothing left to send first. Clients that trickle bytes are
+ * always the oldest, so they cannot keep a client that asks out. */
+static struct dns_tcp *
+tcp_victim(struct dns_server *srv)
+{
+	struct dns_tcp *best = NULL;
+	bool best_busy = false;
+
+	for (struct dns_tcp *t = srv->tcps; t != NULL; t = t->t_next) {
+		bool busy = evbuffer_get_length(bufferevent_get_output(t->t_bev)) > 0;
+
+		if (t->t_n_pending > 0)
+			continue;
+		/* <=: the list runs newest first, so of equal times the
+		 * oldest connection is the one kept last. */
+		if (best == NULL || (best_busy && !busy) ||
+		    (best_busy == busy && t->t_last_ms <= best->t_last_ms)) {
+			best = t;
+			best_busy = busy;
+		}
+	}
+	return best;
+}
+
 static void
 tcp_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen, void *arg)
 {
 	struct dns_server *srv = arg;
-	struct dns_tcp *t;
-	struct timeval idle = {DNS_TCP_IDLE_S, 0};
+	struct dns_tcp *t, *victim;
 
 	(void)l;
 	(void)sa;
 	(void)salen;
-	if (srv->n_tcps >= DNS_MAX_TCP_CONNS || (t = calloc(1, sizeof(*t))) == NULL) {
+	if (srv->n_tcps >= DNS_MAX_TCP_CONNS) {
+		if ((victim = tcp_victim(srv)) == NULL) {
+			close(fd);
+			return;
+		}
+		log_debug("dns: %d TCP connections; closing one idle %llu ms for a new one",
+		          DNS_MAX_TCP_CONNS, (unsigned long long)(now_ms() - victim->t_last_ms));
+		tcp_close(victim);
+	}
+	if ((t = calloc(1, sizeof(*t))) == NULL) {
 		close(fd);
 		return;
 	}
 	t->t_srv = srv;
 	t->t_bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (t->t_bev == NULL) {
-		close(fd);
+	t->t_idle = evtimer_new(srv->base, tcp_idle, t);
+	if (t->t_bev == NULL || t->t_idle == NULL) {
+		if (t->t_bev != NULL)
+			bufferevent_free(t->t_bev);
+		else
+			close(fd);
+		if (t->t_idle != NULL)
+			event_free(t->t_idle);
 		free(t);
 		return;
 	}
+	membudget_share_init(&t->t_q, srv->cfg.queue);
+	(void)membudget_share_watch(&t->t_q, t->t_bev);
 	t->t_next = srv->tcps;
 	if (t->t_next != NULL)
 		t->t_next->t_prev = t;
 	srv->tcps = t;
 	srv->n_tcps++;
+	t->t_last_ms = now_ms();
+	tcp_idle_arm(t);
 	bufferevent_setcb(t->t_bev, tcp_read, tcp_write, tcp_event, t);
 	bufferevent_setwatermark(t->t_bev, EV_READ, 0, 4 * (DNS_MSG_MAX + 2));
-	bufferevent_set_timeouts(t->t_bev, &idle, &idle);
-	bufferevent_enable(t->t_bev, EV_READ | EV_WRITE);
+	bufferevent_enable(t->t_bev, EV_WRITE);
+	if (!membudget_over(srv->cfg.queue))
+		bufferevent_enable(t->t_bev, EV_READ);
 }
 
 /* ---- lifetime ---- */
@@ -977,8 +1100,11 @@ pending_free(struct dns_pending *p)
 	}
 	if (p->p_timer != NULL)
 		event_free(p->p_timer);
-	if (p->p_upbev != NULL)
+	if (p->p_upbev != NULL) {
+		membudget_share_release(&p->p_upq);
 		bufferevent_free(p->p_upbev);
+		fdres_refill(srv->cfg.fds);
+	}
 	free(p);
 	if (t != NULL) {
 		if (t->t_eof && t->t_n_pending == 0 &&
@@ -1044,6 +1170,15 @@ dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
 	for (size_t i = 0; i < srv->cfg.n_upstream; i++)
 		if (upstream_socket(srv, srv->cfg.upstream[i].ss_family) != 0)
 			goto fail;
+	if (srv->cfg.queue != NULL) {
+		struct membudget_hooks h = {tcp_queue_pause, tcp_queue_resume, srv};
+
+		if (membudget_add_user(srv->cfg.queue, &h) != 0) {
+			log_warnx("dns: cannot share the queue budget");
+			srv->cfg.queue = NULL;
+			goto fail;
+		}
+	}
 	return srv;
 fail:
 	dns_server_free(srv);
@@ -1115,6 +1250,8 @@ dns_server_free(struct dns_server *srv)
 {
 	if (srv == NULL)
 		return;
+	if (srv->cfg.queue != NULL)
+		membudget_remove_user(srv->cfg.queue, srv);
 	while (srv->tcps != NULL)
 		tcp_close(srv->tcps);
 	if (srv->pending != NULL) {

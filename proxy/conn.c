@@ -21,6 +21,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "common/fdres.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "dns/cache.h"
@@ -117,13 +118,80 @@ conn_log(struct conn *c)
 }
 
 void
+conn_half_set_bev(struct conn_half *h, struct bufferevent *bev)
+{
+	h->bev = bev;
+	h->rd_want = false;
+	membudget_share_init(&h->q, h->c->px->px_queue);
+	/* Unwatched (out of memory for one callback entry), the buffers are
+	 * still bounded per connection; only the global count misses them. */
+	if (membudget_share_watch(&h->q, bev) != 0)
+		log_warnx("proxy: conn %llu: its buffers go uncounted",
+		          (unsigned long long)h->c->id);
+}
+
+void
+conn_half_drop_bev(struct conn_half *h)
+{
+	if (h->bev == NULL)
+		return;
+	/* Before the free: the budget's callbacks must not outlive it. */
+	membudget_share_release(&h->q);
+	bufferevent_free(h->bev);
+	h->bev = NULL;
+	h->rd_want = false;
+}
+
+void
 conn_half_free(struct conn_half *h)
 {
-	if (h->bev != NULL) {
-		bufferevent_free(h->bev);
-		h->bev = NULL;
-	}
+	conn_half_drop_bev(h);
 	fd_close(&h->fd);
+}
+
+void
+conn_half_read(struct conn_half *h, bool on)
+{
+	bool read;
+
+	h->rd_want = on;
+	if (h->bev == NULL)
+		return;
+	read = on && !membudget_over(h->c->px->px_queue);
+	if (read == ((bufferevent_get_enabled(h->bev) & EV_READ) != 0))
+		return; /* the common case: no change, no event_add */
+	if (read)
+		bufferevent_enable(h->bev, EV_READ);
+	else
+		bufferevent_disable(h->bev, EV_READ);
+}
+
+int
+conn_queue_move(struct evbuffer *dst, struct evbuffer *src, size_t n)
+{
+	struct evbuffer_iovec v[8];
+
+	while (n > 0) {
+		int k = evbuffer_peek(src, (ssize_t)n, NULL, v, ARRAY_SIZE(v));
+		size_t moved = 0;
+
+		if (k <= 0)
+			return -1; /* src holds less than n */
+		for (int i = 0; i < k && i < (int)ARRAY_SIZE(v) && moved < n; i++) {
+			size_t len = v[i].iov_len < n - moved ? v[i].iov_len : n - moved;
+
+			/* evbuffer_add fills dst's last chain before it makes
+			 * another: dst's chains end up full. */
+			if (evbuffer_add(dst, v[i].iov_base, len) != 0) {
+				evbuffer_drain(src, moved);
+				return -1;
+			}
+			moved += len;
+		}
+		evbuffer_drain(src, moved);
+		n -= moved;
+	}
+	return 0;
 }
 
 void
@@ -205,7 +273,8 @@ conn_finish(struct conn *c)
 	bufferevent_setcb(c->down.bev, conn_down_read, conn_down_write, conn_down_event, c);
 	bufferevent_setwatermark(c->down.bev, EV_WRITE, 0, 0);
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
-	bufferevent_enable(c->down.bev, EV_READ | EV_WRITE);
+	bufferevent_enable(c->down.bev, EV_WRITE);
+	conn_half_read(&c->down, true);
 	evtimer_del(c->timer);
 	conn_timer_in(c, CONN_REPLY_MS);
 	if (evbuffer_get_length(bufferevent_get_output(c->down.bev)) == 0)
@@ -271,6 +340,14 @@ conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
 	bufferevent_write(c->down.bev, head, (size_t)hl);
 	bufferevent_write(c->down.bev, body, (size_t)bl);
 	conn_finish(c);
+}
+
+void
+conn_refuse_resource(struct conn *c, const char *what)
+{
+	/* proxy_internal_error: RFC 9209 has no finer token for a limit of
+	 * the proxy's own; the details and the log's reason name it. */
+	conn_refuse(c, 503, "proxy_internal_error", "resource limit: %s", what);
 }
 
 void
@@ -571,8 +648,12 @@ conn_down_write(struct bufferevent *bev, void *arg)
 			conn_close(c);
 		return;
 	}
-	if (c->state == CONN_HTTP && c->up.bev != NULL)
-		bufferevent_enable(c->up.bev, EV_READ);
+	/* Room for more of the response: what waits in the upstream's input
+	 * goes first (reading it again alone would wait for bytes that may
+	 * never come, the last of them being there already). c may be gone
+	 * after this. */
+	if (c->state == CONN_HTTP)
+		forward_pump_response(c);
 	(void)bev;
 }
 
@@ -790,6 +871,7 @@ conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, const
 void
 conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 {
+	struct bufferevent *bev;
 	struct conn *c;
 	int one = 1;
 
@@ -826,7 +908,9 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
 	c->timer = evtimer_new(px->px_base, conn_timer, c);
-	c->down.bev = bufferevent_socket_new(px->px_base, fd, 0);
+	bev = bufferevent_socket_new(px->px_base, fd, 0);
+	if (bev != NULL)
+		conn_half_set_bev(&c->down, bev);
 	if (c->timer == NULL || c->down.bev == NULL) {
 		log_warnx("proxy: cannot set up a connection");
 		c->kind = "tcp";
@@ -854,8 +938,18 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 		bufferevent_setwatermark(c->down.bev, EV_READ, 0, HTTP_MAX_HEAD + 1);
 		conn_timer_in(c, px->px_cfg.header_timeout_ms);
 	}
+	if (!fdres_refill(px->px_fds)) {
+		/* The descriptor just accepted was the last one free: none is
+		 * left for this connection's upstream (the reserve is not for
+		 * it). Said as what it is, and accepting pauses. */
+		c->kind = kind == PROXY_LISTEN_EXPLICIT ? "connect" : "tcp";
+		proxy_fd_starved(px);
+		conn_refuse_resource(c, "out of file descriptors");
+		return;
+	}
+	px->px_fd_starved = false;
 	/* Writing is enabled where something is written (a refusal, a
 	 * response, the relay): enabled here with nothing queued, it would
 	 * cost a wake-up and two epoll changes per connection. */
-	bufferevent_enable(c->down.bev, EV_READ);
+	conn_half_read(&c->down, true);
 }

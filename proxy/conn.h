@@ -19,13 +19,16 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include "common/membudget.h"
 #include "proxy/http.h"
 #include "proxy/proxy.h"
 
 struct bufferevent;
 struct event;
 struct evconnlistener;
+struct evbuffer;
 struct evdns_getaddrinfo_request;
+struct fdres;
 struct relay;
 
 #define PROXY_DEFAULT_MAX_CONNS  8192
@@ -41,8 +44,16 @@ struct relay;
 #define CONN_REPLY_MS 5000
 /* Longest URL kept for the log. */
 #define CONN_URL_MAX 1024
-/* Per-direction buffering cap before reading that side pauses. */
+/* Per-direction buffering cap before reading that side pauses: what the
+ * source side's input and the other side's output (or the direction's
+ * pipe) hold together, plus at most one read (EVBUFFER_MAX_READ, 4 KiB). */
 #define CONN_HIGH_WATER (256 * 1024)
+/* The global cap on queued bytes: this much per connection --max-conns
+ * allows, and never more than PROXY_MAX_QUEUED (256 MiB at the default
+ * 8192 connections, either way). A connection may still queue up to
+ * 2 x CONN_HIGH_WATER as long as the total stays under the cap. */
+#define PROXY_QUEUED_PER_CONN (32 * 1024)
+#define PROXY_MAX_QUEUED      ((size_t)256 * 1024 * 1024)
 /* Spare empty pipes kept for splice. */
 #define PROXY_PIPE_POOL 32
 
@@ -68,6 +79,9 @@ struct proxy {
 	struct event *px_resume;    /* re-enables accepting after EMFILE */
 	struct event *px_log_dead;  /* closes every connection once the log fails */
 	struct event *px_log_check; /* notices a log failure nobody here caused */
+	struct membudget *px_queue; /* every connection's queued bytes */
+	struct fdres *px_fds;       /* descriptors kept for the DNS listener, the log */
+	bool px_fd_starved;         /* said so; cleared by the next clean accept */
 	struct conn_list px_conns;
 	unsigned px_n_conns;
 	uint64_t px_next_id;
@@ -95,9 +109,11 @@ struct conn_half {
 	struct conn_half *peer;
 	int fd;
 	struct bufferevent *bev;
-	uint64_t bytes; /* bytes written towards this side */
-	bool eof;       /* this side sent FIN */
-	bool shut;      /* we shut down writing towards this side */
+	struct membudget_share q; /* what bev's buffers hold, on px_queue */
+	uint64_t bytes;           /* bytes written towards this side */
+	bool rd_want;             /* the connection wants this side read */
+	bool eof;                 /* this side sent FIN */
+	bool shut;                /* we shut down writing towards this side */
 };
 
 /* HTTP forwarding state for one request/response exchange. */
@@ -168,8 +184,24 @@ void conn_enter(struct conn *c, enum conn_state s);
 void conn_timer_in(struct conn *c, uint64_t ms);
 /* Write the egress log line for this connection or exchange, once. */
 void conn_log(struct conn *c);
+/* Give h the bufferevent made on h->fd (h takes ownership): its buffers
+ * are charged to the proxy's queue budget from now on. */
+void conn_half_set_bev(struct conn_half *h, struct bufferevent *bev);
+/* Free h's bufferevent (what it held is given back); the fd stays. */
+void conn_half_drop_bev(struct conn_half *h);
 /* Free a half's bufferevent and close its fd; tolerates an empty half. */
 void conn_half_free(struct conn_half *h);
+/* Whether h's socket is read: on when the connection wants it, and
+ * granted while the proxy's queued bytes are under the global cap (the
+ * proxy's resume turns wanted reads back on). Every EV_READ enabling in
+ * the proxy goes through here. */
+void conn_half_read(struct conn_half *h, bool on);
+/* Move n bytes (src holds at least n) from src to dst, which is queued
+ * for writing. Copied rather than relinked: a read leaves its bytes in a
+ * chain twice their size, and relinking would keep that slack in dst for
+ * as long as the writer is slow. 0, or -1 when out of memory (some bytes
+ * may have moved: the connection cannot go on). */
+int conn_queue_move(struct evbuffer *dst, struct evbuffer *src, size_t n);
 /* Drop the upstream, drain what is queued for the client, then close. */
 void conn_finish(struct conn *c);
 /* Policy on c->host and c->port; false after refusing (c may be gone). */
@@ -193,6 +225,10 @@ void conn_connected(struct conn *c);
  * log, drain, close. error is an RFC 9209 Proxy-Status error token. */
 void conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
+/* Refuse because the proxy itself is out of something (what: "out of
+ * file descriptors"): 503, Proxy-Status proxy_internal_error, the reason
+ * "resource limit: ..." — never the destination's fault. c is gone. */
+void conn_refuse_resource(struct conn *c, const char *what);
 /* Called by relay.c when both directions are finished or failed. */
 void conn_tunnel_done(struct conn *c, const char *why);
 
@@ -230,6 +266,10 @@ void upstream_mark_audit(struct conn *c, const union conn_addr *a);
  * Returns 0, or -1 after refusing the connection. */
 int upstream_connect(struct conn *c);
 void upstream_cancel(struct conn *c);
+/* proxy.c: descriptors ran out (EMFILE/ENFILE, or the reserve could not be
+ * made whole). Pauses accepting for a while, gives the spare pipes back,
+ * and says so once until a connection is accepted cleanly again. */
+void proxy_fd_starved(struct proxy *px);
 /* proxy.c: the egress log has failed. Says so once and closes every open
  * connection soon after (from the loop, never under the caller's feet),
  * each through conn_close(). Nothing goes on unlogged: fail closed. */
@@ -251,5 +291,9 @@ bool conn_addr_parse(union conn_addr *a, const char *text, uint16_t port);
 /* Relay bytes between c->down and c->up until both sides are done. */
 void relay_start(struct conn *c);
 void relay_free(struct conn *c);
+/* The queue budget is over / under again: stop / restart the splice
+ * relay's reads (the bufferevents' go through conn_half_read). */
+void relay_pause(struct conn *c);
+void relay_resume(struct conn *c);
 
 #endif

@@ -14,10 +14,26 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "common/membudget.h"
 #include "common/util.h"
 #include "elog/elog.h"
 
 static void forward_next(struct conn *c);
+
+/* The rewritten request head is no longer needed (sent, or the exchange
+ * is over before the connect). */
+static void
+forward_head_free(struct conn *c)
+{
+	struct conn_http *ht = &c->http;
+
+	if (ht->out_head == NULL)
+		return;
+	membudget_share_sub(&c->down.q, ht->out_len);
+	free(ht->out_head);
+	ht->out_head = NULL;
+	ht->out_len = 0;
+}
 
 void
 forward_request(struct conn *c, const char *s, const struct http_head *h)
@@ -26,6 +42,7 @@ forward_request(struct conn *c, const char *s, const struct http_head *h)
 	struct http_authority a, ha;
 	const char *path, *why = NULL;
 	size_t plen;
+	char *p;
 	char hosthdr[HTTP_HOST_MAX + 8];
 	ssize_t n;
 	int hi;
@@ -64,7 +81,7 @@ forward_request(struct conn *c, const char *s, const struct http_head *h)
 	else
 		snprintf(hosthdr, sizeof(hosthdr), strchr(a.host, ':') ? "[%s]:%u" : "%s:%u",
 		         a.host, (unsigned)a.port);
-	free(ht->out_head);
+	forward_head_free(c);
 	ht->out_head = malloc(HTTP_MAX_HEAD + 512);
 	if (ht->out_head == NULL) {
 		conn_refuse(c, 503, "proxy_internal_error", "out of memory");
@@ -75,7 +92,12 @@ forward_request(struct conn *c, const char *s, const struct http_head *h)
 		conn_refuse(c, 431, "http_request_error", "request head too large");
 		return;
 	}
+	/* The head waits here for the connect, queued as much as any byte
+	 * in a buffer: only its size, and on the budget. */
 	ht->out_len = (size_t)n;
+	if ((p = realloc(ht->out_head, ht->out_len > 0 ? ht->out_len : 1)) != NULL)
+		ht->out_head = p;
+	membudget_share_add(&c->down.q, ht->out_len);
 	ht->head_request = http_span_eq(s, h->method, "HEAD");
 	ht->client_close = http_has_token(s, h, "connection", "close") ||
 	                   (h->minor == 0 && !http_has_token(s, h, "connection", "keep-alive"));
@@ -129,7 +151,7 @@ forward_next(struct conn *c)
 	c->start_ms = now_ms();
 	conn_enter(c, CONN_HEAD);
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, HTTP_MAX_HEAD + 1);
-	bufferevent_enable(c->down.bev, EV_READ);
+	conn_half_read(&c->down, true);
 	evtimer_del(c->timer);
 	conn_timer_in(c, c->px->px_cfg.header_timeout_ms);
 	conn_head_read(c);
@@ -163,7 +185,10 @@ body_take(struct evbuffer *in, enum http_framing f, uint64_t *left, struct http_
 	return 1;
 }
 
-/* Move request body bytes to the origin, bounded by its output buffer. */
+/* Move request body bytes to the origin. What the client's input and the
+ * origin's output hold together stays under CONN_HIGH_WATER (and one
+ * read): reading the client stops at the mark and goes on from
+ * conn_up_write() once the origin has taken half. */
 void
 forward_pump_request(struct conn *c)
 {
@@ -177,7 +202,7 @@ forward_pump_request(struct conn *c)
 		int took;
 
 		if (evbuffer_get_length(out) >= CONN_HIGH_WATER) {
-			bufferevent_disable(c->down.bev, EV_READ);
+			conn_half_read(&c->down, false);
 			return;
 		}
 		/* A request is framed by length or chunks: HTTP_BODY_NONE is
@@ -193,15 +218,16 @@ forward_pump_request(struct conn *c)
 			return;
 		}
 		ht->req_done = ht->req_framing == HTTP_BODY_LENGTH ? ht->req_left == 0 : done;
-		evbuffer_remove_buffer(in, out, n);
+		if (conn_queue_move(out, in, n) != 0) {
+			str_copy(c->reason, "out of memory", sizeof(c->reason));
+			conn_close(c);
+			return;
+		}
 		c->up.bytes += n;
 	}
-	if (!ht->req_done)
-		bufferevent_enable(c->down.bev, EV_READ);
-	else
-		/* A pipelined next request waits in the buffer, unread
-		 * beyond the head limit, until this response is done. */
-		bufferevent_disable(c->down.bev, EV_READ);
+	/* Once the body is through, a pipelined next request waits in the
+	 * buffer, unread beyond the head limit, until this response is done. */
+	conn_half_read(&c->down, !ht->req_done && evbuffer_get_length(out) < CONN_HIGH_WATER);
 }
 
 static int
@@ -268,7 +294,10 @@ forward_response_head(struct conn *c)
 	}
 }
 
-/* Move response bytes to the client; finish the exchange at the end. */
+/* Move response bytes to the client; finish the exchange at the end. As
+ * for the request, the upstream's input and the client's output together
+ * stay under CONN_HIGH_WATER and one read; conn_down_write() calls this
+ * again once the client has taken half. c may be gone after this. */
 void
 forward_pump_response(struct conn *c)
 {
@@ -289,10 +318,12 @@ forward_pump_response(struct conn *c)
 		if (ht->resp_framing == HTTP_BODY_NONE ||
 		    (ht->resp_framing == HTTP_BODY_LENGTH && ht->resp_left == 0))
 			break;
-		if (n == 0)
-			return;
 		if (evbuffer_get_length(out) >= CONN_HIGH_WATER) {
-			bufferevent_disable(c->up.bev, EV_READ);
+			conn_half_read(&c->up, false);
+			return;
+		}
+		if (n == 0) {
+			conn_half_read(&c->up, true);
 			return;
 		}
 		took = body_take(in, ht->resp_framing, &ht->resp_left, &ht->resp_chunks, &n, &done);
@@ -303,12 +334,18 @@ forward_pump_response(struct conn *c)
 			conn_close(c);
 			return;
 		}
-		evbuffer_remove_buffer(in, out, n);
+		if (conn_queue_move(out, in, n) != 0) {
+			str_copy(c->reason, "out of memory", sizeof(c->reason));
+			conn_close(c);
+			return;
+		}
 		c->down.bytes += n;
 		if (done)
 			break;
 	}
-	bufferevent_enable(c->up.bev, EV_READ);
+	/* Read on between exchanges: unasked bytes or a close from the kept
+	 * upstream are noticed (conn_up_read, conn_up_event). */
+	conn_half_read(&c->up, true);
 	forward_next(c);
 }
 
@@ -321,12 +358,17 @@ forward_start(struct conn *c)
 	evtimer_del(c->timer);
 	conn_timer_in(c, c->px->px_cfg.idle_timeout_ms);
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
-	bufferevent_enable(c->down.bev, EV_READ | EV_WRITE);
+	/* Each side's write callback fires once half its queue has gone, to
+	 * refill it before it runs dry. */
+	bufferevent_setwatermark(c->down.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
+	bufferevent_setwatermark(c->up.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
+	bufferevent_enable(c->down.bev, EV_WRITE);
+	conn_half_read(&c->down, true);
 	bufferevent_write(c->up.bev, ht->out_head, ht->out_len);
 	c->up.bytes += ht->out_len;
-	free(ht->out_head);
-	ht->out_head = NULL;
-	bufferevent_enable(c->up.bev, EV_READ | EV_WRITE);
+	forward_head_free(c);
+	bufferevent_enable(c->up.bev, EV_WRITE);
+	conn_half_read(&c->up, true);
 	forward_pump_request(c);
 }
 

@@ -7,10 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "common/fdres.h"
 #include "common/log.h"
+#include "common/membudget.h"
 #include "common/util.h"
 #include "elog/elog.h"
 
@@ -78,6 +81,79 @@ proxy_resume(evutil_socket_t fd, short what, void *arg)
 		evconnlistener_enable(px->px_listeners[i].lev);
 }
 
+/* Stop accepting for PROXY_ACCEPT_PAUSE_MS (from the loop's timer, not a
+ * spin on a listener the kernel keeps reporting readable). */
+static void
+proxy_pause_accepting(struct proxy *px)
+{
+	struct timeval tv = {0, PROXY_ACCEPT_PAUSE_MS * 1000};
+
+	for (size_t i = 0; i < px->px_n_listeners; i++)
+		evconnlistener_disable(px->px_listeners[i].lev);
+	evtimer_add(px->px_resume, &tv);
+}
+
+void
+proxy_fd_starved(struct proxy *px)
+{
+	if (!px->px_fd_starved)
+		log_warnx("proxy: out of file descriptors (%zu connections open); pausing new "
+		          "connections, tunnels copy without splice pipes meanwhile",
+		          (size_t)px->px_n_conns);
+	px->px_fd_starved = true;
+	if (!evtimer_pending(px->px_resume, NULL))
+		proxy_pause_accepting(px);
+	/* Spare pipes are descriptors nobody uses. */
+	while (px->px_n_pipes > 0) {
+		px->px_n_pipes--;
+		close(px->px_pipes[px->px_n_pipes][0]);
+		close(px->px_pipes[px->px_n_pipes][1]);
+	}
+	fdres_refill(px->px_fds);
+}
+
+/* The queue budget reached its cap: no connection reads until it has
+ * drained. Only stops reading (membudget.h: this runs inside a charge). */
+static void
+proxy_queue_pause(void *arg)
+{
+	struct proxy *px = arg;
+	struct conn *c;
+
+	for (c = TAILQ_FIRST(&px->px_conns); c != NULL; c = TAILQ_NEXT(c, entry)) {
+		if (c->down.bev != NULL)
+			bufferevent_disable(c->down.bev, EV_READ);
+		if (c->up.bev != NULL)
+			bufferevent_disable(c->up.bev, EV_READ);
+		relay_pause(c);
+	}
+}
+
+static void
+proxy_queue_resume(void *arg)
+{
+	struct proxy *px = arg;
+	struct conn *c;
+
+	for (c = TAILQ_FIRST(&px->px_conns); c != NULL; c = TAILQ_NEXT(c, entry)) {
+		conn_half_read(&c->down, c->down.rd_want);
+		conn_half_read(&c->up, c->up.rd_want);
+		relay_resume(c);
+	}
+}
+
+struct membudget *
+proxy_queue_budget(struct proxy *px)
+{
+	return px->px_queue;
+}
+
+struct fdres *
+proxy_fd_reserve(struct proxy *px)
+{
+	return px->px_fds;
+}
+
 static void
 proxy_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa, int salen,
              void *arg)
@@ -96,15 +172,18 @@ proxy_accept_error(struct evconnlistener *lev, void *arg)
 	struct proxy_listener *pl = arg;
 	struct proxy *px = pl->px;
 	int err = EVUTIL_SOCKET_ERROR();
-	struct timeval tv = {0, PROXY_ACCEPT_PAUSE_MS * 1000};
 	(void)lev;
 
-	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+	if (err == EMFILE || err == ENFILE) {
+		/* Only the reserve is left: new connections wait in the
+		 * backlog until descriptors come back. */
+		proxy_fd_starved(px);
+		return;
+	}
+	if (err == ENOBUFS || err == ENOMEM) {
 		log_warnx("proxy: accept: %s; pausing new connections for %d ms", strerror(err),
 		          PROXY_ACCEPT_PAUSE_MS);
-		for (size_t i = 0; i < px->px_n_listeners; i++)
-			evconnlistener_disable(px->px_listeners[i].lev);
-		evtimer_add(px->px_resume, &tv);
+		proxy_pause_accepting(px);
 		return;
 	}
 	/* ECONNABORTED and friends concern one client, not the listener. */
@@ -116,6 +195,8 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 {
 	struct proxy *px = calloc(1, sizeof(*px));
 	struct timeval check = {PROXY_LOG_CHECK_MS / 1000, (PROXY_LOG_CHECK_MS % 1000) * 1000};
+	struct membudget_hooks hooks = {proxy_queue_pause, proxy_queue_resume, NULL};
+	size_t cap;
 
 	if (px == NULL) {
 		log_warn("proxy: allocating the proxy");
@@ -141,15 +222,23 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 	px->px_resume = evtimer_new(base, proxy_resume, px);
 	px->px_log_dead = event_new(base, -1, 0, proxy_close_all, px);
 	px->px_log_check = event_new(base, -1, EV_PERSIST, proxy_log_check, px);
+	cap = (size_t)px->px_cfg.max_conns * PROXY_QUEUED_PER_CONN;
+	px->px_queue = membudget_new(base, cap < PROXY_MAX_QUEUED ? cap : PROXY_MAX_QUEUED);
+	hooks.arg = px;
+	px->px_fds = fdres_new(fdres_default_size());
 	if (px->px_resume == NULL || px->px_log_dead == NULL || px->px_log_check == NULL ||
-	    event_add(px->px_log_check, &check) != 0) {
-		log_warnx("proxy: creating the proxy's events failed");
+	    px->px_queue == NULL || px->px_fds == NULL ||
+	    event_add(px->px_log_check, &check) != 0 ||
+	    membudget_add_user(px->px_queue, &hooks) != 0) {
+		log_warnx("proxy: setting up the proxy failed (out of memory?)");
 		if (px->px_resume != NULL)
 			event_free(px->px_resume);
 		if (px->px_log_dead != NULL)
 			event_free(px->px_log_dead);
 		if (px->px_log_check != NULL)
 			event_free(px->px_log_check);
+		membudget_free(px->px_queue);
+		fdres_free(px->px_fds);
 		free(px);
 		return NULL;
 	}
@@ -222,5 +311,9 @@ proxy_free(struct proxy *px)
 		close(px->px_pipes[i][0]);
 		close(px->px_pipes[i][1]);
 	}
+	log_info("proxy: queued bytes peaked at %zu (the cap is %zu)", membudget_peak(px->px_queue),
+	         membudget_cap(px->px_queue));
+	membudget_free(px->px_queue);
+	fdres_free(px->px_fds);
 	free(px);
 }

@@ -13,6 +13,8 @@ struct policy;
 struct elog;
 struct dns_cache;
 struct guard_hosts;
+struct fdres;
+struct membudget;
 struct proxy;
 
 enum proxy_listener_kind {
@@ -34,9 +36,16 @@ struct proxy_config {
 	uint32_t header_timeout_ms;  /* request head / ClientHello; 0 = default */
 };
 
+/* Call it with RLIMIT_NOFILE already raised (fdres_raise_limit): the
+ * descriptor reserve is sized from the limit in force. */
 struct proxy *proxy_new(struct event_base *base, const struct proxy_config *cfg);
 /* Serve a listening socket; takes ownership of fd. Returns 0 or -1. */
 int proxy_add_listener(struct proxy *px, int fd, enum proxy_listener_kind kind);
 void proxy_free(struct proxy *px);
+/* The proxy's budget of queued bytes (common/membudget.h) and its
+ * descriptor reserve (common/fdres.h), for the DNS listener to share:
+ * borrowed, valid until proxy_free(). */
+struct membudget *proxy_queue_budget(struct proxy *px);
+struct fdres *proxy_fd_reserve(struct proxy *px);
 
 #endif

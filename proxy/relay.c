@@ -1,10 +1,14 @@
 /* Tunnel relay. It starts on the bufferevents the connection already has
  * (they may hold a CONNECT reply or pipelined bytes), with watermarks for
  * backpressure; as soon as every buffer is empty it drops them and moves
- * bytes kernel-side with splice(2) through one pipe per direction, created
- * on first use, so an idle tunnel costs two sockets and a few events.
- * Half-close is kept: EOF from one side becomes shutdown(SHUT_WR) on the
- * other once everything before it is delivered. */
+ * bytes kernel-side with splice(2) through one pipe per direction, taken
+ * only while bytes are in flight, so an idle tunnel costs two sockets and
+ * a few events. When no pipe can be had (out of descriptors) a direction
+ * copies through a buffer of its own instead. Either way a direction holds
+ * at most CONN_HIGH_WATER, charged to the proxy's queue budget, and reads
+ * nothing while the budget is over. Half-close is kept: EOF from one side
+ * becomes shutdown(SHUT_WR) on the other once everything before it is
+ * delivered. */
 #include "proxy/conn.h"
 
 #include <errno.h>
@@ -18,24 +22,34 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "common/fdres.h"
 #include "common/log.h"
+#include "common/membudget.h"
 #include "common/util.h"
 
-/* Bytes moved per splice call, and calls per wake-up before yielding to
- * other connections. */
-#define RELAY_CHUNK  (1024 * 1024)
-#define RELAY_ROUNDS 16
+/* The pipe's size: room for many small segments (each takes a slot of the
+ * pipe, however few bytes it carries); how much a direction may hold in
+ * it is CONN_HIGH_WATER. Calls per wake-up before yielding to other
+ * connections. */
+#define RELAY_PIPE_SIZE (1024 * 1024)
+#define RELAY_ROUNDS    16
+/* The userspace copy, when no pipe can be had (out of descriptors). */
+#define RELAY_COPY_SIZE (64 * 1024)
 
-/* One direction: from src's socket to dst's socket. */
+/* One direction: from src's socket to dst's socket, through a pipe (or,
+ * without one, a buffer of ours) that holds what dst has not taken yet. */
 struct relay_dir {
 	struct conn_half *src, *dst;
 	struct event *ev_read;  /* src readable */
 	struct event *ev_write; /* dst writable */
 	int pipe[2];
-	size_t cap;        /* the pipe's capacity */
-	size_t in_pipe;    /* bytes read from src, not yet written to dst */
-	bool read_blocked; /* pipe full (or src empty) with bytes in it: read
-	                    * again after the next write makes room */
+	uint8_t *copy;            /* instead of the pipe; NULL while it has one */
+	size_t copy_off;          /* where the held bytes start in copy */
+	size_t cap;               /* the most this direction may hold */
+	size_t held;              /* bytes read from src, not yet written to dst */
+	struct membudget_share q; /* held, on the proxy's budget */
+	bool read_blocked;        /* pipe full (or src empty) with bytes in it:
+	                           * read again after the next write makes room */
 	bool eof, done;
 };
 
@@ -54,12 +68,22 @@ half_of(struct conn *c, struct bufferevent *bev)
 	return bev == c->down.bev ? &c->down : &c->up;
 }
 
-/* Take an empty pipe from the proxy's pool, or make one. */
+static bool
+relay_has_medium(const struct relay_dir *d)
+{
+	return d->pipe[0] >= 0 || d->copy != NULL;
+}
+
+/* Somewhere to hold bytes: an empty pipe from the proxy's pool, a new
+ * one, or, when no pipe can be had (descriptors ran out), a buffer of
+ * ours: an established tunnel slows down rather than dies. 0, or -1 when
+ * out of memory too. */
 static int
-relay_pipe_get(struct proxy *px, struct relay_dir *d)
+relay_medium_get(struct proxy *px, struct relay_dir *d)
 {
 	int sz;
 
+	d->copy_off = 0;
 	if (px->px_n_pipes > 0) {
 		px->px_n_pipes--;
 		d->pipe[0] = px->px_pipes[px->px_n_pipes][0];
@@ -67,35 +91,54 @@ relay_pipe_get(struct proxy *px, struct relay_dir *d)
 		d->cap = px->px_pipe_cap[px->px_n_pipes];
 		return 0;
 	}
-	if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+	if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+		/* A large pipe has slots for many small segments; pipes only
+		 * live while bytes are in flight, so this costs idle tunnels
+		 * nothing. Failure (a lower fs.pipe-max-size) keeps the
+		 * default size. */
+		(void)fcntl(d->pipe[1], F_SETPIPE_SZ, RELAY_PIPE_SIZE);
+		sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
+		d->cap = sz > 0 ? (size_t)sz : 65536;
+		if (d->cap > CONN_HIGH_WATER)
+			d->cap = CONN_HIGH_WATER;
+		return 0;
+	}
+	d->pipe[0] = d->pipe[1] = -1;
+	if (errno == EMFILE || errno == ENFILE)
+		proxy_fd_starved(px);
+	log_debug("proxy: conn %llu: no pipe for splice (%s); copying instead",
+	          (unsigned long long)d->src->c->id, strerror(errno));
+	d->copy = malloc(RELAY_COPY_SIZE);
+	if (d->copy == NULL)
 		return -1;
-	/* A larger pipe lets reading run ahead of a slow writer and moves a
-	 * bulk transfer in fewer calls; pipes only live while bytes are in
-	 * flight, so this costs idle tunnels nothing. Failure (a lower
-	 * fs.pipe-max-size) keeps the default size. */
-	(void)fcntl(d->pipe[1], F_SETPIPE_SZ, RELAY_CHUNK);
-	sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
-	d->cap = sz > 0 ? (size_t)sz : 65536;
+	d->cap = RELAY_COPY_SIZE;
 	return 0;
 }
 
-/* Give the direction's pipe back once it is empty; a pipe with bytes in
- * it (or unknown contents) is closed instead. */
+/* Give the direction's medium back once it is empty: a pipe to the pool
+ * (or closed, as one with bytes or unknown contents always is), a copy
+ * buffer freed. Bytes still held are given back to the budget. */
 static void
-relay_pipe_put(struct proxy *px, struct relay_dir *d)
+relay_medium_put(struct proxy *px, struct relay_dir *d)
 {
-	if (d->pipe[0] < 0)
+	if (d->copy != NULL) {
+		free(d->copy);
+		d->copy = NULL;
+	} else if (d->pipe[0] < 0) {
 		return;
-	if (d->in_pipe == 0 && px->px_n_pipes < PROXY_PIPE_POOL) {
+	} else if (d->held == 0 && px->px_n_pipes < PROXY_PIPE_POOL) {
 		px->px_pipes[px->px_n_pipes][0] = d->pipe[0];
 		px->px_pipes[px->px_n_pipes][1] = d->pipe[1];
 		px->px_pipe_cap[px->px_n_pipes] = d->cap;
 		px->px_n_pipes++;
 		d->pipe[0] = d->pipe[1] = -1;
-		return;
+	} else {
+		fd_close(&d->pipe[0]);
+		fd_close(&d->pipe[1]);
+		fdres_refill(px->px_fds);
 	}
-	fd_close(&d->pipe[0]);
-	fd_close(&d->pipe[1]);
+	membudget_share_sub(&d->q, d->held);
+	d->held = 0;
 }
 
 static void
@@ -105,7 +148,8 @@ relay_dir_free(struct proxy *px, struct relay_dir *d)
 		event_free(d->ev_read);
 	if (d->ev_write != NULL)
 		event_free(d->ev_write);
-	relay_pipe_put(px, d);
+	relay_medium_put(px, d);
+	membudget_share_release(&d->q);
 }
 
 void
@@ -121,9 +165,58 @@ relay_free(struct conn *c)
 
 /* ---- splice mode ---- */
 
-/* Move what can be moved in one direction: write what the pipe holds,
- * read more while it has room, so reading src overlaps a slow dst instead
- * of waiting for it. Returns -1 if the connection was closed (c is gone),
+/* Whether d would read src now: not at EOF, not waiting for a write to
+ * make room, and with room. The budget comes on top (relay_arm_read). */
+static bool
+relay_wants_read(const struct relay_dir *d)
+{
+	return !d->eof && !d->done && !d->read_blocked &&
+	       (!relay_has_medium(d) || d->held < d->cap);
+}
+
+static void
+relay_arm_read(struct relay_dir *d)
+{
+	if (relay_wants_read(d) && !membudget_over(d->q.b))
+		event_add(d->ev_read, NULL);
+	else
+		event_del(d->ev_read);
+}
+
+/* Write what d holds to dst: > 0 bytes, 0 if dst takes nothing now
+ * (EAGAIN), -1 on an error (errno) or a zero-length write. */
+static ssize_t
+relay_write_out(struct relay_dir *d)
+{
+	ssize_t n;
+
+	if (d->copy != NULL)
+		n = send(d->dst->fd, d->copy + d->copy_off, d->held, MSG_NOSIGNAL | MSG_DONTWAIT);
+	else
+		n = splice(d->pipe[0], NULL, d->dst->fd, NULL, d->held,
+		           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (n == 0)
+		return -1;
+	if (n > 0 && d->copy != NULL)
+		d->copy_off += (size_t)n;
+	return n;
+}
+
+/* Read from src into what d holds, at most room bytes: > 0 bytes, 0 at
+ * EOF, -1 with errno (EAGAIN: nothing there now). */
+static ssize_t
+relay_read_in(struct relay_dir *d, size_t room)
+{
+	if (d->copy != NULL)
+		return recv(d->src->fd, d->copy + d->copy_off + d->held, room, MSG_DONTWAIT);
+	return splice(d->src->fd, NULL, d->pipe[1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+}
+
+/* Move what can be moved in one direction: write what is held, read more
+ * while there is room, so reading src overlaps a slow dst instead of
+ * waiting for it. Returns -1 if the connection was closed (c is gone),
  * 0 otherwise. Events are left armed for exactly what is still to do. */
 static int
 relay_pump(struct relay *r, struct relay_dir *d)
@@ -134,52 +227,65 @@ relay_pump(struct relay *r, struct relay_dir *d)
 		bool progress = false;
 		ssize_t n;
 
-		if (d->in_pipe > 0) {
-			n = splice(d->pipe[0], NULL, d->dst->fd, NULL, d->in_pipe,
-			           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n > 0) {
-				d->in_pipe -= (size_t)n;
-				d->dst->bytes += (uint64_t)n;
-				d->read_blocked = false;
-				progress = true;
-			} else if (n == 0 || errno != EAGAIN) {
+		if (d->held > 0) {
+			n = relay_write_out(d);
+			if (n < 0) {
 				conn_tunnel_done(c, d->dst == &c->up ? "upstream write failed"
 				                                     : "client write failed");
 				return -1;
 			}
+			if (n > 0) {
+				d->held -= (size_t)n;
+				membudget_share_sub(&d->q, (size_t)n);
+				d->dst->bytes += (uint64_t)n;
+				d->read_blocked = false;
+				progress = true;
+			}
 		}
-		if (!d->eof && !d->read_blocked && (d->pipe[0] < 0 || d->in_pipe < d->cap)) {
-			if (d->pipe[0] < 0 && relay_pipe_get(c->px, d) != 0) {
-				log_warn("proxy: pipe2 for splice");
-				conn_tunnel_done(c, "out of file descriptors");
+		if (relay_wants_read(d)) {
+			size_t room;
+
+			if (!relay_has_medium(d) && relay_medium_get(c->px, d) != 0) {
+				conn_tunnel_done(c, "out of memory");
 				return -1;
 			}
-			n = splice(d->src->fd, NULL, d->pipe[1], NULL, d->cap - d->in_pipe,
-			           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (d->copy != NULL && d->held == 0)
+				d->copy_off = 0;
+			room = d->cap - d->held - (d->copy != NULL ? d->copy_off : 0);
+			/* Never past the global cap: reading stops at it. */
+			if (room > membudget_room(d->q.b))
+				room = membudget_room(d->q.b);
+			if (room > 0) {
+				n = relay_read_in(d, room);
+			} else {
+				n = -1;
+				errno = EAGAIN;
+			}
 			if (n > 0) {
-				d->in_pipe += (size_t)n;
+				d->held += (size_t)n;
+				membudget_share_add(&d->q, (size_t)n);
 				progress = true;
 			} else if (n == 0) {
 				d->eof = true;
 				d->src->eof = true;
 				progress = true;
-			} else if (errno != EAGAIN) {
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
 				conn_tunnel_done(c, d->src == &c->up ? "upstream connection reset"
 				                                     : "client connection reset");
 				return -1;
-			} else if (d->in_pipe > 0) {
+			} else if (d->held > 0) {
 				/* src empty or the pipe's slots full: either way
 				 * the next write is when to try again. */
 				d->read_blocked = true;
 			} else {
-				/* Nothing to read and the pipe is empty: return
-				 * it to the pool until bytes come. */
-				relay_pipe_put(c->px, d);
+				/* Nothing to read and nothing held: give the
+				 * medium back until bytes come. */
+				relay_medium_put(c->px, d);
 			}
 		}
-		if (d->eof && d->in_pipe == 0) {
+		if (d->eof && d->held == 0) {
 			/* Everything before the FIN is delivered: pass it on. */
-			relay_pipe_put(c->px, d);
+			relay_medium_put(c->px, d);
 			shutdown(d->dst->fd, SHUT_WR);
 			d->dst->shut = true;
 			d->done = true;
@@ -196,14 +302,11 @@ relay_pump(struct relay *r, struct relay_dir *d)
 		else
 			break;
 	}
-	if (d->in_pipe > 0)
+	if (d->held > 0)
 		event_add(d->ev_write, NULL);
 	else
 		event_del(d->ev_write);
-	if (!d->eof && !d->read_blocked && (d->pipe[0] < 0 || d->in_pipe < d->cap))
-		event_add(d->ev_read, NULL);
-	else
-		event_del(d->ev_read);
+	relay_arm_read(d);
 	return 0;
 }
 
@@ -225,6 +328,24 @@ relay_ready1(evutil_socket_t fd, short what, void *arg)
 	relay_pump(r, &r->dir[1]);
 }
 
+void
+relay_pause(struct conn *c)
+{
+	if (c->relay == NULL)
+		return;
+	event_del(c->relay->dir[0].ev_read);
+	event_del(c->relay->dir[1].ev_read);
+}
+
+void
+relay_resume(struct conn *c)
+{
+	if (c->relay == NULL)
+		return;
+	relay_arm_read(&c->relay->dir[0]);
+	relay_arm_read(&c->relay->dir[1]);
+}
+
 /* Swap the bufferevents for splice. Only called with every buffer empty
  * and neither side at EOF, so no byte is lost or reordered. */
 static void
@@ -236,13 +357,15 @@ relay_to_splice(struct conn *c)
 	if (r == NULL)
 		return; /* stay on bufferevents */
 	r->c = c;
+	/* Both, before either can fail: relay_dir_free() reads them. */
+	r->dir[0].pipe[0] = r->dir[0].pipe[1] = r->dir[1].pipe[0] = r->dir[1].pipe[1] = -1;
 	for (int i = 0; i < 2; i++) {
 		struct relay_dir *d = &r->dir[i];
 		event_callback_fn fn = i == 0 ? relay_ready0 : relay_ready1;
 
 		d->src = i == 0 ? &c->down : &c->up;
 		d->dst = i == 0 ? &c->up : &c->down;
-		d->pipe[0] = d->pipe[1] = -1;
+		membudget_share_init(&d->q, c->px->px_queue);
 		d->ev_read = event_new(base, d->src->fd, EV_READ | EV_PERSIST, fn, r);
 		d->ev_write = event_new(base, d->dst->fd, EV_WRITE | EV_PERSIST, fn, r);
 		if (d->ev_read == NULL || d->ev_write == NULL) {
@@ -252,13 +375,11 @@ relay_to_splice(struct conn *c)
 			return;
 		}
 	}
-	bufferevent_free(c->down.bev);
-	c->down.bev = NULL;
-	bufferevent_free(c->up.bev);
-	c->up.bev = NULL;
+	conn_half_drop_bev(&c->down);
+	conn_half_drop_bev(&c->up);
 	c->relay = r;
-	event_add(r->dir[0].ev_read, NULL);
-	event_add(r->dir[1].ev_read, NULL);
+	relay_arm_read(&r->dir[0]);
+	relay_arm_read(&r->dir[1]);
 }
 
 static void
@@ -304,9 +425,12 @@ relay_bev_read(struct bufferevent *bev, void *arg)
 
 	conn_touch(c);
 	to->bytes += n;
-	evbuffer_add_buffer(out, in);
+	if (conn_queue_move(out, in, n) != 0) {
+		conn_tunnel_done(c, "out of memory");
+		return;
+	}
 	if (evbuffer_get_length(out) >= CONN_HIGH_WATER)
-		bufferevent_disable(bev, EV_READ); /* resumed by relay_bev_write */
+		conn_half_read(from, false); /* resumed by relay_bev_write */
 }
 
 static void
@@ -317,7 +441,7 @@ relay_bev_write(struct bufferevent *bev, void *arg)
 
 	conn_touch(c);
 	if (!from->eof)
-		bufferevent_enable(from->bev, EV_READ);
+		conn_half_read(from, true);
 	if (relay_bev_shut(c, to) != 0)
 		return;
 	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
@@ -357,8 +481,10 @@ relay_start(struct conn *c)
 	/* Write callbacks fire when the peer's queue is half drained. */
 	bufferevent_setwatermark(c->down.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
 	bufferevent_setwatermark(c->up.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
-	bufferevent_enable(c->down.bev, EV_READ | EV_WRITE);
-	bufferevent_enable(c->up.bev, EV_READ | EV_WRITE);
+	bufferevent_enable(c->down.bev, EV_WRITE);
+	bufferevent_enable(c->up.bev, EV_WRITE);
+	conn_half_read(&c->down, true);
+	conn_half_read(&c->up, true);
 	/* Bytes the client sent early (after CONNECT, or the sniffed
 	 * ClientHello) go first. */
 	if (evbuffer_get_length(bufferevent_get_input(c->down.bev)) > 0)

@@ -15,6 +15,7 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
+#include "common/fdres.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "policy/guard.h"
@@ -325,61 +326,82 @@ upstream_cancel(struct conn *c)
 
 static void upstream_event(struct bufferevent *bev, short what, void *arg);
 
-static int
+/* What one try at the next address came to. */
+enum upstream_try {
+	UPSTREAM_CONNECTING, /* under way: upstream_event() tells the end */
+	UPSTREAM_FAILED,     /* this address failed (errno); another may not */
+	UPSTREAM_NO_SOCKET,  /* out of descriptors or memory here: none will do */
+};
+
+static enum upstream_try
 upstream_try(struct conn *c)
 {
 	union conn_addr *a;
+	struct bufferevent *bev;
 	struct timeval tv;
 	int fd;
 
-	if (c->up.bev != NULL) {
-		bufferevent_free(c->up.bev);
-		c->up.bev = NULL;
-	}
-	fd_close(&c->up.fd);
+	conn_half_free(&c->up);
 	if (c->next_addr >= c->n_addrs)
-		return -1;
+		return UPSTREAM_FAILED;
 	a = &c->addrs[c->next_addr++];
 	c->dst = *a;
 	c->has_dst = true;
 	upstream_mark_audit(c, a);
+	/* Descriptors freed since go back to the reserve before this takes
+	 * one: when it cannot be made whole, none is free for us either. */
+	fdres_refill(c->px->px_fds);
 	fd = socket(a->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -1;
+		return errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM
+		               ? UPSTREAM_NO_SOCKET
+		               : UPSTREAM_FAILED;
 	c->up.fd = fd;
 	/* connect() here, not in libevent, so an immediate failure keeps
 	 * its errno for the message. */
 	if (connect(fd, &a->sa, conn_addr_len(a)) != 0 && errno != EINPROGRESS)
-		return -1;
-	c->up.bev = bufferevent_socket_new(c->px->px_base, fd, 0);
-	if (c->up.bev == NULL)
-		return -1;
+		return UPSTREAM_FAILED;
+	bev = bufferevent_socket_new(c->px->px_base, fd, 0);
+	if (bev == NULL) {
+		errno = ENOMEM;
+		return UPSTREAM_NO_SOCKET;
+	}
+	conn_half_set_bev(&c->up, bev);
 	bufferevent_setcb(c->up.bev, NULL, NULL, upstream_event, c);
 	tv.tv_sec = c->px->px_cfg.connect_timeout_ms / 1000;
 	tv.tv_usec = (c->px->px_cfg.connect_timeout_ms % 1000) * 1000;
 	bufferevent_set_timeouts(c->up.bev, NULL, &tv);
 	/* NULL address: the fd is already connecting; report when done. */
 	if (bufferevent_socket_connect(c->up.bev, NULL, 0) != 0)
-		return -1;
-	return 0;
+		return UPSTREAM_FAILED;
+	return UPSTREAM_CONNECTING;
 }
 
-/* Try the next address; after the last, refuse with the last error. */
-static void
+/* Try the next address; after the last, refuse with the last error. A
+ * connection this side cannot make (no descriptor) is refused as the
+ * resource limit it is, not blamed on the destination. True while a
+ * connect is under way; false after refusing (c may be gone). */
+static bool
 upstream_next(struct conn *c, int err, bool timeout)
 {
 	char ip[INET6_ADDRSTRLEN];
 
 	while (c->next_addr < c->n_addrs) {
-		if (upstream_try(c) == 0)
-			return;
+		enum upstream_try r = upstream_try(c);
+
+		if (r == UPSTREAM_CONNECTING)
+			return true;
 		err = errno;
+		if (r == UPSTREAM_NO_SOCKET) {
+			conn_half_free(&c->up);
+			if (err != ENOMEM)
+				proxy_fd_starved(c->px);
+			conn_refuse_resource(c, err == ENOMEM ? "out of memory"
+			                                      : "out of file descriptors");
+			return false;
+		}
 	}
-	if (c->up.bev != NULL) {
-		bufferevent_free(c->up.bev);
-		c->up.bev = NULL;
-	}
-	fd_close(&c->up.fd);
+	conn_half_free(&c->up);
 	conn_addr_str(&c->dst, ip, sizeof(ip));
 	if (timeout)
 		conn_refuse(c, 504, "connection_timeout", "connecting to %s port %u timed out", ip,
@@ -390,6 +412,7 @@ upstream_next(struct conn *c, int err, bool timeout)
 	else
 		conn_refuse(c, 502, "destination_ip_unroutable", "connecting to %s port %u: %s", ip,
 		            (unsigned)c->port, strerror(err));
+	return false;
 }
 
 static void
@@ -403,14 +426,12 @@ upstream_event(struct bufferevent *bev, short what, void *arg)
 		conn_connected(c);
 		return;
 	}
-	upstream_next(c, EVUTIL_SOCKET_ERROR(), (what & BEV_EVENT_TIMEOUT) != 0);
+	(void)upstream_next(c, EVUTIL_SOCKET_ERROR(), (what & BEV_EVENT_TIMEOUT) != 0);
 }
 
 int
 upstream_connect(struct conn *c)
 {
-	if (upstream_try(c) == 0)
-		return 0;
-	upstream_next(c, errno, false);
-	return -1;
+	/* The first try is the loop's first round. */
+	return upstream_next(c, 0, false) ? 0 : -1;
 }

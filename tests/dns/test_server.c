@@ -15,10 +15,14 @@
 #include <cmocka.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include "common/membudget.h"
 #include "common/util.h"
 #include "dns/cache.h"
 #include "dns/dns.h"
@@ -332,6 +336,172 @@ test_denied_and_malformed(void **state)
 	assert_false(wait_readable(f, f->upstream, 50));
 }
 
+/* ---- TCP clients: slots, idle time, the queue budget ---- */
+
+/* A listening AF_UNIX stream socket for dns_server_add_tcp (the server
+ * does not care which family); *addr is where to connect. */
+static int
+tcp_listener(struct sockaddr_un *addr, const char *tag)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	memset(addr, 0, sizeof(*addr));
+	addr->sun_family = AF_UNIX;
+	snprintf(addr->sun_path + 1, sizeof(addr->sun_path) - 1, "airlock-test-dns-%s-%d", tag,
+	         (int)getpid());
+	assert_int_equal(bind(fd, (struct sockaddr *)addr, sizeof(*addr)), 0);
+	assert_int_equal(listen(fd, 128), 0);
+	return fd;
+}
+
+static int
+tcp_client(const struct sockaddr_un *addr)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_int_equal(connect(fd, (const struct sockaddr *)addr, sizeof(*addr)), 0);
+	return fd;
+}
+
+/* Whether fd was closed by the server (EOF or reset) within ms. */
+static bool
+closed_within(struct fixture *f, int fd, int ms)
+{
+	char b[512];
+
+	for (int i = 0; i < ms; i++) {
+		ssize_t n;
+
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* 64 connections that sent a byte and nothing more hold every slot; a
+ * 65th that asks gets its answer (the oldest idle one makes room), and
+ * none of them outlives the idle time, trickling or not. */
+static void
+test_tcp_slots_and_idle(void **state)
+{
+	struct fixture *f = *state;
+	struct sockaddr_un addr;
+	int idle[64], c;
+	uint8_t buf[600];
+	size_t n;
+	struct dns_response r;
+	ssize_t got;
+	uint64_t start;
+
+	assert_int_equal(dns_server_add_tcp(f->srv, tcp_listener(&addr, "slots")), 0);
+	start = now_ms();
+	for (int i = 0; i < 64; i++) {
+		idle[i] = tcp_client(&addr);
+		assert_int_equal(send(idle[i], "\x00", 1, 0), 1);
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(500); /* accepted in order: the first is the oldest */
+	}
+	assert_false(closed_within(f, idle[0], 50));
+	c = tcp_client(&addr);
+	n = mkquery(buf + 2, sizeof(buf) - 2, 0x6666, "evil.test", false);
+	buf[0] = (uint8_t)(n >> 8);
+	buf[1] = (uint8_t)n;
+	assert_int_equal(send(c, buf, n + 2, 0), (ssize_t)(n + 2));
+	assert_true(wait_readable(f, c, 2000));
+	got = recv(c, buf, sizeof(buf), 0);
+	assert_true(got > 2);
+	assert_int_equal(dns_response_parse(buf + 2, (size_t)got - 2, &r), DNS_OK);
+	assert_int_equal(r.id, 0x6666);
+	assert_true(closed_within(f, idle[0], 100));
+	assert_false(closed_within(f, idle[1], 50));
+	/* Bytes that trickle in do not make a connection active: 10 s after
+	 * its accept, idle[1] is closed although it sent a byte every second. */
+	while (now_ms() - start < 8500) {
+		assert_false(closed_within(f, idle[1], 1000));
+		assert_int_equal(send(idle[1], "\x1d", 1, MSG_NOSIGNAL), 1);
+	}
+	assert_true(closed_within(f, idle[1], 3000));
+	assert_true(now_ms() - start >= 10000);
+	for (int i = 0; i < 64; i++)
+		close(idle[i]);
+	close(c);
+}
+
+/* A client that sends 5,000 queries and reads no answer: what the server
+ * queues for it (answers, and queries read but not yet taken) stops at the
+ * queue budget's cap, plus one read and one answer; once the client reads,
+ * every answer comes. */
+static void
+test_tcp_queue_budget(void **state)
+{
+	struct fixture *f = *state;
+	struct dns_server_config cfg = {0};
+	struct membudget *b = membudget_new(f->base, 8192);
+	struct dns_server *srv;
+	struct sockaddr_un addr;
+	static uint8_t q[5000 * 40];
+	uint8_t in[65536];
+	size_t qlen = 0, sent = 0, got = 0, answers = 0, need = 2;
+	int c;
+
+	assert_non_null(b);
+	cfg.policy = f->pol;
+	cfg.queue = b;
+	srv = dns_server_new(f->base, &cfg);
+	assert_non_null(srv);
+	assert_int_equal(dns_server_add_tcp(srv, tcp_listener(&addr, "budget")), 0);
+	for (int i = 0; i < 5000; i++) {
+		size_t n = mkquery(q + qlen + 2, sizeof(q) - qlen - 2, (uint16_t)i, "evil.test",
+		                   false);
+
+		q[qlen] = (uint8_t)(n >> 8);
+		q[qlen + 1] = (uint8_t)n;
+		qlen += n + 2;
+	}
+	c = tcp_client(&addr);
+	assert_int_equal(fcntl(c, F_SETFL, O_NONBLOCK), 0);
+	for (int i = 0; i < 2000; i++) {
+		ssize_t n = sent < qlen ? send(c, q + sent, qlen - sent, MSG_NOSIGNAL) : 0;
+
+		if (n > 0)
+			sent += (size_t)n;
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		assert_true(membudget_used(b) <= 8192 + 4096 + 512);
+		usleep(100);
+	}
+	assert_true(membudget_over(b)); /* what held the answers back */
+	assert_true(membudget_peak(b) <= 8192 + 4096 + 512);
+	/* Reading: every answer arrives. */
+	for (int i = 0; i < 20000 && answers < 5000; i++) {
+		ssize_t n = sent < qlen ? send(c, q + sent, qlen - sent, MSG_NOSIGNAL) : 0;
+
+		if (n > 0)
+			sent += (size_t)n;
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		while ((n = recv(c, in + got, sizeof(in) - got, 0)) > 0) {
+			got += (size_t)n;
+			while (got >= need) {
+				size_t len = (size_t)(in[0] << 8 | in[1]);
+
+				if (got < 2 + len)
+					break;
+				answers++;
+				memmove(in, in + 2 + len, got - 2 - len);
+				got -= 2 + len;
+			}
+		}
+		usleep(100);
+	}
+	assert_int_equal(answers, 5000);
+	close(c);
+	dns_server_free(srv);
+	assert_int_equal(membudget_used(b), 0);
+	membudget_free(b);
+}
+
 int
 main(void)
 {
@@ -340,6 +510,8 @@ main(void)
 	        cmocka_unit_test(test_timeout_retry_servfail),
 	        cmocka_unit_test(test_truncated_goes_tcp),
 	        cmocka_unit_test(test_denied_and_malformed),
+	        cmocka_unit_test(test_tcp_slots_and_idle),
+	        cmocka_unit_test(test_tcp_queue_budget),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -28,6 +28,7 @@
 
 #include "dns/cache.h"
 #include "elog/elog.h"
+#include "common/membudget.h"
 #include "common/util.h"
 #include "policy/guard.h"
 #include "policy/policy.h"
@@ -289,7 +290,7 @@ test_malformed(void **state)
 	        "CONNECT a.test HTTP/1.1\r\n\r\n",                     /* no port */
 	        ("GET http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
 	         "Content-Length: 1\r\n\r\n"), /* both framings */
-	        "\x16\x03\x01\x02\x00\x01", /* TLS to a proxy */
+	        "\x16\x03\x01\x02\x00\x01",    /* TLS to a proxy */
 	        "GET http://a.test/ HTTP/1.1\r\nX y: z\r\n\r\n",
 	};
 
@@ -391,8 +392,25 @@ test_log_failure_fails_closed(void **state)
 static int loop_listener = -1, dead_port;
 static uint16_t loop_port;
 
+static void loopback_prepare(void);
+
 static int
 setup_loopback(void **state)
+{
+	loopback_prepare();
+	return setup(state);
+}
+
+/* Room for 4 connections: the queue budget's cap is 4 x 32 KiB. */
+static int
+setup_loopback_capped(void **state)
+{
+	loopback_prepare();
+	return setup_with(state, 4, 0, NULL);
+}
+
+static void
+loopback_prepare(void)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t len = sizeof(sa);
@@ -414,7 +432,6 @@ setup_loopback(void **state)
 	close(tmp);
 	snprintf(extra_policy, sizeof(extra_policy), "  - cidr: 127.0.0.0/8\n    ports: [%u, %d]\n",
 	         loop_port, dead_port);
-	return setup(state);
 }
 
 static int
@@ -1054,6 +1071,219 @@ test_own_addr_v4_mapped(void **state)
 	assert_int_equal(a.sa.sa_family, AF_INET6);
 }
 
+/* ---- queued bytes and descriptors ---- */
+
+/* A CONNECT tunnel to the loopback server; *srv is the server's end. */
+static int
+tunnel_open(struct fixture *f, int *srv)
+{
+	int fd = client(f);
+	char req[128], buf[64];
+	bool eof;
+	size_t n;
+
+	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", loop_port);
+	assert_int_equal(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+	n = drive_recv(f, fd, buf, sizeof(buf) - 1, 39, 3000, &eof);
+	buf[n] = '\0';
+	assert_string_equal(buf, "HTTP/1.1 200 Connection established\r\n\r\n");
+	*srv = -1;
+	for (int i = 0; i < 1000 && *srv < 0; i++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		*srv = accept4(loop_listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		usleep(1000);
+	}
+	assert_true(*srv >= 0);
+	return fd;
+}
+
+/* Send len bytes of a pattern from `from` while reading them at `to`,
+ * driving the proxy; true when all arrived unchanged. */
+static bool
+pump_through(struct fixture *f, int from, int to, size_t len, int max_ms)
+{
+	static char out[1 << 16], in[1 << 16];
+	size_t sent = 0, got = 0;
+	bool ok = true;
+
+	for (size_t i = 0; i < sizeof(out); i++)
+		out[i] = (char)(i * 7 + 3);
+	for (int t = 0; t < max_ms && got < len; t++) {
+		ssize_t n;
+
+		if (sent < len) {
+			size_t k = len - sent < sizeof(out) - sent % sizeof(out)
+			                   ? len - sent
+			                   : sizeof(out) - sent % sizeof(out);
+
+			n = send(from, out + sent % sizeof(out), k, MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (n > 0)
+				sent += (size_t)n;
+		}
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		while ((n = recv(to, in, sizeof(in), MSG_DONTWAIT)) > 0) {
+			for (ssize_t i = 0; i < n; i++)
+				ok = ok && in[i] == out[(got + (size_t)i) % sizeof(out)];
+			got += (size_t)n;
+		}
+		if (n == 0)
+			break;
+		usleep(200);
+	}
+	return ok && got == len;
+}
+
+/* Every descriptor number in use (the pipes' too): an established tunnel
+ * goes on through the proxy's own copy instead of being closed for want
+ * of a splice pipe. */
+static void
+test_tunnel_copies_without_pipes(void **state)
+{
+	struct fixture *f = *state;
+	struct rlimit saved, low;
+	int fd, srv, top;
+	bool up, down;
+
+	fd = tunnel_open(f, &srv);
+	top = dup(0);
+	assert_true(top >= 0);
+	close(top);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	low = saved;
+	low.rlim_cur = (rlim_t)top;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	up = pump_through(f, fd, srv, 300000, 5000);
+	down = up && pump_through(f, srv, fd, 300000, 5000);
+	/* Restored before any assert can end the test: the others need it. */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	assert_true(up);
+	assert_true(down);
+	close(fd);
+	close(srv);
+	exchange(f, client(f), NULL, 50);
+	assert_int_equal(log_lines(f), 1);
+	assert_null(strstr(log_text(f), "file descriptors"));
+	assert_non_null(strstr(log_text(f), "\"bytes_up\":300000,\"bytes_down\":300000"));
+}
+
+/* Accepted, then no descriptor for the upstream: 503 naming the resource
+ * limit, never a 502 that blames the destination. */
+static void
+test_no_fd_for_upstream(void **state)
+{
+	struct fixture *f = *state;
+	struct rlimit saved, low;
+	int fd = client(f), top;
+	char req[128];
+	const char *r;
+
+	for (int i = 0; i < 20; i++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK); /* accepted */
+		usleep(1000);
+	}
+	top = dup(0);
+	assert_true(top >= 0);
+	close(top);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	low = saved;
+	low.rlim_cur = (rlim_t)top;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", loop_port);
+	r = exchange(f, fd, req, 3000);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	assert_true(strncmp(r, "HTTP/1.1 503", 12) == 0);
+	assert_non_null(strstr(r, "error=proxy_internal_error"));
+	assert_non_null(strstr(r, "resource limit: out of file descriptors"));
+	close(fd);
+	assert_non_null(
+	        strstr(log_text(f), "\"reason\":\"resource limit: out of file descriptors\""));
+	/* Descriptors back: served again. */
+	fd = client(f);
+	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", dead_port);
+	r = exchange(f, fd, req, 3000);
+	assert_true(strncmp(r, "HTTP/1.1 502", 12) == 0);
+	assert_non_null(strstr(r, "error=connection_refused"));
+	close(fd);
+}
+
+/* An absolute-form client that stops reading while the origin sends
+ * 4 MiB: one connection alone may queue 256 KiB, but the proxy queues no
+ * more than its cap (4 x 32 KiB here) and one read, the origin is held
+ * back, and once the client reads, every byte arrives in order and the
+ * budget is empty again. */
+static void
+test_queue_cap_holds(void **state)
+{
+	static const char head[] = "HTTP/1.1 200 OK\r\nContent-Length: 4194304\r\n\r\n";
+	struct fixture *f = *state;
+	struct membudget *b = proxy_queue_budget(f->px);
+	size_t cap = membudget_cap(b), sent = 0;
+	int fd = client(f), srv = -1, small = 16384, idle = 0;
+	char req[160], buf[65536];
+	bool eof = false;
+
+	assert_int_equal(cap, 4 * PROXY_QUEUED_PER_CONN);
+	snprintf(req, sizeof(req),
+	         "GET http://127.0.0.1:%u/ HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", loop_port,
+	         loop_port);
+	assert_int_equal(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+	for (int i = 0; i < 1000 && srv < 0; i++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		srv = accept4(loop_listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		usleep(1000);
+	}
+	assert_true(srv >= 0);
+	assert_true(drive_recv(f, srv, buf, sizeof(buf), 1, 3000, &eof) > 0);
+	assert_int_equal(setsockopt(srv, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	assert_int_equal(send(srv, head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (char)(i * 7 + 3);
+	/* Until the origin cannot send for 200 rounds: everything between
+	 * is full. */
+	while (sent < (4u << 20) && idle < 200) {
+		ssize_t n = send(srv, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		if (n > 0) {
+			sent += (size_t)n;
+			idle = 0;
+		} else {
+			idle++;
+			usleep(500);
+		}
+		assert_true(membudget_used(b) <= cap + 4096);
+	}
+	assert_true(sent < (4u << 20)); /* held back */
+	assert_true(membudget_peak(b) >= cap);
+	assert_true(membudget_peak(b) <= cap + 4096);
+	{
+		/* The client reads again: everything the origin sent arrives
+		 * (after the head, as the proxy rewrote it), in order. */
+		size_t n, at = 0;
+		char in[65536], end[4] = {0};
+		bool body = false;
+
+		for (int i = 0; i < 20000 && at < sent && !eof; i++) {
+			n = drive_recv(f, fd, in, sizeof(in), sizeof(in), 1, &eof);
+			for (size_t k = 0; k < n; k++) {
+				if (!body) {
+					memmove(end, end + 1, 3);
+					end[3] = in[k];
+					body = memcmp(end, "\r\n\r\n", 4) == 0;
+					continue;
+				}
+				assert_int_equal(in[k], buf[at % sizeof(buf)]);
+				at++;
+			}
+		}
+		assert_int_equal(at, sent);
+	}
+	close(srv);
+	close(fd);
+	exchange(f, client(f), NULL, 50);
+	assert_int_equal(membudget_used(b), 0);
+}
+
 int
 main(void)
 {
@@ -1090,6 +1320,12 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_connection_refused, setup_loopback,
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_connect_timeout, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_copies_without_pipes, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_no_fd_for_upstream, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_queue_cap_holds, setup_loopback_capped,
 	                                        teardown_loopback),
 	};
 	/* The supervisor ignores SIGPIPE; so does this stand-in for it. */
