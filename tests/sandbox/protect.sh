@@ -84,7 +84,9 @@ expect_refused() {
 expect_real_log() {
 	local what=$1 path=$2
 	[ -f "$path" ] || fail "$what: no log at $path (CMD moved it away)"
-	grep -q 'forged' "$path" && fail "$what: forged line in $path: $(grep forged "$path")"
+	if grep -qF '"task":"forged"' "$path"; then
+		fail "$what: forged line in $path: $(grep -F '"task":"forged"' "$path")"
+	fi
 	expect_eq "$what: task-start in $path" 1 "$(grep -c '"kind":"task-start"' "$path")"
 	expect_eq "$what: task-end in $path" 1 "$(grep -c '"kind":"task-end"' "$path")"
 }
@@ -121,15 +123,22 @@ sec_policy() {
 
 # 2. The log in the workdir, in a subdirectory of it, and in an --rw path.
 sec_log() {
-	local role=$1 w log
+	local role=$1 w log d above
 	w=$(work "$role")/logs
 	mkdir -p "$w/a/b" "$(work "$role")/rw/x"
 	own "$role" "$w" "$(work "$role")/rw"
 	for log in "$w/egress.jsonl" "$w/a/b/egress.jsonl" "$(work "$role")/rw/x/egress.jsonl"; do
 		rm -f "$log"
+		# Every directory above the log, up to the workdir or the --rw
+		# path and those too (mount points already), deepest first.
+		above=()
+		d=$(dirname "$log")
+		while [ "$d" != "$(work "$role")" ]; do
+			above+=(rename:"$d")
+			d=$(dirname "$d")
+		done
 		tamper "$role" "$w" -p "$SCRATCH/none.yaml" --rw "$(work "$role")/rw" --log "$log" -- \
-			write:"$log" rename:"$log" replace:"$log" unlink:"$log" \
-			rename:"$w/a/b" rename:"$w/a" rename:"$(work "$role")/rw/x" plant:"$log" ||
+			write:"$log" rename:"$log" replace:"$log" unlink:"$log" "${above[@]}" plant:"$log" ||
 			fail "$role: log $log: airlock failed: $(cat "$SCRATCH/err")"
 		expect_refused "$role: log $log" ok_write
 		expect_real_log "$role: log $log" "$log"
@@ -257,7 +266,7 @@ sec_presets() {
 			$(sed 's/, /\n/g' <<<"$dirs" | grep -vxF "$AIRLOCK_INSTALLED_PRESETS") \
 			-- "${pre[@]}" env -u AIRLOCK_POLICY_DIR "$SCRATCH/airlock" run -p none \
 			--log "$(logf "$role")" -- true 2>"$SCRATCH/err" || rc=$?
-		if grep -q '"policy":"forged"' "$(logf "$role")"; then
+		if grep -qs '"policy":"forged"' "$(logf "$role")"; then
 			fail "$role: -p none read the checkout's forged preset (status $rc)"
 		fi
 	fi
