@@ -20,8 +20,17 @@
  * mounts nothing at all. The view is modelled as the list of layers init
  * mounts, in order: the last one over a path decides what CMD finds
  * there. Copies do not hide what lies beneath them (a recursive clone of
- * the view at the time). */
+ * the view at the time).
+ *
+ * A path is not a file's only name. Hard links are refused where CMD
+ * could write through one (check_links). Bind mounts on the host show the
+ * same directories at other paths, which realpath cannot see: the host's
+ * mount table names them (keep_aliases), and each is kept as the path
+ * itself is -- a rename through any of them is refused anyway (the kernel
+ * asks whether the directory, not the path, is a mount point), but a
+ * write is not. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,9 +421,207 @@ check_links(const struct sbx_keep *k, char *err, size_t errlen)
 	return -1;
 }
 
+/* The host's mount table, as much of it as keep_aliases needs. */
+struct mnt {
+	unsigned long id;
+	unsigned major, minor;
+	const char *root;  /* what of its filesystem it shows; in the table's buf */
+	const char *point; /* where */
+	size_t root_len, point_len;
+};
+
+struct mnt_table {
+	char *buf; /* /proc/self/mountinfo, split and unescaped in place */
+	struct mnt *m;
+	size_t n;
+};
+
+#define MOUNTINFO_MAX (16u << 20)
+
+static void
+mnt_table_free(struct mnt_table *t)
+{
+	free(t->buf);
+	free(t->m);
+	t->buf = NULL;
+	t->m = NULL;
+	t->n = 0;
+}
+
+/* Cut the next space-separated field out of *s; the kernel escapes space,
+ * tab, newline and backslash in paths as \ooo. NULL at the line's end. */
+static char *
+mnt_field(char **s, bool unescape)
+{
+	char *f = *s, *in, *out;
+
+	while (*f == ' ')
+		f++;
+	if (*f == '\0' || *f == '\n')
+		return NULL;
+	for (in = out = f; *in != '\0' && *in != ' ' && *in != '\n'; in++) {
+		if (unescape && in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' &&
+		    in[2] <= '7' && in[3] >= '0' && in[3] <= '7') {
+			*out++ = (char)((in[1] - '0') << 6 | (in[2] - '0') << 3 | (in[3] - '0'));
+			in += 3;
+		} else {
+			*out++ = *in;
+		}
+	}
+	*s = *in == ' ' ? in + 1 : in;
+	*out = '\0';
+	return f;
+}
+
+static int
+mnt_table_read(struct mnt_table *t, char *err, size_t errlen)
+{
+	size_t len = 0, cap = 16384, lines = 0;
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	char *line, *next;
+
+	memset(t, 0, sizeof(*t));
+	if (fd < 0)
+		goto fail;
+	for (;;) {
+		ssize_t r;
+
+		if (cap - len < 4096) {
+			char *nb;
+
+			if (cap >= MOUNTINFO_MAX) {
+				errno = EFBIG;
+				goto fail;
+			}
+			nb = realloc(t->buf, cap * 2);
+			if (nb == NULL)
+				goto fail;
+			t->buf = nb;
+			cap *= 2;
+		} else if (t->buf == NULL && (t->buf = malloc(cap)) == NULL) {
+			goto fail;
+		}
+		r = read(fd, t->buf + len, cap - len - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			goto fail;
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	fd_close(&fd);
+	t->buf[len] = '\0';
+	for (size_t i = 0; i < len; i++)
+		lines += t->buf[i] == '\n';
+	t->m = calloc(lines + 1, sizeof(*t->m));
+	if (t->m == NULL)
+		goto fail;
+	/* ID PARENT MAJOR:MINOR ROOT POINT OPTIONS ... */
+	for (line = t->buf; line != NULL && *line != '\0'; line = next) {
+		struct mnt *m = &t->m[t->n];
+		char *eol = strchr(line, '\n'), *f[5];
+
+		next = eol != NULL ? eol + 1 : NULL;
+		if (eol != NULL)
+			*eol = '\0';
+		for (int i = 0; i < 5; i++)
+			if ((f[i] = mnt_field(&line, i >= 3)) == NULL)
+				break;
+		if (f[4] == NULL || sscanf(f[2], "%u:%u", &m->major, &m->minor) != 2)
+			continue;
+		m->id = strtoul(f[0], NULL, 10);
+		m->root = f[3];
+		m->point = f[4];
+		m->root_len = strlen(f[3]);
+		m->point_len = strlen(f[4]);
+		t->n++;
+	}
+	return 0;
+fail:
+	snprintf(err, errlen, "filesystem: the host's mount table: %s", strerror(errno));
+	fd_close(&fd);
+	mnt_table_free(t);
+	return -1;
+}
+
+/* The mount real (resolved) lies in: by the mount id where the kernel
+ * says it (statx, Linux 5.8), else the last mount on the longest prefix. */
+static const struct mnt *
+mnt_of(const struct mnt_table *t, const char *real)
+{
+	const struct mnt *best = NULL;
+	size_t len = strlen(real);
+	struct statx stx;
+
+	if (statx(AT_FDCWD, real, AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) == 0 &&
+	    (stx.stx_mask & STATX_MNT_ID)) {
+		for (size_t i = 0; i < t->n; i++)
+			if (t->m[i].id == stx.stx_mnt_id)
+				return &t->m[i];
+	}
+	for (size_t i = 0; i < t->n; i++)
+		if (is_under(real, len, t->m[i].point, t->m[i].point_len) &&
+		    (best == NULL || t->m[i].point_len >= best->point_len))
+			best = &t->m[i];
+	return best;
+}
+
+/* Every other path the host's mounts show k's path at (a bind mount of it
+ * or of a directory above it; for a directory also of one below it), kept
+ * as k is. */
+static int
+keep_aliases(struct sbx_plan *p, const struct mnt_table *t, const struct sbx_keep *k, char *err,
+             size_t errlen)
+{
+	char real[PATH_MAX], in_fs[PATH_MAX], alias[PATH_MAX];
+	const struct mnt *home;
+	const char *rel;
+	struct stat st;
+	size_t len;
+	int n;
+
+	if (realpath(k->path, real) == NULL || stat(real, &st) < 0)
+		return 0; /* not there: the walk said what that means */
+	home = mnt_of(t, real);
+	if (home == NULL)
+		return 0;
+	/* real's path within its filesystem */
+	rel = home->point_len == 1 ? real : real + home->point_len;
+	n = snprintf(in_fs, sizeof(in_fs), "%s%s", home->root_len == 1 ? "" : home->root,
+	             rel[0] == '\0' && home->root_len == 1 ? "/" : rel);
+	if (n < 0 || (size_t)n >= sizeof(in_fs))
+		return 0;
+	len = (size_t)n;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct mnt *m = &t->m[i];
+		struct sbx_keep ak = *k;
+
+		if (m == home || m->major != home->major || m->minor != home->minor)
+			continue;
+		if (is_under(in_fs, len, m->root, m->root_len)) {
+			rel = m->root_len == 1 ? in_fs : in_fs + m->root_len;
+			n = snprintf(alias, sizeof(alias), "%s%s", m->point_len == 1 ? "" : m->point,
+			             rel);
+		} else if (S_ISDIR(st.st_mode) && is_under(m->root, m->root_len, in_fs, len)) {
+			n = snprintf(alias, sizeof(alias), "%s", m->point);
+		} else {
+			continue;
+		}
+		if (n <= 0 || (size_t)n >= sizeof(alias) || strcmp(alias, real) == 0)
+			continue;
+		log_debug("keep %s: also at %s", k->path, alias);
+		ak.path = alias;
+		if (sbx_plan_keep(p, &ak, err, errlen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int
 sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, size_t errlen)
 {
+	struct mnt_table mt = {0};
 	struct sbx_plan *p;
 	struct sbx_msg_keep m;
 	int rc = -1;
@@ -431,11 +638,12 @@ sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, siz
 		return -1;
 	}
 	sbx_plan_init(p);
-	if (sbx_plan_view(p, s, err, errlen) < 0)
+	if (sbx_plan_view(p, s, err, errlen) < 0 || (n > 0 && mnt_table_read(&mt, err, errlen) < 0))
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		if (check_links(&keep[i], err, errlen) < 0 ||
-		    sbx_plan_keep(p, &keep[i], err, errlen) < 0)
+		    sbx_plan_keep(p, &keep[i], err, errlen) < 0 ||
+		    keep_aliases(p, &mt, &keep[i], err, errlen) < 0)
 			goto out;
 	for (size_t i = 0; i <= p->n_ops; i++) {
 		size_t len = 0;
@@ -455,6 +663,7 @@ sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, siz
 	s->kept = true;
 	rc = 0;
 out:
+	mnt_table_free(&mt);
 	sbx_plan_free(p);
 	free(p);
 	return rc;

@@ -235,6 +235,30 @@ sec_refuse() {
 	[ -z "$(ls -A "$w/state/airlock")" ] || fail "$role: a refused run left a log behind"
 }
 
+# 6. A bind mount on the host shows the log's directory inside the workdir
+# too (root only: the test makes the mount in a mount namespace of its
+# own): CMD must not write the log, or plant one, through that path.
+sec_alias() {
+	local role=$1 w data log pre=()
+	[ "$(id -u)" -eq 0 ] || return 0
+	w=$(work "$role")/alias
+	data=$(work "$role")/data
+	mkdir -p "$w/view" "$data/logs"
+	own "$role" "$w" "$data"
+	log=$data/logs/egress.jsonl
+	rm -f "$log"
+	[ "$role" != user ] || pre=(setpriv --reuid="$AIRLOCK_TEST_USER" --regid="$AIRLOCK_TEST_USER" --init-groups)
+	unshare -m --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' \
+		sh "$data" "$w/view" "${pre[@]}" sh -c 'cd "$1" && shift && exec "$@"' sh "$w" \
+		"$SCRATCH/airlock" run -p "$SCRATCH/none.yaml" --log "$log" -- python3 -c "$TAMPER" \
+		write:"$w/view/logs/egress.jsonl" rename:"$w/view/logs/egress.jsonl" \
+		replace:"$w/view/logs/egress.jsonl" rename:"$w/view/logs" \
+		plant:"$w/view/logs/egress.jsonl" >"$SCRATCH/out" 2>"$SCRATCH/err" ||
+		fail "$role: log behind a bind mount: airlock failed: $(cat "$SCRATCH/err")"
+	expect_refused "$role: log behind a bind mount" ok_write
+	expect_real_log "$role: log behind a bind mount" "$log"
+}
+
 # A build's presets: the installed directory (and AIRLOCK_POLICY_DIR), never
 # its source tree unless built with -Dsource_presets=true. Shown for real
 # where we may make a mount namespace (root): a checkout holds a forged
@@ -275,7 +299,7 @@ sec_presets() {
 
 # PROTECT_SECTIONS: some of them only (to show each failing on an old build).
 for role in $ROLES; do
-	for sec in ${PROTECT_SECTIONS:-policy log home presetdir refuse presets}; do
+	for sec in ${PROTECT_SECTIONS:-policy log home presetdir refuse alias presets}; do
 		"sec_$sec" "$role"
 	done
 done
