@@ -105,8 +105,8 @@ enum sbx_keep_op {
 /* SBX_MSG_KEEP: sent as the header plus path up to its NUL; init checks the
  * length and the NUL before use. */
 struct sbx_msg_keep {
-	uint32_t type; /* SBX_MSG_KEEP */
-	uint32_t op;   /* enum sbx_keep_op */
+	uint32_t type;       /* SBX_MSG_KEEP */
+	uint32_t op;         /* enum sbx_keep_op */
 	char path[PATH_MAX]; /* absolute, resolved on the host; "" with SBX_KEEP_END */
 };
 

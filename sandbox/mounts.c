@@ -545,8 +545,7 @@ attach_user_mount(int root, int stage, size_t i, const struct sbx_mount *m, stru
  * of the view as it is now, recursively, so that what was mounted beneath
  * path stays as it was. */
 static int
-keep_mount(int root, int stage, size_t i, uint32_t op, const char *path, char *err,
-           size_t errlen)
+keep_mount(int root, int stage, size_t i, uint32_t op, const char *path, char *err, size_t errlen)
 {
 	struct open_how how = {
 	        .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
@@ -564,8 +563,8 @@ keep_mount(int root, int stage, size_t i, uint32_t op, const char *path, char *e
 	switch (op) {
 	case SBX_KEEP_PIN:
 	case SBX_KEEP_RDONLY:
-		tree = open_tree(t, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
-		                                AT_RECURSIVE);
+		tree = open_tree(
+		        t, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
 		if (tree < 0 ||
 		    (op == SBX_KEEP_RDONLY && set_attr(tree, MOUNT_ATTR_RDONLY, 0, true) < 0))
 			goto fail;
@@ -619,8 +618,7 @@ keep_all(int root, int stage, int sock, char *err, size_t errlen)
 		}
 		if ((size_t)n <= head || m.type != SBX_MSG_KEEP ||
 		    strnlen(m.path, (size_t)n - head) != (size_t)n - head - 1 ||
-		    i > SBX_MAX_KEEP_MOUNTS ||
-		    (m.op == SBX_KEEP_END) != (m.path[0] == '\0') ||
+		    i > SBX_MAX_KEEP_MOUNTS || (m.op == SBX_KEEP_END) != (m.path[0] == '\0') ||
 		    (m.op != SBX_KEEP_END && m.path[0] != '/')) {
 			snprintf(err, errlen, "filesystem: bad message from the supervisor");
 			return -1;
@@ -673,8 +671,8 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 	}
 	for (size_t i = 0; i < cfg->n_mounts; i++) {
 		skip[i] = s->umounts[i].skip;
-		if (!skip[i] &&
-		    plan_user_mount(&cfg->mounts[i], s->umounts[i].target, &ops[i], err, errlen) < 0)
+		if (!skip[i] && plan_user_mount(&cfg->mounts[i], s->umounts[i].target, &ops[i], err,
+		                                errlen) < 0)
 			goto out;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {

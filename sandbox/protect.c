@@ -89,9 +89,8 @@ sbx_plan_view(struct sbx_plan *p, const struct sbx *s, char *err, size_t errlen)
 {
 	/* sbx_fs_setup's order: the root, the sandbox's own filesystems, the
 	 * hidden directories, the workdir, the user's mounts. */
-	static const char *const own[] = {"/dev",      "/proc",
-	                                  "/tmp",      "/run",
-	                                  "/etc/resolv.conf", "/etc/hosts"};
+	static const char *const own[] = {"/dev",      "/proc", "/tmp", "/run", "/etc/resolv.conf",
+	                                  "/etc/hosts"};
 	static const enum sbx_view user_view[] = {
 	        [SBX_MOUNT_RW] = SBX_VIEW_HOST_RW,
 	        [SBX_MOUNT_RO] = SBX_VIEW_HOST_RO,
@@ -187,11 +186,13 @@ add_op(struct sbx_plan *p, enum sbx_keep_op op, const char *path, size_t len,
 	char *copy;
 
 	if (p->n_ops >= SBX_MAX_KEEP_MOUNTS || p->n_layers >= SBX_MAX_LAYERS) {
-		snprintf(err, errlen,
-		         "%s %s: keeping what airlock reads and writes out of CMD's reach would take "
-		         "more than %d mounts; keep the policy, the presets and the log outside the "
-		         "workdir and the --rw paths",
-		         k->what, k->path, SBX_MAX_KEEP_MOUNTS);
+		snprintf(
+		        err, errlen,
+		        "%s %s: keeping what airlock reads and writes out of CMD's reach would "
+		        "take "
+		        "more than %d mounts; keep the policy, the presets and the log outside the "
+		        "workdir and the --rw paths",
+		        k->what, k->path, SBX_MAX_KEEP_MOUNTS);
 		return -1;
 	}
 	copy = strndup(path, len);
@@ -201,12 +202,16 @@ add_op(struct sbx_plan *p, enum sbx_keep_op op, const char *path, size_t len,
 	}
 	p->op[p->n_ops] = op;
 	p->op_path[p->n_ops++] = copy;
-	(void)sbx_plan_layer(p, copy, op == SBX_KEEP_MASK ? SBX_VIEW_PRIVATE
-	                              : op == SBX_KEEP_RDONLY ? SBX_VIEW_HOST_RO
-	                                                      : SBX_VIEW_HOST_RW,
+	(void)sbx_plan_layer(p, copy,
+	                     op == SBX_KEEP_MASK     ? SBX_VIEW_PRIVATE
+	                     : op == SBX_KEEP_RDONLY ? SBX_VIEW_HOST_RO
+	                                             : SBX_VIEW_HOST_RW,
 	                     op != SBX_KEEP_MASK, "kept path");
 	log_debug("keep %s: %s %s", k->path,
-	          op == SBX_KEEP_PIN ? "pin" : op == SBX_KEEP_RDONLY ? "read-only" : "mask", copy);
+	          op == SBX_KEEP_PIN      ? "pin"
+	          : op == SBX_KEEP_RDONLY ? "read-only"
+	                                  : "mask",
+	          copy);
 	return 0;
 }
 
@@ -247,8 +252,8 @@ plan_entry(struct sbx_plan *p, const struct sbx_keep *k, const char *x, size_t x
 		         "before the run%s",
 		         k->what, k->path, (int)xlen, x,
 		         e == ENOENT ? "does not exist" : "cannot be reached (",
-		         e == ENOENT ? "" : strerror(e), e == ENOENT ? "" : ")",
-		         p->layer[top].what, p->layer[top].path,
+		         e == ENOENT ? "" : strerror(e), e == ENOENT ? "" : ")", p->layer[top].what,
+		         p->layer[top].path,
 		         k->how == SBX_KEEP_READ ? ", or keep it outside the writable paths" : "");
 		return -1;
 	case ENTRY_DIR:
@@ -277,7 +282,8 @@ plan_entry(struct sbx_plan *p, const struct sbx_keep *k, const char *x, size_t x
 		return -1;
 	}
 	if (k->how == SBX_KEEP_READ) {
-		if (view == SBX_VIEW_HOST_RW && add_op(p, SBX_KEEP_RDONLY, x, xlen, k, err, errlen) < 0)
+		if (view == SBX_VIEW_HOST_RW &&
+		    add_op(p, SBX_KEEP_RDONLY, x, xlen, k, err, errlen) < 0)
 			return -1;
 	} else if (view != SBX_VIEW_PRIVATE &&
 	           add_op(p, SBX_KEEP_MASK, x, xlen, k, err, errlen) < 0) {
@@ -345,8 +351,8 @@ sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, char *err, size_t er
 		curlen += 1 + clen;
 		cur[curlen] = '\0';
 		if (lstat(cur, &st) < 0)
-			return plan_entry(p, k, cur, curlen, ENTRY_MISSING, false, errno, err, errlen) <
-			                       0
+			return plan_entry(p, k, cur, curlen, ENTRY_MISSING, false, errno, err,
+			                  errlen) < 0
 			               ? -1
 			               : 0;
 		if (S_ISLNK(st.st_mode)) {
@@ -356,7 +362,8 @@ sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, char *err, size_t er
 			if (rc <= 0)
 				return rc;
 			if (++links > MAX_LINKS) {
-				snprintf(err, errlen, "%s %s: %s", k->what, k->path, strerror(ELOOP));
+				snprintf(err, errlen, "%s %s: %s", k->what, k->path,
+				         strerror(ELOOP));
 				return -1;
 			}
 			ln = readlink(cur, link, sizeof(link) - 1);
@@ -601,8 +608,8 @@ keep_aliases(struct sbx_plan *p, const struct mnt_table *t, const struct sbx_kee
 			continue;
 		if (is_under(in_fs, len, m->root, m->root_len)) {
 			rel = m->root_len == 1 ? in_fs : in_fs + m->root_len;
-			n = snprintf(alias, sizeof(alias), "%s%s", m->point_len == 1 ? "" : m->point,
-			             rel);
+			n = snprintf(alias, sizeof(alias), "%s%s",
+			             m->point_len == 1 ? "" : m->point, rel);
 		} else if (S_ISDIR(st.st_mode) && is_under(m->root, m->root_len, in_fs, len)) {
 			n = snprintf(alias, sizeof(alias), "%s", m->point);
 		} else {

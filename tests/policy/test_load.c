@@ -434,6 +434,29 @@ test_many_ports(void **state)
 	free(yaml);
 }
 
+/* The preset directories, in lookup order: $AIRLOCK_POLICY_DIR first when
+ * set, the source tree only in a build made with -Dsource_presets=true. */
+static void
+test_preset_dirs(void **state)
+{
+	const char *dirs[8];
+	size_t n, i = 0;
+
+	(void)state;
+	n = policy_preset_dirs(dirs, 8);
+	if (AIRLOCK_SOURCE_POLICY_DIR[0] != '\0')
+		assert_string_equal(dirs[i++], AIRLOCK_SOURCE_POLICY_DIR);
+	assert_string_equal(dirs[i++], AIRLOCK_POLICY_DIR);
+	assert_int_equal(n, i);
+	setenv("AIRLOCK_POLICY_DIR", "/airlock-test/presets", 1);
+	n = policy_preset_dirs(dirs, 8);
+	assert_int_equal(n, i + 1);
+	assert_string_equal(dirs[0], "/airlock-test/presets");
+	assert_string_equal(dirs[n - 1], AIRLOCK_POLICY_DIR);
+	assert_int_equal(policy_preset_dirs(dirs, 1), 1);
+	unsetenv("AIRLOCK_POLICY_DIR");
+}
+
 static void
 test_include_errors(void **state)
 {
@@ -570,25 +593,16 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_version),
-	        cmocka_unit_test(test_top_level),
-	        cmocka_unit_test(test_rules),
-	        cmocka_unit_test(test_hosts),
-	        cmocka_unit_test(test_long_names),
-	        cmocka_unit_test(test_cidrs),
-	        cmocka_unit_test(test_ports),
-	        cmocka_unit_test(test_all_errors_collected),
-	        cmocka_unit_test(test_error_cap),
-	        cmocka_unit_test(test_yaml_safety),
-	        cmocka_unit_test(test_alias_bomb),
-	        cmocka_unit_test(test_deep_nesting),
-	        cmocka_unit_test(test_binary),
-	        cmocka_unit_test(test_too_big),
-	        cmocka_unit_test(test_many_ports),
-	        cmocka_unit_test(test_include_errors),
-	        cmocka_unit_test(test_load_path_errors),
-	        cmocka_unit_test(test_limits),
-	        cmocka_unit_test(test_include_limits),
+	        cmocka_unit_test(test_version),        cmocka_unit_test(test_top_level),
+	        cmocka_unit_test(test_rules),          cmocka_unit_test(test_hosts),
+	        cmocka_unit_test(test_long_names),     cmocka_unit_test(test_cidrs),
+	        cmocka_unit_test(test_ports),          cmocka_unit_test(test_all_errors_collected),
+	        cmocka_unit_test(test_error_cap),      cmocka_unit_test(test_yaml_safety),
+	        cmocka_unit_test(test_alias_bomb),     cmocka_unit_test(test_deep_nesting),
+	        cmocka_unit_test(test_binary),         cmocka_unit_test(test_too_big),
+	        cmocka_unit_test(test_many_ports),     cmocka_unit_test(test_preset_dirs),
+	        cmocka_unit_test(test_include_errors), cmocka_unit_test(test_load_path_errors),
+	        cmocka_unit_test(test_limits),         cmocka_unit_test(test_include_limits),
 	};
 
 	/* Keep the preset search to the built-in directories. */
