@@ -593,16 +593,26 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_version),        cmocka_unit_test(test_top_level),
-	        cmocka_unit_test(test_rules),          cmocka_unit_test(test_hosts),
-	        cmocka_unit_test(test_long_names),     cmocka_unit_test(test_cidrs),
-	        cmocka_unit_test(test_ports),          cmocka_unit_test(test_all_errors_collected),
-	        cmocka_unit_test(test_error_cap),      cmocka_unit_test(test_yaml_safety),
-	        cmocka_unit_test(test_alias_bomb),     cmocka_unit_test(test_deep_nesting),
-	        cmocka_unit_test(test_binary),         cmocka_unit_test(test_too_big),
-	        cmocka_unit_test(test_many_ports),     cmocka_unit_test(test_preset_dirs),
-	        cmocka_unit_test(test_include_errors), cmocka_unit_test(test_load_path_errors),
-	        cmocka_unit_test(test_limits),         cmocka_unit_test(test_include_limits),
+	        cmocka_unit_test(test_version),
+	        cmocka_unit_test(test_top_level),
+	        cmocka_unit_test(test_rules),
+	        cmocka_unit_test(test_hosts),
+	        cmocka_unit_test(test_long_names),
+	        cmocka_unit_test(test_cidrs),
+	        cmocka_unit_test(test_ports),
+	        cmocka_unit_test(test_all_errors_collected),
+	        cmocka_unit_test(test_error_cap),
+	        cmocka_unit_test(test_yaml_safety),
+	        cmocka_unit_test(test_alias_bomb),
+	        cmocka_unit_test(test_deep_nesting),
+	        cmocka_unit_test(test_binary),
+	        cmocka_unit_test(test_too_big),
+	        cmocka_unit_test(test_many_ports),
+	        cmocka_unit_test(test_preset_dirs),
+	        cmocka_unit_test(test_include_errors),
+	        cmocka_unit_test(test_load_path_errors),
+	        cmocka_unit_test(test_limits),
+	        cmocka_unit_test(test_include_limits),
 	};
 
 	/* Keep the preset search to the built-in directories. */
