@@ -645,7 +645,7 @@ cmd_run(int argc, char **argv)
 		drop_new_log(&r);
 		goto out;
 	}
-	log_debug("supervisor: policy loaded, %.3f ms", ms_since_boot());
+	log_debug("supervisor: policy loaded, files kept, %.3f ms", ms_since_boot());
 	if (prepare_loop(&r) < 0)
 		goto out;
 	log_debug("supervisor: event loop ready, %.3f ms", ms_since_boot());

@@ -638,7 +638,7 @@ sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, siz
 		         s->kept ? "twice" : "before the start");
 		return -1;
 	}
-	/* 20 KiB: not on the stack of a caller that may be deep already. */
+	/* Some KiB: not on the stack of a caller that may be deep already. */
 	p = malloc(sizeof(*p));
 	if (p == NULL) {
 		snprintf(err, errlen, "out of memory");
