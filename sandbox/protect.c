@@ -152,20 +152,6 @@ view_of(const struct sbx_plan *p, const char *x, size_t xlen, enum sbx_view *vie
 	return top;
 }
 
-/* Whether anything of the host's is visible beneath x (strictly). */
-static bool
-host_beneath(const struct sbx_plan *p, size_t top, const char *x, size_t xlen)
-{
-	for (size_t i = top + 1; i < p->n_layers; i++) {
-		const struct sbx_layer *l = &p->layer[i];
-
-		if (!l->copy && l->view != SBX_VIEW_PRIVATE && l->len > xlen &&
-		    is_under(l->path, l->len, x, xlen))
-			return true;
-	}
-	return false;
-}
-
 /* The first writable host layer at x or beneath it, visible: NULL if none. */
 static const struct sbx_layer *
 writable_within(const struct sbx_plan *p, size_t top, const char *x, size_t xlen)
@@ -222,8 +208,9 @@ enum entry {
 	ENTRY_MISSING, /* not there (or not reachable: e is why) */
 };
 
-/* One entry of the walk. Returns 1 to go on, 0 when the rest is out of
- * CMD's sight (the walk is done), -1 with the reason. */
+/* One entry of the walk. Returns 1 to go on, 0 when the walk is done (the
+ * path named, or a part of it missing where that is harmless), -1 with
+ * the reason. */
 static int
 plan_entry(struct sbx_plan *p, const struct sbx_keep *k, const char *x, size_t xlen,
            enum entry type, bool is_dir, int e, char *err, size_t errlen)
@@ -233,16 +220,8 @@ plan_entry(struct sbx_plan *p, const struct sbx_keep *k, const char *x, size_t x
 	size_t top = view_of(p, x, xlen, &view, &mp);
 	const struct sbx_layer *w;
 
-	/* A symlink in a private place cannot change, but where it leads may
-	 * be in sight: the walk goes on there. */
-	if (type == ENTRY_LINK) {
-		if (view == SBX_VIEW_HOST_RW && !mp &&
-		    add_op(p, SBX_KEEP_PIN, x, xlen, k, err, errlen) < 0)
-			return -1;
-		return 1;
-	}
-	if (view == SBX_VIEW_PRIVATE && !host_beneath(p, top, x, xlen))
-		return 0;
+	/* Through private places too: CMD cannot see them, but a symlink
+	 * there may lead back into its sight. */
 	switch (type) {
 	case ENTRY_MISSING:
 		if (view != SBX_VIEW_HOST_RW)
@@ -257,11 +236,11 @@ plan_entry(struct sbx_plan *p, const struct sbx_keep *k, const char *x, size_t x
 		         k->how == SBX_KEEP_READ ? ", or keep it outside the writable paths" : "");
 		return -1;
 	case ENTRY_DIR:
+	case ENTRY_LINK:
 		if (view == SBX_VIEW_HOST_RW && !mp &&
 		    add_op(p, SBX_KEEP_PIN, x, xlen, k, err, errlen) < 0)
 			return -1;
 		return 1;
-	case ENTRY_LINK:
 	case ENTRY_LAST:
 		break;
 	}

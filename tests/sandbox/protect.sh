@@ -11,6 +11,8 @@
 . "$(dirname "$0")/common.sh"
 need_prog setpriv python3 sha256sum
 sbx_setup
+EXTRA=()
+trap 'rm -rf "$SCRATCH" "${EXTRA[@]}"' EXIT
 
 # The attacker: each ARG is OP:PATH; prints "OP PATH: ok" or the errno's
 # name. write appends, rename moves PATH aside, replace renames a forged
@@ -123,7 +125,7 @@ sec_policy() {
 
 # 2. The log in the workdir, in a subdirectory of it, and in an --rw path.
 sec_log() {
-	local role=$1 w log d above
+	local role=$1 w log d above vt
 	w=$(work "$role")/logs
 	mkdir -p "$w/a/b" "$(work "$role")/rw/x"
 	own "$role" "$w" "$(work "$role")/rw"
@@ -156,6 +158,18 @@ sec_log() {
 		fail "$role: log through a symlink: airlock failed: $(cat "$SCRATCH/err")"
 	expect_refused "$role: log through a symlink" ok_write
 	expect_real_log "$role: log through a symlink" "$log"
+
+	# ... through a symlink in a place CMD cannot see (/var/tmp is the
+	# sandbox's own) that leads back into the workdir.
+	vt=$(as "$role" mktemp -d /var/tmp/airlock-protect.XXXXXX)
+	EXTRA+=("$vt")
+	as "$role" ln -s "$w/real/via-var-tmp.jsonl" "$vt/log.jsonl"
+	log=$w/real/via-var-tmp.jsonl
+	tamper "$role" "$w" -p "$SCRATCH/none.yaml" --log "$vt/log.jsonl" -- \
+		write:"$log" rename:"$log" replace:"$log" unlink:"$log" rename:"$w/real" plant:"$log" ||
+		fail "$role: log through a symlink in /var/tmp: airlock failed: $(cat "$SCRATCH/err")"
+	expect_refused "$role: log through a symlink in /var/tmp" ok_write
+	expect_real_log "$role: log through a symlink in /var/tmp" "$log"
 }
 
 # 3. The default log with the workdir at $HOME (a scratch home), with the

@@ -67,7 +67,8 @@ setup(void **state)
 	mk("p", true);
 	mk("p/w2", true);
 	mk("p/w2/log", false);
-	if (symlink("a/b", at("w/l")) < 0 || symlink(at("w/a/b/pol.yaml"), at("ro/link.yaml")) < 0)
+	if (symlink("a/b", at("w/l")) < 0 || symlink(at("w/a/b/pol.yaml"), at("ro/link.yaml")) < 0 ||
+	    symlink(at("w/a/b/log"), at("p/log-link")) < 0 || symlink("/proc/self/fd/0", at("p/fd")) < 0)
 		return -1;
 	return 0;
 }
@@ -82,14 +83,16 @@ teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
-/* The view: / read-only, T/p private, the workdir T/w, and T/p/w2 (a
- * workdir inside a hidden home). */
+/* The view: / read-only, the sandbox's own /dev and /proc, T/p private,
+ * the workdir T/w. */
 static int
 view(void **state)
 {
 	(void)state;
 	sbx_plan_init(&plan);
 	assert_int_equal(sbx_plan_layer(&plan, "/", SBX_VIEW_HOST_RO, false, "/"), 0);
+	assert_int_equal(sbx_plan_layer(&plan, "/dev", SBX_VIEW_PRIVATE, false, "/dev"), 0);
+	assert_int_equal(sbx_plan_layer(&plan, "/proc", SBX_VIEW_PRIVATE, false, "/proc"), 0);
 	assert_int_equal(sbx_plan_layer(&plan, P, SBX_VIEW_PRIVATE, false, "hidden directory"), 0);
 	assert_int_equal(sbx_plan_layer(&plan, W, SBX_VIEW_HOST_RW, false, "workdir"), 0);
 	return 0;
@@ -189,6 +192,17 @@ symlinks_from_outside(void **state)
 	           OPS("pin w/a", "pin w/a/b", "read-only w/a/b/pol.yaml"));
 }
 
+/* ... and from a place CMD cannot see at all; magic links of /proc
+ * resolve to what they stand for, or to nothing CMD can see. */
+static void
+symlinks_from_private(void **state)
+{
+	(void)state;
+	expect_ops(SBX_KEEP_HIDE, at("p/log-link"), OPS("pin w/a", "pin w/a/b", "mask w/a/b/log"));
+	expect_ops(SBX_KEEP_HIDE, at("p/fd"), NO_OPS);
+	expect_ops(SBX_KEEP_HIDE, "/dev/stdin", NO_OPS);
+}
+
 /* ".", ".." and relative paths resolve as the kernel would. */
 static void
 dots(void **state)
@@ -261,6 +275,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(outside, view, view_free),
 	        cmocka_unit_test_setup_teardown(symlinks, view, view_free),
 	        cmocka_unit_test_setup_teardown(symlinks_from_outside, view, view_free),
+	        cmocka_unit_test_setup_teardown(symlinks_from_private, view, view_free),
 	        cmocka_unit_test_setup_teardown(dots, view, view_free),
 	        cmocka_unit_test_setup_teardown(read_only_dir, view, view_free),
 	        cmocka_unit_test_setup_teardown(refusals, view, view_free),
