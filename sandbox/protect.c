@@ -172,13 +172,11 @@ add_op(struct sbx_plan *p, enum sbx_keep_op op, const char *path, size_t len,
 	char *copy;
 
 	if (p->n_ops >= SBX_MAX_KEEP_MOUNTS || p->n_layers >= SBX_MAX_LAYERS) {
-		snprintf(
-		        err, errlen,
-		        "%s %s: keeping what airlock reads and writes out of CMD's reach would "
-		        "take "
-		        "more than %d mounts; keep the policy, the presets and the log outside the "
-		        "workdir and the --rw paths",
-		        k->what, k->path, SBX_MAX_KEEP_MOUNTS);
+		snprintf(err, errlen,
+		         "%s %s: keeping airlock's files out of CMD's reach would take more than "
+		         "%d mounts; keep the policy, the presets and the log outside the workdir "
+		         "and the --rw paths",
+		         k->what, k->path, SBX_MAX_KEEP_MOUNTS);
 		return -1;
 	}
 	copy = strndup(path, len);
