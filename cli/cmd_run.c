@@ -39,9 +39,10 @@ extern char **environ;
 
 _Static_assert(SBX_MAX_USER_MOUNTS <= SBX_MAX_MOUNTS, "the sandbox must take the user's mounts");
 #define TASK_ID_LEN 16
-/* What sbx_protect keeps: the log, airlock itself, and at most
- * POLICY_MAX_FILES policy files and as many preset directories. */
-#define MAX_KEEP (2 + 64 + 20)
+/* What sbx_protect keeps: the log, airlock itself, the policy's files (at
+ * most 64, policy/internal.h) and the preset directories (at most 19). */
+#define MAX_PRESET_DIRS 20
+#define MAX_KEEP        (2 + 64 + MAX_PRESET_DIRS)
 
 struct run {
 	struct sbx_opts opts;
@@ -238,22 +239,27 @@ protect_files(struct run *r)
 {
 	struct sbx_keep keep[MAX_KEEP];
 	const struct policy_source *src;
-	const char *dirs[20];
+	const char *dirs[MAX_PRESET_DIRS];
 	size_t n = 0, nsrc = policy_sources(r->policy, &src);
 	size_t ndirs = policy_preset_dirs(dirs, ARRAY_SIZE(dirs));
 	char err[PATH_MAX + 512];
 	ssize_t len;
 
+	/* Fail closed: every file, or no run. */
+	if (nsrc + ndirs + 2 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs)) {
+		log_warnx("too many policy files and preset directories to keep out of CMD's reach");
+		return -1;
+	}
 	if (r->logdir[0] != '\0')
 		keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->logdir, "log directory"};
 	else
 		keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->logpath, "egress log"};
-	for (size_t i = 0; i < nsrc && n < ARRAY_SIZE(keep); i++)
+	for (size_t i = 0; i < nsrc; i++)
 		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, src[i].path, "policy file"};
-	for (size_t i = 0; i < ndirs && n < ARRAY_SIZE(keep); i++)
+	for (size_t i = 0; i < ndirs; i++)
 		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, dirs[i], "preset directory"};
 	len = readlink("/proc/self/exe", r->exe, sizeof(r->exe) - 1);
-	if (len > 0 && n < ARRAY_SIZE(keep)) {
+	if (len > 0) {
 		r->exe[len] = '\0';
 		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, r->exe, "airlock's executable"};
 	}
@@ -636,11 +642,11 @@ cmd_run(int argc, char **argv)
 	}
 	/* The policy (YAML, SHA-256, the matcher) and the upstreams are
 	 * loaded while init makes its sockets on the other CPU, and init
-	 * learns what to keep out of CMD's reach (it waits for that before it
-	 * drops its privileges); then the
-	 * network is set up through them while init builds the filesystem
-	 * (docs/run.md, How a run starts). A bad policy kills the sandbox
-	 * before anything ran in it: init waits for the go. */
+	 * learns which files to keep out of CMD's reach (it waits for that
+	 * before it drops its privileges); then the network is set up
+	 * through its sockets while init builds the filesystem (docs/run.md,
+	 * How a run starts). A bad policy kills the sandbox before anything
+	 * ran in it: init waits for the go. */
 	if (load_policy(&r) < 0 || protect_files(&r) < 0 || load_upstreams(&r) < 0) {
 		drop_new_log(&r);
 		goto out;
