@@ -183,11 +183,21 @@ int sbx_plan_layer(struct sbx_plan *p, const char *path, enum sbx_view view, boo
                    const char *what);
 /* The layers of s's view. 0 or -1 + reason. */
 int sbx_plan_view(struct sbx_plan *p, const struct sbx *s, char *err, size_t errlen);
+/* What a kept path named, where it is there. */
+struct sbx_found {
+	bool there;
+	char real[PATH_MAX]; /* resolved */
+	mode_t mode;
+	nlink_t nlink;
+	uint64_t mnt_id; /* 0: the kernel did not say */
+};
+
 /* Plan what keeps k (its path absolute or relative to the current
  * directory) out of CMD's reach: the path is resolved on the host one
- * component at a time, as the next run will. 0, or -1 + reason and
- * advice when it cannot be kept. */
-int sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, char *err, size_t errlen);
+ * component at a time, as the next run will; what it named goes to *f.
+ * 0, or -1 + reason and advice when it cannot be kept. */
+int sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, struct sbx_found *f, char *err,
+                  size_t errlen);
 
 /* privs.c: drop every capability (bounding, ambient, effective, permitted,
  * inheritable) and lock the securebits. 0 or -1 + reason. */

@@ -31,10 +31,12 @@
  * write is not. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -269,8 +271,69 @@ plan_entry(struct sbx_plan *p, const struct sbx_keep *k, const char *x, size_t x
 	return 0;
 }
 
+/* rest (absolute) has no empty, "." or ".." component. */
+static bool
+is_clean(const char *rest)
+{
+	for (const char *c = rest; *c != '\0'; c++) {
+		if (c[0] != '/')
+			continue;
+		if (c[1] == '/' || c[1] == '\0' ||
+		    (c[1] == '.' && (c[2] == '/' || c[2] == '\0' ||
+		                     (c[2] == '.' && (c[3] == '/' || c[3] == '\0')))))
+			return false;
+	}
+	return rest[0] == '/';
+}
+
+/* What the path named, into *f: its resolved path and what statx says. */
+static void
+found(struct sbx_found *f, const char *real, size_t len, const struct statx *stx)
+{
+	memcpy(f->real, real, len);
+	f->real[len] = '\0';
+	f->mode = stx->stx_mode;
+	f->nlink = stx->stx_nlink;
+	f->mnt_id = stx->stx_mask & STATX_MNT_ID ? stx->stx_mnt_id : 0;
+	f->there = true;
+}
+
+#define FOUND_MASK (STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_MNT_ID)
+
+/* Most paths have no symlink on the way: one openat2 says so, and the
+ * plan follows from the path alone (every prefix a directory). 1 when
+ * the path has a symlink on the way or is not there (the caller walks
+ * it), else plan_entry's 0 or -1. */
+static int
+plan_direct(struct sbx_plan *p, const struct sbx_keep *k, const char *path, struct sbx_found *f,
+            char *err, size_t errlen)
+{
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
+	struct statx stx;
+	size_t len = strlen(path);
+	int fd, rc;
+
+	if (len <= 1 || !is_clean(path))
+		return 1;
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	if (fd < 0)
+		return 1;
+	rc = statx(fd, "", AT_EMPTY_PATH, FOUND_MASK, &stx);
+	close(fd);
+	if (rc < 0)
+		return 1;
+	for (const char *c = strchr(path + 1, '/'); c != NULL; c = strchr(c + 1, '/'))
+		if (plan_entry(p, k, path, (size_t)(c - path), ENTRY_DIR, true, 0, err, errlen) < 0)
+			return -1;
+	found(f, path, len, &stx);
+	return plan_entry(p, k, path, len, ENTRY_LAST, S_ISDIR(stx.stx_mode), 0, err, errlen) < 0
+	               ? -1
+	               : 0;
+}
+
 int
-sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, char *err, size_t errlen)
+sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, struct sbx_found *f, char *err,
+              size_t errlen)
 {
 	/* cur: the resolved part ("" is /); rest: what is left, from r on. */
 	char cur[PATH_MAX], rest[PATH_MAX], next[PATH_MAX], link[PATH_MAX];
@@ -278,6 +341,7 @@ sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, char *err, size_t er
 	size_t curlen = 0;
 	int links = 0, rc, n;
 	struct stat st;
+	struct statx stx;
 
 	if (k->path == NULL || k->path[0] == '\0') {
 		snprintf(err, errlen, "%s: empty path", k->what);
@@ -295,6 +359,10 @@ sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, char *err, size_t er
 	}
 	if (n < 0 || (size_t)n >= sizeof(rest))
 		goto too_long;
+	f->there = false;
+	rc = plan_direct(p, k, rest, f, err, errlen);
+	if (rc <= 0)
+		return rc;
 	r = rest;
 	cur[0] = '\0';
 	for (;;) {
@@ -370,6 +438,8 @@ sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, char *err, size_t er
 			                  errlen) < 0
 			               ? -1
 			               : 0;
+		if (last && statx(AT_FDCWD, cur, AT_SYMLINK_NOFOLLOW, FOUND_MASK, &stx) == 0)
+			found(f, cur, curlen, &stx);
 		rc = plan_entry(p, k, cur, curlen, last ? ENTRY_LAST : ENTRY_DIR,
 		                S_ISDIR(st.st_mode), 0, err, errlen);
 		if (rc <= 0)
@@ -377,8 +447,13 @@ sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, char *err, size_t er
 	}
 	/* The path ended in "." or "..", or named /: what it names is a
 	 * directory already walked through. */
-	if (curlen == 0)
-		return plan_entry(p, k, "/", 1, ENTRY_LAST, true, 0, err, errlen) < 0 ? -1 : 0;
+	if (curlen == 0) {
+		cur[0] = '/';
+		cur[1] = '\0';
+		curlen = 1;
+	}
+	if (statx(AT_FDCWD, cur, AT_SYMLINK_NOFOLLOW, FOUND_MASK, &stx) == 0)
+		found(f, cur, curlen, &stx);
 	return plan_entry(p, k, cur, curlen, ENTRY_LAST, true, 0, err, errlen) < 0 ? -1 : 0;
 too_long:
 	snprintf(err, errlen, "%s %s: path too long", k->what, k->path);
@@ -388,20 +463,18 @@ too_long:
 /* A file with more than one name (hard links) may be reached through
  * another, which nothing here covers: refused when CMD could write it
  * that way (always for a file airlock writes; for one it reads, when its
- * mode lets anyone write). A file that is not there is the walk's. */
+ * mode lets anyone write). */
 static int
-check_links(const struct sbx_keep *k, char *err, size_t errlen)
+check_links(const struct sbx_keep *k, const struct sbx_found *f, char *err, size_t errlen)
 {
-	struct stat st;
-
-	if (stat(k->path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink <= 1)
+	if (!f->there || !S_ISREG(f->mode) || f->nlink <= 1)
 		return 0;
-	if (k->how == SBX_KEEP_READ && (st.st_mode & 0222) == 0)
+	if (k->how == SBX_KEEP_READ && (f->mode & 0222) == 0)
 		return 0;
 	snprintf(err, errlen,
 	         "%s %s has %lu names (hard links): CMD could write it through another; use a "
 	         "file with one name (cp it to a new file)",
-	         k->what, k->path, (unsigned long)st.st_nlink);
+	         k->what, k->path, (unsigned long)f->nlink);
 	return -1;
 }
 
@@ -529,23 +602,19 @@ fail:
 	return -1;
 }
 
-/* The mount real (resolved) lies in: by the mount id where the kernel
- * says it (statx, Linux 5.8), else the last mount on the longest prefix. */
+/* The mount f lies in: by its mount id where the kernel says it (statx,
+ * Linux 5.8), else the last mount on the longest prefix of its path. */
 static const struct mnt *
-mnt_of(const struct mnt_table *t, const char *real)
+mnt_of(const struct mnt_table *t, const struct sbx_found *f)
 {
 	const struct mnt *best = NULL;
-	size_t len = strlen(real);
-	struct statx stx;
+	size_t len = strlen(f->real);
 
-	if (statx(AT_FDCWD, real, AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) == 0 &&
-	    (stx.stx_mask & STATX_MNT_ID)) {
-		for (size_t i = 0; i < t->n; i++)
-			if (t->m[i].id == stx.stx_mnt_id)
-				return &t->m[i];
-	}
+	for (size_t i = 0; f->mnt_id != 0 && i < t->n; i++)
+		if (t->m[i].id == f->mnt_id)
+			return &t->m[i];
 	for (size_t i = 0; i < t->n; i++)
-		if (is_under(real, len, t->m[i].point, t->m[i].point_len) &&
+		if (is_under(f->real, len, t->m[i].point, t->m[i].point_len) &&
 		    (best == NULL || t->m[i].point_len >= best->point_len))
 			best = &t->m[i];
 	return best;
@@ -555,19 +624,18 @@ mnt_of(const struct mnt_table *t, const char *real)
  * or of a directory above it; for a directory also of one below it), kept
  * as k is. */
 static int
-keep_aliases(struct sbx_plan *p, const struct mnt_table *t, const struct sbx_keep *k, char *err,
-             size_t errlen)
+keep_aliases(struct sbx_plan *p, const struct mnt_table *t, const struct sbx_keep *k,
+             const struct sbx_found *f, char *err, size_t errlen)
 {
-	char real[PATH_MAX], in_fs[PATH_MAX], alias[PATH_MAX];
+	char in_fs[PATH_MAX], alias[PATH_MAX];
+	const char *real = f->real, *rel;
 	const struct mnt *home;
-	const char *rel;
-	struct stat st;
 	size_t len;
 	int n;
 
-	if (realpath(k->path, real) == NULL || stat(real, &st) < 0)
-		return 0; /* not there: the walk said what that means */
-	home = mnt_of(t, real);
+	if (!f->there)
+		return 0; /* the walk said what that means */
+	home = mnt_of(t, f);
 	if (home == NULL)
 		return 0;
 	/* real's path within its filesystem */
@@ -580,6 +648,7 @@ keep_aliases(struct sbx_plan *p, const struct mnt_table *t, const struct sbx_kee
 	for (size_t i = 0; i < t->n; i++) {
 		const struct mnt *m = &t->m[i];
 		struct sbx_keep ak = *k;
+		struct sbx_found af;
 
 		if (m == home || m->major != home->major || m->minor != home->minor)
 			continue;
@@ -587,7 +656,7 @@ keep_aliases(struct sbx_plan *p, const struct mnt_table *t, const struct sbx_kee
 			rel = m->root_len == 1 ? in_fs : in_fs + m->root_len;
 			n = snprintf(alias, sizeof(alias), "%s%s",
 			             m->point_len == 1 ? "" : m->point, rel);
-		} else if (S_ISDIR(st.st_mode) && is_under(m->root, m->root_len, in_fs, len)) {
+		} else if (S_ISDIR(f->mode) && is_under(m->root, m->root_len, in_fs, len)) {
 			n = snprintf(alias, sizeof(alias), "%s", m->point);
 		} else {
 			continue;
@@ -596,7 +665,7 @@ keep_aliases(struct sbx_plan *p, const struct mnt_table *t, const struct sbx_kee
 			continue;
 		log_debug("keep %s: also at %s", k->path, alias);
 		ak.path = alias;
-		if (sbx_plan_keep(p, &ak, err, errlen) < 0)
+		if (sbx_plan_keep(p, &ak, &af, err, errlen) < 0)
 			return -1;
 	}
 	return 0;
@@ -606,6 +675,7 @@ int
 sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, size_t errlen)
 {
 	struct mnt_table mt = {0};
+	struct sbx_found f;
 	struct sbx_plan *p;
 	struct sbx_msg_keep m;
 	int rc = -1;
@@ -625,9 +695,9 @@ sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, siz
 	if (sbx_plan_view(p, s, err, errlen) < 0 || (n > 0 && mnt_table_read(&mt, err, errlen) < 0))
 		goto out;
 	for (size_t i = 0; i < n; i++)
-		if (check_links(&keep[i], err, errlen) < 0 ||
-		    sbx_plan_keep(p, &keep[i], err, errlen) < 0 ||
-		    keep_aliases(p, &mt, &keep[i], err, errlen) < 0)
+		if (sbx_plan_keep(p, &keep[i], &f, err, errlen) < 0 ||
+		    check_links(&keep[i], &f, err, errlen) < 0 ||
+		    keep_aliases(p, &mt, &keep[i], &f, err, errlen) < 0)
 			goto out;
 	for (size_t i = 0; i <= p->n_ops; i++) {
 		size_t len = 0;

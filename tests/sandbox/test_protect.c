@@ -114,10 +114,11 @@ expect_ops(enum sbx_keep_how how, const char *path, const char *const *want)
 	static const char *const names[] = {
 	        [SBX_KEEP_PIN] = "pin", [SBX_KEEP_RDONLY] = "read-only", [SBX_KEEP_MASK] = "mask"};
 	struct sbx_keep k = {how, path, "test path"};
+	struct sbx_found f;
 	char err[512] = "", got[PATH_MAX + 32];
 	size_t before = plan.n_ops, n = 0;
 
-	if (sbx_plan_keep(&plan, &k, err, sizeof(err)) < 0)
+	if (sbx_plan_keep(&plan, &k, &f, err, sizeof(err)) < 0)
 		fail_msg("%s: refused: %s", path, err);
 	for (; want[n] != NULL; n++) {
 		if (before + n >= plan.n_ops)
@@ -136,9 +137,10 @@ static void
 expect_refused(enum sbx_keep_how how, const char *path, const char *reason)
 {
 	struct sbx_keep k = {how, path, "test path"};
+	struct sbx_found f;
 	char err[512] = "";
 
-	assert_int_equal(sbx_plan_keep(&plan, &k, err, sizeof(err)), -1);
+	assert_int_equal(sbx_plan_keep(&plan, &k, &f, err, sizeof(err)), -1);
 	if (strstr(err, reason) == NULL)
 		fail_msg("%s: reason '%s' lacks '%s'", path, err, reason);
 }
