@@ -40,17 +40,19 @@ extern char **environ;
 
 #define DNS_CACHE_ENTRIES 4096
 
-_Static_assert(SBX_MAX_USER_MOUNTS + 1 <= SBX_MAX_MOUNTS,
-               "the sandbox must take the user's mounts and the log's");
+_Static_assert(SBX_MAX_USER_MOUNTS <= SBX_MAX_MOUNTS, "the sandbox must take the user's mounts");
 #define TASK_ID_LEN 16
+/* What sbx_protect keeps: the log, airlock itself, the policy's files (at
+ * most 64, policy/internal.h) and the preset directories (at most 19). */
+#define MAX_PRESET_DIRS 20
+#define MAX_KEEP        (2 + 64 + MAX_PRESET_DIRS)
 
 struct run {
 	struct sbx_opts opts;
 	char task[TASK_ID_LEN + 1];
 	char logpath[PATH_MAX];
 	char logdir[PATH_MAX]; /* default log directory, hidden inside; or "" */
-	struct sbx_mount mounts[SBX_MAX_USER_MOUNTS + 1];
-	size_t n_mounts;
+	char exe[PATH_MAX];    /* airlock's own executable, kept read-only; or "" */
 	struct sockaddr_storage upstream[DNS_MAX_UPSTREAMS];
 	size_t n_upstream;
 	uint64_t start_ms;
@@ -234,6 +236,47 @@ load_policy(struct run *r)
 	policy_diag_clear(&diag);
 	if (r->opts.audit)
 		policy_set_mode(r->policy, POLICY_MODE_AUDIT);
+	return 0;
+}
+
+/* Keep what this run read and writes, and what the next run will read,
+ * out of CMD's reach (sbx_protect): the log (or the default log
+ * directory, with every earlier task's log), the policy's files, the
+ * preset directories, and airlock itself. Each as the next run names it;
+ * the policy's files as they were opened, relative to this directory. */
+static int
+protect_files(struct run *r)
+{
+	struct sbx_keep keep[MAX_KEEP];
+	const struct policy_source *src;
+	const char *dirs[MAX_PRESET_DIRS];
+	size_t n = 0, nsrc = policy_sources(r->policy, &src);
+	size_t ndirs = policy_preset_dirs(dirs, ARRAY_SIZE(dirs));
+	char err[PATH_MAX + 512];
+	ssize_t len;
+
+	/* Fail closed: every file, or no run. */
+	if (nsrc + ndirs + 2 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs)) {
+		log_warnx("too many policy files and preset directories to keep out of CMD's reach");
+		return -1;
+	}
+	if (r->logdir[0] != '\0')
+		keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->logdir, "log directory"};
+	else
+		keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->logpath, "egress log"};
+	for (size_t i = 0; i < nsrc; i++)
+		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, src[i].path, "policy file"};
+	for (size_t i = 0; i < ndirs; i++)
+		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, dirs[i], "preset directory"};
+	len = readlink("/proc/self/exe", r->exe, sizeof(r->exe) - 1);
+	if (len > 0) {
+		r->exe[len] = '\0';
+		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, r->exe, "airlock's executable"};
+	}
+	if (sbx_protect(r->sbx, keep, n, err, sizeof(err)) < 0) {
+		log_warnx("%s", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -673,21 +716,13 @@ cmd_run(int argc, char **argv)
 		log_warnx("--log: path too long");
 		goto out;
 	}
-	memcpy(r.mounts, r.opts.mounts, r.opts.n_mounts * sizeof(r.mounts[0]));
-	r.n_mounts = r.opts.n_mounts;
-	/* The sandbox never sees the egress log, let alone writes it: hide
-	 * it last so no --rw can expose it again. */
-	if (r.logdir[0] != '\0')
-		r.mounts[r.n_mounts++] = (struct sbx_mount){SBX_MOUNT_HIDE, r.logdir};
-	else
-		r.mounts[r.n_mounts++] = (struct sbx_mount){SBX_MOUNT_HIDE, r.logpath};
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.argv = r.opts.cmd;
 	cfg.envp = r.env;
 	cfg.workdir = r.opts.workdir;
-	cfg.mounts = r.mounts;
-	cfg.n_mounts = r.n_mounts;
+	cfg.mounts = r.opts.mounts;
+	cfg.n_mounts = r.opts.n_mounts;
 	cfg.root = r.opts.root;
 	cfg.home = getenv("HOME");
 	cfg.share_home = r.opts.share_home;
@@ -719,15 +754,17 @@ cmd_run(int argc, char **argv)
 		goto out;
 	}
 	/* The policy (YAML, SHA-256, the matcher) and the upstreams are
-	 * loaded while init makes its sockets on the other CPU; then the
-	 * network is set up through them while init builds the filesystem
-	 * (docs/run.md, How a run starts). A bad policy kills the sandbox
-	 * before anything ran in it: init waits for the go. */
-	if (load_policy(&r) < 0 || load_upstreams(&r) < 0) {
+	 * loaded while init makes its sockets on the other CPU, and init
+	 * learns which files to keep out of CMD's reach (it waits for that
+	 * before it drops its privileges); then the network is set up
+	 * through its sockets while init builds the filesystem (docs/run.md,
+	 * How a run starts). A bad policy kills the sandbox before anything
+	 * ran in it: init waits for the go. */
+	if (load_policy(&r) < 0 || protect_files(&r) < 0 || load_upstreams(&r) < 0) {
 		drop_new_log(&r);
 		goto out;
 	}
-	log_debug("supervisor: policy loaded, %.3f ms", ms_since_boot());
+	log_debug("supervisor: policy loaded, files kept, %.3f ms", ms_since_boot());
 	if (prepare_loop(&r) < 0)
 		goto out;
 	log_debug("supervisor: event loop ready, %.3f ms", ms_since_boot());

@@ -134,6 +134,8 @@ struct policy {
 	char *p_description;
 	char p_sha256[65];
 	enum policy_mode p_mode;
+	struct policy_source *p_sources; /* the files read, in load order */
+	size_t p_n_sources;
 
 	struct prule *p_rules;
 	uint32_t p_n_rules;

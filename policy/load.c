@@ -59,6 +59,7 @@ struct loader {
 	char *stack[POLICY_MAX_INCLUDE_DEPTH + 2]; /* realpaths being loaded */
 	int depth;
 	char *loaded[POLICY_MAX_FILES]; /* realpaths already loaded */
+	char *opened[POLICY_MAX_FILES]; /* ... and each one's path as opened */
 	size_t n_loaded;
 	size_t n_files;
 	struct punix unix_socks[POLICY_MAX_UNIX]; /* unix: entries, strings in the arena */
@@ -544,10 +545,8 @@ valid_preset_name(const char *s)
 	return true;
 }
 
-/* The preset directories in search order; returns how many were put in
- * dirs (at most max). */
-static size_t
-preset_search_dirs(const char **dirs, size_t max)
+size_t
+policy_preset_dirs(const char **dirs, size_t max)
 {
 	size_t n = 0;
 	const char *env = getenv("AIRLOCK_POLICY_DIR");
@@ -556,7 +555,10 @@ preset_search_dirs(const char **dirs, size_t max)
 		dirs[n++] = preset_dirs[i];
 	if (env != NULL && *env != '\0' && n < max)
 		dirs[n++] = env;
-	if (n < max)
+	/* Only a test build looks in its source tree (meson_options.txt,
+	 * source_presets): an installed airlock whose checkout lies in a
+	 * task's workdir would otherwise let the task rewrite its presets. */
+	if (AIRLOCK_SOURCE_POLICY_DIR[0] != '\0' && n < max)
 		dirs[n++] = AIRLOCK_SOURCE_POLICY_DIR;
 	if (n < max)
 		dirs[n++] = AIRLOCK_POLICY_DIR;
@@ -569,7 +571,7 @@ static int
 preset_find(const char *name, char *out, size_t outlen, char *tried, size_t triedlen)
 {
 	const char *dirs[POLICY_MAX_PRESET_DIRS + 3];
-	size_t n = preset_search_dirs(dirs, sizeof(dirs) / sizeof(dirs[0])), used = 0;
+	size_t n = policy_preset_dirs(dirs, sizeof(dirs) / sizeof(dirs[0])), used = 0;
 
 	tried[0] = '\0';
 	for (size_t i = 0; i < n; i++) {
@@ -1007,11 +1009,13 @@ load_bytes(struct loader *ld, const char *file, const char *real, const unsigned
 	ld->n_files++;
 	(void)SHA256_Update(&ld->sha, data, len);
 	if (real != NULL && ld->n_loaded < POLICY_MAX_FILES) {
-		if ((ld->loaded[ld->n_loaded] = strdup(real)) == NULL) {
+		ld->loaded[ld->n_loaded] = strdup(real);
+		ld->opened[ld->n_loaded] = strdup(file);
+		ld->n_loaded++;
+		if (ld->loaded[ld->n_loaded - 1] == NULL || ld->opened[ld->n_loaded - 1] == NULL) {
 			ld->oom = true;
 			return -1;
 		}
-		ld->n_loaded++;
 	}
 	if (len > POLICY_MAX_FILE_SIZE) {
 		lerr(ld, file, 1, 1,
@@ -1065,6 +1069,29 @@ default_name(struct loader *ld, const char *file)
 
 static const struct pport default_ports[] = {{80, 80}, {443, 443}};
 
+/* The files read, from the loader into the policy's arena. 0 or -1. */
+static int
+keep_sources(struct loader *ld)
+{
+	struct policy *p = ld->p;
+
+	if (ld->n_loaded == 0)
+		return 0;
+	p->p_sources = policy_arena_alloc(p->p_arena, sizeof(*p->p_sources) * ld->n_loaded);
+	if (p->p_sources == NULL)
+		return -1;
+	for (size_t i = 0; i < ld->n_loaded; i++) {
+		struct policy_source *src = &p->p_sources[i];
+
+		src->path = policy_arena_strndup(p->p_arena, ld->opened[i], strlen(ld->opened[i]));
+		src->real = policy_arena_strndup(p->p_arena, ld->loaded[i], strlen(ld->loaded[i]));
+		if (src->path == NULL || src->real == NULL)
+			return -1;
+	}
+	p->p_n_sources = ld->n_loaded;
+	return 0;
+}
+
 static struct policy *
 load_common(const char *file, const unsigned char *data, size_t len, bool from_path,
             struct policy_diag *diag)
@@ -1111,7 +1138,7 @@ load_common(const char *file, const unsigned char *data, size_t len, bool from_p
 		memcpy(p->p_unix, ld.unix_socks, sizeof(struct punix) * ld.n_unix);
 		p->p_n_unix = ld.n_unix;
 	}
-	if (policy_compile(p, ld.rules, ld.n_rules) != 0) {
+	if (keep_sources(&ld) != 0 || policy_compile(p, ld.rules, ld.n_rules) != 0) {
 		ld.oom = true;
 		goto out;
 	}
@@ -1145,8 +1172,10 @@ out:
 			free(ld.errs[i]);
 	}
 	free(ld.errs);
-	for (size_t i = 0; i < ld.n_loaded; i++)
+	for (size_t i = 0; i < ld.n_loaded; i++) {
 		free(ld.loaded[i]);
+		free(ld.opened[i]);
+	}
 	free(ld.rules);
 	free(ld.ports);
 	if (!ok) {
@@ -1226,6 +1255,13 @@ policy_add_preset_dir(const char *dir)
 		return -1;
 	preset_dirs[n_preset_dirs++] = d;
 	return 0;
+}
+
+size_t
+policy_sources(const struct policy *p, const struct policy_source **out)
+{
+	*out = p->p_sources;
+	return p->p_n_sources;
 }
 
 const char *

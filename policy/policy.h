@@ -56,6 +56,28 @@ void policy_diag_clear(struct policy_diag *diag);
  * (tests and `--policy-dir`). The string is copied. Returns 0 or -1. */
 int policy_add_preset_dir(const char *dir);
 
+/* The directories a preset name is looked up in, first hit wins
+ * (docs/policy.md, Include): those of policy_add_preset_dir,
+ * $AIRLOCK_POLICY_DIR when set, the source tree's policies/ in a build
+ * made with -Dsource_presets=true, and the installed presets. Puts at most
+ * max into dirs (borrowed: valid until the environment or the added
+ * directories change) and returns how many. */
+size_t policy_preset_dirs(const char **dirs, size_t max);
+
+/* One file a policy was read from. */
+struct policy_source {
+	const char *path; /* as opened: the top-level path as given (relative
+	                   * to the current directory of the load), a preset
+	                   * as DIR/NAME.yaml, an include joined onto its
+	                   * includer's path */
+	const char *real; /* path resolved (realpath at load time) */
+};
+
+/* The files p was read from, in load order, the top-level one first; each
+ * once. A policy from policy_load_buffer has only the files it included.
+ * *out is borrowed from p, valid until policy_free(). Returns how many. */
+size_t policy_sources(const struct policy *p, const struct policy_source **out);
+
 const char *policy_name(const struct policy *p);
 /* Lowercase hex sha256 over the bytes of the file and every include, in
  * load order. */

@@ -357,8 +357,10 @@ sbx_init_main(const struct sbx *s, int sock)
 
 	/* The filesystem while the supervisor sets up the network through
 	 * those sockets, loads the policy and starts serving: CMD still waits
-	 * for its go. The two sides take about as long (docs/run.md). */
-	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
+	 * for its go. The two sides take about as long (docs/run.md). The
+	 * view ends with what the supervisor sends once it has read the
+	 * policy (sbx_protect). */
+	if (sbx_fs_setup(s, sock, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	log_debug("init: filesystem ready, %.3f ms", ms_since_boot());
 

@@ -33,8 +33,16 @@ struct sbx_hidden {
 	bool sticky;         /* mode 1777 (a temp dir) instead of 0755 */
 };
 
+/* A user mount's target, resolved by sbx_new (realpath on the host). */
+struct sbx_umount {
+	char *target; /* absolute; owned; NULL when skip */
+	bool skip;    /* --hide of a path that does not exist: nothing to do */
+};
+
 struct sbx {
 	const struct sbx_config *cfg; /* borrowed */
+	struct sbx_umount *umounts;   /* one per cfg->mounts[i]; owned */
+	bool kept;                    /* sbx_protect sent init its list */
 	size_t n_hidden;              /* entries of hidden[] in use */
 	char workdir[PATH_MAX]; /* absolute, resolved by sbx_new */
 	uid_t uid;              /* the caller's, mapped inside */
@@ -71,6 +79,8 @@ enum sbx_msg_type {
 	SBX_MSG_EXIT,      /* init -> sup: value = CMD's wait status; init exits next */
 	SBX_MSG_GATE,      /* init -> sup: gate_fd = init's fds of the seccomp
 	                    * listener and the unix_diag socket, for pidfd_getfd */
+	SBX_MSG_KEEP,      /* sup -> init, before the go: one mount of sbx_protect's
+	                    * (struct sbx_msg_keep); the list ends with SBX_KEEP_END */
 };
 
 struct sbx_msg {
@@ -90,6 +100,29 @@ struct sbx_msg {
 #define SBX_FD_NFNL 1
 #define SBX_FD_LISTEN 2
 #define SBX_N_SETUP_FDS (SBX_FD_LISTEN + SBX_N_LISTEN_FDS)
+
+/* What init mounts over a path sbx_protect keeps (protect.c says why). */
+enum sbx_keep_op {
+	SBX_KEEP_END = 0, /* no path: the list is complete */
+	SBX_KEEP_PIN,     /* a copy of the view at path on itself: a mount point
+	                   * cannot be renamed, replaced or unlinked */
+	SBX_KEEP_RDONLY,  /* the same, read-only, recursively */
+	SBX_KEEP_MASK,    /* /dev/null over a file, an empty read-only dir over a dir */
+};
+
+/* SBX_MSG_KEEP: sent as the header plus path up to its NUL; init checks the
+ * length and the NUL before use. */
+struct sbx_msg_keep {
+	uint32_t type;       /* SBX_MSG_KEEP */
+	uint32_t op;         /* enum sbx_keep_op */
+	char path[PATH_MAX]; /* absolute, resolved on the host; "" with SBX_KEEP_END */
+};
+
+/* One packet of len bytes, no fds / at most len bytes of one into buf.
+ * send: 0 or -1. recv: the packet's length (never more than len: a
+ * longer one fails with EMSGSIZE), 0 on EOF, -1 on error. */
+int sbx_pkt_send(int sock, const void *buf, size_t len);
+ssize_t sbx_pkt_recv(int sock, void *buf, size_t len);
 
 /* One message with up to SBX_N_SETUP_FDS fds (SCM_RIGHTS). 0 or -1.
  * Without fds it is a plain send(), which the seccomp filter leaves alone
@@ -116,9 +149,65 @@ int sbx_listeners_verify(const struct sbx_listeners *l, char *err, size_t errlen
 void sbx_listeners_to_array(const struct sbx_listeners *l, int fds[SBX_N_LISTEN_FDS]);
 void sbx_listeners_from_array(struct sbx_listeners *l, const int fds[SBX_N_LISTEN_FDS]);
 
-/* mounts.c: build the filesystem view in place; cwd ends in
- * workdir. 0 or -1 + reason naming the step and path. */
-int sbx_fs_setup(const struct sbx *s, char *err, size_t errlen);
+/* mounts.c: build the filesystem view in place, then mount what the
+ * supervisor sends on sock (SBX_MSG_KEEP, up to SBX_KEEP_END) on top;
+ * cwd ends in workdir. 0 or -1 + reason naming the step and path. Exits
+ * 125 quietly if the supervisor gives up or goes away instead. */
+int sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen);
+
+/* protect.c: the plan behind sbx_protect, exposed for the unit tests. The
+ * sandbox's view as a list of layers in the order init mounts them (the
+ * last one over a path decides what CMD finds there), then the mounts
+ * planned for the kept paths. */
+enum sbx_view {
+	SBX_VIEW_HOST_RO, /* the host's files, read-only */
+	SBX_VIEW_HOST_RW, /* the host's files, writable: workdir, --rw */
+	SBX_VIEW_PRIVATE, /* the sandbox's own: a tmpfs, /proc, /dev/null */
+};
+
+struct sbx_layer {
+	const char *path; /* absolute, resolved; borrowed, or one of the plan's */
+	size_t len;
+	enum sbx_view view;
+	bool copy;        /* a copy of the view beneath it (a pin, a read-only
+	                   * cover): a mount point, and read-only where
+	                   * view says so, but what lies beneath stays */
+	const char *what; /* "workdir", "--rw", ... for messages */
+};
+
+#define SBX_MAX_LAYERS (8 + SBX_MAX_HIDDEN + 1 + SBX_MAX_MOUNTS + SBX_MAX_KEEP_MOUNTS)
+
+struct sbx_plan {
+	struct sbx_layer layer[SBX_MAX_LAYERS];
+	size_t n_layers;
+	enum sbx_keep_op op[SBX_MAX_KEEP_MOUNTS];
+	char *op_path[SBX_MAX_KEEP_MOUNTS]; /* owned */
+	size_t n_ops;
+};
+
+/* An empty plan / free what it owns. */
+void sbx_plan_init(struct sbx_plan *p);
+void sbx_plan_free(struct sbx_plan *p);
+/* Add a layer (path borrowed until sbx_plan_free). 0 or -1 when full. */
+int sbx_plan_layer(struct sbx_plan *p, const char *path, enum sbx_view view, bool copy,
+                   const char *what);
+/* The layers of s's view. 0 or -1 + reason. */
+int sbx_plan_view(struct sbx_plan *p, const struct sbx *s, char *err, size_t errlen);
+/* What a kept path named, where it is there. */
+struct sbx_found {
+	bool there;
+	char real[PATH_MAX]; /* resolved */
+	mode_t mode;
+	nlink_t nlink;
+	uint64_t mnt_id; /* 0: the kernel did not say */
+};
+
+/* Plan what keeps k (its path absolute or relative to the current
+ * directory) out of CMD's reach: the path is resolved on the host one
+ * component at a time, as the next run will; what it named goes to *f.
+ * 0, or -1 + reason and advice when it cannot be kept. */
+int sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, struct sbx_found *f, char *err,
+                  size_t errlen);
 
 /* privs.c: drop every capability (bounding, ambient, effective, permitted,
  * inheritable) and lock the securebits. 0 or -1 + reason. */

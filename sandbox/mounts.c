@@ -15,7 +15,10 @@
  *     over the home directories and daemon socket dirs, the workdir and
  *     the user's mounts are attached on top, every target resolved with
  *     RESOLVE_IN_ROOT so a symlink in the host tree can never point a
- *     mount somewhere unexpected.
+ *     mount somewhere unexpected;
+ *  5. last, what the supervisor sends once it has read the policy: the
+ *     mounts that keep the policy, the presets and the log out of CMD's
+ *     reach (protect.c), usually none.
  *
  * What is covered stays beneath, out of reach: CMD has no capability and
  * its seccomp filter refuses umount2. Everything lives in the sandbox's
@@ -23,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +39,7 @@
 #include "common/netconst.h"
 #include "common/util.h"
 #include "sandbox/internal.h"
+#include "sandbox/status.h"
 
 #define STAGE          "/tmp"
 #define MAX_LINK_DEPTH 16
@@ -463,11 +468,11 @@ close_ops(struct fsop *ops, size_t n)
 		fd_close(&ops[i].tree);
 }
 
-/* Plan a user mount: resolve the host path and clone its source. Returns
- * 0, 1 when there is nothing to do (hiding a path that does not exist), or
- * -1 with the reason. */
+/* Plan a user mount: clone its source, the host path sbx_new resolved
+ * (target). 0, or -1 with the reason. */
 static int
-plan_user_mount(const struct sbx_mount *m, struct fsop *op, char *err, size_t errlen)
+plan_user_mount(const struct sbx_mount *m, const char *target, struct fsop *op, char *err,
+                size_t errlen)
 {
 	static const char *const names[] = {
 	        [SBX_MOUNT_RW] = "--rw",
@@ -479,22 +484,8 @@ plan_user_mount(const struct sbx_mount *m, struct fsop *op, char *err, size_t er
 
 	op->tree = -1;
 	op->what = names[m->kind];
-	if (realpath(m->path, op->target) == NULL) {
-		/* A tmpfs may create its mount point; hiding nothing is a no-op. */
-		if (errno == ENOENT && m->kind == SBX_MOUNT_TMPFS && m->path[0] == '/') {
-			if (str_copy(op->target, m->path, sizeof(op->target)) >=
-			    sizeof(op->target)) {
-				snprintf(err, errlen, "--tmpfs %s: path too long", m->path);
-				return -1;
-			}
-			op->dir = true;
-			return 0;
-		}
-		if (errno == ENOENT && m->kind == SBX_MOUNT_HIDE) {
-			log_debug("--hide %s: does not exist, nothing to hide", m->path);
-			return 1;
-		}
-		snprintf(err, errlen, "%s %s: %s", op->what, m->path, strerror(errno));
+	if (str_copy(op->target, target, sizeof(op->target)) >= sizeof(op->target)) {
+		snprintf(err, errlen, "%s %s: path too long", op->what, m->path);
 		return -1;
 	}
 	switch (m->kind) {
@@ -550,8 +541,97 @@ attach_user_mount(int root, int stage, size_t i, const struct sbx_mount *m, stru
 	                 op->target, op->what, err, errlen);
 }
 
+/* One mount of sbx_protect's plan (protect.c) over path. The copies are
+ * of the view as it is now, recursively, so that what was mounted beneath
+ * path stays as it was. */
+static int
+keep_mount(int root, int stage, size_t i, uint32_t op, const char *path, char *err, size_t errlen)
+{
+	struct open_how how = {
+	        .flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+	        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS,
+	};
+	char name[32];
+	struct stat st;
+	int t, tree = -1, rc = -1;
+
+	/* The supervisor resolved path on the host: a symlink on the way
+	 * now would be a change since. */
+	t = sys_openat2(root, path, &how);
+	if (t < 0 || fstat(t, &st) < 0)
+		goto fail;
+	switch (op) {
+	case SBX_KEEP_PIN:
+	case SBX_KEEP_RDONLY:
+		tree = open_tree(
+		        t, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+		if (tree < 0 ||
+		    (op == SBX_KEEP_RDONLY && set_attr(tree, MOUNT_ATTR_RDONLY, 0, true) < 0))
+			goto fail;
+		break;
+	case SBX_KEEP_MASK:
+		if (S_ISDIR(st.st_mode)) {
+			snprintf(name, sizeof(name), "keep-%zu", i);
+			tree = scratch_tree(stage, name, 0755, MOUNT_ATTR_RDONLY, err, errlen);
+			if (tree < 0)
+				goto out;
+		} else {
+			tree = open_tree(root, "dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+			if (tree < 0)
+				goto fail;
+		}
+		break;
+	default:
+		errno = EINVAL;
+		goto fail;
+	}
+	if (move_mount(tree, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		goto fail;
+	rc = 0;
+	goto out;
+fail:
+	snprintf(err, errlen, "filesystem: keep %s out of reach: %s", path, strerror(errno));
+out:
+	fd_close(&tree);
+	fd_close(&t);
+	return rc;
+}
+
+/* The mounts sbx_protect planned, as the supervisor sends them. It sends
+ * them as soon as it has read the policy, usually before the rest of the
+ * view is built; a supervisor that gives up instead (an invalid policy, a
+ * path it cannot keep) kills init, or sends a go that says no. */
+static int
+keep_all(int root, int stage, int sock, char *err, size_t errlen)
+{
+	for (size_t i = 0;; i++) {
+		struct sbx_msg_keep m;
+		ssize_t n = sbx_pkt_recv(sock, &m, sizeof(m));
+		const size_t head = offsetof(struct sbx_msg_keep, path);
+
+		if (n == 0 || (n >= (ssize_t)sizeof(uint32_t) && m.type == SBX_MSG_GO))
+			_exit(SBX_EXIT_FAILURE); /* the supervisor said why, or is gone */
+		if (n < 0) {
+			snprintf(err, errlen, "filesystem: waiting for the supervisor: %s",
+			         strerror(errno));
+			return -1;
+		}
+		if ((size_t)n <= head || m.type != SBX_MSG_KEEP ||
+		    strnlen(m.path, (size_t)n - head) != (size_t)n - head - 1 ||
+		    i > SBX_MAX_KEEP_MOUNTS || (m.op == SBX_KEEP_END) != (m.path[0] == '\0') ||
+		    (m.op != SBX_KEEP_END && m.path[0] != '/')) {
+			snprintf(err, errlen, "filesystem: bad message from the supervisor");
+			return -1;
+		}
+		if (m.op == SBX_KEEP_END)
+			return 0;
+		if (keep_mount(root, stage, i, m.op, m.path, err, errlen) < 0)
+			return -1;
+	}
+}
+
 int
-sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
+sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 {
 	const struct sbx_config *cfg = s->cfg;
 	struct fsop *ops = NULL;
@@ -590,10 +670,10 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 		goto out;
 	}
 	for (size_t i = 0; i < cfg->n_mounts; i++) {
-		int r = plan_user_mount(&cfg->mounts[i], &ops[i], err, errlen);
-		if (r < 0)
+		skip[i] = s->umounts[i].skip;
+		if (!skip[i] && plan_user_mount(&cfg->mounts[i], s->umounts[i].target, &ops[i], err,
+		                                errlen) < 0)
 			goto out;
-		skip[i] = r == 1;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
 		char p[32];
@@ -688,7 +768,14 @@ sbx_fs_setup(const struct sbx *s, char *err, size_t errlen)
 			goto out;
 	}
 
-	/* Into the workdir as mounted now, not the host's beneath it. */
+	/* What airlock reads and writes, kept out of reach last: nothing
+	 * mounted later may expose it again. */
+	log_debug("init: view built, %.3f ms", ms_since_boot());
+	if (keep_all(root, stage, sock, err, errlen) < 0)
+		goto out;
+
+	/* Into the workdir as mounted now, not the host's beneath it: a cwd
+	 * beneath a mount made above would reach what that mount covers. */
 	if (chdir(s->workdir) < 0) {
 		snprintf(err, errlen, "filesystem: chdir %s: %s", s->workdir, strerror(errno));
 		goto out;

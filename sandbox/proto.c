@@ -94,3 +94,38 @@ sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds, size_t *nfds,
 	}
 	return 1;
 }
+
+int
+sbx_pkt_send(int sock, const void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = send(sock, buf, len, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -1;
+	if ((size_t)n != len) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return 0;
+}
+
+ssize_t
+sbx_pkt_recv(int sock, void *buf, size_t len)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	/* No control buffer: fds sent along are closed by the kernel. */
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n > 0 && (mh.msg_flags & MSG_TRUNC)) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return n;
+}

@@ -100,6 +100,65 @@ plan_hidden(struct sbx *s)
 	qsort(s->hidden, s->n_hidden, sizeof(s->hidden[0]), hidden_cmp);
 }
 
+/* Each user mount's target, resolved on the host: here, before anything
+ * is created, so that a path that is not there stops the run at once and
+ * sbx_protect's plan and init's mounts agree on where each one goes. A
+ * tmpfs may create its mount point; hiding nothing is a no-op. */
+static int
+resolve_mounts(struct sbx *s, char *err, size_t errlen)
+{
+	static const char *const names[] = {
+	        [SBX_MOUNT_RW] = "--rw",
+	        [SBX_MOUNT_RO] = "--ro",
+	        [SBX_MOUNT_TMPFS] = "--tmpfs",
+	        [SBX_MOUNT_HIDE] = "--hide",
+	};
+	const struct sbx_config *cfg = s->cfg;
+
+	if (cfg->n_mounts == 0)
+		return 0;
+	s->umounts = calloc(cfg->n_mounts, sizeof(*s->umounts));
+	if (s->umounts == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < cfg->n_mounts; i++) {
+		const struct sbx_mount *m = &cfg->mounts[i];
+		struct sbx_umount *u = &s->umounts[i];
+
+		u->target = realpath(m->path, NULL);
+		if (u->target != NULL)
+			continue;
+		if (errno == ENOENT && m->kind == SBX_MOUNT_TMPFS && m->path[0] == '/') {
+			u->target = strdup(m->path);
+			if (u->target == NULL) {
+				snprintf(err, errlen, "out of memory");
+				return -1;
+			}
+			continue;
+		}
+		if (errno == ENOENT && m->kind == SBX_MOUNT_HIDE) {
+			log_debug("--hide %s: does not exist, nothing to hide", m->path);
+			u->skip = true;
+			continue;
+		}
+		snprintf(err, errlen, "%s %s: %s", names[m->kind], m->path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+free_umounts(struct sbx *s)
+{
+	if (s->umounts == NULL)
+		return;
+	for (size_t i = 0; i < s->cfg->n_mounts; i++)
+		free(s->umounts[i].target);
+	free(s->umounts);
+	s->umounts = NULL;
+}
+
 struct sbx *
 sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 {
@@ -155,6 +214,8 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 		         "writable; run from a project directory or use --workdir");
 		goto fail;
 	}
+	if (resolve_mounts(s, err, errlen) < 0)
+		goto fail;
 	plan_hidden(s);
 	for (size_t i = 0; i < s->n_hidden; i++) {
 		size_t n = strlen(s->workdir);
@@ -166,6 +227,7 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 	}
 	return s;
 fail:
+	free_umounts(s);
 	free(s);
 	return NULL;
 }
@@ -650,6 +712,17 @@ sbx_go(struct sbx *s, bool ok)
 	bool want = ok;
 	int rc;
 
+	/* Init builds no view without sbx_protect's list: a run that forgot
+	 * it would run CMD with the policy and the log in its reach. First:
+	 * init sends the gate's fds only after it has the list. */
+	if (ok && !s->kept) {
+		if (!s->cfg->selftest) {
+			errno = EPROTO;
+			return -1;
+		}
+		if (sbx_protect(s, NULL, 0, err, sizeof(err)) < 0)
+			return -1;
+	}
 	/* Fail closed: without the gate every connect of CMD's would wait
 	 * for an answer that never comes. */
 	if (ok && s->gate == NULL && sbx_gate_start(s, NULL, err, sizeof(err)) < 0) {
@@ -806,5 +879,6 @@ sbx_free(struct sbx *s)
 	fd_close(&s->pidfd);
 	/* After init: nothing is left to raise a notification. */
 	ugate_free(s->gate);
+	free_umounts(s);
 	free(s);
 }

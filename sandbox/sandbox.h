@@ -54,6 +54,26 @@ struct sbx_config {
 	bool selftest; /* no CMD: run the post-set-up checks and exit */
 };
 
+/* A path sbx_protect keeps out of CMD's reach, for this run and the next. */
+enum sbx_keep_how {
+	SBX_KEEP_READ, /* airlock reads it (the policy, an include, a preset
+	                * directory, airlock itself): read-only inside */
+	SBX_KEEP_HIDE, /* airlock writes it (the egress log, the default log
+	                * directory): not visible inside */
+};
+
+struct sbx_keep {
+	enum sbx_keep_how how;
+	const char *path; /* borrowed; as airlock names it, relative to the
+	                   * current directory or absolute, symlinks and all:
+	                   * what the next run will open */
+	const char *what; /* for messages: "policy", "egress log", ... */
+};
+
+/* At most this many mounts keep paths out of reach (SBX_MAX_MOUNTS is
+ * the user's). */
+#define SBX_MAX_KEEP_MOUNTS 64
+
 /* The listening sockets init created in the sandbox's netns. Each field is
  * an fd owned by whoever holds the struct, or -1. */
 struct sbx_listeners {
@@ -142,9 +162,26 @@ struct ugate_config;
 int sbx_gate_start(struct sbx *s, const struct ugate_config *cfg, char *err, size_t errlen);
 /* The gate, for its events (ugate_read_event); NULL before it started. */
 struct ugate *sbx_gate(const struct sbx *s);
+/* Keep the n paths out of CMD's reach (docs/run.md, Filesystem): each
+ * one, and every directory and symlink on the way to it, in whichever
+ * writable part of the sandbox it lies (the workdir, an --rw path, a
+ * workdir that is $HOME), cannot be renamed, replaced or unlinked from
+ * inside, and the path itself is read-only or not visible as its how
+ * says. Symlinks are followed on the host; a path outside every writable
+ * part needs nothing, or only a mask. Refused, with a one-line reason and
+ * advice in err, when that cannot be done: a directory that is or holds
+ * the workdir or an --rw path, a path missing where CMD could create it,
+ * a file with more than one name (hard links) that CMD could write
+ * through another, more than SBX_MAX_KEEP_MOUNTS mounts. The mounts go to
+ * init, which makes them after the rest of the view and before it drops
+ * its privileges. Call exactly once between sbx_start and sbx_go (init
+ * waits for it; sbx_go refuses a run without it). 0 or -1; after -1 the
+ * run must not go on (sbx_free). */
+int sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, size_t errlen);
 
 /* Tell init the supervisor is serving the listeners: CMD may start. With
- * ok false init exits 125 without running anything. 0 or -1. */
+ * ok false init exits 125 without running anything. 0 or -1 (also when
+ * ok and sbx_protect was not called, except in selftest mode). */
 int sbx_go(struct sbx *s, bool ok);
 
 /* The pidfd of init: readable once the whole sandbox has exited. */

@@ -79,6 +79,8 @@ lab_client_env() {
 		npm_config_audit=false npm_config_fund=false npm_config_fetch_retries=0
 		npm_config_fetch_timeout=10000 npm_config_loglevel=warn
 		GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0
+		# Where a build not installed finds its presets (tests/meson.build).
+		${AIRLOCK_POLICY_DIR:+"AIRLOCK_POLICY_DIR=$AIRLOCK_POLICY_DIR"}
 		# A sanitizer build of airlock keeps the options CI gives it.
 		${ASAN_OPTIONS:+"ASAN_OPTIONS=$ASAN_OPTIONS"}
 		${UBSAN_OPTIONS:+"UBSAN_OPTIONS=$UBSAN_OPTIONS"}

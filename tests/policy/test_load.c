@@ -13,7 +13,17 @@
 #include "config.h"
 #include "tests/policy/util.h"
 
-#define AIRLOCK_TEST_PRESET_DIRS AIRLOCK_SOURCE_POLICY_DIR ", " AIRLOCK_POLICY_DIR
+/* Where a default build looks for presets (the source tree only with
+ * -Dsource_presets=true). */
+static const char *
+preset_dirs_text(void)
+{
+	static char text[4096];
+
+	snprintf(text, sizeof(text), "%s%s%s", AIRLOCK_SOURCE_POLICY_DIR,
+	         AIRLOCK_SOURCE_POLICY_DIR[0] != '\0' ? ", " : "", AIRLOCK_POLICY_DIR);
+	return text;
+}
 
 /* Load yaml; it must fail with exactly the given error lines. */
 static void
@@ -424,13 +434,39 @@ test_many_ports(void **state)
 	free(yaml);
 }
 
+/* The preset directories, in lookup order: $AIRLOCK_POLICY_DIR first when
+ * set, the source tree only in a build made with -Dsource_presets=true. */
+static void
+test_preset_dirs(void **state)
+{
+	const char *dirs[8];
+	size_t n, i = 0;
+
+	(void)state;
+	n = policy_preset_dirs(dirs, 8);
+	if (AIRLOCK_SOURCE_POLICY_DIR[0] != '\0')
+		assert_string_equal(dirs[i++], AIRLOCK_SOURCE_POLICY_DIR);
+	assert_string_equal(dirs[i++], AIRLOCK_POLICY_DIR);
+	assert_int_equal(n, i);
+	setenv("AIRLOCK_POLICY_DIR", "/airlock-test/presets", 1);
+	n = policy_preset_dirs(dirs, 8);
+	assert_int_equal(n, i + 1);
+	assert_string_equal(dirs[0], "/airlock-test/presets");
+	assert_string_equal(dirs[n - 1], AIRLOCK_POLICY_DIR);
+	assert_int_equal(policy_preset_dirs(dirs, 1), 1);
+	unsetenv("AIRLOCK_POLICY_DIR");
+}
+
 static void
 test_include_errors(void **state)
 {
 	(void)state;
-	expect_error("version: 1\ninclude: [no-such-preset-xyz]\n",
-	             "t.yaml:2:11: include: no preset named 'no-such-preset-xyz' (looked "
-	             "in " AIRLOCK_TEST_PRESET_DIRS ")");
+	char want[4200];
+
+	snprintf(want, sizeof(want),
+	         "t.yaml:2:11: include: no preset named 'no-such-preset-xyz' (looked in %s)",
+	         preset_dirs_text());
+	expect_error("version: 1\ninclude: [no-such-preset-xyz]\n", want);
 	expect_error("version: 1\ninclude: [\"Bad Name\"]\n",
 	             "t.yaml:2:11: include: 'Bad Name' is not a preset name (lowercase letters, "
 	             "digits, '-', '_'); "
@@ -631,6 +667,7 @@ main(void)
 	        cmocka_unit_test(test_binary),
 	        cmocka_unit_test(test_too_big),
 	        cmocka_unit_test(test_many_ports),
+	        cmocka_unit_test(test_preset_dirs),
 	        cmocka_unit_test(test_include_errors),
 	        cmocka_unit_test(test_load_path_errors),
 	        cmocka_unit_test(test_limits),

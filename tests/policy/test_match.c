@@ -1,6 +1,7 @@
 /* Matching rules: exact names, wildcards (any depth, never the apex),
  * ports (default 80 and 443, lists, ranges), cidr v4 and v6, deny wins,
  * no match is deny, IP literals only match cidr rules, includes. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -327,8 +328,45 @@ test_includes(void **state)
 	expect_host(p, "top.test", 443, POLICY_DENY, where);
 	assert_string_equal(policy_sha256(p),
 	                    "31026df7bb3f342108de83b4a1980928b56e31051b4f0c70e480b3076bd6748f");
+	/* Every file read, once, in load order: as opened (what airlock run
+	 * keeps out of the sandbox's reach, as the next run names it) and
+	 * resolved. */
+	{
+		const struct policy_source *src;
+		const char *want[][2] = {{"top.yaml", "top.yaml"},
+		                         {"sub/a.yaml", "sub/a.yaml"},
+		                         {"sub/../b.yaml", "b.yaml"}};
+		char real[PATH_MAX], want_real[PATH_MAX + 64];
+
+		assert_non_null(realpath(dir, real));
+		assert_int_equal(policy_sources(p, &src), 3);
+		for (size_t i = 0; i < 3; i++) {
+			snprintf(path, sizeof(path), "%s/%s", dir, want[i][0]);
+			assert_string_equal(src[i].path, path);
+			snprintf(want_real, sizeof(want_real), "%s/%s", real, want[i][1]);
+			assert_string_equal(src[i].real, want_real);
+		}
+	}
 	policy_free(p);
 	policy_diag_clear(&d);
+
+	/* From memory: only what it includes. */
+	{
+		const struct policy_source *src;
+		char yaml[600];
+
+		snprintf(yaml, sizeof(yaml), "version: 1\ninclude: [%s/b.yaml]\n", dir);
+		p = policy_load_buffer("mem.yaml", yaml, strlen(yaml), &d);
+		assert_non_null(p);
+		assert_int_equal(policy_sources(p, &src), 1);
+		snprintf(path, sizeof(path), "%s/b.yaml", dir);
+		assert_string_equal(src[0].path, path);
+		policy_free(p);
+		p = policy_load_buffer("mem.yaml", "version: 1\n", 11, &d);
+		assert_non_null(p);
+		assert_int_equal(policy_sources(p, &src), 0);
+		policy_free(p);
+	}
 
 	/* the same file twice is not a cycle; a file including itself is */
 	write_file(dir, "self.yaml", "version: 1\ninclude: [self.yaml]\n");
