@@ -71,6 +71,9 @@
  * past it). Each is an fd of the supervisor's until the send is done. */
 #define UGATE_FDS_MAX 253
 #define UGATE_IOV_MAX 1024 /* UIO_MAXIOV */
+/* Placeholders per worker: as many as one call opens, SCM_RIGHTS aside
+ * (pidfd, CMD's socket, its root, the O_PATH target, /proc/TID/mem). */
+#define UGATE_SPARE_FDS 6
 /* A unix_diag dump answers at once; waiting longer means something is
  * wrong, and the socket is then not taken for CMD's own. */
 #define DIAG_TIMEOUT_S 2
@@ -86,6 +89,10 @@ struct worker {
 	struct iovec *w_iov;               /* owned, UGATE_IOV_MAX */
 	int w_fds[UGATE_FDS_MAX];          /* taken for one message's SCM_RIGHTS */
 	size_t w_nfds;
+	/* Placeholders (/dev/null) given up when a call finds the fd table
+	 * full: the gate shares it with the proxy, which may be holding every
+	 * descriptor but its reserve (common/fdres.h). -1 when not held. */
+	int w_spare[UGATE_SPARE_FDS];
 };
 
 struct ugate {
@@ -99,6 +106,7 @@ struct ugate {
 	cpu_set_t g_cpus; /* the workers' CPUs, when g_has_cpus */
 	bool g_has_cpus;
 	atomic_bool g_stop;
+	atomic_bool g_said_fds; /* "out of file descriptors" said once */
 	bool g_stopped;
 	struct worker g_w[UGATE_WORKERS];
 };
@@ -107,8 +115,9 @@ struct ugate {
 struct target {
 	const struct seccomp_notif *req; /* borrowed */
 	int listener;
-	int pidfd; /* of the thread; -1 */
-	int mem;   /* /proc/TID/mem, opened for sendmmsg's write-back; -1 */
+	int pidfd;      /* of the thread; -1 */
+	int mem;        /* /proc/TID/mem, opened for sendmmsg's write-back; -1 */
+	bool performed; /* the connect or send was made: never made twice */
 };
 
 /* The destination of one call after the gate: CMD's own address, or the
@@ -142,6 +151,13 @@ ugate_op_name(enum ugate_op op)
 }
 
 /* ---- the calling thread ---- */
+
+/* The fd table is full: what a worker's spare placeholders are for. */
+static bool
+fd_table_full(int e)
+{
+	return e == EMFILE || e == ENFILE;
+}
 
 static bool
 tgt_valid(const struct target *t)
@@ -177,7 +193,7 @@ tgt_open(struct target *t)
 		}
 	}
 	if (t->pidfd < 0)
-		return -ESRCH;
+		return fd_table_full(errno) ? -errno : -ESRCH;
 	/* Live: the pid is still that thread's, and so is the pidfd. */
 	return tgt_valid(t) ? 0 : -ESRCH;
 }
@@ -269,7 +285,7 @@ resolve_in_cmd(const struct target *t, const char *path)
 	snprintf(proc, sizeof(proc), "/proc/%u/root", t->req->pid);
 	root = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
-		return -ESRCH;
+		return fd_table_full(errno) ? -errno : -ESRCH;
 	/* EAGAIN: a rename raced the walk; the kernel asks to try again. */
 	for (int i = 0; i < 4; i++) {
 		fd = sys_openat2(root, p, &how);
@@ -482,8 +498,10 @@ do_connect(struct worker *w, struct target *t)
 		rc = -ESRCH;
 	if (rc == 0)
 		rc = gate_dest(w, t, sock, UGATE_CONNECT, (socklen_t)(int32_t)a[2], &d);
-	if (rc == 0)
+	if (rc == 0) {
+		t->performed = true;
 		rc = connect(sock, (struct sockaddr *)&d.ss, d.len) < 0 ? -errno : 0;
+	}
 	fd_close(&d.opath);
 	fd_close(&sock);
 	return rc;
@@ -519,6 +537,7 @@ do_sendto(struct worker *w, struct target *t)
 	if (rc == 0 && has_addr)
 		rc = gate_dest(w, t, sock, UGATE_SENDTO, (socklen_t)(int32_t)a[5], &d);
 	if (rc == 0) {
+		t->performed = true;
 		ssize_t n = sendto(sock, w->w_data, len, (int)((flags | MSG_NOSIGNAL) & ~MSG_ZEROCOPY),
 		                   has_addr ? (struct sockaddr *)&d.ss : NULL, has_addr ? d.len : 0);
 		rc = n < 0 ? -errno : n;
@@ -568,7 +587,7 @@ translate_control(struct worker *w, const struct target *t, size_t len)
 				return -EINVAL;
 			memcpy(&fd, p + i * sizeof(int), sizeof(int));
 			if (fd < 0 || (mine = tgt_getfd(t, (uint64_t)fd)) < 0)
-				return -EBADF;
+				return fd >= 0 && fd_table_full(-mine) ? mine : -EBADF;
 			w->w_fds[w->w_nfds++] = mine;
 			memcpy(p + i * sizeof(int), &mine, sizeof(int));
 		}
@@ -649,11 +668,14 @@ prepare_msg(struct worker *w, const struct target *t, int sock, int type, enum u
 }
 
 static long
-send_prepared(const struct target *t, int sock, const struct msghdr *m, uint64_t flags)
+send_prepared(struct target *t, int sock, const struct msghdr *m, uint64_t flags)
 {
-	ssize_t n = sendmsg(sock, m, (int)((flags | MSG_NOSIGNAL) & ~MSG_ZEROCOPY));
-	long rc = n < 0 ? -errno : n;
+	ssize_t n;
+	long rc;
 
+	t->performed = true;
+	n = sendmsg(sock, m, (int)((flags | MSG_NOSIGNAL) & ~MSG_ZEROCOPY));
+	rc = n < 0 ? -errno : n;
 	tgt_sigpipe(t, rc, flags);
 	return rc;
 }
@@ -715,6 +737,53 @@ do_sendmmsg(struct worker *w, struct target *t)
 	return sent > 0 ? sent : rc;
 }
 
+/* Take the worker's placeholders again, as many as the table has room for
+ * (the worker's own thread: off the start-up path). */
+static void
+spares_take(struct worker *w)
+{
+	for (size_t i = 0; i < UGATE_SPARE_FDS; i++)
+		if (w->w_spare[i] < 0)
+			w->w_spare[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void
+spares_give_up(struct worker *w)
+{
+	for (size_t i = 0; i < UGATE_SPARE_FDS; i++)
+		fd_close(&w->w_spare[i]);
+}
+
+/* One call, made by the gate for CMD's thread: -errno or the result. */
+static long
+handle_call(struct worker *w, struct target *t)
+{
+	long rc;
+
+	if ((rc = tgt_open(t)) == 0) {
+		switch (t->req->data.nr) {
+		case __NR_connect:
+			rc = do_connect(w, t);
+			break;
+		case __NR_sendto:
+			rc = do_sendto(w, t);
+			break;
+		case __NR_sendmsg:
+			rc = do_sendmsg(w, t);
+			break;
+		case __NR_sendmmsg:
+			rc = do_sendmmsg(w, t);
+			break;
+		default:
+			rc = -ENOSYS;
+			break;
+		}
+	}
+	fd_close(&t->mem);
+	fd_close(&t->pidfd);
+	return rc;
+}
+
 static void
 handle(struct worker *w, const struct seccomp_notif *req, struct seccomp_notif_resp *resp)
 {
@@ -724,29 +793,25 @@ handle(struct worker *w, const struct seccomp_notif *req, struct seccomp_notif_r
 	/* 32-bit x86 programs: their connect, sendto with an address,
 	 * sendmsg and sendmmsg (direct or through socketcall) are refused;
 	 * docs/run.md says so. */
-	if (req->data.arch != AUDIT_ARCH_X86_64)
+	if (req->data.arch != AUDIT_ARCH_X86_64) {
 		rc = -EACCES;
-	else if ((rc = tgt_open(&t)) == 0) {
-		switch (req->data.nr) {
-		case __NR_connect:
-			rc = do_connect(w, &t);
-			break;
-		case __NR_sendto:
-			rc = do_sendto(w, &t);
-			break;
-		case __NR_sendmsg:
-			rc = do_sendmsg(w, &t);
-			break;
-		case __NR_sendmmsg:
-			rc = do_sendmmsg(w, &t);
-			break;
-		default:
-			rc = -ENOSYS;
-			break;
+	} else {
+		rc = handle_call(w, &t);
+		/* Out of descriptors before the call was made: once more with the
+		 * placeholders given up. Still out: ENOBUFS, airlock's shortage,
+		 * never an error CMD would take for its own fd table's. */
+		if (fd_table_full((int)-rc) && !t.performed) {
+			spares_give_up(w);
+			rc = handle_call(w, &t);
+			spares_take(w);
+		}
+		if (fd_table_full((int)-rc)) {
+			if (!atomic_exchange(&w->w_gate->g_said_fds, true))
+				log_warnx("unix socket gate: out of file descriptors; CMD's "
+				          "connect/send calls get ENOBUFS meanwhile");
+			rc = -ENOBUFS;
 		}
 	}
-	fd_close(&t.mem);
-	fd_close(&t.pidfd);
 	resp->id = req->id;
 	resp->flags = 0;
 	if (rc < 0) {
@@ -788,6 +853,7 @@ worker_main(void *arg)
 	 * may run on every CPU the caller has. */
 	if (g->g_has_cpus)
 		(void)sched_setaffinity(0, sizeof(g->g_cpus), &g->g_cpus);
+	spares_take(w);
 	while (!atomic_load(&g->g_stop)) {
 		struct pollfd pfd = {.fd = g->g_listener, .events = POLLIN};
 
@@ -817,6 +883,7 @@ worker_main(void *arg)
 static void
 worker_free(struct worker *w)
 {
+	spares_give_up(w);
 	free(w->w_req);
 	free(w->w_resp);
 	free(w->w_data);
@@ -842,6 +909,9 @@ ugate_new(int listener, int diag, const struct ugate_config *cfg, char *err, siz
 		fd_close(&diag);
 		return NULL;
 	}
+	for (size_t i = 0; i < UGATE_WORKERS; i++)
+		for (size_t j = 0; j < UGATE_SPARE_FDS; j++)
+			g->g_w[i].w_spare[j] = -1;
 	g->g_listener = listener;
 	g->g_diag = diag;
 	g->g_ev_r = g->g_ev_w = -1;
