@@ -296,11 +296,17 @@ on_signal(evutil_socket_t fd, short what, void *arg)
 	struct signalfd_siginfo si;
 
 	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		/* The terminal sends its signals to the whole foreground
-		 * process group, CMD included: passing them on would deliver
-		 * them twice. Signals sent to airlock alone are CMD's. */
-		if (si.ssi_code == SI_KERNEL)
+		/* A terminal's signal (Ctrl-C on a terminal that is not
+		 * CMD's: stdin redirected) goes to its foreground process
+		 * group, airlock's, and no longer reaches CMD, which has a
+		 * session of its own: pass it on to CMD's group, as the
+		 * terminal would have. Signals sent to airlock are CMD's. */
+		if (si.ssi_code == SI_KERNEL) {
+			log_info("passing the terminal's signal %u on to the sandbox",
+			         si.ssi_signo);
+			sbx_kill_pgrp(r->sbx, (int)si.ssi_signo);
 			continue;
+		}
 		log_info("passing signal %u on to the sandbox", si.ssi_signo);
 		sbx_kill(r->sbx, (int)si.ssi_signo);
 	}
