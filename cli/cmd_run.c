@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cmd.h"
+#include "cli/term.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "dns/cache.h"
@@ -40,6 +41,8 @@ extern char **environ;
 _Static_assert(SBX_MAX_USER_MOUNTS + 1 <= SBX_MAX_MOUNTS,
                "the sandbox must take the user's mounts and the log's");
 #define TASK_ID_LEN 16
+/* How long CMD's last output may take to reach the caller's terminal. */
+#define TERM_DRAIN_MS 1000
 
 struct run {
 	struct sbx_opts opts;
@@ -69,6 +72,8 @@ struct run {
 	struct nflog_reader *nflog;
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
+	struct term_saved tsaved; /* the caller's terminal at start (fd -1: none) */
+	struct term *term;        /* the relay to CMD's own terminal, or NULL */
 };
 
 static int
@@ -312,6 +317,21 @@ on_signal(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* With a terminal on stdin: CMD's terminal from init, relayed from here
+ * on, the caller's terminal raw until run_free. */
+static int
+start_terminal(struct run *r)
+{
+	char err[256];
+	int master = sbx_recv_tty(r->sbx, err, sizeof(err));
+
+	if (master < 0 || (r->term = term_new(r->base, master, &r->tsaved, err, sizeof(err))) == NULL) {
+		log_warnx("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* The event loop and its servers, made while init sets up the sandbox. */
 static int
 prepare_loop(struct run *r)
@@ -479,6 +499,10 @@ run_stop_serving(struct run *r)
 static void
 run_free(struct run *r)
 {
+	/* First, so that what airlock prints from here on meets the
+	 * terminal as the caller had it. */
+	term_free(r->term);
+	term_saved_restore(&r->tsaved);
 	if (r->ev_timeout != NULL)
 		event_free(r->ev_timeout);
 	if (r->ev_pidfd != NULL)
@@ -529,6 +553,7 @@ cmd_run(int argc, char **argv)
 
 	memset(&r, 0, sizeof(r));
 	r.sigfd = -1;
+	r.tsaved.fd = -1;
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
@@ -584,6 +609,7 @@ cmd_run(int argc, char **argv)
 	cfg.root = r.opts.root;
 	cfg.home = getenv("HOME");
 	cfg.share_home = r.opts.share_home;
+	cfg.tty = term_probe(&r.tsaved);
 	r.sbx = sbx_new(&cfg, err, sizeof(err));
 	if (r.sbx == NULL) {
 		log_warnx("%s", err);
@@ -594,7 +620,7 @@ cmd_run(int argc, char **argv)
 		goto out;
 	elog_set_task(r.log, r.task);
 	if (r.opts.verbose > 0)
-		elog_set_human(r.log, stderr);
+		elog_set_human(r.log, log_stream() != NULL ? log_stream() : stderr);
 	log_info("task %s, egress log %s", r.task, r.logpath);
 
 	/* Signals wait in a signalfd from here on; init and CMD reset their
@@ -659,6 +685,8 @@ cmd_run(int argc, char **argv)
 
 	if (setup_events(&r) < 0)
 		goto end;
+	if (cfg.tty && start_terminal(&r) < 0)
+		goto end;
 	if (sbx_go(r.sbx, true) < 0) {
 		log_warn("cannot start the command");
 		goto end;
@@ -672,6 +700,10 @@ cmd_run(int argc, char **argv)
 	 * event, and connections the kernel completed or queries it queued
 	 * just before would otherwise be closed without their line. */
 	(void)event_base_loop(r.base, EVLOOP_NONBLOCK);
+	/* CMD's last output before task-end, and before airlock says more. */
+	term_drain(r.term, TERM_DRAIN_MS);
+	term_free(r.term);
+	r.term = NULL;
 	if (sbx_end(r.sbx, &res, NULL) < 0) {
 		log_warn("the sandbox's end");
 		goto end;

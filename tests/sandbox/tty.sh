@@ -71,12 +71,12 @@ for fd in (0, 1, 2):
     except OSError as e:
         print("PGRP", fd, e.errno)'
 
-TTYNAME='import os
+TTYNAME='import os, sys
 for fd in (0, 1, 2):
     try:
-        print("TTY", fd, os.isatty(fd), os.ttyname(fd))
+        print("TTY", fd, os.isatty(fd), os.ttyname(fd), file=sys.stderr)
     except OSError as e:
-        print("TTY", fd, os.isatty(fd), e.errno)'
+        print("TTY", fd, os.isatty(fd), e.errno, file=sys.stderr)'
 
 WINCH='import os, signal, sys, time
 def size():
@@ -135,14 +135,14 @@ for role in $ROLES; do
 	expect_clean "$role" "ttyname" "$out"
 	# A std fd that is not the terminal is CMD's as it was.
 	out=$(ptyal "$role" --stdout "$SCRATCH/stdout-$role" -- -- \
-		sh -c "python3 -c '$TTYNAME' >&2; echo to-stdout")
+		sh -c "python3 -c '$TTYNAME'; echo to-stdout")
 	expect_eq "$role: stdout redirected: CMD's fds" \
 		"TTY 0 True /dev/pts/0 TTY 1 False 25 TTY 2 True /dev/pts/0" "$(lines TTY "$out")"
 	expect_eq "$role: stdout redirected: the file" to-stdout "$(cat "$SCRATCH/stdout-$role")"
 	expect_clean "$role" "stdout redirected" "$out"
 
 	# The window size inside is the caller's, and follows a resize.
-	out=$(ptyal "$role" --size 33x111 expect:'SIZE 33 111' resize:40x120 expect:'SIZE 40 120' -- -- \
+	out=$(ptyal "$role" --size 33x111 expect:'SIZE 33 111\n' resize:40x120 expect:'SIZE 40 120\n' -- -- \
 		python3 -c "$WINCH")
 	expect_eq "$role: window size, resized" "SIZE 33 111 SIZE 40 120" "$(lines SIZE "$out")"
 	expect_eq "$role: window size: status" 0 "$(report status "$out")"
