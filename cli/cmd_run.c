@@ -72,8 +72,8 @@ struct run {
 	struct nflog_reader *nflog;
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
-	struct term_saved tsaved; /* the caller's terminal at start (fd -1: none) */
-	struct term *term;        /* the relay to CMD's own terminal, or NULL */
+	struct termios tio; /* the caller's terminal's modes, with a terminal (cfg.tty) */
+	struct term *term;  /* the relay to CMD's own terminal, or NULL */
 };
 
 static int
@@ -302,7 +302,7 @@ on_signal(evutil_socket_t fd, short what, void *arg)
 
 	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		/* A terminal's signal (Ctrl-C on a terminal that is not
-		 * CMD's: stdin redirected) goes to its foreground process
+		 * CMD's: stdin or stdout redirected) goes to its foreground process
 		 * group, airlock's, and no longer reaches CMD, which has a
 		 * session of its own: pass it on to CMD's group, as the
 		 * terminal would have. Signals sent to airlock are CMD's. */
@@ -317,15 +317,15 @@ on_signal(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* With a terminal on stdin: CMD's terminal from init, relayed from here
- * on, the caller's terminal raw until run_free. */
+/* With a terminal on stdin and stdout (cfg.tty): CMD's terminal from
+ * init, relayed from here on, the caller's terminal raw until term_free. */
 static int
 start_terminal(struct run *r)
 {
 	char err[256];
 	int master = sbx_recv_tty(r->sbx, err, sizeof(err));
 
-	if (master < 0 || (r->term = term_new(r->base, master, &r->tsaved, err, sizeof(err))) == NULL) {
+	if (master < 0 || (r->term = term_new(r->base, master, &r->tio, err, sizeof(err))) == NULL) {
 		log_warnx("%s", err);
 		return -1;
 	}
@@ -502,7 +502,6 @@ run_free(struct run *r)
 	/* First, so that what airlock prints from here on meets the
 	 * terminal as the caller had it. */
 	term_free(r->term);
-	term_saved_restore(&r->tsaved);
 	if (r->ev_timeout != NULL)
 		event_free(r->ev_timeout);
 	if (r->ev_pidfd != NULL)
@@ -553,7 +552,6 @@ cmd_run(int argc, char **argv)
 
 	memset(&r, 0, sizeof(r));
 	r.sigfd = -1;
-	r.tsaved.fd = -1;
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
@@ -609,7 +607,7 @@ cmd_run(int argc, char **argv)
 	cfg.root = r.opts.root;
 	cfg.home = getenv("HOME");
 	cfg.share_home = r.opts.share_home;
-	cfg.tty = term_probe(&r.tsaved);
+	cfg.tty = term_probe(&r.tio);
 	r.sbx = sbx_new(&cfg, err, sizeof(err));
 	if (r.sbx == NULL) {
 		log_warnx("%s", err);

@@ -32,8 +32,8 @@ struct term_buf {
 };
 
 struct term {
-	struct event_base *base;        /* borrowed */
-	const struct term_saved *saved; /* borrowed: the modes to go back to */
+	struct event_base *base; /* borrowed */
+	struct termios saved;    /* the caller's modes, to go back to */
 	int master;                     /* CMD's terminal; -1 once hung up */
 	bool master_eof;                /* every slave is closed */
 	/* The caller's terminal: own_fd is our own open file description
@@ -140,37 +140,14 @@ tty_set(int fd, const struct termios *tio, bool hold)
 	return rc;
 }
 
-static bool
-tio_equal(const struct termios *a, const struct termios *b)
-{
-	return a->c_iflag == b->c_iflag && a->c_oflag == b->c_oflag &&
-	       a->c_cflag == b->c_cflag && a->c_lflag == b->c_lflag && a->c_line == b->c_line &&
-	       memcmp(a->c_cc, b->c_cc, sizeof(a->c_cc)) == 0 &&
-	       cfgetispeed(a) == cfgetispeed(b) && cfgetospeed(a) == cfgetospeed(b);
-}
-
 bool
-term_probe(struct term_saved *ts)
+term_probe(struct termios *tio)
 {
-	ts->fd = -1;
-	for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; fd++) {
-		if (tcgetattr(fd, &ts->tio) == 0) {
-			ts->fd = fd;
-			break;
-		}
-	}
-	return ts->fd == STDIN_FILENO;
-}
+	struct stat in, out;
 
-void
-term_saved_restore(const struct term_saved *ts)
-{
-	struct termios now;
-
-	if (ts->fd < 0 || tcgetattr(ts->fd, &now) < 0 || tio_equal(&now, &ts->tio))
-		return;
-	if (tty_set(ts->fd, &ts->tio, true) < 0)
-		log_warn("cannot give the terminal its modes back");
+	return tcgetattr(STDIN_FILENO, tio) == 0 && fstat(STDIN_FILENO, &in) == 0 &&
+	       fstat(STDOUT_FILENO, &out) == 0 && S_ISCHR(out.st_mode) &&
+	       out.st_rdev == in.st_rdev;
 }
 
 /* Raw mode as ssh makes it: no echo, no line editing, no signals from
@@ -191,7 +168,7 @@ make_raw(struct termios *tio)
 static int
 term_set_raw(struct term *t, bool on)
 {
-	struct termios tio = t->saved->tio;
+	struct termios tio = t->saved;
 
 	if (on)
 		make_raw(&tio);
@@ -347,7 +324,7 @@ term_signal(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* An fd of ours on the same terminal as stdin (st), or -1. */
+/* Whether fd is on the same terminal as stdin (in). */
 static bool
 same_terminal(int fd, const struct stat *in)
 {
@@ -382,17 +359,9 @@ term_open_caller(struct term *t, char *err, size_t errlen)
 		return 0;
 	}
 	t->in_fd = STDIN_FILENO;
-	if ((fcntl(STDIN_FILENO, F_GETFL) & O_ACCMODE) != O_RDONLY)
-		t->out_fd = STDIN_FILENO;
-	else if (same_terminal(STDOUT_FILENO, &in))
-		t->out_fd = STDOUT_FILENO;
-	else if (t->stderr_term)
-		t->out_fd = STDERR_FILENO;
-	else
-		t->out_fd = -1;
+	t->out_fd = STDOUT_FILENO; /* the same terminal (term_probe) */
 	fds[n++] = t->in_fd;
-	if (t->out_fd >= 0 && t->out_fd != t->in_fd)
-		fds[n++] = t->out_fd;
+	fds[n++] = t->out_fd;
 	/* Both saved before either is changed: they may share a description. */
 	for (int i = 0; i < n; i++) {
 		if ((t->fl[fds[i]] = fcntl(fds[i], F_GETFL)) < 0) {
@@ -410,7 +379,7 @@ term_open_caller(struct term *t, char *err, size_t errlen)
 }
 
 struct term *
-term_new(struct event_base *base, int master, const struct term_saved *ts, char *err,
+term_new(struct event_base *base, int master, const struct termios *tio, char *err,
          size_t errlen)
 {
 	struct term *t = malloc(sizeof(*t));
@@ -423,22 +392,19 @@ term_new(struct event_base *base, int master, const struct term_saved *ts, char 
 	}
 	memset(t, 0, offsetof(struct term, up));
 	t->base = base;
-	t->saved = ts;
+	t->saved = *tio;
 	t->master = master;
 	t->own_fd = t->in_fd = t->out_fd = t->sigfd = -1;
 	for (int i = 0; i < 3; i++)
 		t->fl[i] = -1;
 	t->up.len = t->down.len = 0;
 	t->up.off = t->down.off = 0;
-	if (ts->fd != STDIN_FILENO || term_open_caller(t, err, errlen) < 0) {
-		if (ts->fd != STDIN_FILENO)
-			snprintf(err, errlen, "terminal: stdin is not one");
+	if (term_open_caller(t, err, errlen) < 0)
 		goto fail;
-	}
 	/* CMD's terminal starts as the caller's was: the same modes (erase
 	 * and interrupt characters, IUTF8, ...) and size. Through the
 	 * master, these set the slave's. */
-	if (fd_set_nonblock(t->master, true) < 0 || tty_set(t->master, &ts->tio, false) < 0) {
+	if (fd_set_nonblock(t->master, true) < 0 || tty_set(t->master, tio, false) < 0) {
 		snprintf(err, errlen, "terminal: CMD's: %s", strerror(errno));
 		goto fail;
 	}

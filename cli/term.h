@@ -5,8 +5,7 @@
  * supervisor's event loop, as ssh does: the caller's terminal in raw mode,
  * every byte passed on, CMD's terminal's line discipline doing the editing
  * and making CMD's signals (Ctrl-C, Ctrl-Z, Ctrl-\), the window size
- * following. term_free leaves raw mode; term_saved_restore puts back the
- * modes term_probe saw, whatever happened in between. */
+ * following. term_free gives the caller's terminal its modes back. */
 #ifndef AIRLOCK_CLI_TERM_H
 #define AIRLOCK_CLI_TERM_H
 
@@ -16,31 +15,21 @@
 
 struct event_base;
 
-/* The caller's terminal when the run started. Plain data. */
-struct term_saved {
-	int fd;             /* the first of stdin, stdout, stderr that is a terminal; -1: none */
-	struct termios tio; /* its modes then */
-};
-
-/* Fill *ts. True when stdin is a terminal: CMD is then to get one of its
- * own (sbx_config.tty). Costs one ioctl per std fd until one is a
- * terminal. */
-bool term_probe(struct term_saved *ts);
-
-/* Put back ts's modes on its terminal if they differ now. Without a
- * terminal of its own CMD holds the caller's on stdout or stderr and may
- * have changed them; with one, term_free already did this. Works from a
- * background process group too (SIGTTOU is held). */
-void term_saved_restore(const struct term_saved *ts);
+/* Whether CMD is to get a terminal of its own (sbx_config.tty): when
+ * stdin and stdout are both the caller's terminal. Not when stdout goes
+ * to a pipe: its reader (less, a pager, fzf) may use the terminal itself,
+ * and a relay in raw mode would fight it for keystrokes and modes. Then,
+ * *tio is the terminal's modes. One ioctl when stdin is no terminal. */
+bool term_probe(struct termios *tio);
 
 struct term;
 
 /* Relay master, CMD's terminal (ownership taken, closed on failure too),
- * and the caller's terminal, stdin (ts, borrowed until term_free, with
- * ts->fd 0), from base. CMD's terminal gets the caller's modes and window
- * size, then the caller's terminal goes raw. NULL + reason on failure,
- * the caller's terminal then as it was. */
-struct term *term_new(struct event_base *base, int master, const struct term_saved *ts,
+ * and the caller's terminal on stdin and stdout (term_probe said so; tio
+ * its modes then, copied), from base. CMD's terminal gets those modes and
+ * the caller's window size, then the caller's terminal goes raw. NULL +
+ * reason on failure, the caller's terminal then as it was. */
+struct term *term_new(struct event_base *base, int master, const struct termios *tio,
                       char *err, size_t errlen);
 
 /* Once the sandbox has ended: write what CMD's terminal still holds to the

@@ -73,6 +73,15 @@ for role in $ROLES; do
 	expect_eq "$role: Ctrl-Z, Ctrl-\\: status" 5 "$(report status "$out")"
 	expect_clean "$role" "Ctrl-Z, Ctrl-\\" "$out"
 
+	# airlock stopped from outside (SIGTSTP: the terminal's Ctrl-Z is
+	# CMD's) gives the terminal its modes back while stopped, and takes
+	# raw mode again when continued.
+	out=$(ptyal "$role" expect:READY mode killjob:TSTP sleep:0.5 mode killjob:CONT sleep:0.5 mode \
+		expect:BYE -- -- sh -c 'echo READY; sleep 2; echo BYE')
+	expect_eq "$role: SIGTSTP, SIGCONT: modes" "raw cooked raw" "$(report mode "$out" | tr '\n' ' ' | sed 's/ $//')"
+	expect_eq "$role: SIGTSTP, SIGCONT: status" 0 "$(report status "$out")"
+	expect_clean "$role" "SIGTSTP, SIGCONT" "$out"
+
 	# What CMD wrote just before it ended reaches the caller in full.
 	out=$(ptyal "$role" -- -- sh -c 'i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); done')
 	expect_eq "$role: output drained" 2000 "$(grep -c '^line [0-9]*$' <<<"$out")"

@@ -8,7 +8,8 @@ script plays the user at the master side: it waits for text, types bytes,
 resizes the window, or kills the sandbox's CMD from outside. When the job
 has ended, the shell reports what the caller's terminal looks like then.
 
-    ptyshell.py [--stdin-null] [--stdout FILE] [--no-ctty] [--size RxC] STEP... -- CMD...
+    ptyshell.py [--stdin-null] [--stdout FILE] [--stderr FILE] [--no-ctty] [--size RxC]
+                STEP... -- CMD...
 
 Steps, in order:
     expect:TEXT    wait (10 s at most) until the output contains TEXT
@@ -19,9 +20,14 @@ Steps, in order:
                    the terminal's foreground process group
     killcmd:SIG    send SIG to the sandbox's CMD (the supervisor's child's
                    child, airlock being the job's process)
+    killjob:SIG    send SIG to the job's process (airlock)
+    mode           note whether the terminal is in raw mode now ("@mode
+                   raw" or "@mode cooked": ICANON; tcgetattr on a master
+                   reads its slave's modes)
 
 Options: --stdin-null gives the job /dev/null as stdin (stdout and stderr
-stay the terminal), --stdout FILE a file as stdout; --no-ctty starts the job in a session of its own, so
+stay the terminal), --stdout FILE and --stderr FILE a file as stdout or
+stderr; --no-ctty starts the job in a session of its own, so
 its stdin is a terminal that is not its controlling terminal.
 
 Prints the output (carriage returns removed) between "--- output" and
@@ -51,7 +57,8 @@ DEADLINE = 40  # the whole run, seconds
 
 
 def parse(argv):
-    opts = {"stdin_null": False, "no_ctty": False, "size": (24, 80), "stdout": None}
+    opts = {"stdin_null": False, "no_ctty": False, "size": (24, 80), "stdout": None,
+            "stderr": None}
     steps = []
     i = 1
     while i < len(argv) and argv[i] != "--":
@@ -60,16 +67,16 @@ def parse(argv):
             opts["stdin_null"] = True
         elif a == "--no-ctty":
             opts["no_ctty"] = True
-        elif a == "--stdout":
+        elif a in ("--stdout", "--stderr"):
             i += 1
-            opts["stdout"] = argv[i]
+            opts[a[2:]] = argv[i]
         elif a == "--size":
             i += 1
             r, c = argv[i].split("x")
             opts["size"] = (int(r), int(c))
         else:
             kind, _, arg = a.partition(":")
-            if kind not in ("expect", "send", "sleep", "resize", "killcmd"):
+            if kind not in ("expect", "send", "sleep", "resize", "killcmd", "killjob", "mode"):
                 sys.exit("ptyshell.py: unknown step " + a)
             steps.append((kind, arg))
         i += 1
@@ -105,10 +112,11 @@ def shell(slave, report, opts, cmd):
                 null = os.open("/dev/null", os.O_RDONLY)
                 os.dup2(null, 0)
                 os.close(null)
-            if opts["stdout"]:
-                f = os.open(opts["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-                os.dup2(f, 1)
-                os.close(f)
+            for fd, name in ((1, "stdout"), (2, "stderr")):
+                if opts[name]:
+                    f = os.open(opts[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+                    os.dup2(f, fd)
+                    os.close(f)
             os.execvp(cmd[0], cmd)
         finally:
             os._exit(127)
@@ -215,6 +223,11 @@ def main():
                 notes.append("@nocmd")
                 break
             os.kill(cmds[0], getattr(signal, "SIG" + arg))
+        elif kind == "killjob":
+            os.kill(job, getattr(signal, "SIG" + arg))
+        elif kind == "mode":
+            lflag = termios.tcgetattr(master)[3]
+            notes.append("@mode " + ("cooked" if lflag & termios.ICANON else "raw"))
 
     # Let the job end; past the deadline kill it (and so the sandbox).
     while time.time() < end and pump(0.2):

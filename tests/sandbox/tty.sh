@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# CMD's terminal. With stdin a terminal, CMD gets a terminal of its own
-# that airlock relays: isatty() and ttyname() work inside, the window size
+# CMD's terminal. With stdin and stdout a terminal, CMD gets a terminal of
+# its own that airlock relays: isatty() and ttyname() work inside, the window size
 # follows the caller's, Ctrl-C reaches CMD exactly once, and nothing CMD
-# does to its terminal (tcsetpgrp, TIOCSTI) reaches the caller's. Without
-# a terminal on stdin CMD runs in a session of its own, without a
-# controlling terminal, and the terminal's Ctrl-C still reaches it once.
+# does to its terminal (tcsetpgrp, TIOCSTI) reaches the caller's.
+# Otherwise CMD runs in a session of its own, without a controlling
+# terminal, and the terminal's Ctrl-C still reaches it once.
 # Each run is a job of a shell on a new pseudo-terminal (ptyshell.py),
 # which then reports what the caller's terminal looks like.
 . "$(dirname "$0")/../lib.sh"
@@ -72,11 +72,12 @@ for fd in (0, 1, 2):
         print("PGRP", fd, e.errno)'
 
 TTYNAME='import os, sys
+out = sys.stdout if os.isatty(1) else sys.stderr
 for fd in (0, 1, 2):
     try:
-        print("TTY", fd, os.isatty(fd), os.ttyname(fd), file=sys.stderr)
+        print("TTY", fd, os.isatty(fd), os.ttyname(fd), file=out)
     except OSError as e:
-        print("TTY", fd, os.isatty(fd), e.errno, file=sys.stderr)'
+        print("TTY", fd, os.isatty(fd), e.errno, file=out)'
 
 WINCH='import os, signal, sys, time
 def size():
@@ -133,11 +134,24 @@ for role in $ROLES; do
 	expect_eq "$role: isatty, ttyname" \
 		"TTY 0 True /dev/pts/0 TTY 1 True /dev/pts/0 TTY 2 True /dev/pts/0" "$(lines TTY "$out")"
 	expect_clean "$role" "ttyname" "$out"
-	# A std fd that is not the terminal is CMD's as it was.
+	# stderr not the terminal: CMD's as it was, CMD's terminal on the
+	# other two.
+	out=$(ptyal "$role" --stderr "$SCRATCH/stderr-$role" -- -- \
+		sh -c "python3 -c '$TTYNAME'; echo to-stderr >&2")
+	expect_eq "$role: stderr redirected: CMD's fds" \
+		"TTY 0 True /dev/pts/0 TTY 1 True /dev/pts/0 TTY 2 False 25" "$(lines TTY "$out")"
+	expect_eq "$role: stderr redirected: the file" to-stderr "$(cat "$SCRATCH/stderr-$role")"
+	expect_clean "$role" "stderr redirected" "$out"
+	# stdout not the terminal (a file here; a pipe to a pager, which may
+	# use the terminal itself): no terminal of CMD's own, the caller's
+	# fds as they are, and none of them CMD's controlling terminal
+	# (ttyname finds no name for the caller's terminal inside, ENODEV).
 	out=$(ptyal "$role" --stdout "$SCRATCH/stdout-$role" -- -- \
-		sh -c "python3 -c '$TTYNAME'; echo to-stdout")
+		sh -c "python3 -c '$TTYNAME'; python3 -c '$PGRP' >&2; echo to-stdout")
 	expect_eq "$role: stdout redirected: CMD's fds" \
-		"TTY 0 True /dev/pts/0 TTY 1 False 25 TTY 2 True /dev/pts/0" "$(lines TTY "$out")"
+		"TTY 0 True 19 TTY 1 False 25 TTY 2 True 19" "$(lines TTY "$out")"
+	expect_eq "$role: stdout redirected: no controlling terminal" \
+		"PGRP 0 25 PGRP 1 25 PGRP 2 25" "$(lines PGRP "$out")"
 	expect_eq "$role: stdout redirected: the file" to-stdout "$(cat "$SCRATCH/stdout-$role")"
 	expect_clean "$role" "stdout redirected" "$out"
 
