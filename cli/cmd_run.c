@@ -302,8 +302,8 @@ on_signal(evutil_socket_t fd, short what, void *arg)
 
 	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		/* A terminal's signal (Ctrl-C on a terminal that is not
-		 * CMD's: stdin or stdout redirected) goes to its foreground process
-		 * group, airlock's, and no longer reaches CMD, which has a
+		 * CMD's: stdin or stdout redirected) goes to its foreground
+		 * process group, airlock's, and not to CMD, which has a
 		 * session of its own: pass it on to CMD's group, as the
 		 * terminal would have. Signals sent to airlock are CMD's. */
 		if (si.ssi_code == SI_KERNEL) {
@@ -325,7 +325,8 @@ start_terminal(struct run *r)
 	char err[256];
 	int master = sbx_recv_tty(r->sbx, err, sizeof(err));
 
-	if (master < 0 || (r->term = term_new(r->base, master, &r->tio, err, sizeof(err))) == NULL) {
+	if (master < 0 ||
+	    (r->term = term_new(r->base, master, &r->tio, err, sizeof(err))) == NULL) {
 		log_warnx("%s", err);
 		return -1;
 	}

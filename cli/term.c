@@ -34,8 +34,8 @@ struct term_buf {
 struct term {
 	struct event_base *base; /* borrowed */
 	struct termios saved;    /* the caller's modes, to go back to */
-	int master;                     /* CMD's terminal; -1 once hung up */
-	bool master_eof;                /* every slave is closed */
+	int master;              /* CMD's terminal; -1 once hung up */
+	bool master_eof;         /* every slave is closed */
 	/* The caller's terminal: own_fd is our own open file description
 	 * of it; without one, in_fd and out_fd are the caller's std fds,
 	 * made non-blocking until term_free (fl[]). out_fd -1: CMD's output
@@ -146,8 +146,7 @@ term_probe(struct termios *tio)
 	struct stat in, out;
 
 	return tcgetattr(STDIN_FILENO, tio) == 0 && fstat(STDIN_FILENO, &in) == 0 &&
-	       fstat(STDOUT_FILENO, &out) == 0 && S_ISCHR(out.st_mode) &&
-	       out.st_rdev == in.st_rdev;
+	       fstat(STDOUT_FILENO, &out) == 0 && S_ISCHR(out.st_mode) && out.st_rdev == in.st_rdev;
 }
 
 /* Raw mode as ssh makes it: no echo, no line editing, no signals from
@@ -157,8 +156,8 @@ static void
 make_raw(struct termios *tio)
 {
 	tio->c_iflag |= IGNPAR;
-	tio->c_iflag &= ~(IGNBRK | BRKINT | ISTRIP | INLCR | IGNCR | ICRNL | IXON | IXANY | IXOFF |
-	                  IUCLC);
+	tio->c_iflag &=
+	        ~(IGNBRK | BRKINT | ISTRIP | INLCR | IGNCR | ICRNL | IXON | IXANY | IXOFF | IUCLC);
 	tio->c_lflag &= ~(ISIG | ICANON | ECHO | ECHOE | ECHOK | ECHONL | IEXTEN);
 	tio->c_oflag &= ~OPOST;
 	tio->c_cc[VMIN] = 1;
@@ -199,7 +198,6 @@ want(struct event *ev, bool on)
 	if (ev == NULL)
 		return; /* no out_fd: nothing to wait for */
 	pending = event_pending(ev, EV_READ | EV_WRITE, NULL) != 0;
-
 	if (on && !pending)
 		event_add(ev, NULL);
 	else if (!on && pending)
@@ -379,8 +377,7 @@ term_open_caller(struct term *t, char *err, size_t errlen)
 }
 
 struct term *
-term_new(struct event_base *base, int master, const struct termios *tio, char *err,
-         size_t errlen)
+term_new(struct event_base *base, int master, const struct termios *tio, char *err, size_t errlen)
 {
 	struct term *t = malloc(sizeof(*t));
 	sigset_t sigs;
@@ -462,8 +459,8 @@ term_drain(struct term *t, int ms)
 		enum term_io rd = TERM_IO_END;
 		double left;
 
-		if (t->master >= 0 && !t->master_eof && (rd = buf_read(&t->down, t->master)) ==
-		                                                TERM_IO_END)
+		if (t->master >= 0 && !t->master_eof &&
+		    (rd = buf_read(&t->down, t->master)) == TERM_IO_END)
 			t->master_eof = true;
 		term_down(t);
 		if (t->down.len == 0 && rd != TERM_IO_OK)

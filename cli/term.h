@@ -29,8 +29,8 @@ struct term;
  * its modes then, copied), from base. CMD's terminal gets those modes and
  * the caller's window size, then the caller's terminal goes raw. NULL +
  * reason on failure, the caller's terminal then as it was. */
-struct term *term_new(struct event_base *base, int master, const struct termios *tio,
-                      char *err, size_t errlen);
+struct term *term_new(struct event_base *base, int master, const struct termios *tio, char *err,
+                      size_t errlen);
 
 /* Once the sandbox has ended: write what CMD's terminal still holds to the
  * caller's, for ms milliseconds at most. Blocks (the loop is done). */

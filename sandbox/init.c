@@ -450,9 +450,10 @@ sbx_init_main(const struct sbx *s, int sock)
 			 * namespace: si_pid 0), to CMD or to its process group
 			 * (sbx_kill_pgrp). Init is in no terminal's process
 			 * group; CMD's own signals to init go nowhere. */
+			bool pgrp = si.si_code == SI_QUEUE && si.si_int == SBX_SIG_PGRP;
+
 			if (si.si_pid == 0)
-				kill(si.si_code == SI_QUEUE && si.si_int == SBX_SIG_PGRP ? -cmd : cmd,
-				     sig);
+				kill(pgrp ? -cmd : cmd, sig);
 			continue;
 		}
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {

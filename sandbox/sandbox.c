@@ -603,9 +603,9 @@ sbx_kill_pgrp(struct sbx *s, int sig)
 
 	if (s->pidfd < 0 || s->exited)
 		return 0;
-	/* SI_QUEUE is the one code another process may send with a value
-	 * (SI_USER carries none); the kernel sets si_pid to 0 for init, the
-	 * sender being outside its pid namespace. */
+	/* The mark rides in the value of an SI_QUEUE signal, as sigqueue(3)
+	 * sends them (SI_USER carries none). The kernel sets si_pid to 0 for
+	 * init: the sender is outside its pid namespace. */
 	memset(&si, 0, sizeof(si));
 	si.si_signo = sig;
 	si.si_code = SI_QUEUE;
