@@ -37,9 +37,9 @@ struct term {
 	int master;              /* CMD's terminal; -1 once hung up */
 	bool master_eof;         /* every slave is closed */
 	/* The caller's terminal: own_fd is our own open file description
-	 * of it; without one, in_fd and out_fd are the caller's std fds,
-	 * made non-blocking until term_free (fl[]). out_fd -1: CMD's output
-	 * has nowhere to go and is dropped. */
+	 * of it; without one, in_fd and out_fd are the caller's stdin and
+	 * stdout, made non-blocking until term_free (fl[]). out_fd is -1
+	 * once writing to it failed: CMD's output is dropped from then on. */
 	int own_fd;
 	int in_fd, out_fd;
 	bool in_eof;
@@ -193,11 +193,8 @@ term_resize(struct term *t)
 static void
 want(struct event *ev, bool on)
 {
-	bool pending;
+	bool pending = event_pending(ev, EV_READ | EV_WRITE, NULL) != 0;
 
-	if (ev == NULL)
-		return; /* no out_fd: nothing to wait for */
-	pending = event_pending(ev, EV_READ | EV_WRITE, NULL) != 0;
 	if (on && !pending)
 		event_add(ev, NULL);
 	else if (!on && pending)
@@ -342,7 +339,7 @@ static int
 term_open_caller(struct term *t, char *err, size_t errlen)
 {
 	struct stat in;
-	int fds[2], n = 0;
+	int fds[2];
 
 	if (fstat(STDIN_FILENO, &in) < 0) {
 		snprintf(err, errlen, "terminal: stdin: %s", strerror(errno));
@@ -356,18 +353,16 @@ term_open_caller(struct term *t, char *err, size_t errlen)
 		t->in_fd = t->out_fd = t->own_fd;
 		return 0;
 	}
-	t->in_fd = STDIN_FILENO;
-	t->out_fd = STDOUT_FILENO; /* the same terminal (term_probe) */
-	fds[n++] = t->in_fd;
-	fds[n++] = t->out_fd;
+	fds[0] = t->in_fd = STDIN_FILENO;
+	fds[1] = t->out_fd = STDOUT_FILENO; /* the same terminal (term_probe) */
 	/* Both saved before either is changed: they may share a description. */
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < 2; i++) {
 		if ((t->fl[fds[i]] = fcntl(fds[i], F_GETFL)) < 0) {
 			snprintf(err, errlen, "terminal: fd %d: %s", fds[i], strerror(errno));
 			return -1;
 		}
 	}
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < 2; i++) {
 		if (fcntl(fds[i], F_SETFL, t->fl[fds[i]] | O_NONBLOCK) < 0) {
 			snprintf(err, errlen, "terminal: fd %d: %s", fds[i], strerror(errno));
 			return -1;
@@ -387,15 +382,15 @@ term_new(struct event_base *base, int master, const struct termios *tio, char *e
 		fd_close(&master);
 		return NULL;
 	}
+	/* Not the buffers: 32 KiB that a quiet run never touches. */
 	memset(t, 0, offsetof(struct term, up));
+	t->up.off = t->up.len = t->down.off = t->down.len = 0;
 	t->base = base;
 	t->saved = *tio;
 	t->master = master;
 	t->own_fd = t->in_fd = t->out_fd = t->sigfd = -1;
 	for (int i = 0; i < 3; i++)
 		t->fl[i] = -1;
-	t->up.len = t->down.len = 0;
-	t->up.off = t->down.off = 0;
 	if (term_open_caller(t, err, errlen) < 0)
 		goto fail;
 	/* CMD's terminal starts as the caller's was: the same modes (erase
@@ -424,11 +419,9 @@ term_new(struct event_base *base, int master, const struct termios *tio, char *e
 	t->ev_mwrite = event_new(base, t->master, EV_WRITE | EV_PERSIST, term_master_ready, t);
 	t->ev_mread = event_new(base, t->master, EV_READ | EV_PERSIST, term_master_read, t);
 	t->ev_sig = event_new(base, t->sigfd, EV_READ | EV_PERSIST, term_signal, t);
-	t->ev_out = t->out_fd >= 0
-	                    ? event_new(base, t->out_fd, EV_WRITE | EV_PERSIST, term_out_ready, t)
-	                    : NULL;
+	t->ev_out = event_new(base, t->out_fd, EV_WRITE | EV_PERSIST, term_out_ready, t);
 	if (t->ev_in == NULL || t->ev_mwrite == NULL || t->ev_mread == NULL || t->ev_sig == NULL ||
-	    (t->out_fd >= 0 && t->ev_out == NULL) || event_add(t->ev_sig, NULL) < 0) {
+	    t->ev_out == NULL || event_add(t->ev_sig, NULL) < 0) {
 		snprintf(err, errlen, "terminal: cannot watch it");
 		goto fail;
 	}
