@@ -73,6 +73,7 @@ struct run {
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
 	struct termios tio; /* the caller's terminal's modes, with a terminal (cfg.tty) */
+	int tty_master;     /* CMD's terminal, until term_new takes it; -1 */
 	struct term *term;  /* the relay to CMD's own terminal, or NULL */
 };
 
@@ -317,16 +318,17 @@ on_signal(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* With a terminal on stdin and stdout (cfg.tty): CMD's terminal from
- * init, relayed from here on, the caller's terminal raw until term_free. */
+/* With a terminal on stdin and stdout (cfg.tty), the relay, just before
+ * the go: the caller's terminal raw from here until term_free. */
 static int
 start_terminal(struct run *r)
 {
 	char err[256];
-	int master = sbx_recv_tty(r->sbx, err, sizeof(err));
+	int master = r->tty_master;
 
-	if (master < 0 ||
-	    (r->term = term_new(r->base, master, &r->tio, err, sizeof(err))) == NULL) {
+	r->tty_master = -1;
+	r->term = term_new(r->base, master, &r->tio, err, sizeof(err));
+	if (r->term == NULL) {
 		log_warnx("%s", err);
 		return -1;
 	}
@@ -503,6 +505,7 @@ run_free(struct run *r)
 	/* First, so that what airlock prints from here on meets the
 	 * terminal as the caller had it. */
 	term_free(r->term);
+	fd_close(&r->tty_master);
 	if (r->ev_timeout != NULL)
 		event_free(r->ev_timeout);
 	if (r->ev_pidfd != NULL)
@@ -553,6 +556,7 @@ cmd_run(int argc, char **argv)
 
 	memset(&r, 0, sizeof(r));
 	r.sigfd = -1;
+	r.tty_master = -1;
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
@@ -679,6 +683,11 @@ cmd_run(int argc, char **argv)
 	}
 	if (failed >= 0) {
 		log_warnx("self-test failed, refusing to run the command: %s", selftest);
+		goto end;
+	}
+	/* Init sent CMD's terminal after its READY, before anything else. */
+	if (cfg.tty && (r.tty_master = sbx_recv_tty(r.sbx, err, sizeof(err))) < 0) {
+		log_warnx("%s", err);
 		goto end;
 	}
 

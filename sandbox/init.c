@@ -384,6 +384,11 @@ sbx_init_main(const struct sbx *s, int sock)
 	if (sbx_fs_setup(s, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	log_debug("init: filesystem ready, %.3f ms", ms_since_boot());
+	/* CMD's terminal, in the devpts just mounted; its master goes over
+	 * sock as SCM_RIGHTS, so before the seccomp filter, whatever that
+	 * does to sendmsg. */
+	if (s->cfg->tty && sbx_pty_open(sock, &slave, err, sizeof(err)) < 0)
+		init_die("set-up: %s", err);
 
 	/* Unprivileged and filtered while the supervisor is still starting
 	 * to serve: nothing init does from here on needs a capability or a
@@ -399,8 +404,6 @@ sbx_init_main(const struct sbx *s, int sock)
 		init_die("%s", err);
 	sbx_seccomp_free(&filter);
 	log_debug("init: privileges dropped, %.3f ms", ms_since_boot());
-	if (s->cfg->tty && sbx_pty_open(sock, &slave, err, sizeof(err)) < 0)
-		init_die("set-up: %s", err);
 
 	switch (recv_go(s, sock, &m)) {
 	case 1:
