@@ -198,7 +198,9 @@ def main():
             want = codecs.escape_decode(arg.encode())[0]
             t = time.time() + 10
             while want not in out.replace(b"\r", b"")[seen:] and time.time() < t:
-                if not pump(min(0.1, t - time.time())) or not rd_open:
+                # Until both are closed: the job may end before its last
+                # output is read.
+                if not pump(min(0.1, t - time.time())):
                     break
             text = out.replace(b"\r", b"")
             at = text.find(want, seen)
