@@ -21,6 +21,7 @@
 
 #include "cli/cmd.h"
 #include "common/fdres.h"
+#include "cli/term.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "dns/cache.h"
@@ -46,6 +47,8 @@ _Static_assert(SBX_MAX_USER_MOUNTS <= SBX_MAX_MOUNTS, "the sandbox must take the
  * most 64, policy/internal.h) and the preset directories (at most 19). */
 #define MAX_PRESET_DIRS 20
 #define MAX_KEEP        (2 + 64 + MAX_PRESET_DIRS)
+/* How long CMD's last output may take to reach the caller's terminal. */
+#define TERM_DRAIN_MS 1000
 
 struct run {
 	struct sbx_opts opts;
@@ -81,6 +84,9 @@ struct run {
 	struct ugate_allow *unix_allow;
 	size_t n_unix_allow;
 	struct event *ev_gate;
+	struct termios tio; /* the caller's terminal's modes, with a terminal (cfg.tty) */
+	int tty_master;     /* CMD's terminal, until term_new takes it; -1 */
+	struct term *term;  /* the relay to CMD's own terminal, or NULL */
 };
 
 static int
@@ -349,11 +355,17 @@ on_signal(evutil_socket_t fd, short what, void *arg)
 	struct signalfd_siginfo si;
 
 	while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		/* The terminal sends its signals to the whole foreground
-		 * process group, CMD included: passing them on would deliver
-		 * them twice. Signals sent to airlock alone are CMD's. */
-		if (si.ssi_code == SI_KERNEL)
+		/* A terminal's signal (Ctrl-C on a terminal that is not
+		 * CMD's: stdin or stdout redirected) goes to its foreground
+		 * process group, airlock's, and not to CMD, which has a
+		 * session of its own: pass it on to CMD's group, as the
+		 * terminal would have. Signals sent to airlock are CMD's. */
+		if (si.ssi_code == SI_KERNEL) {
+			log_info("passing the terminal's signal %u on to the sandbox",
+			         si.ssi_signo);
+			sbx_kill_pgrp(r->sbx, (int)si.ssi_signo);
 			continue;
+		}
 		log_info("passing signal %u on to the sandbox", si.ssi_signo);
 		sbx_kill(r->sbx, (int)si.ssi_signo);
 	}
@@ -426,6 +438,23 @@ start_gate(struct run *r, char *err, size_t errlen)
 	gc.n_allow = n;
 	gc.events = true;
 	return sbx_gate_start(r->sbx, &gc, err, errlen);
+}
+
+/* With a terminal on stdin and stdout (cfg.tty), the relay, just before
+ * the go: the caller's terminal raw from here until term_free. */
+static int
+start_terminal(struct run *r)
+{
+	char err[256];
+	int master = r->tty_master;
+
+	r->tty_master = -1;
+	r->term = term_new(r->base, master, &r->tio, err, sizeof(err));
+	if (r->term == NULL) {
+		log_warnx("%s", err);
+		return -1;
+	}
+	return 0;
 }
 
 /* The event loop and its servers, made while init sets up the sandbox. */
@@ -623,6 +652,10 @@ run_stop_serving(struct run *r)
 static void
 run_free(struct run *r)
 {
+	/* First, so that what airlock prints from here on meets the
+	 * terminal as the caller had it. */
+	term_free(r->term);
+	fd_close(&r->tty_master);
 	if (r->ev_timeout != NULL)
 		event_free(r->ev_timeout);
 	if (r->ev_pidfd != NULL)
@@ -679,6 +712,7 @@ cmd_run(int argc, char **argv)
 
 	memset(&r, 0, sizeof(r));
 	r.sigfd = -1;
+	r.tty_master = -1;
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
@@ -726,6 +760,7 @@ cmd_run(int argc, char **argv)
 	cfg.root = r.opts.root;
 	cfg.home = getenv("HOME");
 	cfg.share_home = r.opts.share_home;
+	cfg.tty = term_probe(&r.tio);
 	r.sbx = sbx_new(&cfg, err, sizeof(err));
 	if (r.sbx == NULL) {
 		log_warnx("%s", err);
@@ -736,7 +771,7 @@ cmd_run(int argc, char **argv)
 		goto out;
 	elog_set_task(r.log, r.task);
 	if (r.opts.verbose > 0)
-		elog_set_human(r.log, stderr);
+		elog_set_human(r.log, log_stream() != NULL ? log_stream() : stderr);
 	log_info("task %s, egress log %s", r.task, r.logpath);
 
 	/* Signals wait in a signalfd from here on; init and CMD reset their
@@ -800,12 +835,19 @@ cmd_run(int argc, char **argv)
 		log_warnx("self-test failed, refusing to run the command: %s", selftest);
 		goto end;
 	}
+	/* Init sent CMD's terminal after its READY, before anything else. */
+	if (cfg.tty && (r.tty_master = sbx_recv_tty(r.sbx, err, sizeof(err))) < 0) {
+		log_warnx("%s", err);
+		goto end;
+	}
 	if (start_gate(&r, err, sizeof(err)) < 0) {
 		log_warnx("%s; refusing to run the command", err);
 		goto end;
 	}
 
 	if (setup_events(&r) < 0)
+		goto end;
+	if (cfg.tty && start_terminal(&r) < 0)
 		goto end;
 	if (sbx_go(r.sbx, true) < 0) {
 		log_warn("cannot start the command");
@@ -820,6 +862,10 @@ cmd_run(int argc, char **argv)
 	 * event, and connections the kernel completed or queries it queued
 	 * just before would otherwise be closed without their line. */
 	(void)event_base_loop(r.base, EVLOOP_NONBLOCK);
+	/* CMD's last output before task-end, and before airlock says more. */
+	term_drain(r.term, TERM_DRAIN_MS);
+	term_free(r.term);
+	r.term = NULL;
 	if (sbx_end(r.sbx, &res, NULL) < 0) {
 		log_warn("the sandbox's end");
 		goto end;

@@ -8,6 +8,8 @@
 
 static enum log_level log_level = LOG_LEVEL_WARN;
 static const char *log_ident = "airlock";
+static bool log_crlf;
+static FILE *log_file; /* log_stream's, made on first use */
 
 void
 log_set_level(enum log_level level)
@@ -25,6 +27,56 @@ void
 log_set_ident(const char *ident)
 {
 	log_ident = ident;
+}
+
+void
+log_set_crlf(bool on)
+{
+	log_crlf = on;
+}
+
+static int
+write_all(const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(STDERR_FILENO, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* log_stream's writer: the bytes to stderr, each "\n" as "\r\n" while
+ * log_crlf is on. */
+static ssize_t
+stream_write(void *cookie, const char *buf, size_t size)
+{
+	size_t done = 0;
+
+	while (done < size) {
+		const char *nl = log_crlf ? memchr(buf + done, '\n', size - done) : NULL;
+		size_t chunk = nl != NULL ? (size_t)(nl - (buf + done)) : size - done;
+
+		if (write_all(buf + done, chunk) < 0 || (nl != NULL && write_all("\r\n", 2) < 0))
+			return -1;
+		done += chunk + (nl != NULL);
+	}
+	return (ssize_t)size;
+}
+
+FILE *
+log_stream(void)
+{
+	if (log_file == NULL) {
+		log_file = fopencookie(NULL, "w", (cookie_io_functions_t){.write = stream_write});
+		if (log_file != NULL)
+			setvbuf(log_file, NULL, _IOLBF, 0);
+	}
+	return log_file;
 }
 
 void
@@ -50,8 +102,10 @@ log_vmsg(enum log_level level, int errnum, const char *fmt, va_list ap)
 		if (n > 0)
 			len += (size_t)n < sizeof(line) - len ? (size_t)n : sizeof(line) - len - 1;
 	}
-	if (len >= sizeof(line) - 1)
-		len = sizeof(line) - 2;
+	if (len >= sizeof(line) - 2)
+		len = sizeof(line) - 3;
+	if (log_crlf)
+		line[len++] = '\r';
 	line[len++] = '\n';
 	(void)!write(STDERR_FILENO, line, len);
 }

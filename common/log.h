@@ -7,6 +7,8 @@
 #define AIRLOCK_COMMON_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 
 enum log_level {
 	LOG_LEVEL_ERROR = 0,
@@ -22,6 +24,16 @@ enum log_level log_get_level(void);
 /* Replace "airlock" in the prefix (for example "airlock[init]"). The string
  * is borrowed and must outlive every later log call. */
 void log_set_ident(const char *ident);
+
+/* End every line on stderr with "\r\n" instead of "\n" while on: for
+ * while stderr is a terminal in raw mode (cli/term.c), whose output
+ * processing no longer adds the carriage return. Default off. */
+void log_set_crlf(bool on);
+
+/* stderr as a stdio stream whose lines follow log_set_crlf, for other
+ * writers of human lines (the egress log's -v lines). Made on first use,
+ * kept until exit; NULL when it cannot be made (use stderr then). */
+FILE *log_stream(void);
 
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

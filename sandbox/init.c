@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -167,10 +168,11 @@ close_fds_except(int keep)
 
 /* CMD's side of a vfork-style clone (start_cmd). Until the exec it shares
  * init's memory, so it only resets its own signal state and fds, and
- * leaves the exec's error for init to report. Already unprivileged and
+ * leaves its errors for init to report. Already unprivileged and
  * filtered. */
 struct cmd_start {
 	const struct sbx *s;
+	const char *step; /* what failed before the exec; NULL: the exec */
 	int err;
 };
 
@@ -185,8 +187,21 @@ cmd_child(void *arg)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	close_range(3, ~0U, 0);
+	/* A session of its own: CMD's kill(0, ...), setpgid and job control
+	 * reach no process group but its own, and it has no controlling
+	 * terminal but the one given here (docs/run.md, Terminal and
+	 * signals). */
+	if (setsid() < 0) {
+		c->step = "new session";
+		goto fail;
+	}
+	if (c->s->cfg->tty && ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0) {
+		c->step = "controlling terminal";
+		goto fail;
+	}
 	/* execvp searches the PATH of environ, which start_cmd made CMD's. */
 	execvp(c->s->cfg->argv[0], c->s->cfg->argv);
+fail:
 	c->err = errno;
 	_exit(127);
 }
@@ -198,17 +213,19 @@ cmd_child(void *arg)
  * "#!" goes to /bin/sh), and with the memory shared an overflow would
  * land in init; a guard page below turns one into a crash of the child.
  * Returns CMD's pid; or -1 with errno and *exec_err 0 when the child
- * could not be made, or with *exec_err the exec's errno. */
+ * could not be made or set up (*step says what failed, else NULL), or
+ * with *exec_err the exec's errno. */
 static pid_t
-start_cmd(const struct sbx *s, int *exec_err)
+start_cmd(const struct sbx *s, int *exec_err, const char **step)
 {
-	struct cmd_start c = {.s = s, .err = 0};
+	struct cmd_start c = {.s = s, .step = NULL, .err = 0};
 	size_t argc = 0, page = (size_t)sysconf(_SC_PAGESIZE), size;
 	char *stack;
 	pid_t pid;
 	int e;
 
 	*exec_err = 0;
+	*step = NULL;
 	while (s->cfg->argv[argc] != NULL)
 		argc++;
 	size = (64 * 1024 + (argc + 3) * sizeof(char *) + page - 1) / page * page + page;
@@ -233,7 +250,9 @@ start_cmd(const struct sbx *s, int *exec_err)
 	if (c.err == 0)
 		return pid;
 	(void)waitpid(pid, NULL, 0);
-	*exec_err = c.err;
+	*step = c.step;
+	if (c.step == NULL)
+		*exec_err = c.err;
 	errno = c.err;
 	return -1;
 }
@@ -318,8 +337,9 @@ sbx_init_main(const struct sbx *s, int sock)
 	size_t nfds = 0;
 	sigset_t sigs;
 	char err[512];
+	const char *step;
 	pid_t cmd;
-	int exec_err, gate[2] = {-1, -1};
+	int exec_err, gate[2] = {-1, -1}, slave = -1;
 
 	sbx_cpus_split(s, true);
 	/* airlock dying (even by SIGKILL) kills init, and with it the whole
@@ -327,6 +347,14 @@ sbx_init_main(const struct sbx *s, int sock)
 	 * sock below sees EOF. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		init_die("set-up: parent-death signal: %s", strerror(errno));
+	/* Out of the caller's process group: signals to it (a terminal's,
+	 * a shell's to its job, timeout(1)'s to its group) reach the
+	 * supervisor alone, which passes them on once. A process group, not
+	 * a session: setsid would also give init a scheduler autogroup of
+	 * its own, and runs took 3-5 ms longer with one (a loaded machine,
+	 * -vv's go to CMD's end); init has no use for a session. */
+	if (setpgid(0, 0) < 0)
+		init_die("set-up: process group: %s", strerror(errno));
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGCHLD);
 	sigaddset(&sigs, SIGINT);
@@ -363,6 +391,11 @@ sbx_init_main(const struct sbx *s, int sock)
 	if (sbx_fs_setup(s, sock, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	log_debug("init: filesystem ready, %.3f ms", ms_since_boot());
+	/* CMD's terminal, in the devpts just mounted; its master goes over
+	 * sock as SCM_RIGHTS, so before the seccomp filter, whatever that
+	 * does to sendmsg. */
+	if (s->cfg->tty && sbx_pty_open(sock, &slave, err, sizeof(err)) < 0)
+		init_die("set-up: %s", err);
 
 	/* Unprivileged and filtered while the supervisor is still starting
 	 * to serve: nothing init does from here on needs a capability or a
@@ -415,11 +448,20 @@ sbx_init_main(const struct sbx *s, int sock)
 			init_die("fork: %s", strerror(errno));
 		if (cmd == 0)
 			run_checks(sock);
-	} else if ((cmd = start_cmd(s, &exec_err)) < 0) {
-		if (exec_err == 0)
-			init_die("start CMD: %s", strerror(errno));
-		log_warnx("cannot run '%s': %s", s->cfg->argv[0], strerror(exec_err));
-		report_exit(sock, W_EXITCODE(sbx_exec_errno_status(exec_err), 0));
+	} else {
+		/* CMD's terminal on the std fds that were the caller's
+		 * terminal, init's too: from here on init's own messages
+		 * reach the caller through it, in order with CMD's output. */
+		if (slave >= 0 && sbx_pty_attach(slave) < 0)
+			init_die("start CMD: terminal: %s", strerror(errno));
+		cmd = start_cmd(s, &exec_err, &step);
+		if (cmd < 0 && exec_err == 0)
+			init_die("start CMD: %s%s%s", step != NULL ? step : "",
+			         step != NULL ? ": " : "", strerror(errno));
+		if (cmd < 0) {
+			log_warnx("cannot run '%s': %s", s->cfg->argv[0], strerror(exec_err));
+			report_exit(sock, W_EXITCODE(sbx_exec_errno_status(exec_err), 0));
+		}
 	}
 
 	for (;;) {
@@ -434,11 +476,14 @@ sbx_init_main(const struct sbx *s, int sock)
 			init_die("wait for signals: %s", strerror(errno));
 		}
 		if (sig != SIGCHLD) {
-			/* A terminal's signal already reached CMD's process
-			 * group; forward only what a process sent us (the
-			 * supervisor passing on its own SIGTERM, say). */
-			if (si.si_code != SI_KERNEL)
-				kill(cmd, sig);
+			/* What the supervisor passes on (from outside the pid
+			 * namespace: si_pid 0), to CMD or to its process group
+			 * (sbx_kill_pgrp). Init is in no terminal's process
+			 * group; CMD's own signals to init go nowhere. */
+			bool pgrp = si.si_code == SI_QUEUE && si.si_int == SBX_SIG_PGRP;
+
+			if (si.si_pid == 0)
+				kill(pgrp ? -cmd : cmd, sig);
 			continue;
 		}
 		while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {

@@ -81,6 +81,7 @@ enum sbx_msg_type {
 	                    * listener and the unix_diag socket, for pidfd_getfd */
 	SBX_MSG_KEEP,      /* sup -> init, before the go: one mount of sbx_protect's
 	                    * (struct sbx_msg_keep); the list ends with SBX_KEEP_END */
+	SBX_MSG_TTY,       /* init -> sup (cfg->tty): CMD's terminal's master attached */
 };
 
 struct sbx_msg {
@@ -133,6 +134,21 @@ int sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds)
  * of another size; any fds received with it are closed). flags:
  * MSG_DONTWAIT or 0. */
 int sbx_msg_recv(int sock, struct sbx_msg *m, int *fds, size_t maxfds, size_t *nfds, int flags);
+
+/* A signal the supervisor passes on with si_code SI_QUEUE and this value
+ * is for CMD's whole process group, as a terminal's would be
+ * (sbx_kill_pgrp); any other is for CMD alone. */
+#define SBX_SIG_PGRP 1
+
+/* pty.c, init's side: open CMD's terminal in the sandbox's own devpts
+ * (after sbx_fs_setup), hand its master to the supervisor on sock
+ * (SBX_MSG_TTY) and keep the slave: *slave, owned by the caller. 0 or -1
+ * + reason. */
+int sbx_pty_open(int sock, int *slave, char *err, size_t errlen);
+/* Put the slave on stdin, and on stdout and stderr where they are the
+ * terminal stdin is (the caller's), in the calling process; takes
+ * ownership of slave. Other fds stay as they are. 0 or -1 with errno. */
+int sbx_pty_attach(int slave);
 
 /* init.c: pid 1 of the sandbox. Never returns. sock is init's end. */
 void sbx_init_main(const struct sbx *s, int sock) __attribute__((noreturn));

@@ -751,6 +751,25 @@ sbx_kill(struct sbx *s, int sig)
 	return pidfd_send_signal(s->pidfd, sig, NULL, 0);
 }
 
+int
+sbx_kill_pgrp(struct sbx *s, int sig)
+{
+	siginfo_t si;
+
+	if (s->pidfd < 0 || s->exited)
+		return 0;
+	/* The mark rides in the value of an SI_QUEUE signal, as sigqueue(3)
+	 * sends them (SI_USER carries none). The kernel sets si_pid to 0 for
+	 * init: the sender is outside its pid namespace. */
+	memset(&si, 0, sizeof(si));
+	si.si_signo = sig;
+	si.si_code = SI_QUEUE;
+	si.si_pid = getpid();
+	si.si_uid = getuid();
+	si.si_value.sival_int = SBX_SIG_PGRP;
+	return pidfd_send_signal(s->pidfd, sig, &si, 0);
+}
+
 static int
 wait_init(struct sbx *s, int flags)
 {

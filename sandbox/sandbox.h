@@ -52,6 +52,12 @@ struct sbx_config {
 	const char *home; /* the caller's $HOME, borrowed; NULL = none */
 	bool share_home;
 	bool selftest; /* no CMD: run the post-set-up checks and exit */
+	/* CMD gets a terminal of its own (docs/run.md, Terminal and signals)
+	 * on stdin, and on stdout and stderr where they are stdin's terminal;
+	 * the caller relays its master (sbx_recv_tty). For a caller whose
+	 * stdin is a terminal. Without it CMD runs in a session of its own
+	 * with the caller's std fds as they are. */
+	bool tty;
 };
 
 /* A path sbx_protect keeps out of CMD's reach, for this run and the next. */
@@ -178,6 +184,11 @@ struct ugate *sbx_gate(const struct sbx *s);
  * waits for it; sbx_go refuses a run without it). 0 or -1; after -1 the
  * run must not go on (sbx_free). */
 int sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, size_t errlen);
+/* With cfg->tty, after sbx_recv_listeners and before sbx_go: wait for
+ * init to open CMD's terminal, and return its master (the caller's to
+ * close), checked to be a pseudo-terminal master. -1 + reason if init
+ * died or sent something else. */
+int sbx_recv_tty(struct sbx *s, char *err, size_t errlen);
 
 /* Tell init the supervisor is serving the listeners: CMD may start. With
  * ok false init exits 125 without running anything. 0 or -1 (also when
@@ -191,8 +202,13 @@ int sbx_pidfd(const struct sbx *s);
  * CMD's end (then sbx_read_end), or closes it. */
 int sbx_sock(const struct sbx *s);
 
-/* Signal init (SIGKILL ends the whole sandbox). 0 or -1. */
+/* Signal init (SIGKILL ends the whole sandbox). Init passes any other
+ * signal on to CMD. 0 or -1. */
 int sbx_kill(struct sbx *s, int sig);
+/* Signal CMD's whole process group through init, as a terminal signals
+ * its foreground group (a Ctrl-C on a terminal that is not CMD's). 0 or
+ * -1. */
+int sbx_kill_pgrp(struct sbx *s, int sig);
 
 /* Read, without blocking, what init has sent since the go: in selftest
  * mode the post-set-up checks (into rep, which may be NULL), then CMD's
