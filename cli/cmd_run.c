@@ -502,8 +502,8 @@ run_end_log(struct run *r, int status, int signal)
 	te.signal = signal;
 	te.duration_ms = now_ms() - r->start_ms;
 	if (elog_task_end(r->log, &te) < 0 || elog_drain(r->log, LOG_DRAIN_MS) < 0) {
-		log_warnx("egress log %s failed during the run (%s): exit %d, whatever CMD "
-		          "returned (%d)",
+		log_warnx("egress log %s failed during the run (%s): exit %d instead of %d, "
+		          "whatever CMD returned",
 		          r->logpath, elog_error(r->log), SBX_EXIT_FAILURE, status);
 		return SBX_EXIT_FAILURE;
 	}
