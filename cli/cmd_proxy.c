@@ -377,8 +377,9 @@ out:
 		te.duration_ms = now_ms() - start;
 		if ((elog_task_end(elog, &te) != 0 || elog_drain(elog, PROXY_LOG_DRAIN_MS) != 0) &&
 		    status == 0) {
-			fprintf(stderr, "airlock proxy: the egress log failed during the run (%s); "
-			                "exit 1\n",
+			fprintf(stderr,
+			        "airlock proxy: the egress log failed during the run (%s); "
+			        "exit 1\n",
 			        elog_error(elog));
 			status = 1;
 		}

@@ -31,16 +31,17 @@ enum {
 };
 
 static const size_t key_caps[N_KEYS] = {
-        [K_KIND] = ELOG_CAP_SHORT,   [K_HOST] = ELOG_CAP_NAME,  [K_IP] = ELOG_CAP_ADDR,
-        [K_VERDICT] = ELOG_CAP_SHORT, [K_RULE] = ELOG_CAP_RULE,  [K_REASON] = ELOG_CAP_RULE,
-        [K_SNI] = ELOG_CAP_NAME,     [K_METHOD] = ELOG_CAP_SHORT, [K_QTYPE] = ELOG_CAP_SHORT,
-        [K_RCODE] = ELOG_CAP_SHORT,  [K_PROTO] = ELOG_CAP_SHORT, [K_ORIG_DST] = ELOG_CAP_ADDR,
+        [K_KIND] = ELOG_CAP_SHORT,    [K_HOST] = ELOG_CAP_NAME,    [K_IP] = ELOG_CAP_ADDR,
+        [K_VERDICT] = ELOG_CAP_SHORT, [K_RULE] = ELOG_CAP_RULE,    [K_REASON] = ELOG_CAP_RULE,
+        [K_SNI] = ELOG_CAP_NAME,      [K_METHOD] = ELOG_CAP_SHORT, [K_QTYPE] = ELOG_CAP_SHORT,
+        [K_RCODE] = ELOG_CAP_SHORT,   [K_PROTO] = ELOG_CAP_SHORT,  [K_ORIG_DST] = ELOG_CAP_ADDR,
 };
 
 /* The largest packed key: the port, then per field a tag, the bytes and
  * a NUL. */
-#define KEY_MAX (4 + N_KEYS * 2 + 2 * ELOG_CAP_RULE + 2 * ELOG_CAP_NAME + 2 * ELOG_CAP_ADDR + \
-                 6 * ELOG_CAP_SHORT + N_KEYS * 4)
+#define KEY_MAX                                                                                    \
+	(4 + N_KEYS * 2 + 2 * ELOG_CAP_RULE + 2 * ELOG_CAP_NAME + 2 * ELOG_CAP_ADDR +              \
+	 6 * ELOG_CAP_SHORT + N_KEYS * 4)
 
 struct agg_counts {
 	uint64_t ac_repeats; /* events like the first since the last line */

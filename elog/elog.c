@@ -202,7 +202,7 @@ elog_parse_size(const char *s, uint64_t *out)
 	static const struct {
 		const char *suffix;
 		unsigned shift;
-	} units[] = {{"", 0},   {"k", 10},   {"kib", 10}, {"m", 20},
+	} units[] = {{"", 0},     {"k", 10}, {"kib", 10}, {"m", 20},
 	             {"mib", 20}, {"g", 30}, {"gib", 30}};
 	char digits[24];
 	size_t n = strspn(s, "0123456789");

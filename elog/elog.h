@@ -112,10 +112,10 @@ struct elog_event {
 	const char *proto;    /* packet: "udp", "tcp", "icmp", "icmpv6", ... */
 	const char *orig_dst; /* transparent: SO_ORIGINAL_DST "ip:port" when it
 	                       * differs from ip */
-	uint64_t packets; /* packet: the blocked packets this line stands for
-	                   * (0: no such count, field left out) */
-	uint64_t count;   /* a line for repeats (elog_event_agg): how many
-	                   * events it stands for (0: one, field left out) */
+	uint64_t packets;     /* packet: the blocked packets this line stands for
+	                       * (0: no such count, field left out) */
+	uint64_t count;       /* a line for repeats (elog_event_agg): how many
+	                       * events it stands for (0: one, field left out) */
 };
 
 int elog_event(struct elog *log, const struct elog_event *ev);

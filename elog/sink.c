@@ -126,8 +126,8 @@ elog_sink_new(int fd, char *err, size_t errlen)
 		int flags = fcntl(fd, F_GETFL);
 
 		s->sk_type = SINK_STREAM;
-		if (flags < 0 || ((flags & O_NONBLOCK) == 0 &&
-		                  fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)) {
+		if (flags < 0 ||
+		    ((flags & O_NONBLOCK) == 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)) {
 			snprintf(err, errlen, "cannot make it non-blocking: %s", strerror(errno));
 			goto fail;
 		}
@@ -313,7 +313,8 @@ elog_sink_drain(struct elog_sink *s, unsigned max_ms)
 		uint64_t now = now_ms(), until = s->sk_progress_ms + ELOG_SINK_STALL_MS;
 
 		if (now >= deadline) {
-			sink_fail(s, "the log's reader did not take the last %zu bytes within %u ms",
+			sink_fail(s,
+			          "the log's reader did not take the last %zu bytes within %u ms",
 			          s->sk_qlen, max_ms);
 			break;
 		}

@@ -100,7 +100,8 @@ collect(const struct elog_event *ev, void *arg)
 	e->ev[e->n] = *ev;
 	/* The strings are borrowed for the call only. */
 	snprintf(e->host[e->n], sizeof(e->host[0]), "%s", ev->host != NULL ? ev->host : "-");
-	snprintf(e->reason[e->n], sizeof(e->reason[0]), "%s", ev->reason != NULL ? ev->reason : "-");
+	snprintf(e->reason[e->n], sizeof(e->reason[0]), "%s",
+	         ev->reason != NULL ? ev->reason : "-");
 	e->n++;
 }
 
