@@ -488,10 +488,11 @@ run_stop_serving(struct run *r)
  * task-end, then what waits for a slow reader. A log that failed at any
  * point of the run makes the run fail, whatever CMD returned: the record
  * of what it did is incomplete (docs/run.md, Exit status). Returns the
- * exit status. */
+ * exit status (status when the log is whole). */
 static int
 run_end_log(struct run *r, int status, int signal)
 {
+	bool failed_before = elog_failed(r->log);
 	struct elog_task_end te;
 
 	run_stop_serving(r);
@@ -501,13 +502,14 @@ run_end_log(struct run *r, int status, int signal)
 	te.exit_status = status;
 	te.signal = signal;
 	te.duration_ms = now_ms() - r->start_ms;
-	if (elog_task_end(r->log, &te) < 0 || elog_drain(r->log, LOG_DRAIN_MS) < 0) {
+	if (elog_task_end(r->log, &te) == 0 && elog_drain(r->log, LOG_DRAIN_MS) == 0)
+		return status;
+	/* Set-up that failed on the log has said so already. */
+	if (status != SBX_EXIT_FAILURE || !failed_before)
 		log_warnx("egress log %s failed during the run (%s): exit %d instead of %d, "
 		          "whatever CMD returned",
 		          r->logpath, elog_error(r->log), SBX_EXIT_FAILURE, status);
-		return SBX_EXIT_FAILURE;
-	}
-	return status;
+	return SBX_EXIT_FAILURE;
 }
 
 static void

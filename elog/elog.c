@@ -261,7 +261,8 @@ elog_totals(const struct elog *log, struct elog_task_end *te)
 	te->unlogged = log->totals.unlogged;
 }
 
-/* ts, task and kind: the first three fields of every line. */
+/* ts, task and kind: the first three fields of every line, into b (set
+ * up by the caller: log->line, or storage of its own). */
 static void
 line_begin(struct elog *log, struct elog_buf *b, const char *kind, struct timespec *now,
            struct cuts *cuts)
@@ -275,7 +276,6 @@ line_begin(struct elog *log, struct elog_buf *b, const char *kind, struct timesp
 	n = snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
 	             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
 	             now->tv_nsec / 1000000L);
-	elog_buf_init(b, log->line, sizeof(log->line));
 	elog_buf_puts(b, "{\"ts\":\"");
 	elog_buf_put(b, ts, (size_t)n);
 	elog_buf_putc(b, '"');
@@ -481,7 +481,9 @@ budget_spend(struct elog *log)
 	struct elog_buf b;
 	struct cuts cuts = {.n = 0};
 	struct timespec now;
-	char reason[160];
+	/* Not log->line: the line of the event that spent the budget is in
+	 * it, and may still be written after this one. */
+	char storage[2048], reason[160];
 
 	log->spent = true;
 	snprintf(reason, sizeof(reason),
@@ -489,6 +491,7 @@ budget_spend(struct elog *log)
 	         "(task-end), new destinations are refused",
 	         log->budget);
 	log_warnx("%s", reason);
+	elog_buf_init(&b, storage, sizeof(storage));
 	line_begin(log, &b, "log-budget", &now, &cuts);
 	field_str(&b, &cuts, "reason", reason, CAP_RULE);
 	field_u64(&b, "log_budget", log->budget);
@@ -567,6 +570,7 @@ event_write(struct elog *log, const struct elog_event *ev)
 
 	if (elog_failed(log))
 		return -1;
+	elog_buf_init(&b, log->line, sizeof(log->line));
 	line_begin(log, &b, ev->kind != NULL ? ev->kind : "unknown", &now, &cuts);
 	field_str(&b, &cuts, "host", ev->host, CAP_NAME);
 	field_str(&b, &cuts, "ip", ev->ip, CAP_ADDR);
@@ -771,6 +775,7 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 
 	if (elog_failed(log))
 		return -1;
+	elog_buf_init(&b, log->line, sizeof(log->line));
 	line_begin(log, &b, "task-start", &now, &cuts);
 	field_str(&b, &cuts, "airlock", AIRLOCK_VERSION, CAP_SHORT);
 	field_u64(&b, "pid", (uint64_t)getpid());
@@ -830,6 +835,7 @@ elog_task_end(struct elog *log, const struct elog_task_end *te)
 
 	if (elog_failed(log))
 		return -1;
+	elog_buf_init(&b, log->line, sizeof(log->line));
 	line_begin(log, &b, "task-end", &now, &cuts);
 	elog_buf_puts(&b, ",\"exit_status\":");
 	elog_buf_i64(&b, te->exit_status);

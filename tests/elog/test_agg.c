@@ -444,6 +444,37 @@ test_budget(void **state)
 	free(pl);
 }
 
+/* The line that spends the budget may be one that is written anyway (the
+ * first of a destination traffic went to): it comes out whole, after the
+ * log-budget line. */
+static void
+test_budget_spent_by_a_named_line(void **state)
+{
+	struct pipelog *pl = malloc(sizeof(*pl));
+	struct elog_event ev = {.kind = "connect",
+	                        .host = "a.test",
+	                        .port = 443,
+	                        .verdict = "allow",
+	                        .bytes_up = 5,
+	                        .url = "a.test:443"};
+	const char *out, *second;
+
+	(void)state;
+	pipelog_open(pl);
+	elog_set_budget(pl->log, 100);
+	assert_true(elog_admit(pl->log, "a.test", 443));
+	assert_int_equal(elog_event(pl->log, &ev), 0);
+	out = pipelog_read(pl);
+	assert_int_equal(count_lines(out), 2);
+	assert_non_null(strstr(out, "\"kind\":\"log-budget\""));
+	second = strchr(out, '\n') + 1;
+	assert_memory_equal(second, "{\"ts\":\"", 7);
+	assert_non_null(strstr(second, "\"kind\":\"connect\",\"host\":\"a.test\",\"port\":443,"));
+	assert_non_null(strstr(second, "\"url\":\"a.test:443\"}\n"));
+	pipelog_close(pl);
+	free(pl);
+}
+
 static void
 test_no_budget_admits_all(void **state)
 {
@@ -498,6 +529,7 @@ main(void)
 	        cmocka_unit_test(test_writer_full_table_flushes_early),
 	        cmocka_unit_test(test_writer_bytes_never_aggregated),
 	        cmocka_unit_test(test_budget),
+	        cmocka_unit_test(test_budget_spent_by_a_named_line),
 	        cmocka_unit_test(test_no_budget_admits_all),
 	        cmocka_unit_test(test_parse_size),
 	};
