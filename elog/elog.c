@@ -238,6 +238,14 @@ elog_failed(struct elog *log)
 	return log->failed || elog_sink_failed(log->sink);
 }
 
+/* elog_failed without its poll(2), for every line: the callers check
+ * elog_failed per connection, and the sink notices on the write. */
+static bool
+log_dead(const struct elog *log)
+{
+	return log->failed || elog_sink_dead(log->sink);
+}
+
 const char *
 elog_error(const struct elog *log)
 {
@@ -568,7 +576,7 @@ event_write(struct elog *log, const struct elog_event *ev)
 	struct cuts cuts = {.n = 0};
 	struct timespec now;
 
-	if (elog_failed(log))
+	if (log_dead(log))
 		return -1;
 	elog_buf_init(&b, log->line, sizeof(log->line));
 	line_begin(log, &b, ev->kind != NULL ? ev->kind : "unknown", &now, &cuts);
@@ -626,7 +634,7 @@ event_write(struct elog *log, const struct elog_event *ev)
 int
 elog_event(struct elog *log, const struct elog_event *ev)
 {
-	if (elog_failed(log))
+	if (log_dead(log))
 		return -1;
 	account(log, ev);
 	return event_write(log, ev);
@@ -684,7 +692,7 @@ elog_event_agg(struct elog *log, const struct elog_event *ev)
 
 	if (ev->bytes_up != 0 || ev->bytes_down != 0 || ev->count != 0)
 		return elog_event(log, ev);
-	if (elog_failed(log))
+	if (log_dead(log))
 		return -1;
 	if (log->agg == NULL) {
 		log->agg = elog_agg_new(log->agg_max, AGG_ARENA);
@@ -734,7 +742,7 @@ sink_writable(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 
 	elog_sink_flush(log->sink);
-	if (elog_sink_queued(log->sink) > 0 && !elog_failed(log))
+	if (elog_sink_queued(log->sink) > 0 && !log_dead(log))
 		(void)event_add(log->ev_write, NULL);
 }
 

@@ -253,13 +253,33 @@ sink_write_stream(struct elog_sink *s, const char *line, size_t len)
 	return sink_enqueue(s, line + n, len - (size_t)n);
 }
 
+/* A reader that stays but reads nothing is no better than one that left:
+ * nothing it does not read is recorded anywhere. */
+static void
+sink_check_stall(struct elog_sink *s)
+{
+	if (s->sk_qlen == 0)
+		return;
+	elog_sink_flush(s);
+	if (s->sk_qlen > 0 && now_ms() - s->sk_progress_ms >= ELOG_SINK_STALL_MS)
+		sink_fail(s,
+		          "the log's reader has taken nothing for %d ms with %zu bytes waiting; "
+		          "treated as gone",
+		          ELOG_SINK_STALL_MS, s->sk_qlen);
+}
+
 int
 elog_sink_write(struct elog_sink *s, const char *line, size_t len)
 {
-	if (elog_sink_failed(s))
+	if (s->sk_failed)
 		return -1;
 	if (s->sk_type == SINK_FILE)
 		return sink_write_file(s, line, len);
+	/* No poll(2) per line: a reader that has gone shows in the write
+	 * (EPIPE); one that stalls, here. */
+	sink_check_stall(s);
+	if (s->sk_failed)
+		return -1;
 	return sink_write_stream(s, line, len);
 }
 
@@ -284,16 +304,13 @@ elog_sink_failed(struct elog_sink *s)
 		sink_fail(s, "the log's reader has gone");
 		return true;
 	}
-	/* A reader that stays but reads nothing is no better than one that
-	 * left: nothing it does not read is recorded anywhere. */
-	if (s->sk_qlen > 0) {
-		elog_sink_flush(s);
-		if (s->sk_qlen > 0 && now_ms() - s->sk_progress_ms >= ELOG_SINK_STALL_MS)
-			sink_fail(s,
-			          "the log's reader has taken nothing for %d ms with %zu bytes "
-			          "waiting; treated as gone",
-			          ELOG_SINK_STALL_MS, s->sk_qlen);
-	}
+	sink_check_stall(s);
+	return s->sk_failed;
+}
+
+bool
+elog_sink_dead(const struct elog_sink *s)
+{
 	return s->sk_failed;
 }
 

@@ -52,8 +52,12 @@ int elog_sink_write(struct elog_sink *s, const char *line, size_t len);
 void elog_sink_flush(struct elog_sink *s);
 /* Bytes queued, not yet written. */
 size_t elog_sink_queued(const struct elog_sink *s);
-/* True once the sink has failed; notices a gone or stalled reader. */
+/* True once the sink has failed; notices a gone or stalled reader (one
+ * poll(2) on a pipe or socket). */
 bool elog_sink_failed(struct elog_sink *s);
+/* True once the sink has failed, as far as it knows already: no check,
+ * no system call (for every line; the write itself notices). */
+bool elog_sink_dead(const struct elog_sink *s);
 /* Why it failed ("" while it has not), for the run's last message. */
 const char *elog_sink_error(const struct elog_sink *s);
 /* At the end of a run: wait up to max_ms in poll(2) for the queue to be
