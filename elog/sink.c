@@ -228,19 +228,15 @@ elog_sink_flush(struct elog_sink *s)
 	}
 }
 
+/* After sink_check_stall, which flushed what it could. */
 static int
 sink_write_stream(struct elog_sink *s, const char *line, size_t len)
 {
 	ssize_t n;
 
-	if (s->sk_qlen > 0) {
-		/* Lines stay in order: behind what already waits. */
-		elog_sink_flush(s);
-		if (s->sk_qlen > 0)
-			return s->sk_failed ? -1 : sink_enqueue(s, line, len);
-	}
-	if (s->sk_failed)
-		return -1;
+	/* Lines stay in order: behind what already waits. */
+	if (s->sk_qlen > 0)
+		return sink_enqueue(s, line, len);
 	n = sink_raw_write(s, line, len);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		n = 0;
