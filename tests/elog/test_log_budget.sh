@@ -58,6 +58,8 @@ for role in $roles; do
 	expect_match "$role: stderr says the budget is spent" 'log budget .*spent' "$out"
 
 	"${LC[@]}" parse "$LOGF" || fail "$role: the log does not parse"
+	/usr/bin/python3 "$TESTS_DIR/lab/check_log.py" --quiet "$LOGF" ||
+		fail "$role: the log does not match docs/log.md"
 	echo "$role: log $("${LC[@]}" stat "$LOGF") with --log-budget $BUDGET"
 	expect_eq "$role: one log-budget line" 1 "$("${LC[@]}" lines "$LOGF" 'e["kind"] == "log-budget"')"
 	expect_eq "$role: task-end last" task-end "$(tail -n 1 "$LOGF" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["kind"])')"

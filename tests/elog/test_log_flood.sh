@@ -21,6 +21,8 @@ check() {
 	local role=$1 what=$2 keys=$3 secs=$4 out=$5 expr=$6 log lines max answered events all total
 	log=$(logf "$role")
 	"${LC[@]}" parse "$log" || fail "$role $what: the log does not parse"
+	/usr/bin/python3 "$TESTS_DIR/lab/check_log.py" --quiet "$log" ||
+		fail "$role $what: the log does not match docs/log.md"
 	lines=$("${LC[@]}" lines "$log" 'True')
 	echo "$role $what: $out; log $("${LC[@]}" stat "$log") in ${secs}s"
 	max=$((keys * (secs + 2) + 2))
