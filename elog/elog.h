@@ -28,16 +28,19 @@ struct event_base;
  * garbage. */
 #define ELOG_LINE_MAX 65536
 
-/* Open path for appending (created 0600 if missing). "-" means stdout (a
- * duplicate of fd 1, so elog_free() leaves stdout open). Returns NULL with
- * a one-line reason in err. */
+/* Open path for appending (created 0600 if missing). "-" means stdout: a
+ * description of its own when stdout is a pipe or terminal (reopened, so
+ * that making it non-blocking leaves the caller's stdout as it was), else
+ * a duplicate of fd 1; elog_free() leaves stdout open. Returns NULL with a
+ * one-line reason in err. */
 struct elog *elog_open(const char *path, char *err, size_t errlen);
 /* Wrap an fd opened by the caller; takes ownership of fd, also on
  * failure. A pipe or terminal is made non-blocking (elog/sink.h). NULL
  * (the reason said on stderr) when out of memory or when a file that ends
  * in a partial line cannot be mended. */
 struct elog *elog_open_fd(int fd);
-/* Frees; an attached loop must be detached first. */
+/* Frees; detaches it from its loop first, so free the log before the
+ * loop, or call elog_detach() before freeing the loop. */
 void elog_free(struct elog *log);
 
 /* Serve the log from an event loop (borrowed; detach before it is freed):
