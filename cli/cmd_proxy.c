@@ -28,6 +28,10 @@
 #include "policy/policy.h"
 #include "proxy/proxy.h"
 
+/* After task-end: how long lines still waiting for a slow log reader may
+ * take to go out (a second without progress fails it sooner). */
+#define PROXY_LOG_DRAIN_MS 5000
+
 static void
 proxy_usage(FILE *out)
 {
@@ -42,6 +46,9 @@ proxy_usage(FILE *out)
 	        "  -l, --listen ADDR:PORT    address to listen on, e.g. 127.0.0.1:3128 or\n"
 	        "                            [::1]:3128 (required)\n"
 	        "      --log FILE            egress log (JSON Lines); default '-' (stdout)\n"
+	        "      --log-budget SIZE     bytes of event lines before detail stops and new\n"
+	        "                            destinations are refused (k, M, G); default 0,\n"
+	        "                            no limit\n"
 	        "  -v, --verbose             also a human line per connection on stderr\n"
 	        "      --dns-upstream ADDR   resolver to use (ADDR or ADDR:PORT, repeatable);\n"
 	        "                            default: the nameservers in /etc/resolv.conf\n"
@@ -51,7 +58,8 @@ proxy_usage(FILE *out)
 	        "  -h, --help                this text\n"
 	        "\n"
 	        "Runs until SIGINT or SIGTERM. Exit status: 0 after a signal, 1 when the\n"
-	        "policy is invalid or the proxy cannot start, 2 on a usage error.\n");
+	        "policy is invalid, the proxy cannot start or its egress log failed, 2 on\n"
+	        "a usage error.\n");
 }
 
 static void
@@ -171,6 +179,7 @@ cmd_proxy(int argc, char **argv)
 	        {"policy", required_argument, NULL, 'p'},
 	        {"listen", required_argument, NULL, 'l'},
 	        {"log", required_argument, NULL, 'L'},
+	        {"log-budget", required_argument, NULL, 'B'},
 	        {"verbose", no_argument, NULL, 'v'},
 	        {"dns-upstream", required_argument, NULL, 'd'},
 	        {"audit", no_argument, NULL, 'a'},
@@ -182,7 +191,7 @@ cmd_proxy(int argc, char **argv)
 	char *upstreams[DNS_MAX_UPSTREAMS];
 	size_t n_up = 0;
 	bool verbose = false, audit = false;
-	uint64_t max_conns = 0;
+	uint64_t max_conns = 0, log_budget = 0;
 	struct policy *pol = NULL;
 	struct policy_diag diag = {0};
 	struct elog *elog = NULL;
@@ -208,6 +217,15 @@ cmd_proxy(int argc, char **argv)
 			break;
 		case 'L':
 			log_path = optarg;
+			break;
+		case 'B':
+			if (elog_parse_size(optarg, &log_budget) != 0) {
+				fprintf(stderr,
+				        "airlock proxy: --log-budget '%s': expected bytes, e.g. "
+				        "64M, or 0 for no limit\n",
+				        optarg);
+				return EXIT_USAGE;
+			}
 			break;
 		case 'v':
 			verbose = true;
@@ -277,6 +295,7 @@ cmd_proxy(int argc, char **argv)
 	}
 	proxy_task_id(task, sizeof(task));
 	elog_set_task(elog, task);
+	elog_set_budget(elog, log_budget);
 	if (verbose)
 		elog_set_human(elog, stderr);
 
@@ -309,6 +328,9 @@ cmd_proxy(int argc, char **argv)
 		fprintf(stderr, "airlock proxy: %s\n", err);
 		goto out;
 	}
+	if (elog_attach(elog, base) != 0)
+		fprintf(stderr, "airlock proxy: cannot attach the egress log to the loop; counts "
+		                "go out with the next line\n");
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.policy = pol;
 	cfg.log = elog;
@@ -348,16 +370,27 @@ cmd_proxy(int argc, char **argv)
 	event_base_dispatch(base);
 	status = 0;
 out:
-	/* Connections still open are closed and logged before task-end. */
+	/* Connections still open are closed and logged before task-end, and
+	 * counts still held go out. A log that failed at any point fails the
+	 * run: its record is incomplete (docs/proxy.md). */
 	proxy_free(px);
 	if (elog != NULL && base != NULL) {
 		struct elog_task_end te;
 
+		elog_flush(elog);
 		memset(&te, 0, sizeof(te));
 		elog_totals(elog, &te);
 		te.exit_status = status;
 		te.duration_ms = now_ms() - start;
-		(void)elog_task_end(elog, &te);
+		if ((elog_task_end(elog, &te) != 0 || elog_drain(elog, PROXY_LOG_DRAIN_MS) != 0) &&
+		    status == 0) {
+			fprintf(stderr,
+			        "airlock proxy: the egress log failed during the run (%s); "
+			        "exit 1\n",
+			        elog_error(elog));
+			status = 1;
+		}
+		elog_detach(elog);
 	}
 	if (sigint != NULL)
 		event_free(sigint);

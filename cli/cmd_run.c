@@ -49,6 +49,10 @@ _Static_assert(SBX_MAX_USER_MOUNTS <= SBX_MAX_MOUNTS, "the sandbox must take the
 #define MAX_KEEP        (2 + 64 + MAX_PRESET_DIRS)
 /* How long CMD's last output may take to reach the caller's terminal. */
 #define TERM_DRAIN_MS 1000
+/* After task-end: how long lines still waiting for a slow log reader may
+ * take to go out (the stall rule, a second without progress, still
+ * applies; docs/log.md). */
+#define LOG_DRAIN_MS 5000
 
 struct run {
 	struct sbx_opts opts;
@@ -187,12 +191,15 @@ static int
 open_log(struct run *r)
 {
 	struct stat lst, st;
-	int fd = open(r->logpath, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY,
-	              0600);
+	/* O_NONBLOCK: a FIFO with no reader fails at once (ENXIO) instead of
+	 * blocking the start; the log's writer makes a pipe non-blocking
+	 * anyway (elog/sink.h), and a file does not care. */
+	int flags = O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+	int fd = open(r->logpath, flags | O_EXCL, 0600);
 
 	r->log_created = fd >= 0;
 	if (fd < 0 && errno == EEXIST)
-		fd = open(r->logpath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+		fd = open(r->logpath, flags, 0600);
 	if (fd < 0) {
 		log_warn("egress log %s: cannot open", r->logpath);
 		return -1;
@@ -218,9 +225,10 @@ open_log(struct run *r)
 	}
 	r->log = elog_open_fd(fd);
 	if (r->log == NULL) {
-		log_warnx("egress log %s: out of memory", r->logpath);
+		log_warnx("egress log %s: cannot use it (see above)", r->logpath);
 		return -1;
 	}
+	elog_set_budget(r->log, r->opts.log_budget);
 	return 0;
 }
 
@@ -407,7 +415,8 @@ drain_gate(struct run *r)
 			e.reason = "a socket of the host that the policy's unix: list does not name";
 		e.method = ugate_op_name((enum ugate_op)ev.op);
 		e.proto = sock_type_name(ev.sock_type);
-		(void)elog_event(r->log, &e);
+		/* A datagram flood to one host socket is one line and a count. */
+		(void)elog_event_agg(r->log, &e);
 	}
 }
 
@@ -516,6 +525,11 @@ prepare_loop(struct run *r)
 		log_warnx("%s", err);
 		return -1;
 	}
+	/* The log's aggregation window and its slow-reader queue run on the
+	 * same loop as the traffic they record. */
+	if (elog_attach(r->log, r->base) < 0)
+		log_warnx("egress log: cannot attach it to the event loop; counts go out with "
+		          "the next line");
 
 	memset(&pc, 0, sizeof(pc));
 	pc.policy = r->policy;
@@ -649,6 +663,34 @@ run_stop_serving(struct run *r)
 	r->proxy = NULL;
 }
 
+/* The task's last lines: everything still open or counted, then
+ * task-end, then what waits for a slow reader. A log that failed at any
+ * point of the run makes the run fail, whatever CMD returned: the record
+ * of what it did is incomplete (docs/run.md, Exit status). Returns the
+ * exit status (status when the log is whole). */
+static int
+run_end_log(struct run *r, int status, int signal)
+{
+	bool failed_before = elog_failed(r->log);
+	struct elog_task_end te;
+
+	run_stop_serving(r);
+	elog_flush(r->log);
+	memset(&te, 0, sizeof(te));
+	elog_totals(r->log, &te);
+	te.exit_status = status;
+	te.signal = signal;
+	te.duration_ms = now_ms() - r->start_ms;
+	if (elog_task_end(r->log, &te) == 0 && elog_drain(r->log, LOG_DRAIN_MS) == 0)
+		return status;
+	/* Set-up that failed on the log has said so already. */
+	if (status != SBX_EXIT_FAILURE || !failed_before)
+		log_warnx("egress log %s failed during the run (%s): exit %d instead of %d, "
+		          "whatever CMD returned",
+		          r->logpath, elog_error(r->log), SBX_EXIT_FAILURE, status);
+	return SBX_EXIT_FAILURE;
+}
+
 static void
 run_free(struct run *r)
 {
@@ -675,6 +717,8 @@ run_free(struct run *r)
 		evdns_base_free(r->evdns, 0);
 	if (r->cache != NULL)
 		dns_cache_free(r->cache);
+	if (r->log != NULL)
+		elog_detach(r->log);
 	if (r->base != NULL)
 		event_base_free(r->base);
 	sbx_listeners_close(&r->lst);
@@ -705,7 +749,6 @@ cmd_run(int argc, char **argv)
 	struct sbx_report rep;
 	struct sbx_result res;
 	struct elog_task_start ts;
-	struct elog_task_end te;
 	char err[512], selftest[SBX_REASON_MAX + 64];
 	sigset_t sigs;
 	int failed, status = SBX_EXIT_FAILURE;
@@ -871,23 +914,11 @@ cmd_run(int argc, char **argv)
 		goto end;
 	}
 	status = r.timed_out ? SBX_EXIT_TIMEOUT : res.exit_status;
-	run_stop_serving(&r);
-	memset(&te, 0, sizeof(te));
-	elog_totals(r.log, &te);
-	te.exit_status = status;
-	te.signal = r.timed_out ? SIGKILL : res.signal;
-	te.duration_ms = now_ms() - r.start_ms;
-	if (elog_task_end(r.log, &te) < 0)
-		log_warnx("egress log %s: cannot write task-end", r.logpath);
+	status = run_end_log(&r, status, r.timed_out ? SIGKILL : res.signal);
 	goto out;
 end:
 	/* Set-up failed after task-start: close the log with the failure. */
-	run_stop_serving(&r);
-	memset(&te, 0, sizeof(te));
-	elog_totals(r.log, &te);
-	te.exit_status = SBX_EXIT_FAILURE;
-	te.duration_ms = now_ms() - r.start_ms;
-	(void)elog_task_end(r.log, &te);
+	(void)run_end_log(&r, SBX_EXIT_FAILURE, 0);
 	status = SBX_EXIT_FAILURE;
 out:
 	run_free(&r);

@@ -183,7 +183,8 @@ log_query(struct dns_server *srv, const struct dns_query *q, const struct dns_de
 	ev.answers = answers;
 	ev.n_answers = n_answers;
 	ev.duration_ms = now_ms() - start_ms;
-	if (elog_event(srv->cfg.log, &ev) != 0)
+	/* The same query by the thousand is counted after the first. */
+	if (elog_event_agg(srv->cfg.log, &ev) != 0)
 		log_warnx("dns: egress log write failed; refusing further queries");
 }
 
@@ -752,6 +753,16 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg, s
 		return;
 	}
 	dns_decide(srv->cfg.policy, &q, &d);
+	/* Once the log budget is spent, only names the log already has. */
+	if (d.action != DNS_ACT_DENY && srv->cfg.log != NULL &&
+	    !elog_admit(srv->cfg.log, d.name, -1)) {
+		d.verdict = "deny";
+		d.rule = NULL;
+		reply_empty(srv, c, &q, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED,
+		            "airlock: " ELOG_REASON_BUDGET);
+		log_query(srv, &q, &d, DNS_RCODE_REFUSED, ELOG_REASON_BUDGET, NULL, 0, start);
+		return;
+	}
 	switch (d.action) {
 	case DNS_ACT_DENY:
 		if (d.rule != NULL)

@@ -143,6 +143,7 @@ enum field {
 	F_SIGNAL,
 	F_TOTALS,
 	F_PACKETS,
+	F_COUNT,
 	N_FIELDS
 };
 
@@ -151,11 +152,12 @@ static const char *const field_names[N_FIELDS] = {
         "verdict",  "rule",        "reason", "bytes_up",      "bytes_down", "duration_ms",
         "sni",      "method",      "url",    "qtype",         "rcode",      "proto",
         "orig_dst", "answers",     "policy", "policy_sha256", "mode",       "selftest",
-        "command",  "exit_status", "signal", "totals",        "packets",
+        "command",  "exit_status", "signal", "totals",        "packets",    "count",
 };
 
 static const uint8_t field_lens[N_FIELDS] = {
-        2, 4, 4, 4, 2, 4, 7, 4, 6, 8, 10, 11, 3, 6, 3, 5, 5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6, 6, 7,
+        2, 4, 4, 4, 2, 4, 7,  4, 6, 8, 10, 11, 3, 6, 3,
+        5, 5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6,  6, 7, 5,
 };
 
 static void
@@ -259,6 +261,14 @@ wrong:
 	return -1;
 }
 
+uint64_t
+elog_record_events(const struct elog_record *r)
+{
+	if (r->packets > 0 && strcmp(r->kind, "packet") == 0)
+		return r->packets;
+	return r->count > 0 ? r->count : 1;
+}
+
 int
 elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog_record *rec,
                   char *why, size_t whylen)
@@ -318,6 +328,7 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog
 	rc |= get_str(j, idx, F_PROTO, &rec->proto, &bad);
 	rc |= get_str(j, idx, F_ORIG_DST, &rec->orig_dst, &bad);
 	rc |= get_u64(j, idx, F_PACKETS, &rec->packets, &bad);
+	rc |= get_u64(j, idx, F_COUNT, &rec->count, &bad);
 	rc |= get_array_of_str(j, idx, F_ANSWERS, &rec->answers, &bad);
 	if (rc == 0 && strcmp(rec->kind, "task-start") == 0) {
 		rec->type = ELOG_REC_TASK_START;
@@ -326,6 +337,8 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog
 		rc |= get_str(j, idx, F_MODE, &rec->mode, &bad);
 		rc |= get_str(j, idx, F_SELFTEST, &rec->selftest, &bad);
 		rc |= get_array_of_str(j, idx, F_COMMAND, &rec->command, &bad);
+	} else if (rc == 0 && strcmp(rec->kind, "log-budget") == 0) {
+		rec->type = ELOG_REC_LOG_BUDGET;
 	} else if (rc == 0 && strcmp(rec->kind, "task-end") == 0) {
 		int t = idx[F_TOTALS];
 
@@ -344,6 +357,8 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog
 			                 &rec->t_bytes_up, &bad);
 			rc |= get_u64_at(j, elog_json_get(j, t, "bytes_down"), "bytes_down",
 			                 &rec->t_bytes_down, &bad);
+			rc |= get_u64_at(j, elog_json_get(j, t, "unlogged"), "unlogged",
+			                 &rec->t_unlogged, &bad);
 		} else if (!absent(j, t)) {
 			bad = "totals";
 			rc = -1;

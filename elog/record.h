@@ -19,6 +19,7 @@ enum elog_rec_type {
 	ELOG_REC_EVENT = 0, /* connect, http, tls, tcp, dns, packet, or newer */
 	ELOG_REC_TASK_START,
 	ELOG_REC_TASK_END,
+	ELOG_REC_LOG_BUDGET, /* the log's budget is spent (reason) */
 };
 
 /* Every pointer is borrowed from the reader and valid until the next
@@ -42,6 +43,7 @@ struct elog_record {
 	const char *sni, *method, *url, *qtype, *rcode, *proto, *orig_dst;
 	int answers;      /* token of the answers array, or -1 */
 	uint64_t packets; /* packet lines: blocked packets the line stands for (0: absent) */
+	uint64_t count;   /* repeats counted: events the line stands for (0: absent, one) */
 
 	/* task-start */
 	const char *policy, *policy_sha256, *mode, *selftest;
@@ -50,6 +52,7 @@ struct elog_record {
 	int64_t exit_status, signal;
 	bool has_totals;
 	uint64_t t_connections, t_allowed, t_denied, t_bytes_up, t_bytes_down;
+	uint64_t t_unlogged; /* events the log budget left without a line */
 
 	const struct elog_json *json; /* for the arrays above */
 };
@@ -82,6 +85,11 @@ bool elog_parse_addr(const char *s, struct sockaddr_storage *ss);
  * reason in why. j must outlive rec. Pure; used by the reader and fuzzed. */
 int elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog_record *rec,
                       char *why, size_t whylen);
+
+/* The events an event line stands for, the one weight the review
+ * commands count with: a packet line's packets, a line of counted repeats'
+ * count, else 1. */
+uint64_t elog_record_events(const struct elog_record *r);
 
 /* RFC 3339 date-time ("2026-11-30T10:24:48.123Z", offsets allowed) to ms
  * since the epoch. Returns 0 or -1. */

@@ -186,14 +186,16 @@ replay_each(const struct elog_record *r, void *arg)
 	char kstore[600];
 	struct elog_buf kb;
 	struct change *c;
+	uint64_t n;
 
 	if (r->type != ELOG_REC_EVENT || r->verdict == NULL)
 		return 0;
-	rp->events++;
+	n = elog_record_events(r);
+	rp->events += n;
 	was = strcmp(r->verdict, "allow") == 0;
 	now = decide(rp->p, r, &why);
 	if (was == now) {
-		rp->same++;
+		rp->same += n;
 		return 0;
 	}
 	elog_buf_init(&kb, kstore, sizeof(kstore) - 8);
@@ -220,11 +222,11 @@ replay_each(const struct elog_record *r, void *arg)
 		}
 		c->now_allowed = now;
 	}
-	c->events++;
+	c->events += n;
 	if (now)
-		rp->n_to_allow++;
+		rp->n_to_allow += n;
 	else
-		rp->n_to_deny++;
+		rp->n_to_deny += n;
 	return 0;
 }
 

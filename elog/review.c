@@ -152,6 +152,9 @@ show_line(const struct elog_record *r, const struct review_show_opts *o, FILE *o
 				        200);
 			}
 		}
+	} else if (r->type == ELOG_REC_LOG_BUDGET) {
+		elog_buf_puts(&b, "log-budget ");
+		elog_buf_safe_text(&b, r->reason != NULL ? r->reason : "spent", 512);
 	} else if (r->type == ELOG_REC_TASK_END) {
 		elog_buf_puts(&b, "task-end   ");
 		elog_buf_safe_text(&b, r->task != NULL ? r->task : "-", 128);
@@ -233,6 +236,11 @@ show_line(const struct elog_record *r, const struct review_show_opts *o, FILE *o
 			elog_buf_safe_text(
 			        &b, elog_json_str(r->json, elog_json_elem(r->json, r->answers, k)),
 			        64);
+		}
+		if (r->count > 0) {
+			elog_buf_puts(&b, " (");
+			elog_buf_u64(&b, r->count);
+			elog_buf_puts(&b, " more since the last line)");
 		}
 		if (o->color && color == NULL)
 			elog_buf_puts(&b, C_RESET);
@@ -438,9 +446,16 @@ summary_add(struct summary *s, const struct elog_record *r)
 		}
 		return;
 	}
-	t->c_connections++;
-	t->c_allowed += is_allowed(r->verdict);
-	t->c_denied += elog_verdict_denied(r->verdict);
+	if (r->type != ELOG_REC_EVENT)
+		return;
+	/* A packet line stands for its packets field's worth of packets, a
+	 * line of repeats for its count (one for lines written before the
+	 * fields existed). */
+	uint64_t n = elog_record_events(r);
+
+	t->c_connections += n;
+	t->c_allowed += is_allowed(r->verdict) ? n : 0;
+	t->c_denied += elog_verdict_denied(r->verdict) ? n : 0;
 	t->c_up += r->bytes_up;
 	t->c_down += r->bytes_down;
 
@@ -470,10 +485,6 @@ summary_add(struct summary *s, const struct elog_record *r)
 		d->first = INT64_MAX;
 		d->last = INT64_MIN;
 	}
-	/* A packet line stands for its packets field's worth of packets
-	 * (one for lines written before the field existed). */
-	uint64_t n = strcmp(r->kind, "packet") == 0 && r->packets > 0 ? r->packets : 1;
-
 	d->attempts += n;
 	d->allowed += is_allowed(r->verdict) ? n : 0;
 	d->denied += elog_verdict_denied(r->verdict) ? n : 0;

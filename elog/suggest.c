@@ -130,19 +130,20 @@ static void
 count(struct stat_entry *e, const struct elog_record *r)
 {
 	bool dns = strcmp(r->kind, "dns") == 0;
+	uint64_t n = elog_record_events(r);
 
 	if (dns) {
 		/* A query's port is the resolver's, not the name's. */
-		e->dns++;
+		e->dns += n;
 		return;
 	}
-	e->attempts++;
+	e->attempts += n;
 	if (r->verdict != NULL && strcmp(r->verdict, "allow") == 0)
-		e->allowed++;
+		e->allowed += n;
 	else if (r->verdict != NULL && strcmp(r->verdict, "deny") == 0)
-		e->denied++;
+		e->denied += n;
 	else if (r->verdict != NULL && strcmp(r->verdict, "audit-deny") == 0)
-		e->audit_denied++;
+		e->audit_denied += n;
 	add_port(e, r->port);
 }
 
@@ -185,7 +186,7 @@ suggest_add(struct suggest *s, const struct elog_record *r)
 		s->tasks++;
 	if (r->type != ELOG_REC_EVENT)
 		return;
-	s->events++;
+	s->events += elog_record_events(r);
 	if (r->host != NULL && !elog_parse_addr(r->host, &ss)) {
 		if (normalize_name(r->host, name, sizeof(name)) < 0) {
 			s->skipped++;

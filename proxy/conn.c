@@ -113,7 +113,9 @@ conn_log(struct conn *c)
 	ev.sni = c->tls && c->has_name ? c->host : NULL;
 	ev.method = c->method[0] != '\0' ? c->method : NULL;
 	ev.url = c->url;
-	if (elog_event(px->px_cfg.log, &ev) != 0)
+	/* A refusal that moved no bytes may repeat by the thousand: counted
+	 * after the first (elog_event_agg). */
+	if (elog_event_agg(px->px_cfg.log, &ev) != 0)
 		proxy_log_failed(px);
 }
 
@@ -360,6 +362,27 @@ conn_tunnel_done(struct conn *c, const char *why)
 
 /* ---- decisions ---- */
 
+/* A destination the policy lets through must also be one the log may
+ * still take: once the log budget is spent, only destinations it already
+ * names (docs/log.md). Returns true to go on, false after refusing (c may
+ * be gone). */
+static bool
+conn_admit(struct conn *c)
+{
+	char ip[INET6_ADDRSTRLEN];
+	const char *dest = c->host;
+
+	if (dest[0] == '\0') {
+		conn_addr_str(&c->orig, ip, sizeof(ip));
+		dest = ip;
+	}
+	if (elog_admit(c->px->px_cfg.log, dest, c->port))
+		return true;
+	c->rule[0] = '\0'; /* no rule refused it */
+	conn_refuse(c, 503, "connection_limit_reached", "%s", ELOG_REASON_BUDGET);
+	return false;
+}
+
 /* Policy on c->host (a normalised name or an IP literal) and c->port.
  * Returns true to go on (allowed, or audit mode), false when refused. */
 bool
@@ -379,7 +402,7 @@ conn_decide_name(struct conn *c)
 	str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
 	if (v.action == POLICY_ALLOW) {
 		c->verdict = "allow";
-		return true;
+		return conn_admit(c);
 	}
 	if (v.action == POLICY_DENY)
 		snprintf(c->reason, sizeof(c->reason), "denied by rule");
@@ -388,7 +411,7 @@ conn_decide_name(struct conn *c)
 		         c->ip_literal ? "address " : "", c->host, (unsigned)c->port);
 	if (policy_mode(p) == POLICY_MODE_AUDIT) {
 		c->verdict = "audit-deny";
-		return true;
+		return conn_admit(c);
 	}
 	c->verdict = "deny";
 	conn_refuse(c, 403, "http_request_denied", "%s", c->reason);
@@ -513,6 +536,8 @@ conn_decide_noname(struct conn *c)
 		}
 		c->verdict = "audit-deny";
 	}
+	if (!conn_admit(c))
+		return;
 	c->addrs[0] = c->orig;
 	c->n_addrs = 1;
 	c->next_addr = 0;
@@ -864,7 +889,7 @@ conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, const
 	ev.port = -1;
 	ev.verdict = "deny";
 	ev.reason = why;
-	if (elog_event(px->px_cfg.log, &ev) != 0)
+	if (elog_event_agg(px->px_cfg.log, &ev) != 0)
 		proxy_log_failed(px);
 }
 

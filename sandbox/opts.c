@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "elog/elog.h"
 
 const char sbx_opts_usage[] =
         "usage: airlock run -p POLICY [OPTIONS] [--] CMD [ARGS...]\n"
@@ -17,6 +18,9 @@ const char sbx_opts_usage[] =
         "                         $XDG_STATE_HOME/airlock/TASKID.jsonl\n"
         "                         (~/.local/state/airlock/); never CMD's\n"
         "                         stdout or stderr (use /dev/fd/N for a pipe)\n"
+        "      --log-budget SIZE  bytes of event lines per task (k, M, G; 0: no\n"
+        "                         limit; default 64M); then detail stops, counts\n"
+        "                         go on, new destinations are refused\n"
         "  -v, --verbose          a human line per event on stderr (twice: debug)\n"
         "      --audit            allow everything, log what would be denied\n"
         "      --dns-upstream ADDR  resolver for allowed names (default: the\n"
@@ -40,6 +44,7 @@ const char sbx_opts_usage[] =
 
 enum {
 	OPT_LOG = 256,
+	OPT_LOG_BUDGET,
 	OPT_AUDIT,
 	OPT_DNS,
 	OPT_TIMEOUT,
@@ -57,6 +62,7 @@ enum {
 static const struct option long_opts[] = {
         {"policy", required_argument, NULL, 'p'},
         {"log", required_argument, NULL, OPT_LOG},
+        {"log-budget", required_argument, NULL, OPT_LOG_BUDGET},
         {"verbose", no_argument, NULL, 'v'},
         {"audit", no_argument, NULL, OPT_AUDIT},
         {"dns-upstream", required_argument, NULL, OPT_DNS},
@@ -99,6 +105,7 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 	uint64_t v;
 
 	memset(o, 0, sizeof(*o));
+	o->log_budget = ELOG_BUDGET_DEFAULT;
 	/* optind 0 makes glibc re-initialise, so the parser can run twice
 	 * (tests); opterr 0 because errors are reported here, in one line. */
 	optind = 0;
@@ -121,6 +128,15 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 				return -1;
 			}
 			o->log = optarg;
+			break;
+		case OPT_LOG_BUDGET:
+			if (elog_parse_size(optarg, &o->log_budget) < 0) {
+				snprintf(err, errlen,
+				         "--log-budget '%.32s': expected bytes, e.g. 65536, 64k, "
+				         "64M, 1G, or 0 for no limit",
+				         optarg);
+				return -1;
+			}
 			break;
 		case 'v':
 			o->verbose++;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sandbox/env.h"
 #include "sandbox/sandbox.h"
@@ -15,6 +16,7 @@
 struct sbx_opts {
 	const char *policy;       /* -p/--policy, required */
 	const char *log;          /* --log; NULL = the default path */
+	uint64_t log_budget;      /* --log-budget bytes; 0 = none */
 	int verbose;              /* -v count */
 	bool audit;               /* --audit */
 	const char *dns_upstream; /* --dns-upstream ADDR; NULL = resolv.conf */

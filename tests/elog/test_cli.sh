@@ -44,7 +44,7 @@ import json, sys
 s = json.load(sys.stdin)
 d = {x["destination"]: x for x in s["destinations"]}
 assert d["pypi.org:443"]["attempts"] == 3, d["pypi.org:443"]
-assert {t["task"] for t in s["tasks"]} == {"a1", "b1", "c2", "o1", "p1", "w1"}, s["tasks"]
+assert {t["task"] for t in s["tasks"]} == {"a1", "b1", "c2", "o1", "p1", "r1", "w1"}, s["tasks"]
 ' || fail "summary --json"
 
 # suggest: a valid policy, warnings on stderr.

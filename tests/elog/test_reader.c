@@ -200,6 +200,23 @@ test_record_fields(void **state)
 	assert_int_equal(r.signal, 9);
 	assert_true(r.has_totals);
 	assert_int_equal(r.t_connections, 5);
+	assert_int_equal(r.t_unlogged, 0);
+
+	/* Counted repeats, the log budget's line, task-end's unlogged. */
+	line = "{\"ts\":\"2026-11-30T10:24:48.123Z\",\"kind\":\"dns\",\"host\":\"e.test\","
+	       "\"verdict\":\"deny\",\"count\":41}";
+	assert_int_equal(elog_record_parse(&J, line, strlen(line), &r, why, sizeof(why)), 0);
+	assert_int_equal(r.count, 41);
+	assert_int_equal(elog_record_events(&r), 41);
+	line = "{\"ts\":\"2026-11-30T10:24:48.123Z\",\"kind\":\"log-budget\",\"reason\":\"r\","
+	       "\"log_budget\":4096}";
+	assert_int_equal(elog_record_parse(&J, line, strlen(line), &r, why, sizeof(why)), 0);
+	assert_int_equal(r.type, ELOG_REC_LOG_BUDGET);
+	assert_string_equal(r.reason, "r");
+	line = "{\"ts\":\"2026-11-30T10:24:48.123Z\",\"kind\":\"task-end\","
+	       "\"totals\":{\"connections\":5,\"unlogged\":3}}";
+	assert_int_equal(elog_record_parse(&J, line, strlen(line), &r, why, sizeof(why)), 0);
+	assert_int_equal(r.t_unlogged, 3);
 
 	static const char *garbage[] = {
 	        "[1]",

@@ -495,6 +495,26 @@ test_summary_packets(void **state)
 	free(s);
 }
 
+/* Lines of counted repeats stand for their count, in the summary's
+ * destinations and in a task's totals counted from its events; the
+ * log-budget line is no event. */
+static void
+test_summary_repeats(void **state)
+{
+	char *files[] = {path("repeats.jsonl")};
+	char *s;
+	int d;
+
+	(void)state;
+	s = summary_json(files, 1);
+	d = find_dest("evil.test (dns)");
+	assert_int_equal(num(d, "attempts"), 1 + 47793 + 26);
+	assert_int_equal(num(d, "denied"), 1 + 47793 + 26);
+	assert_int_equal(num(find_dest("evil.test:443"), "attempts"), 1 + 2999);
+	assert_null(strstr(s, "log-budget"));
+	free(s);
+}
+
 static void
 test_replay(void **state)
 {
@@ -623,6 +643,7 @@ main(int argc, char **argv)
 	        cmocka_unit_test(test_suggest_uncommented_cidr_is_valid),
 	        cmocka_unit_test(test_suggest_odd_names),
 	        cmocka_unit_test(test_summary_packets),
+	        cmocka_unit_test(test_summary_repeats),
 	        cmocka_unit_test(test_replay),
 	        cmocka_unit_test(test_replay_guard_and_dns),
 	        cmocka_unit_test(test_replay_catch_all_cidr),

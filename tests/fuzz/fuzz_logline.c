@@ -2,7 +2,8 @@
  * writer's escaping. Properties checked, beyond "no crash, no UB":
  *  - any bytes, escaped by the writer as a JSON string, parse back as a
  *    string that is the input with invalid UTF-8 replaced by U+FFFD;
- *  - a line accepted by the reader has the fields it promises (ts, kind). */
+ *  - a line accepted by the reader has the fields it promises (ts, kind),
+ *    and stands for at least one event (elog_record_events). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (elog_record_parse(&J, (const char *)data, size, &rec, why, sizeof(why)) == 0) {
 		if (rec.ts == NULL || rec.kind == NULL || rec.port > 65535)
+			abort();
+		if (rec.type == ELOG_REC_EVENT && elog_record_events(&rec) == 0)
 			abort();
 		if (rec.answers >= 0)
 			for (uint32_t k = 0; k < J.tok[rec.answers].count; k++)

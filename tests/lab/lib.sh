@@ -151,8 +151,9 @@ expect_dns_saw() {
 		fail "$what: the lab's resolver was never asked for /$re/"
 }
 
-# Lines of the egress log matching a python expression over `e` (the
-# parsed line), e.g. log_count 'e.get("host") == "evil.test"'.
+# Events of the egress log matching a python expression over `e` (the
+# parsed line), e.g. log_count 'e.get("host") == "evil.test"'. A line of
+# counted repeats stands for its "count" of events (docs/log.md).
 log_count() {
 	/usr/bin/python3 - "$LOGF" "$1" <<-'EOF'
 		import json, sys
@@ -164,7 +165,7 @@ log_count() {
 		for line in lines:
 		    e = json.loads(line)
 		    if eval("(" + sys.argv[2] + "\n)", {}, {"e": e}):
-		        n += 1
+		        n += e.get("count", 1)
 		print(n)
 	EOF
 }
@@ -175,7 +176,7 @@ expect_logged() {
 	[ "$n" -gt 0 ] || fail "$what: no egress log line where $expr; log: $(cat "$LOGF" 2>/dev/null | tail -n 20)"
 }
 
-# expect_logged_n N WHAT EXPR: at least N lines match.
+# expect_logged_n N WHAT EXPR: at least N events match.
 expect_logged_n() {
 	local want=$1 what=$2 expr=$3 n
 	n=$(log_count "$expr")

@@ -16,6 +16,17 @@ end='{"ts":"2026-11-30T10:24:43.500Z","task":"7f3a","kind":"task-end","exit_stat
 good=$SCRATCH/good.jsonl
 printf '%s\n' "$start" "$conn" "$tls" "$dns" "$pkt" "$end" >"$good"
 $CHECK "$good" >/dev/null || fail "the documented examples are rejected: $($CHECK "$good")"
+# Counted repeats stand for their count; the log budget's line and
+# task-end's unlogged (docs/log.md, "Repeated events", "The log budget").
+rep='{"ts":"2026-12-01T20:53:19.488Z","task":"7f3a","kind":"dns","host":"same.evil.test","verdict":"deny","reason":"not in allowlist","bytes_up":0,"bytes_down":0,"duration_ms":1,"qtype":"A","rcode":"NXDOMAIN","count":47793}'
+budget='{"ts":"2026-12-01T20:53:49.374Z","task":"7f3a","kind":"log-budget","reason":"egress log budget of 4096 bytes spent: detail stops, counts go on (task-end), new destinations are refused","log_budget":4096}'
+printf '%s\n' "$start" "$conn" "$tls" "$dns" "$pkt" "$rep" "$budget" \
+	"${end/\"connections\":4,\"allowed\":1,\"denied\":3/\"connections\":47797,\"allowed\":1,\"denied\":47796}" \
+	>"$good"
+$CHECK "$good" >/dev/null || fail "counted repeats are rejected: $($CHECK "$good")"
+printf '%s\n' "$start" "$conn" "$budget" \
+	"${end/\"bytes_down\":2247\}/\"bytes_down\":2247,\"unlogged\":3\}}" >"$good"
+$CHECK "$good" >/dev/null || fail "unlogged events are rejected: $($CHECK "$good")"
 
 # bad NAME EXPECTED-MESSAGE-REGEX LINE...: a log made of LINEs is rejected
 # with a message matching the regex.
@@ -43,6 +54,7 @@ bad totals "totals.connections is 4, the task's lines add up to 2" "$start" "$tl
 bad after-end "after the task's task-end" "$start" "$conn" "$tls" "$dns" "$pkt" "$end" "$pkt"
 bad sni-on-connect "sni on a connect line" "$start" "${conn/\"method\"/\"sni\":\"x\",\"method\"}"
 bad no-start "has no task-start" "$tls"
+bad count-zero "count 0 is not a positive integer" "$start" "${rep/47793/0}"
 bad tls-without-sni "tls line without sni" "$start" "${tls/,\"sni\":\"evil.test\"/}"
 bad start-without-policy "task-start without policy" "${start/\"policy\":\"pypi\",/}"
 # What docs/log.md leaves out when unknown may be missing: an unreadable
@@ -56,4 +68,4 @@ bad cap "host is 300 bytes, over its cap of 255" "$start" "${tls/\"host\":\"evil
 printf '%s' "$start" >"$SCRATCH/cut.jsonl"
 out=$($CHECK "$SCRATCH/cut.jsonl") && fail "a cut last line is accepted"
 expect_match "cut line" "not terminated" "$out"
-echo "check_log.py accepts docs/log.md's examples and rejects 19 kinds of defect"
+echo "check_log.py accepts docs/log.md's examples and rejects 20 kinds of defect"

@@ -73,6 +73,23 @@ opts_log_stdout_refused(void **state)
 	assert_false(o.share_home);
 }
 
+/* The log budget: 64 MiB unless said otherwise, 0 for none. */
+static void
+opts_log_budget(void **state)
+{
+	struct sbx_opts o;
+	char err[256];
+
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "true"), 0);
+	assert_int_equal(o.log_budget, 64ULL << 20);
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--log-budget", "4k", "true"), 0);
+	assert_int_equal(o.log_budget, 4096);
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--log-budget", "0", "true"), 0);
+	assert_int_equal(o.log_budget, 0);
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--log-budget", "lots", "true"), -1);
+	assert_non_null(strstr(err, "--log-budget 'lots'"));
+}
+
 static void
 opts_cmd_flags_stay_cmds(void **state)
 {
@@ -280,6 +297,7 @@ main(void)
 	        cmocka_unit_test(env_bad_names),
 	        cmocka_unit_test(env_too_big),
 	        cmocka_unit_test(opts_log_stdout_refused),
+	        cmocka_unit_test(opts_log_budget),
 	        cmocka_unit_test(seccomp_prebuilt_matches_compile),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
