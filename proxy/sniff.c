@@ -36,8 +36,9 @@ sniff_refuse(struct conn *c, const char *s, const struct http_head *h, const str
 
 	peek_reason(p, why, sizeof(why));
 	if (p->proto == PEEK_PROTO_TLS) {
+		/* "tls" lines carry an SNI; a refused hello names none. */
 		c->tls = true;
-		c->kind = "tls";
+		c->kind = "tcp";
 		conn_refuse(c, 403, "tls_protocol_error", "%s", why);
 		return;
 	}
