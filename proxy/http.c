@@ -288,18 +288,20 @@ enum http_sniff
 http_sniff_request(const char *buf, size_t len)
 {
 	size_t lim = len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD, i = 0, m, t;
+	bool lines = false;
 	const char *lf;
 
-	/* Empty lines, however ended: nothing but HTTP starts so. */
-	while (i < lim && (buf[i] == '\r' || buf[i] == '\n'))
-		i++;
+	/* Empty lines, however ended: nothing but HTTP starts so. Blanks
+	 * too (Apache's lenient mode skips them), if a token follows. */
+	for (; i < lim && (buf[i] == '\r' || buf[i] == '\n' || is_line_space(buf[i])); i++)
+		lines = lines || buf[i] == '\r' || buf[i] == '\n';
 	m = i;
 	while (i < lim && is_tchar((unsigned char)buf[i]))
 		i++;
 	/* A token without its end: the rest decides, unless the limit is
 	 * reached (that is HTTP for a server with larger limits). */
 	if (i == lim)
-		return m > 0 || lim == HTTP_MAX_HEAD ? HTTP_SNIFF_HTTP : HTTP_SNIFF_UNSURE;
+		return lines || lim == HTTP_MAX_HEAD ? HTTP_SNIFF_HTTP : HTTP_SNIFF_UNSURE;
 	if (i == m || !is_line_space(buf[i]))
 		return HTTP_SNIFF_OTHER;
 	t = i;
