@@ -419,8 +419,9 @@ parse_ech(struct loader *ld, const char *file, const struct ytree *t, const stru
 	const char *v = n->type == YNODE_SCALAR ? node_str(t, n) : NULL;
 
 	if (v == NULL || (strcmp(v, "allow") != 0 && strcmp(v, "deny") != 0)) {
-		lerr(ld, file, n->line, n->col, "ech: expected allow or deny, got %s",
-		     v == NULL ? type_name(n) : v[0] == '\0' ? "nothing" : v);
+		if (v == NULL || v[0] == '\0')
+			v = v == NULL ? type_name(n) : "nothing";
+		lerr(ld, file, n->line, n->col, "ech: expected allow or deny, got %s", v);
 		return -1;
 	}
 	if (action != POLICY_ALLOW) {

@@ -239,8 +239,7 @@ forward_response_head(struct conn *c)
 		}
 		if ((framing = http_connection_framing(s, &h)) != NULL) {
 			conn_refuse(c, 502, "http_protocol_error",
-			            "the response from upstream is refused: " HTTP_CONNECTION_FRAMING_WHY,
-			            framing);
+			            "response refused: " HTTP_CONNECTION_FRAMING_WHY, framing);
 			return -1;
 		}
 		if (h.status >= 100 && h.status < 200) {

@@ -301,14 +301,16 @@ http_sniff_request(const char *buf, size_t len)
 	/* A token without its end: the rest decides, unless the limit is
 	 * reached (that is HTTP for a server with larger limits). */
 	if (i == lim)
-		return lines || lim == HTTP_MAX_HEAD ? HTTP_SNIFF_HTTP : HTTP_SNIFF_UNSURE;
+		return lim == HTTP_MAX_HEAD ? HTTP_SNIFF_HTTP
+		       : lines              ? HTTP_SNIFF_PARTIAL
+		                            : HTTP_SNIFF_UNSURE;
 	if (i == m || !is_line_space(buf[i]))
 		return HTTP_SNIFF_OTHER;
 	t = i;
 	while (t < lim && is_line_space(buf[t]))
 		t++;
 	if ((lf = memchr(buf + t, '\n', lim - t)) == NULL)
-		return HTTP_SNIFF_HTTP;
+		return lim == HTTP_MAX_HEAD ? HTTP_SNIFF_HTTP : HTTP_SNIFF_PARTIAL;
 	/* A whole first line: a version, or a target only HTTP puts there
 	 * (HTTP/0.9 has none, and is refused as HTTP, not tunnelled). */
 	if (has_version(buf + t - 1, (size_t)(lf - buf) - t + 1) || buf[t] == '/' ||
@@ -442,8 +444,7 @@ http_parse_authority(const char *s, size_t len, bool need_port, uint16_t default
 /* "http://" (or, with https, also "https://") and an authority without
  * userinfo, then the path at *path_off. Returns 0 or -1. */
 static int
-parse_absolute(const char *s, size_t len, bool https, struct http_authority *out,
-               size_t *path_off)
+parse_absolute(const char *s, size_t len, bool https, struct http_authority *out, size_t *path_off)
 {
 	size_t a, e;
 	uint16_t port;

@@ -65,10 +65,15 @@ const char *http_result_str(enum http_result r);
  * protocol that names nothing. */
 enum http_sniff {
 	HTTP_SNIFF_OTHER = 0, /* not an HTTP/1 request */
-	HTTP_SNIFF_UNSURE,    /* too few bytes to tell: a token, no space yet */
-	/* Empty lines, or "token SP" and a first line that is not complete
-	 * yet, or complete with a version ("... HTTP/") or an origin- or
-	 * absolute-form target: HTTP as far as any server is concerned. */
+	HTTP_SNIFF_UNSURE,    /* too few bytes to tell: a token, no blank yet */
+	/* The start of a request line: empty lines, or a token and a blank,
+	 * and the line not complete yet. More bytes may still make it OTHER;
+	 * at a deadline it is an incomplete request. */
+	HTTP_SNIFF_PARTIAL,
+	/* A complete first line with a version ("... HTTP/") or an origin-
+	 * or absolute-form target (HTTP/0.9), or no end of it within
+	 * HTTP_MAX_HEAD: HTTP as far as any server is concerned. Final: more
+	 * bytes never change it. */
 	HTTP_SNIFF_HTTP,
 };
 enum http_sniff http_sniff_request(const char *buf, size_t len);
@@ -119,9 +124,8 @@ enum http_name {
 };
 /* default_port is the port a Host without one means (the connection's).
  * Host names are compared lowercased and without a trailing dot. */
-enum http_name http_request_name(const char *buf, const struct http_head *h,
-                                 uint16_t default_port, struct http_authority *name,
-                                 struct http_authority *other);
+enum http_name http_request_name(const char *buf, const struct http_head *h, uint16_t default_port,
+                                 struct http_authority *name, struct http_authority *other);
 
 /* What the request's Upgrade fields ask for (every field, every protocol
  * in them, whether or not Connection lists "upgrade": a server may not
@@ -140,8 +144,8 @@ enum http_upgrade http_request_upgrade(const char *buf, const struct http_head *
  * one that keeps it, which is request smuggling. */
 const char *http_connection_framing(const char *buf, const struct http_head *h);
 /* The reason for refusing such a message, with the field's name for %s. */
-#define HTTP_CONNECTION_FRAMING_WHY                                                             \
-	"Connection names %s: a hop that drops it frames or routes the rest differently "       \
+#define HTTP_CONNECTION_FRAMING_WHY                                                                \
+	"Connection names %s: a hop that drops it frames or routes the rest differently "          \
 	"(request smuggling)"
 
 enum http_framing {

@@ -53,9 +53,9 @@ peek_tls(const uint8_t *buf, size_t len, struct peek *out)
 		/* An SNI that is an address (RFC 6066 forbids it; clients
 		 * still send it) is matched as one, like a Host literal. */
 		memcpy(out->name, hello.name, sizeof(out->name));
-		out->ip_literal = http_parse_authority(hello.name, strlen(hello.name), false, 0,
-		                                       &a) == 0 &&
-		                  a.ip_literal;
+		out->ip_literal =
+		        http_parse_authority(hello.name, strlen(hello.name), false, 0, &a) == 0 &&
+		        a.ip_literal;
 		/* fall through */
 	case SNI_NO_NAME:
 		out->len = hello.len;
@@ -71,8 +71,7 @@ peek_tls(const uint8_t *buf, size_t len, struct peek *out)
 }
 
 static enum peek_kind
-peek_http(const char *s, size_t len, uint16_t default_port, struct http_head *h,
-          struct peek *out)
+peek_http(const char *s, size_t len, uint16_t default_port, struct http_head *h, struct peek *out)
 {
 	struct http_authority name, other;
 	enum http_result r;
@@ -153,6 +152,11 @@ peek_parse(const uint8_t *buf, size_t len, uint16_t default_port, struct http_he
 	switch (http_sniff_request((const char *)buf, len)) {
 	case HTTP_SNIFF_UNSURE:
 		return PEEK_MORE;
+	case HTTP_SNIFF_PARTIAL:
+		/* Not the parser's yet: the line may still turn out to be
+		 * another protocol's, and the answer must not change. */
+		out->proto = PEEK_PROTO_HTTP;
+		return PEEK_MORE;
 	case HTTP_SNIFF_HTTP:
 		return peek_http((const char *)buf, len, default_port, h, out);
 	case HTTP_SNIFF_OTHER:
@@ -204,7 +208,8 @@ peek_reason(const struct peek *p, char *out, size_t outlen)
 		return;
 	case PEEK_HTTP_FRAMING:
 		snprintf(out, outlen,
-		         "the request body's length is ambiguous (Content-Length/Transfer-Encoding)");
+		         "the request body's length is ambiguous "
+		         "(Content-Length/Transfer-Encoding)");
 		return;
 	case PEEK_HTTP_CONNECTION:
 		snprintf(out, outlen, HTTP_CONNECTION_FRAMING_WHY, p->detail);

@@ -71,10 +71,10 @@ struct peek {
 	bool ip_literal; /* name is an IPv4 or IPv6 literal */
 	uint16_t port;   /* HTTP: the authority's port, if has_port */
 	bool has_port;
-	bool ech;       /* TLS: encrypted_client_hello is present (sni.h) */
-	bool websocket; /* HTTP: the request asks to upgrade to WebSocket */
-	enum http_result http;  /* PEEK_HTTP_HEAD */
-	const char *head_error; /* PEEK_HTTP_HEAD, HTTP_BAD_SYNTAX: what (static) */
+	bool ech;                   /* TLS: encrypted_client_hello is present (sni.h) */
+	bool websocket;             /* HTTP: the request asks to upgrade to WebSocket */
+	enum http_result http;      /* PEEK_HTTP_HEAD */
+	const char *head_error;     /* PEEK_HTTP_HEAD, HTTP_BAD_SYNTAX: what (static) */
 	char detail[HTTP_HOST_MAX]; /* PEEK_BAD: the other thing seen, printable */
 	/* PEEK_TLS: bytes up to the end of the ClientHello's last record;
 	 * PEEK_HTTP: bytes of the head (the body, if any, follows). */

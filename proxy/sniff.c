@@ -23,7 +23,8 @@ sniff_method_url(struct conn *c, const char *s, const struct http_head *h)
 	memcpy(c->method, s + h->method.off, ml);
 	c->method[ml] = '\0';
 	free(c->url);
-	c->url = strndup(s + h->target.off, h->target.len < CONN_URL_MAX ? h->target.len : CONN_URL_MAX);
+	c->url = strndup(s + h->target.off,
+	                 h->target.len < CONN_URL_MAX ? h->target.len : CONN_URL_MAX);
 }
 
 /* A refusal of what peek_parse() refused: a TLS alert for TLS, an HTTP
@@ -79,7 +80,8 @@ sniff_decide(struct conn *c, bool timed_out)
 			/* HTTP, but not a head we can read in time: refused
 			 * like a bad one. */
 			c->kind = "http";
-			conn_refuse(c, 408, "http_request_error", "request head not complete in time");
+			conn_refuse(c, 408, "http_request_error",
+			            "request head not complete in time");
 		} else {
 			c->kind = "tcp";
 			conn_decide_noname(c);

@@ -110,9 +110,9 @@ test_rules(void **state)
 	expect_error(
 	        "version: 1\nallow:\n  - host: a.com\n    cidr: 10.0.0.0/8\n",
 	        "t.yaml:3:5: allow: a rule has either host or cidr, not both; write two rules");
-	expect_error(
-	        "version: 1\ndeny:\n  - host: a.com\n    port: 22\n",
-	        "t.yaml:4:5: deny: unknown key 'port' in a rule; expected host, cidr, ports or ech");
+	expect_error("version: 1\ndeny:\n  - host: a.com\n    port: 22\n",
+	             "t.yaml:4:5: deny: unknown key 'port' in a rule; expected host, cidr, ports "
+	             "or ech");
 	expect_error("version: 1\nallow:\n  - host: a.com\n    host: b.com\n",
 	             "t.yaml:4:5: allow: 'host' given twice in one rule");
 	expect_error("version: 1\nallow:\n  - host:\n",

@@ -856,15 +856,15 @@ test_match_ech(void **state)
 	struct policy_diag d = {0};
 	struct policy *p = load_str("version: 1\n"
 	                            "allow:\n"
-	                            "  - host: \"*.cdn.test\"\n"  /* 3 */
-	                            "  - host: a.cdn.test\n"      /* 4 */
-	                            "    ech: allow\n"            /* 5 */
-	                            "  - host: \"*.ech.test\"\n"  /* 6 */
-	                            "    ports: [443]\n"          /* 7 */
-	                            "    ech: allow\n"            /* 8 */
-	                            "  - host: plain.test\n"      /* 9 */
-	                            "deny:\n"                     /* 10 */
-	                            "  - host: no.ech.test\n",    /* 11 */
+	                            "  - host: \"*.cdn.test\"\n" /* 3 */
+	                            "  - host: a.cdn.test\n"     /* 4 */
+	                            "    ech: allow\n"           /* 5 */
+	                            "  - host: \"*.ech.test\"\n" /* 6 */
+	                            "    ports: [443]\n"         /* 7 */
+	                            "    ech: allow\n"           /* 8 */
+	                            "  - host: plain.test\n"     /* 9 */
+	                            "deny:\n"                    /* 10 */
+	                            "  - host: no.ech.test\n",   /* 11 */
 	                            &d);
 
 	(void)state;

@@ -144,8 +144,10 @@ test_request_line_early(void **state)
 	        {"GET\t/ HTTP/1.1\r\n", "the method is not a token followed by one space"},
 	        {"G(T", "the method is not a token followed by one space"},
 	        {"GET /a b HTTP/1.1\r\n", "the version is not HTTP/1.0 or HTTP/1.1"},
-	        {"GET / HTTP/1.1\r\n b: c\r\n\r\n", "obs-fold (a field line starting with whitespace)"},
-	        {"GET / HTTP/1.1\r\nb c: d\r\n\r\n", "a field name that is not a token followed by ':'"},
+	        {"GET / HTTP/1.1\r\n b: c\r\n\r\n",
+	         "obs-fold (a field line starting with whitespace)"},
+	        {"GET / HTTP/1.1\r\nb c: d\r\n\r\n",
+	         "a field name that is not a token followed by ':'"},
 	};
 	(void)state;
 
@@ -169,11 +171,11 @@ test_sniff(void **state)
 	        {"", HTTP_SNIFF_UNSURE},
 	        {"G", HTTP_SNIFF_UNSURE},
 	        {"M-SEARCH", HTTP_SNIFF_UNSURE},
-	        {"GET ", HTTP_SNIFF_HTTP},
+	        {"GET ", HTTP_SNIFF_PARTIAL},
 	        {"GET / HTTP/1.1\r\n", HTTP_SNIFF_HTTP},
-	        {"\r\n", HTTP_SNIFF_HTTP},
-	        {"\n", HTTP_SNIFF_HTTP},
-	        {"\r\nGE", HTTP_SNIFF_HTTP},
+	        {"\r\n", HTTP_SNIFF_PARTIAL},
+	        {"\n", HTTP_SNIFF_PARTIAL},
+	        {"\r\nGE", HTTP_SNIFF_PARTIAL},
 	        {"\r\n\n\r\nGET / HTTP/1.1\r\n", HTTP_SNIFF_HTTP},
 	        {"M-SEARCH * HTTP/1.1\r\n", HTTP_SNIFF_HTTP},
 	        {"get / http/1.1\r\n", HTTP_SNIFF_HTTP},
@@ -183,7 +185,7 @@ test_sniff(void **state)
 	        {"GET /\r\n", HTTP_SNIFF_HTTP},
 	        {"GET http://a.test/\r\n", HTTP_SNIFF_HTTP},
 	        {"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", HTTP_SNIFF_HTTP},
-	        {"a b", HTTP_SNIFF_HTTP},
+	        {"a b", HTTP_SNIFF_PARTIAL},
 	        {"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n", HTTP_SNIFF_OTHER},
 	        {"SSH-2.0-OpenSSH_9.2p1\r\n", HTTP_SNIFF_OTHER},
 	        {"PING\r\n", HTTP_SNIFF_OTHER},
@@ -192,6 +194,8 @@ test_sniff(void **state)
 	        {"\x16\x03\x01", HTTP_SNIFF_OTHER},
 	        {" GET / HTTP/1.1\r\n", HTTP_SNIFF_HTTP},
 	        {" \t", HTTP_SNIFF_UNSURE},
+	        {"OP\fHost: x", HTTP_SNIFF_PARTIAL},
+	        {"OP\fHost: x\r\n", HTTP_SNIFF_OTHER},
 	        {" \x01", HTTP_SNIFF_OTHER},
 	};
 	char *big;
@@ -262,9 +266,10 @@ test_request_name(void **state)
 	}
 	assert_int_equal(req("GET http://b.test/ HTTP/1.1\r\nHost: evil.test:81\r\n\r\n", &h),
 	                 HTTP_OK);
-	assert_int_equal(http_request_name("GET http://b.test/ HTTP/1.1\r\nHost: evil.test:81\r\n\r\n",
-	                                   &h, 81, &n, &o),
-	                 HTTP_NAME_MISMATCH);
+	assert_int_equal(
+	        http_request_name("GET http://b.test/ HTTP/1.1\r\nHost: evil.test:81\r\n\r\n", &h,
+	                          81, &n, &o),
+	        HTTP_NAME_MISMATCH);
 	assert_string_equal(o.host, "evil.test");
 	assert_true(o.has_port);
 }
@@ -317,8 +322,9 @@ test_upgrade_and_connection(void **state)
 			assert_string_equal(f, cases[i].framing);
 	}
 	/* responses too */
-	snprintf(buf, sizeof(buf), "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
-	                           "Connection: Content-Length\r\n\r\nhello");
+	snprintf(buf, sizeof(buf),
+	         "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+	         "Connection: Content-Length\r\n\r\nhello");
 	assert_int_equal(http_parse_response(buf, strlen(buf), &h), HTTP_OK);
 	assert_string_equal(http_connection_framing(buf, &h), "Content-Length");
 }

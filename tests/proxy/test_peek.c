@@ -243,7 +243,7 @@ static void
 test_tls(void **state)
 {
 	static const char *const one[] = {"Allowed.test"}, *const two[] = {"allowed.test",
-	                                                                  "secret.test"};
+	                                                                   "secret.test"};
 	static const char *const lit[] = {"192.0.2.7"};
 	uint8_t buf[2048];
 	struct peek p;

@@ -119,11 +119,8 @@ test_not_tls(void **state)
 	char out[SNI_NAME_MAX];
 	(void)state;
 
-	assert_int_equal(parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, out),
-	                 SNI_NOT_TLS);
-	assert_int_equal(
-	        parse((const uint8_t *)"SSH-2.0-OpenSSH_9.2\r\n", 21, out),
-	        SNI_NOT_TLS);
+	assert_int_equal(parse((const uint8_t *)"GET / HTTP/1.1\r\n", 16, out), SNI_NOT_TLS);
+	assert_int_equal(parse((const uint8_t *)"SSH-2.0-OpenSSH_9.2\r\n", 21, out), SNI_NOT_TLS);
 	/* 0x16 then not a TLS major version */
 	assert_int_equal(parse((const uint8_t *)"\x16\x02", 2, out), SNI_NOT_TLS);
 	assert_int_equal(parse((const uint8_t *)"", 0, out), SNI_INCOMPLETE);
@@ -436,12 +433,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_real_hellos),
-	        cmocka_unit_test(test_not_tls),
-	        cmocka_unit_test(test_malformed),
-	        cmocka_unit_test(test_constructed_names),
-	        cmocka_unit_test(test_names_and_ech),
-	        cmocka_unit_test(test_hello_len),
+	        cmocka_unit_test(test_real_hellos),   cmocka_unit_test(test_not_tls),
+	        cmocka_unit_test(test_malformed),     cmocka_unit_test(test_constructed_names),
+	        cmocka_unit_test(test_names_and_ech), cmocka_unit_test(test_hello_len),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
