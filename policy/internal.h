@@ -67,7 +67,8 @@ struct prule {
 	uint32_t port_off;   /* into policy->ports */
 	uint8_t n_ports;     /* at most POLICY_MAX_PORTS */
 	uint8_t action;      /* POLICY_ALLOW or POLICY_DENY */
-	uint8_t kind;        /* enum prule_kind */
+	uint8_t kind : 4;    /* enum prule_kind */
+	uint8_t ech : 1;     /* host allow rules: `ech: allow` */
 	uint8_t guard;       /* cidr rules: what the rule may open, PRULE_GUARD_* */
 	uint32_t set;        /* chain heads of name rules: index into p_sets */
 };
@@ -176,6 +177,7 @@ struct policy_rule_src {
 	const char *where;   /* arena string */
 	uint32_t port_off;
 	uint16_t n_ports;
+	bool ech; /* `ech: allow` */
 };
 
 /* Build the match tables of p from rules[0..n) (ports already in

@@ -415,13 +415,42 @@ rule_push(struct loader *ld, const struct policy_rule_src *r)
 	return 0;
 }
 
+/* ech: allow | deny, on host allow rules only (docs/policy.md, "ECH"). */
+static int
+parse_ech(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n,
+          uint8_t action, bool is_host, struct policy_rule_src *r)
+{
+	const char *v = n->type == YNODE_SCALAR ? node_str(t, n) : NULL;
+
+	if (v == NULL || (strcmp(v, "allow") != 0 && strcmp(v, "deny") != 0)) {
+		if (v == NULL || v[0] == '\0')
+			v = v == NULL ? type_name(n) : "nothing";
+		lerr(ld, file, n->line, n->col, "ech: expected allow or deny, got %s", v);
+		return -1;
+	}
+	if (action != POLICY_ALLOW) {
+		lerr(ld, file, n->line, n->col,
+		     "ech: only allow rules take it (a deny rule refuses the name, encrypted or "
+		     "not)");
+		return -1;
+	}
+	if (!is_host) {
+		lerr(ld, file, n->line, n->col,
+		     "ech: only host rules take it (ECH is let through for the ClientHello's "
+		     "outer server name, which a cidr rule does not match)");
+		return -1;
+	}
+	r->ech = strcmp(v, "allow") == 0;
+	return 0;
+}
+
 /* One entry of allow: or deny:. */
 static void
 parse_rule(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n,
            uint8_t action, const char *list)
 {
 	struct policy_rule_src r;
-	const struct ynode *host = NULL, *cidr = NULL, *ports = NULL;
+	const struct ynode *host = NULL, *cidr = NULL, *ports = NULL, *ech = NULL;
 	char where[PATH_MAX + 16];
 	int bad = 0;
 
@@ -443,17 +472,19 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t, const str
 
 		if (key->type != YNODE_SCALAR)
 			lerr(ld, file, key->line, key->col,
-			     "%s: rule keys must be plain words (host, cidr, ports)", list);
+			     "%s: rule keys must be plain words (host, cidr, ports, ech)", list);
 		else if (strcmp(ks, "host") == 0)
 			slot = &host;
 		else if (strcmp(ks, "cidr") == 0)
 			slot = &cidr;
 		else if (strcmp(ks, "ports") == 0)
 			slot = &ports;
+		else if (strcmp(ks, "ech") == 0)
+			slot = &ech;
 		else
 			lerr(ld, file, key->line, key->col,
-			     "%s: unknown key '%s' in a rule; expected host, cidr or ports", list,
-			     ks);
+			     "%s: unknown key '%s' in a rule; expected host, cidr, ports or ech",
+			     list, ks);
 		if (slot != NULL) {
 			if (*slot != NULL)
 				lerr(ld, file, key->line, key->col,
@@ -504,6 +535,8 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t, const str
 		r.port_off = 0; /* the shared default [80, 443] */
 		r.n_ports = 2;
 	}
+	if (ech != NULL && parse_ech(ld, file, t, ech, action, host != NULL, &r) != 0)
+		bad = 1;
 	if (bad)
 		return;
 	if (ld->n_rules >= POLICY_MAX_RULES) {

@@ -304,6 +304,7 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 		pr->n_ports = (uint8_t)r->n_ports;
 		pr->action = r->action;
 		pr->kind = r->kind;
+		pr->ech = r->ech;
 		pr->guard = r->kind == PRULE_CIDR4 || r->kind == PRULE_CIDR6 ? policy_cidr_guard(r) : 0;
 		if (r->kind == PRULE_EXACT || r->kind == PRULE_WILDCARD) {
 			size_t len = strlen(r->key);
@@ -551,6 +552,30 @@ policy_match_host(const struct policy *p, const char *name, uint16_t port,
 
 	name_walk(p, name, NULL, true, port, &deny, &allow);
 	verdict(p, deny, allow, out);
+}
+
+const char *
+policy_match_ech(const struct policy *p, const char *name, uint16_t port)
+{
+	uint32_t heads[NAME_MAX_CHAINS], deny = PRULE_NONE, allow = PRULE_NONE;
+	uint32_t best = PRULE_NONE;
+	unsigned k = name_walk(p, name, heads, false, 0, &deny, &allow);
+
+	/* Every matching rule counts, as for the verdict, so rule order
+	 * names a rule but never decides. */
+	for (unsigned j = 0; j < k; j++) {
+		for (uint32_t i = heads[j]; i != PRULE_NONE; i = p->p_rules[i].next) {
+			const struct prule *r = &p->p_rules[i];
+
+			if (!rule_has_port(p, r, port))
+				continue;
+			if (r->action == POLICY_DENY)
+				return NULL;
+			if (r->ech && i < best)
+				best = i;
+		}
+	}
+	return best != PRULE_NONE ? p->p_rules[best].where : NULL;
 }
 
 /* The interval of iv[0..n) (sorted, disjoint) holding x: its end in *end. */

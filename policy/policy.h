@@ -91,6 +91,13 @@ void policy_set_mode(struct policy *p, enum policy_mode mode);
 void policy_match_host(const struct policy *p, const char *name, uint16_t port,
                        struct policy_verdict *out);
 
+/* The first allow rule (as "file:line") with `ech: allow` that matches
+ * the name (normalised) and port, or NULL when none does or a deny rule
+ * matches. A ClientHello with encrypted_client_hello goes on only with
+ * such a rule: its SNI is the outer, public name, and the name the server
+ * acts on may be another, encrypted one (docs/policy.md, "ECH"). */
+const char *policy_match_ech(const struct policy *p, const char *name, uint16_t port);
+
 /* Match a name (normalised, as for policy_match_host) on no port in
  * particular, for DNS, whose questions carry none. The verdict is the best
  * one policy_match_host gives the name over all ports: POLICY_ALLOW when

@@ -390,6 +390,7 @@ conn_decide_name(struct conn *c)
 {
 	const struct policy *p = c->px->px_cfg.policy;
 	struct policy_verdict v;
+	bool ech_refused = false;
 
 	if (c->ip_literal) {
 		union conn_addr a;
@@ -400,11 +401,25 @@ conn_decide_name(struct conn *c)
 		policy_match_host(p, c->host, c->port, &v);
 	}
 	str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
-	if (v.action == POLICY_ALLOW) {
+	if (v.action == POLICY_ALLOW && c->ech) {
+		/* The SNI is only the outer name: the rule must say that the
+		 * hidden one may be anything this server serves. */
+		const char *ech_rule = c->ip_literal ? NULL : policy_match_ech(p, c->host, c->port);
+
+		ech_refused = ech_rule == NULL;
+		if (ech_rule != NULL)
+			str_copy(c->rule, ech_rule, sizeof(c->rule));
+	}
+	if (v.action == POLICY_ALLOW && !ech_refused) {
 		c->verdict = "allow";
 		return conn_admit(c);
 	}
-	if (v.action == POLICY_DENY)
+	if (ech_refused)
+		snprintf(c->reason, sizeof(c->reason),
+		         "ClientHello has encrypted_client_hello: the name served may not be "
+		         "%.200s; no rule for it has `ech: allow`",
+		         c->host);
+	else if (v.action == POLICY_DENY)
 		snprintf(c->reason, sizeof(c->reason), "denied by rule");
 	else
 		snprintf(c->reason, sizeof(c->reason), "no rule allows %s%s port %u",

@@ -154,6 +154,7 @@ struct conn {
 	bool ip_literal;
 	bool has_name; /* transparent: SNI or Host found */
 	bool tls;      /* transparent: the client speaks TLS */
+	bool ech;      /* transparent: its ClientHello has encrypted_client_hello */
 	bool logged;   /* the log line for this exchange is written */
 	char method[16];
 	char *url;            /* malloc'd, capped; HTTP only */

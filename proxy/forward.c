@@ -40,7 +40,7 @@ forward_request(struct conn *c, const char *s, const struct http_head *h)
 {
 	struct conn_http *ht = &c->http;
 	struct http_authority a, ha;
-	const char *path, *why = NULL;
+	const char *path, *why = NULL, *framing;
 	size_t plen;
 	char *p;
 	char hosthdr[HTTP_HOST_MAX + 8];
@@ -73,6 +73,10 @@ forward_request(struct conn *c, const char *s, const struct http_head *h)
 		conn_refuse(c, 400, "http_request_error",
 		            "the request body's length is ambiguous "
 		            "(Content-Length/Transfer-Encoding)");
+		return;
+	}
+	if ((framing = http_connection_framing(s, h)) != NULL) {
+		conn_refuse(c, 400, "http_request_error", HTTP_CONNECTION_FRAMING_WHY, framing);
 		return;
 	}
 	if (a.port == 80)
@@ -240,7 +244,7 @@ forward_response_head(struct conn *c)
 
 	for (;;) {
 		size_t len = evbuffer_get_length(in), n = len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD;
-		const char *s;
+		const char *s, *framing;
 		enum http_result r;
 		bool close;
 		ssize_t ol;
@@ -257,6 +261,11 @@ forward_response_head(struct conn *c)
 		    h.status == 101) {
 			conn_refuse(c, 502, "http_protocol_error",
 			            "malformed response from upstream");
+			return -1;
+		}
+		if ((framing = http_connection_framing(s, &h)) != NULL) {
+			conn_refuse(c, 502, "http_protocol_error",
+			            "response refused: " HTTP_CONNECTION_FRAMING_WHY, framing);
 			return -1;
 		}
 		if (h.status >= 100 && h.status < 200) {

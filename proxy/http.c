@@ -9,6 +9,8 @@
 
 #include "common/util.h"
 
+_Static_assert(HTTP_MAX_EMPTY_LINES == 8, "http_parse_request's message says 8");
+
 /* Chunk-size line with extensions, and one trailer line. */
 #define HTTP_MAX_CHUNK_LINE 1024
 #define HTTP_MAX_TRAILERS   8192
@@ -35,21 +37,28 @@ span(size_t off, size_t len)
 	return s;
 }
 
+static enum http_result
+bad(struct http_head *h, const char *why)
+{
+	h->error = why;
+	return HTTP_BAD_SYNTAX;
+}
+
 /* Find the end of the head (CRLFCRLF) within the limit. Returns its length
- * or 0 with *r set. */
+ * or 0 with *r set (and h->error for a bad byte). */
 static size_t
-head_end(const char *buf, size_t len, size_t start, enum http_result *r)
+head_end(const char *buf, size_t len, size_t start, enum http_result *r, struct http_head *h)
 {
 	size_t lim = len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD;
 
 	for (size_t i = start; i < lim; i++) {
 		/* A bare LF or CR is refused at once rather than waited on. */
 		if (buf[i] == '\n' && (i == start || buf[i - 1] != '\r')) {
-			*r = HTTP_BAD_SYNTAX;
+			*r = bad(h, "bare LF (lines must end in CRLF)");
 			return 0;
 		}
 		if (buf[i] == '\r' && i + 1 < lim && buf[i + 1] != '\n') {
-			*r = HTTP_BAD_SYNTAX;
+			*r = bad(h, "bare CR");
 			return 0;
 		}
 		if (i + 3 < lim && buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' &&
@@ -70,19 +79,21 @@ parse_fields(const char *buf, size_t pos, size_t end, struct http_head *h)
 
 		while (pos < end && is_tchar((unsigned char)buf[pos]))
 			pos++;
+		if (pos == name_start && (buf[pos] == ' ' || buf[pos] == '\t'))
+			return bad(h, "obs-fold (a field line starting with whitespace)");
 		if (pos == name_start || pos >= end || buf[pos] != ':')
-			return HTTP_BAD_SYNTAX;
+			return bad(h, "a field name that is not a token followed by ':'");
 		name_end = pos++;
 		while (pos < end && (buf[pos] == ' ' || buf[pos] == '\t'))
 			pos++;
 		v0 = pos;
 		while (pos < end && buf[pos] != '\r') {
 			if (!is_field_char((unsigned char)buf[pos]))
-				return HTTP_BAD_SYNTAX;
+				return bad(h, "a control byte in a field value");
 			pos++;
 		}
 		if (pos + 1 >= end || buf[pos + 1] != '\n')
-			return HTTP_BAD_SYNTAX;
+			return bad(h, "bare CR");
 		eol = pos;
 		v1 = eol;
 		while (v1 > v0 && (buf[v1 - 1] == ' ' || buf[v1 - 1] == '\t'))
@@ -106,48 +117,77 @@ parse_version(const char *p, size_t len, int *minor)
 	return 0;
 }
 
+/* The request line buf[start..eol), eol at its CR: method SP target SP
+ * version, one space each (RFC 9112 3). */
+static enum http_result
+parse_request_line(const char *buf, size_t start, size_t eol, struct http_head *h)
+{
+	size_t pos = start, sp;
+
+	while (pos < eol && is_tchar((unsigned char)buf[pos]))
+		pos++;
+	if (pos == start || buf[pos] != ' ')
+		return bad(h, "the method is not a token followed by one space");
+	h->method = span(start, pos - start);
+	sp = ++pos;
+	while (pos < eol && buf[pos] > 0x20 && buf[pos] < 0x7f)
+		pos++;
+	if (pos == sp)
+		return bad(h, "no request target after one space");
+	if (pos == eol)
+		return bad(h, "no HTTP version after the target (HTTP/0.9 is not served)");
+	if (buf[pos] != ' ')
+		return bad(h, "a control byte or non-ASCII byte in the request target");
+	h->target = span(sp, pos - sp);
+	sp = ++pos;
+	if (parse_version(buf + sp, eol - sp, &h->minor) != 0)
+		return bad(h, "the version is not HTTP/1.0 or HTTP/1.1");
+	return HTTP_OK;
+}
+
 enum http_result
 http_parse_request(const char *buf, size_t len, struct http_head *h)
 {
 	enum http_result r = HTTP_OK;
-	size_t start = 0, end, pos, sp;
+	size_t start = 0, end, eol;
 
 	memset(h, 0, offsetof(struct http_head, headers));
-	/* RFC 9112 2.2: ignore at least one empty line before the request. */
-	while (start < 4 && start + 1 < len && buf[start] == '\r' && buf[start + 1] == '\n')
+	/* RFC 9112 2.2: ignore at least one empty line before the request.
+	 * A few are skipped (servers skip more, so the sniffer reads them as
+	 * a request too, and more are refused, never passed on unread). */
+	while (start < 2 * HTTP_MAX_EMPTY_LINES && start + 1 < len && buf[start] == '\r' &&
+	       buf[start + 1] == '\n')
 		start += 2;
-	if ((end = head_end(buf, len, start, &r)) == 0) {
+	if (start + 1 < len && buf[start] == '\r' && buf[start + 1] == '\n')
+		return bad(h, "more than 8 empty lines before the request line");
+	if ((end = head_end(buf, len, start, &r, h)) == 0) {
+		const char *lf;
+
 		if (r == HTTP_BAD_SYNTAX)
 			return r;
 		/* An early look at the request line rejects garbage at once
-		 * instead of waiting out the header timeout. */
+		 * instead of waiting out the header timeout: the whole line
+		 * if it is in, else the method so far. */
+		lf = memchr(buf + start, '\n', (len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD) - start);
+		if (lf != NULL)
+			return parse_request_line(buf, start, (size_t)(lf - buf) - 1, h) == HTTP_OK
+			               ? r
+			               : HTTP_BAD_SYNTAX;
 		for (size_t i = start; i < len && i < HTTP_MAX_HEAD; i++) {
-			if (buf[i] == ' ')
+			if (buf[i] == ' ' || (buf[i] == '\r' && i + 1 == len))
 				break;
 			if (!is_tchar((unsigned char)buf[i]))
-				return HTTP_BAD_SYNTAX;
+				return bad(h, "the method is not a token followed by one space");
 		}
 		return r;
 	}
-	pos = start;
-	while (pos < end && is_tchar((unsigned char)buf[pos]))
-		pos++;
-	if (pos == start || buf[pos] != ' ')
-		return HTTP_BAD_SYNTAX;
-	h->method = span(start, pos - start);
-	sp = ++pos;
-	while (pos < end && buf[pos] > 0x20 && buf[pos] < 0x7f)
-		pos++;
-	if (pos == sp || buf[pos] != ' ')
-		return HTTP_BAD_SYNTAX;
-	h->target = span(sp, pos - sp);
-	sp = ++pos;
-	while (pos < end && buf[pos] != '\r')
-		pos++;
-	if (parse_version(buf + sp, pos - sp, &h->minor) != 0 || buf[pos + 1] != '\n')
-		return HTTP_BAD_SYNTAX;
+	eol = start;
+	while (buf[eol] != '\r')
+		eol++;
+	if ((r = parse_request_line(buf, start, eol, h)) != HTTP_OK)
+		return r;
 	h->head_len = end;
-	return parse_fields(buf, pos + 2, end, h);
+	return parse_fields(buf, eol + 2, end, h);
 }
 
 enum http_result
@@ -157,7 +197,7 @@ http_parse_response(const char *buf, size_t len, struct http_head *h)
 	size_t end, pos;
 
 	memset(h, 0, offsetof(struct http_head, headers));
-	if ((end = head_end(buf, len, 0, &r)) == 0) {
+	if ((end = head_end(buf, len, 0, &r, h)) == 0) {
 		if (r == HTTP_BAD_SYNTAX)
 			return r;
 		if (len >= 5 && memcmp(buf, "HTTP/", 5) != 0)
@@ -203,6 +243,80 @@ http_result_str(enum http_result r)
 		return "malformed request head";
 	}
 	return "?";
+}
+
+static bool
+is_alpha(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* Whether s[0..len) starts with "scheme://" (RFC 3986 3.1). */
+static bool
+starts_scheme(const char *s, size_t len)
+{
+	size_t i = 1;
+
+	if (len == 0 || !is_alpha((unsigned char)s[0]))
+		return false;
+	while (i < len && (is_alpha((unsigned char)s[i]) || (s[i] >= '0' && s[i] <= '9') ||
+	                   s[i] == '+' || s[i] == '-' || s[i] == '.'))
+		i++;
+	return len - i >= 3 && memcmp(s + i, "://", 3) == 0;
+}
+
+/* Whitespace between the parts of a request line, as the most lenient
+ * servers split it (Apache outside its strict mode: any isspace). */
+static bool
+is_line_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\v' || c == '\f';
+}
+
+/* Whether the line s[0..len) has whitespace followed by "HTTP/", in any
+ * case: a version, wherever a lenient server would find it. */
+static bool
+has_version(const char *s, size_t len)
+{
+	for (size_t i = 1; i + 5 <= len; i++)
+		if (is_line_space(s[i - 1]) && strncasecmp(s + i, "HTTP/", 5) == 0)
+			return true;
+	return false;
+}
+
+enum http_sniff
+http_sniff_request(const char *buf, size_t len)
+{
+	size_t lim = len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD, i = 0, m, t;
+	bool lines = false;
+	const char *lf;
+
+	/* Empty lines, however ended: nothing but HTTP starts so. Blanks
+	 * too (Apache's lenient mode skips them), if a token follows. */
+	for (; i < lim && (buf[i] == '\r' || buf[i] == '\n' || is_line_space(buf[i])); i++)
+		lines = lines || buf[i] == '\r' || buf[i] == '\n';
+	m = i;
+	while (i < lim && is_tchar((unsigned char)buf[i]))
+		i++;
+	/* A token without its end: the rest decides, unless the limit is
+	 * reached (that is HTTP for a server with larger limits). */
+	if (i == lim)
+		return lim == HTTP_MAX_HEAD ? HTTP_SNIFF_HTTP
+		       : lines              ? HTTP_SNIFF_PARTIAL
+		                            : HTTP_SNIFF_UNSURE;
+	if (i == m || !is_line_space(buf[i]))
+		return HTTP_SNIFF_OTHER;
+	t = i;
+	while (t < lim && is_line_space(buf[t]))
+		t++;
+	if ((lf = memchr(buf + t, '\n', lim - t)) == NULL)
+		return lim == HTTP_MAX_HEAD ? HTTP_SNIFF_HTTP : HTTP_SNIFF_PARTIAL;
+	/* A whole first line: a version, or a target only HTTP puts there
+	 * (HTTP/0.9 has none, and is refused as HTTP, not tunnelled). */
+	if (has_version(buf + t - 1, (size_t)(lf - buf) - t + 1) || buf[t] == '/' ||
+	    buf[t] == '*' || starts_scheme(buf + t, (size_t)(lf - buf) - t))
+		return HTTP_SNIFF_HTTP;
+	return HTTP_SNIFF_OTHER;
 }
 
 bool
@@ -327,24 +441,156 @@ http_parse_authority(const char *s, size_t len, bool need_port, uint16_t default
 	return 0;
 }
 
-int
-http_parse_absolute(const char *s, size_t len, struct http_authority *out, const char **path,
-                    size_t *path_len)
+/* "http://" (or, with https, also "https://") and an authority without
+ * userinfo, then the path at *path_off. Returns 0 or -1. */
+static int
+parse_absolute(const char *s, size_t len, bool https, struct http_authority *out, size_t *path_off)
 {
-	size_t a = 7, e;
+	size_t a, e;
+	uint16_t port;
 
-	if (len < 8 || strncasecmp(s, "http://", 7) != 0)
+	if (len >= 8 && strncasecmp(s, "http://", 7) == 0) {
+		a = 7;
+		port = 80;
+	} else if (https && len >= 9 && strncasecmp(s, "https://", 8) == 0) {
+		a = 8;
+		port = 443;
+	} else {
 		return -1;
+	}
 	e = a;
 	while (e < len && s[e] != '/' && s[e] != '?' && s[e] != '#')
 		e++;
 	if (memchr(s, '#', len) != NULL || memchr(s + a, '@', e - a) != NULL)
 		return -1;
-	if (http_parse_authority(s + a, e - a, false, 80, out) != 0)
+	if (http_parse_authority(s + a, e - a, false, port, out) != 0)
+		return -1;
+	*path_off = e;
+	return 0;
+}
+
+int
+http_parse_absolute(const char *s, size_t len, struct http_authority *out, const char **path,
+                    size_t *path_len)
+{
+	size_t e;
+
+	if (parse_absolute(s, len, false, out, &e) != 0)
 		return -1;
 	*path = s + e;
 	*path_len = len - e;
 	return 0;
+}
+
+/* Host names equal but for case and one trailing dot. */
+static bool
+same_host(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	if (la > 0 && a[la - 1] == '.')
+		la--;
+	if (lb > 0 && b[lb - 1] == '.')
+		lb--;
+	return la == lb && strncasecmp(a, b, la) == 0;
+}
+
+enum http_name
+http_request_name(const char *buf, const struct http_head *h, uint16_t default_port,
+                  struct http_authority *name, struct http_authority *other)
+{
+	const char *t = buf + h->target.off;
+	size_t tl = h->target.len, path_off;
+	int hi = http_find_header(buf, h, "host", 0);
+	bool from_target = false;
+	struct http_authority host;
+
+	memset(name, 0, sizeof(*name));
+	if (http_span_eq(buf, h->method, "CONNECT")) {
+		if (http_parse_authority(t, tl, true, 0, name) != 0)
+			return HTTP_NAME_BAD_TARGET;
+		from_target = true;
+	} else if (tl > 0 && t[0] == '/') {
+		/* origin-form: the name is Host's */
+	} else if (tl == 1 && t[0] == '*' && http_span_eq(buf, h->method, "OPTIONS")) {
+		/* asterisk-form: the same */
+	} else if (parse_absolute(t, tl, true, name, &path_off) == 0) {
+		from_target = true;
+	} else {
+		return HTTP_NAME_BAD_TARGET;
+	}
+	if (hi < 0)
+		return from_target ? HTTP_NAME_OK : HTTP_NAME_NONE;
+	if (http_find_header(buf, h, "host", (size_t)hi + 1) >= 0)
+		return HTTP_NAME_MANY_HOSTS;
+	if (http_parse_authority(buf + h->headers[hi].value.off, h->headers[hi].value.len, false,
+	                         default_port, &host) != 0)
+		return HTTP_NAME_BAD_HOST;
+	if (!from_target) {
+		*name = host;
+		return HTTP_NAME_OK;
+	}
+	if (!same_host(name->host, host.host) ||
+	    (name->has_port && host.has_port && name->port != host.port)) {
+		*other = host;
+		return HTTP_NAME_MISMATCH;
+	}
+	return HTTP_NAME_OK;
+}
+
+/* Whether a comma-separated list value has at least one element and every
+ * element is token (case-insensitive). */
+static bool
+list_only(const char *v, size_t len, const char *token)
+{
+	size_t tl = strlen(token), i = 0, n = 0;
+
+	while (i < len) {
+		size_t s, e;
+
+		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		if (i == len)
+			break;
+		s = i;
+		while (i < len && v[i] != ',')
+			i++;
+		e = i;
+		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+			e--;
+		if (e - s != tl || strncasecmp(v + s, token, tl) != 0)
+			return false;
+		n++;
+	}
+	return n > 0;
+}
+
+enum http_upgrade
+http_request_upgrade(const char *buf, const struct http_head *h, int *idx)
+{
+	enum http_upgrade u = HTTP_UPGRADE_NONE;
+
+	for (int i = http_find_header(buf, h, "upgrade", 0); i >= 0;
+	     i = http_find_header(buf, h, "upgrade", (size_t)i + 1)) {
+		if (!list_only(buf + h->headers[i].value.off, h->headers[i].value.len,
+		               "websocket")) {
+			*idx = i;
+			return HTTP_UPGRADE_OTHER;
+		}
+		u = HTTP_UPGRADE_WEBSOCKET;
+	}
+	return u;
+}
+
+const char *
+http_connection_framing(const char *buf, const struct http_head *h)
+{
+	static const char *const framing[] = {"Content-Length", "Transfer-Encoding", "Host"};
+
+	for (size_t i = 0; i < sizeof(framing) / sizeof(framing[0]); i++)
+		if (http_has_token(buf, h, "connection", framing[i]))
+			return framing[i];
+	return NULL;
 }
 
 /* Parse a Content-Length value: 1*DIGIT, at most 15 digits. */

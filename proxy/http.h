@@ -18,6 +18,8 @@
 #define HTTP_MAX_HEAD    16384 /* request or response head, CRLFCRLF included */
 #define HTTP_MAX_HEADERS 100
 #define HTTP_HOST_MAX    256 /* a DNS name or [v6 literal] plus the NUL */
+/* Empty lines (CRLF) skipped before a request line; more are refused. */
+#define HTTP_MAX_EMPTY_LINES 8
 
 struct http_span {
 	uint16_t off, len;
@@ -32,6 +34,7 @@ struct http_head {
 	int status;                      /* response: 100..999 */
 	int minor;                       /* HTTP/1.minor: 0 or 1 */
 	size_t head_len;                 /* bytes of the head, CRLFCRLF included */
+	const char *error;               /* HTTP_BAD_SYNTAX: what was wrong (static) */
 	size_t n_headers;
 	struct http_header headers[HTTP_MAX_HEADERS];
 };
@@ -44,13 +47,36 @@ enum http_result {
 	HTTP_BAD_SYNTAX,       /* anything else RFC 9112 does not allow */
 };
 
-/* Parse a request head (leading empty lines skipped, as RFC 9112 2.2
- * allows). Lines must end in CRLF; obs-fold, bare CR/LF, control bytes and
- * whitespace before a colon are errors. */
+/* Parse a request head (up to HTTP_MAX_EMPTY_LINES leading empty lines
+ * skipped, as RFC 9112 2.2 allows). Lines must end in CRLF; obs-fold, bare
+ * CR/LF, control bytes and whitespace before a colon are errors, and so is
+ * a request line that is complete and wrong, before the rest arrives.
+ * Errors set h->error to a short text saying what was seen. */
 enum http_result http_parse_request(const char *buf, size_t len, struct http_head *h);
 /* Parse a response head (status line, fields). */
 enum http_result http_parse_response(const char *buf, size_t len, struct http_head *h);
 const char *http_result_str(enum http_result r);
+
+/* What the first bytes of a stream say about it being an HTTP/1 request,
+ * as a server would read it: servers skip empty lines (nginx any number,
+ * bare LF too) and take any token as a method (RFC 9110 9.1), so the
+ * sniffer must too. Bytes it calls HTTP go to http_parse_request, which
+ * accepts them or says why it refuses them; bytes it calls OTHER are a
+ * protocol that names nothing. */
+enum http_sniff {
+	HTTP_SNIFF_OTHER = 0, /* not an HTTP/1 request */
+	HTTP_SNIFF_UNSURE,    /* too few bytes to tell: a token, no blank yet */
+	/* The start of a request line: empty lines, or a token and a blank,
+	 * and the line not complete yet. More bytes may still make it OTHER;
+	 * at a deadline it is an incomplete request. */
+	HTTP_SNIFF_PARTIAL,
+	/* A complete first line with a version ("... HTTP/") or an origin-
+	 * or absolute-form target (HTTP/0.9), or no end of it within
+	 * HTTP_MAX_HEAD: HTTP as far as any server is concerned. Final: more
+	 * bytes never change it. */
+	HTTP_SNIFF_HTTP,
+};
+enum http_sniff http_sniff_request(const char *buf, size_t len);
 
 /* Case-insensitive comparison of a span with a NUL-terminated string. */
 bool http_span_eq(const char *buf, struct http_span s, const char *str);
@@ -82,6 +108,45 @@ int http_parse_authority(const char *s, size_t len, bool need_port, uint16_t def
  * accepted. Returns 0 or -1. */
 int http_parse_absolute(const char *s, size_t len, struct http_authority *out, const char **path,
                         size_t *path_len);
+
+/* The name a request presents to the server that reads it (RFC 9112
+ * 3.2): an absolute-form target's authority (the origin ignores Host for
+ * it, 3.2.2), a CONNECT's authority-form target, else Host. */
+enum http_name {
+	HTTP_NAME_OK = 0,     /* *name holds it */
+	HTTP_NAME_NONE,       /* origin- or asterisk-form and no Host (HTTP/1.0) */
+	HTTP_NAME_BAD_TARGET, /* not origin-form, absolute-form (http, https, no
+	                       * userinfo), CONNECT's authority-form or OPTIONS * */
+	HTTP_NAME_BAD_HOST,   /* a Host that is not host[:port] */
+	HTTP_NAME_MANY_HOSTS, /* more than one Host */
+	HTTP_NAME_MISMATCH,   /* Host names another host, or another explicit
+	                       * port, than the target: *other holds Host's */
+};
+/* default_port is the port a Host without one means (the connection's).
+ * Host names are compared lowercased and without a trailing dot. */
+enum http_name http_request_name(const char *buf, const struct http_head *h, uint16_t default_port,
+                                 struct http_authority *name, struct http_authority *other);
+
+/* What the request's Upgrade fields ask for (every field, every protocol
+ * in them, whether or not Connection lists "upgrade": a server may not
+ * check). */
+enum http_upgrade {
+	HTTP_UPGRADE_NONE = 0,
+	HTTP_UPGRADE_WEBSOCKET, /* websocket and nothing else */
+	HTTP_UPGRADE_OTHER,     /* anything else (h2c, empty, ...); *idx the field */
+};
+enum http_upgrade http_request_upgrade(const char *buf, const struct http_head *h, int *idx);
+
+/* The framing or routing field (Content-Length, Transfer-Encoding, Host)
+ * that a Connection field of the message lists, as its canonical name, or
+ * NULL. Such a message is refused: a hop that drops the field as
+ * hop-by-hop (RFC 9110 7.6.1) frames or routes the rest differently from
+ * one that keeps it, which is request smuggling. */
+const char *http_connection_framing(const char *buf, const struct http_head *h);
+/* The reason for refusing such a message, with the field's name for %s. */
+#define HTTP_CONNECTION_FRAMING_WHY                                                                \
+	"Connection names %s: a hop that drops it frames or routes the rest differently "          \
+	"(request smuggling)"
 
 enum http_framing {
 	HTTP_BODY_NONE,

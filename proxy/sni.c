@@ -7,6 +7,8 @@
 #define TLS_HS_CLIENT_HELLO  0x01
 #define TLS_EXT_SERVER_NAME  0x0000
 #define TLS_SNI_HOST_NAME    0x00
+#define TLS_EXT_ECH          0xfe0d /* encrypted_client_hello, RFC 9849 */
+#define TLS_EXT_ESNI         0xffce /* encrypted_server_name, draft-ietf-tls-esni-02 */
 /* Plaintext records carry at most 2^14 bytes (RFC 8446 5.1). */
 #define TLS_MAX_RECORD 16384
 
@@ -53,38 +55,58 @@ take_sub(struct cursor *c, size_t n, struct cursor *sub)
 	return 0;
 }
 
-/* server_name extension body: a list of (type, name); the first host_name
- * counts (RFC 6066 forbids more than one of a type). */
+/* Copy an untrusted name for a log reason: printable ASCII kept, anything
+ * else shown as '?'. */
+static void
+copy_printable(char *out, size_t outlen, const uint8_t *p, size_t n)
+{
+	if (n >= outlen)
+		n = outlen - 1;
+	for (size_t i = 0; i < n; i++)
+		out[i] = p[i] > 0x20 && p[i] < 0x7f ? (char)p[i] : '?';
+	out[n] = '\0';
+}
+
+/* server_name extension body: a non-empty list of (type, name) that fills
+ * the extension exactly. One host_name is a name; more entries of any type
+ * are refused (RFC 6066 3 allows one name per type, defines one type, and
+ * servers differ on which of several they would serve). */
 static enum sni_result
-parse_server_name(struct cursor *ext, char *name, size_t namelen)
+parse_server_name(struct cursor *ext, struct sni_hello *out)
 {
 	struct cursor list, host;
-	unsigned list_len, type, host_len;
+	unsigned list_len, type, host_len, n = 0;
 
-	if (take_u16(ext, &list_len) != 0 || take_sub(ext, list_len, &list) != 0)
+	if (take_u16(ext, &list_len) != 0 || take_sub(ext, list_len, &list) != 0 ||
+	    ext->left != 0 || list.left == 0)
 		return SNI_MALFORMED;
 	while (list.left > 0) {
 		if (take_u8(&list, &type) != 0 || take_u16(&list, &host_len) != 0 ||
 		    take_sub(&list, host_len, &host) != 0)
 			return SNI_MALFORMED;
-		if (type != TLS_SNI_HOST_NAME)
+		if (++n == 2) {
+			copy_printable(out->second, sizeof(out->second), host.p, host_len);
 			continue;
-		if (host_len == 0 || host_len > 253 || host_len >= namelen)
+		}
+		if (n > 2)
+			continue;
+		if (type != TLS_SNI_HOST_NAME || host_len == 0 || host_len > 253)
 			return SNI_MALFORMED;
 		for (size_t i = 0; i < host_len; i++)
 			if (host.p[i] <= 0x20 || host.p[i] >= 0x7f)
 				return SNI_MALFORMED;
-		memcpy(name, host.p, host_len);
-		name[host_len] = '\0';
-		return SNI_FOUND;
+		memcpy(out->name, host.p, host_len);
+		out->name[host_len] = '\0';
 	}
-	return SNI_NO_NAME;
+	return n == 1 ? SNI_FOUND : SNI_MANY_NAMES;
 }
 
 static enum sni_result
-parse_client_hello(struct cursor *hello, char *name, size_t namelen)
+parse_client_hello(struct cursor *hello, struct sni_hello *out)
 {
 	struct cursor skip, exts;
+	enum sni_result r = SNI_NO_NAME;
+	bool named = false;
 	unsigned v, len;
 
 	/* legacy_version, random */
@@ -105,6 +127,9 @@ parse_client_hello(struct cursor *hello, char *name, size_t namelen)
 		return SNI_NO_NAME;
 	if (take_u16(hello, &len) != 0 || take_sub(hello, len, &exts) != 0 || hello->left != 0)
 		return SNI_MALFORMED;
+	/* All of them: an ECH extension may follow the name, and a second
+	 * server_name (RFC 8446 4.2 forbids repeats) could be the one a
+	 * server reads. */
 	while (exts.left > 0) {
 		struct cursor ext;
 		unsigned type, ext_len;
@@ -112,22 +137,32 @@ parse_client_hello(struct cursor *hello, char *name, size_t namelen)
 		if (take_u16(&exts, &type) != 0 || take_u16(&exts, &ext_len) != 0 ||
 		    take_sub(&exts, ext_len, &ext) != 0)
 			return SNI_MALFORMED;
-		if (type == TLS_EXT_SERVER_NAME)
-			return parse_server_name(&ext, name, namelen);
+		if (type == TLS_EXT_SERVER_NAME) {
+			if (named)
+				return SNI_MALFORMED;
+			named = true;
+			if ((r = parse_server_name(&ext, out)) == SNI_MALFORMED)
+				return r;
+		} else if (type == TLS_EXT_ECH || type == TLS_EXT_ESNI) {
+			if (out->ech)
+				return SNI_MALFORMED;
+			out->ech = true;
+		}
 	}
-	return SNI_NO_NAME;
+	return r;
 }
 
 enum sni_result
-sni_parse(const uint8_t *buf, size_t len, char *name, size_t namelen)
+sni_parse(const uint8_t *buf, size_t len, struct sni_hello *out)
 {
 	/* The handshake bytes of every record so far, joined: a ClientHello
 	 * may be split over records (RFC 8446 5.1). */
 	uint8_t hs[SNI_MAX_HELLO];
 	size_t hs_len = 0, off = 0;
 
-	if (namelen < SNI_NAME_MAX)
-		return SNI_MALFORMED;
+	out->name[0] = out->second[0] = '\0';
+	out->ech = false;
+	out->len = 0;
 	if (len >= 1 && buf[0] != TLS_RECORD_HANDSHAKE)
 		return SNI_NOT_TLS;
 	if (len >= 2 && buf[1] != 0x03)
@@ -159,9 +194,19 @@ sni_parse(const uint8_t *buf, size_t len, char *name, size_t namelen)
 			if (msg_len > sizeof(hs) - 4)
 				return SNI_MALFORMED;
 			if (hs_len >= 4 + msg_len) {
+				enum sni_result r;
+
+				/* The record that completes the hello must be
+				 * in whole too: its rest is not the client's
+				 * next message, it is this record's. */
+				if (avail < rec_len)
+					return SNI_INCOMPLETE;
 				hello.p = hs + 4;
 				hello.left = msg_len;
-				return parse_client_hello(&hello, name, namelen);
+				r = parse_client_hello(&hello, out);
+				if (r != SNI_MALFORMED)
+					out->len = off + 5 + rec_len;
+				return r;
 			}
 		}
 		if (avail < rec_len)
@@ -184,6 +229,8 @@ sni_result_str(enum sni_result r)
 		return "not TLS";
 	case SNI_MALFORMED:
 		return "malformed ClientHello";
+	case SNI_MANY_NAMES:
+		return "server_name lists more than one name";
 	}
 	return "?";
 }

@@ -7,6 +7,7 @@
 #ifndef AIRLOCK_PROXY_SNI_H
 #define AIRLOCK_PROXY_SNI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,12 +27,35 @@ enum sni_result {
 	SNI_NO_NAME,    /* a complete ClientHello without a server_name */
 	SNI_NOT_TLS,    /* the first bytes are not a TLS handshake record */
 	SNI_MALFORMED,  /* TLS, but broken, oversized or a bad host_name */
+	SNI_MANY_NAMES, /* server_name lists more than one name: name and second */
 };
 
-/* Parse buf[0..len) as the start of a TLS connection. On SNI_FOUND writes
- * the host_name (1..253 printable ASCII bytes, as sent) and a NUL into
- * name[namelen]; namelen must be at least SNI_NAME_MAX. */
-enum sni_result sni_parse(const uint8_t *buf, size_t len, char *name, size_t namelen);
+/* What a ClientHello says about the server it wants. */
+struct sni_hello {
+	/* SNI_FOUND: the host_name (1..253 printable ASCII bytes, as sent);
+	 * SNI_MANY_NAMES: the first entry's; "" otherwise. */
+	char name[SNI_NAME_MAX];
+	/* SNI_MANY_NAMES: the second entry, non-printable bytes as '?', for
+	 * the log's reason ("" if it is empty). */
+	char second[SNI_NAME_MAX];
+	/* The hello carries encrypted_client_hello (0xfe0d, RFC 9849) or the
+	 * draft encrypted_server_name (0xffce): the name the server acts on
+	 * may be an encrypted inner one, and name only the outer, public one.
+	 * Set for every complete hello (SNI_FOUND, SNI_NO_NAME,
+	 * SNI_MANY_NAMES). */
+	bool ech;
+	/* Complete hellos: bytes of buf up to the end of the record that
+	 * completes the ClientHello (where the client's next bytes start). */
+	size_t len;
+};
+
+/* Parse buf[0..len) as the start of a TLS connection. Every extension of
+ * a complete ClientHello is walked: server_name must be a list of one
+ * host_name (more than one entry is SNI_MANY_NAMES: RFC 6066 allows one
+ * name of a type and servers disagree on which of several counts); a
+ * second server_name or encrypted_client_hello extension, an entry of
+ * another name type, or bytes after the list are SNI_MALFORMED. */
+enum sni_result sni_parse(const uint8_t *buf, size_t len, struct sni_hello *out);
 
 /* Short stable text for logs: "found", "incomplete", ... */
 const char *sni_result_str(enum sni_result r);

@@ -1,6 +1,8 @@
 /* Fuzz the HTTP/1 head parser and everything the proxy derives from a head:
- * targets, framing, hop-by-hop rewriting; and the chunked delimiter fed in
- * pieces. The first byte picks request or response parsing. */
+ * the sniffer's verdict, the name a request presents (Host, absolute and
+ * CONNECT targets), Upgrade and Connection checks, targets, framing,
+ * hop-by-hop rewriting; and the chunked delimiter fed in pieces. The first
+ * byte picks request or response parsing. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,13 +49,35 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size--;
 
 	if (data[0] & 1) {
-		if (http_parse_request(buf, size, &h) == HTTP_OK) {
-			struct http_authority a;
+		enum http_sniff sn = http_sniff_request(buf, size);
+		enum http_result r = http_parse_request(buf, size, &h);
+
+		/* Bounded: from the head limit on, the sniffer always answers. */
+		if (size >= HTTP_MAX_HEAD && sn == HTTP_SNIFF_UNSURE)
+			abort();
+		if (r == HTTP_BAD_SYNTAX && h.error == NULL)
+			abort();
+		if (r == HTTP_OK) {
+			struct http_authority a, name, other;
 			const char *path;
 			size_t plen;
+			int idx = -1;
+			enum http_name nr;
 
 			if (h.head_len > size)
 				abort();
+			/* Whatever parses as a request, the sniffer takes for one:
+			 * a request it let pass as "other" would go unchecked. */
+			if (sn != HTTP_SNIFF_HTTP)
+				abort();
+			nr = http_request_name(buf, &h, 80, &name, &other);
+			if ((nr == HTTP_NAME_OK || nr == HTTP_NAME_MISMATCH) &&
+			    (name.host[0] == '\0' || strlen(name.host) >= sizeof(name.host)))
+				abort();
+			if (http_request_upgrade(buf, &h, &idx) == HTTP_UPGRADE_OTHER &&
+			    (idx < 0 || (size_t)idx >= h.n_headers))
+				abort();
+			(void)http_connection_framing(buf, &h);
 			(void)http_request_framing(buf, &h, &f, &n);
 			(void)http_parse_authority(buf + h.target.off, h.target.len, true, 0, &a);
 			if (http_parse_absolute(buf + h.target.off, h.target.len, &a, &path,
@@ -70,6 +94,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (h.head_len > size)
 				abort();
 			(void)http_response_framing(buf, &h, data[0] & 2, &f, &n);
+			(void)http_connection_framing(buf, &h);
 			(void)http_rewrite_response(buf, &h, data[0] & 4, out, sizeof(out));
 		}
 	}

@@ -82,7 +82,7 @@ test_top_level(void **state)
 	             "t.yaml:2:1: keys must be plain words (version, allow, ...), got a mapping");
 	{
 		static const char *const want[] = {
-		        "t.yaml:3:6: allow: rule keys must be plain words (host, cidr, ports)",
+		        "t.yaml:3:6: allow: rule keys must be plain words (host, cidr, ports, ech)",
 		        "t.yaml:3:5: allow: rule without host or cidr; expected `host: NAME` or "
 		        "`cidr: NET/LEN`",
 		};
@@ -120,15 +120,47 @@ test_rules(void **state)
 	expect_error(
 	        "version: 1\nallow:\n  - host: a.com\n    cidr: 10.0.0.0/8\n",
 	        "t.yaml:3:5: allow: a rule has either host or cidr, not both; write two rules");
-	expect_error(
-	        "version: 1\ndeny:\n  - host: a.com\n    port: 22\n",
-	        "t.yaml:4:5: deny: unknown key 'port' in a rule; expected host, cidr or ports");
+	expect_error("version: 1\ndeny:\n  - host: a.com\n    port: 22\n",
+	             "t.yaml:4:5: deny: unknown key 'port' in a rule; expected host, cidr, ports "
+	             "or ech");
 	expect_error("version: 1\nallow:\n  - host: a.com\n    host: b.com\n",
 	             "t.yaml:4:5: allow: 'host' given twice in one rule");
 	expect_error("version: 1\nallow:\n  - host:\n",
 	             "t.yaml:3:10: host: expected a DNS name like example.com, got nothing");
 	expect_error("version: 1\nallow:\n  - cidr: [1]\n",
 	             "t.yaml:3:11: cidr: expected a network like 203.0.113.0/24, got a list");
+}
+
+/* ech: allow | deny, on host allow rules only. */
+static void
+test_ech_key(void **state)
+{
+	struct policy_diag d = {0};
+	struct policy *p;
+	(void)state;
+
+	p = load_str("version: 1\nallow:\n  - host: a.com\n    ech: allow\n"
+	             "  - host: b.com\n    ech: deny\n",
+	             &d);
+	assert_non_null(p);
+	assert_string_equal(policy_match_ech(p, "a.com", 443), "t.yaml:3");
+	assert_null(policy_match_ech(p, "b.com", 443));
+	policy_free(p);
+	policy_diag_clear(&d);
+	expect_error("version: 1\nallow:\n  - host: a.com\n    ech: yes\n",
+	             "t.yaml:4:10: ech: expected allow or deny, got yes");
+	expect_error("version: 1\nallow:\n  - host: a.com\n    ech: [allow]\n",
+	             "t.yaml:4:10: ech: expected allow or deny, got a list");
+	expect_error("version: 1\nallow:\n  - host: a.com\n    ech:\n",
+	             "t.yaml:4:9: ech: expected allow or deny, got nothing");
+	expect_error("version: 1\ndeny:\n  - host: a.com\n    ech: allow\n",
+	             "t.yaml:4:10: ech: only allow rules take it (a deny rule refuses the name, "
+	             "encrypted or not)");
+	expect_error("version: 1\nallow:\n  - cidr: 203.0.113.0/24\n    ech: allow\n",
+	             "t.yaml:4:10: ech: only host rules take it (ECH is let through for the "
+	             "ClientHello's outer server name, which a cidr rule does not match)");
+	expect_error("version: 1\nallow:\n  - host: a.com\n    ech: allow\n    ech: allow\n",
+	             "t.yaml:5:5: allow: 'ech' given twice in one rule");
 }
 
 static void
@@ -655,6 +687,7 @@ main(void)
 	        cmocka_unit_test(test_version),
 	        cmocka_unit_test(test_top_level),
 	        cmocka_unit_test(test_rules),
+	        cmocka_unit_test(test_ech_key),
 	        cmocka_unit_test(test_hosts),
 	        cmocka_unit_test(test_long_names),
 	        cmocka_unit_test(test_cidrs),

@@ -885,6 +885,42 @@ test_match_addr_any(void **state)
 	policy_diag_clear(&d);
 }
 
+/* ECH is let through by any matching allow rule that opts in, whatever
+ * the rule order; a matching deny rule, another port or another name
+ * lets nothing through. */
+static void
+test_match_ech(void **state)
+{
+	struct policy_diag d = {0};
+	struct policy *p = load_str("version: 1\n"
+	                            "allow:\n"
+	                            "  - host: \"*.cdn.test\"\n" /* 3 */
+	                            "  - host: a.cdn.test\n"     /* 4 */
+	                            "    ech: allow\n"           /* 5 */
+	                            "  - host: \"*.ech.test\"\n" /* 6 */
+	                            "    ports: [443]\n"         /* 7 */
+	                            "    ech: allow\n"           /* 8 */
+	                            "  - host: plain.test\n"     /* 9 */
+	                            "deny:\n"                    /* 10 */
+	                            "  - host: no.ech.test\n",   /* 11 */
+	                            &d);
+
+	(void)state;
+	assert_non_null(p);
+	/* the verdict still names rule 3; ECH is allowed by rule 4 */
+	expect_host(p, "a.cdn.test", 443, POLICY_ALLOW, "t.yaml:3");
+	assert_string_equal(policy_match_ech(p, "a.cdn.test", 443), "t.yaml:4");
+	assert_null(policy_match_ech(p, "b.cdn.test", 443));
+	assert_string_equal(policy_match_ech(p, "x.ech.test", 443), "t.yaml:6");
+	assert_null(policy_match_ech(p, "x.ech.test", 80));
+	assert_null(policy_match_ech(p, "no.ech.test", 443));
+	assert_null(policy_match_ech(p, "plain.test", 443));
+	assert_null(policy_match_ech(p, "other.test", 443));
+	assert_null(policy_match_ech(p, "", 443));
+	policy_free(p);
+	policy_diag_clear(&d);
+}
+
 int
 main(void)
 {
@@ -907,6 +943,7 @@ main(void)
 	        cmocka_unit_test(test_match_name),
 	        cmocka_unit_test(test_match_name_model),
 	        cmocka_unit_test(test_match_addr_any),
+	        cmocka_unit_test(test_match_ech),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

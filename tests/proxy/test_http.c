@@ -93,6 +93,242 @@ test_request_bad(void **state)
 	                 HTTP_BAD_SYNTAX);
 }
 
+/* Empty lines before the request line (RFC 9112 2.2) and any token as a
+ * method (RFC 9110 9.1): what servers accept, the parser reads; what it
+ * refuses it says why. */
+static void
+test_request_leading_lines_and_methods(void **state)
+{
+	static struct http_head h;
+	static const char *const methods[] = {"M-SEARCH", "get", "PROPFINDPROPFINDPROPFIND",
+	                                      "X_Y!#$%&'*+.^`|~"};
+	char buf[256];
+	(void)state;
+
+	assert_int_equal(req("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", &h), HTTP_OK);
+	assert_true(http_span_eq("\r\n\r\nGET", h.method, "GET"));
+	snprintf(buf, sizeof(buf), "%sGET / HTTP/1.1\r\n\r\n", "\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n");
+	assert_int_equal(req(buf, &h), HTTP_OK);
+	snprintf(buf, sizeof(buf), "%sGET / HTTP/1.1\r\n\r\n",
+	         "\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n\r\n");
+	assert_int_equal(req(buf, &h), HTTP_BAD_SYNTAX);
+	assert_string_equal(h.error, "more than 8 empty lines before the request line");
+	/* a bare LF is refused at once, empty line or not */
+	assert_int_equal(req("\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", &h), HTTP_BAD_SYNTAX);
+	assert_string_equal(h.error, "bare LF (lines must end in CRLF)");
+	assert_int_equal(req("\r\n", &h), HTTP_INCOMPLETE);
+	assert_int_equal(req("\r", &h), HTTP_INCOMPLETE);
+	assert_int_equal(req("\r\n\r", &h), HTTP_INCOMPLETE);
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+		snprintf(buf, sizeof(buf), "%s / HTTP/1.1\r\nHost: a\r\n\r\n", methods[i]);
+		assert_int_equal(req(buf, &h), HTTP_OK);
+		assert_true(http_span_eq(buf, h.method, methods[i]));
+	}
+}
+
+/* A request line that is complete and wrong is refused before the rest
+ * of the head arrives, with a reason. */
+static void
+test_request_line_early(void **state)
+{
+	static struct http_head h;
+	static const struct {
+		const char *s, *error;
+	} cases[] = {
+	        {"GET /\r\n", "no HTTP version after the target (HTTP/0.9 is not served)"},
+	        {"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n",
+	         "no HTTP version after the target (HTTP/0.9 is not served)"},
+	        {"GET / HTTP/2.0\r\n", "the version is not HTTP/1.0 or HTTP/1.1"},
+	        {"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "the version is not HTTP/1.0 or HTTP/1.1"},
+	        {"GET  / HTTP/1.1\r\n", "no request target after one space"},
+	        {"GET\t/ HTTP/1.1\r\n", "the method is not a token followed by one space"},
+	        {"G(T", "the method is not a token followed by one space"},
+	        {"GET /a b HTTP/1.1\r\n", "the version is not HTTP/1.0 or HTTP/1.1"},
+	        {"GET / HTTP/1.1\r\n b: c\r\n\r\n",
+	         "obs-fold (a field line starting with whitespace)"},
+	        {"GET / HTTP/1.1\r\nb c: d\r\n\r\n",
+	         "a field name that is not a token followed by ':'"},
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(req(cases[i].s, &h), HTTP_BAD_SYNTAX);
+		assert_string_equal(h.error, cases[i].error);
+	}
+	/* A good line alone waits for the rest. */
+	assert_int_equal(req("GET / HTTP/1.1\r\n", &h), HTTP_INCOMPLETE);
+}
+
+/* The sniffer calls HTTP what any server would take for a request, and
+ * leaves other protocols alone (git over ssh, redis, TLS). */
+static void
+test_sniff(void **state)
+{
+	static const struct {
+		const char *s;
+		enum http_sniff want;
+	} cases[] = {
+	        {"", HTTP_SNIFF_UNSURE},
+	        {"G", HTTP_SNIFF_UNSURE},
+	        {"M-SEARCH", HTTP_SNIFF_UNSURE},
+	        {"GET ", HTTP_SNIFF_PARTIAL},
+	        {"GET / HTTP/1.1\r\n", HTTP_SNIFF_HTTP},
+	        {"\r\n", HTTP_SNIFF_PARTIAL},
+	        {"\n", HTTP_SNIFF_PARTIAL},
+	        {"\r\nGE", HTTP_SNIFF_PARTIAL},
+	        {"\r\n\n\r\nGET / HTTP/1.1\r\n", HTTP_SNIFF_HTTP},
+	        {"M-SEARCH * HTTP/1.1\r\n", HTTP_SNIFF_HTTP},
+	        {"get / http/1.1\r\n", HTTP_SNIFF_HTTP},
+	        {"GET\t/\tHTTP/1.1\r\n", HTTP_SNIFF_HTTP},
+	        {"GET /a b HTTP/1.1\r\n", HTTP_SNIFF_HTTP},
+	        {"GET / HTTP/1.1\n", HTTP_SNIFF_HTTP},
+	        {"GET /\r\n", HTTP_SNIFF_HTTP},
+	        {"GET http://a.test/\r\n", HTTP_SNIFF_HTTP},
+	        {"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", HTTP_SNIFF_HTTP},
+	        {"a b", HTTP_SNIFF_PARTIAL},
+	        {"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n", HTTP_SNIFF_OTHER},
+	        {"SSH-2.0-OpenSSH_9.2p1\r\n", HTTP_SNIFF_OTHER},
+	        {"PING\r\n", HTTP_SNIFF_OTHER},
+	        {"SET a b\r\n", HTTP_SNIFF_OTHER},
+	        {"\r\n\x01", HTTP_SNIFF_OTHER},
+	        {"\x16\x03\x01", HTTP_SNIFF_OTHER},
+	        {" GET / HTTP/1.1\r\n", HTTP_SNIFF_HTTP},
+	        {" \t", HTTP_SNIFF_UNSURE},
+	        {"OP\fHost: x", HTTP_SNIFF_PARTIAL},
+	        {"OP\fHost: x\r\n", HTTP_SNIFF_OTHER},
+	        {" \x01", HTTP_SNIFF_OTHER},
+	};
+	char *big;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_int_equal(http_sniff_request(cases[i].s, strlen(cases[i].s)), cases[i].want);
+	assert_int_equal(http_sniff_request("\0", 1), HTTP_SNIFF_OTHER);
+	/* A token that does not end within the head limit is HTTP for a
+	 * server with a larger one: refused (too large), never a tunnel. */
+	big = malloc(HTTP_MAX_HEAD);
+	memset(big, 'A', HTTP_MAX_HEAD);
+	assert_int_equal(http_sniff_request(big, 100), HTTP_SNIFF_UNSURE);
+	assert_int_equal(http_sniff_request(big, HTTP_MAX_HEAD), HTTP_SNIFF_HTTP);
+	free(big);
+}
+
+/* The name a request presents: an absolute-form or CONNECT target's
+ * authority first (the origin routes by it), else Host. */
+static void
+test_request_name(void **state)
+{
+	static struct http_head h;
+	struct http_authority n, o;
+	static const struct {
+		const char *s;
+		enum http_name want;
+		const char *name;
+		uint16_t port;
+	} cases[] = {
+	        {"GET / HTTP/1.1\r\nHost: A.test:8080\r\n\r\n", HTTP_NAME_OK, "a.test", 8080},
+	        {"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", HTTP_NAME_OK, "a.test", 81},
+	        {"GET / HTTP/1.0\r\n\r\n", HTTP_NAME_NONE, "", 0},
+	        {"GET http://b.test/ HTTP/1.1\r\n\r\n", HTTP_NAME_OK, "b.test", 80},
+	        {"GET https://b.test/ HTTP/1.1\r\n\r\n", HTTP_NAME_OK, "b.test", 443},
+	        {"GET HTTP://B.test:8443/x HTTP/1.1\r\nHost: b.test.\r\n\r\n", HTTP_NAME_OK,
+	         "b.test", 8443},
+	        {"GET http://b.test./ HTTP/1.1\r\nHost: B.TEST:80\r\n\r\n", HTTP_NAME_OK, "b.test.",
+	         80},
+	        {"GET http://b.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", HTTP_NAME_MISMATCH,
+	         "b.test", 80},
+	        {"GET http://b.test:8080/ HTTP/1.1\r\nHost: b.test:9090\r\n\r\n",
+	         HTTP_NAME_MISMATCH, "b.test", 8080},
+	        {"CONNECT c.test:443 HTTP/1.1\r\nHost: c.test:443\r\n\r\n", HTTP_NAME_OK, "c.test",
+	         443},
+	        {"CONNECT c.test:443 HTTP/1.1\r\nHost: a.test\r\n\r\n", HTTP_NAME_MISMATCH,
+	         "c.test", 443},
+	        {"OPTIONS * HTTP/1.1\r\nHost: a.test\r\n\r\n", HTTP_NAME_OK, "a.test", 81},
+	        {"GET * HTTP/1.1\r\nHost: a.test\r\n\r\n", HTTP_NAME_BAD_TARGET, "", 0},
+	        {"GET a.test HTTP/1.1\r\nHost: a.test\r\n\r\n", HTTP_NAME_BAD_TARGET, "", 0},
+	        {"GET ftp://a.test/ HTTP/1.1\r\n\r\n", HTTP_NAME_BAD_TARGET, "", 0},
+	        {"GET http://u@b.test/ HTTP/1.1\r\n\r\n", HTTP_NAME_BAD_TARGET, "", 0},
+	        {"GET http:///x HTTP/1.1\r\n\r\n", HTTP_NAME_BAD_TARGET, "", 0},
+	        {"CONNECT / HTTP/1.1\r\n\r\n", HTTP_NAME_BAD_TARGET, "", 0},
+	        {"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", HTTP_NAME_MANY_HOSTS, "", 0},
+	        {"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", HTTP_NAME_BAD_HOST, "", 0},
+	        {"GET / HTTP/1.1\r\nHost:\r\n\r\n", HTTP_NAME_BAD_HOST, "", 0},
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(req(cases[i].s, &h), HTTP_OK);
+		assert_int_equal(http_request_name(cases[i].s, &h, 81, &n, &o), cases[i].want);
+		if (cases[i].want == HTTP_NAME_OK || cases[i].want == HTTP_NAME_MISMATCH) {
+			assert_string_equal(n.host, cases[i].name);
+			assert_int_equal(n.port, cases[i].port);
+		}
+	}
+	assert_int_equal(req("GET http://b.test/ HTTP/1.1\r\nHost: evil.test:81\r\n\r\n", &h),
+	                 HTTP_OK);
+	assert_int_equal(
+	        http_request_name("GET http://b.test/ HTTP/1.1\r\nHost: evil.test:81\r\n\r\n", &h,
+	                          81, &n, &o),
+	        HTTP_NAME_MISMATCH);
+	assert_string_equal(o.host, "evil.test");
+	assert_true(o.has_port);
+}
+
+static void
+test_upgrade_and_connection(void **state)
+{
+	static struct http_head h;
+	static const struct {
+		const char *fields;
+		enum http_upgrade up;
+		int idx;
+		const char *framing;
+	} cases[] = {
+	        {"", HTTP_UPGRADE_NONE, -1, NULL},
+	        {"Upgrade: websocket\r\nConnection: Upgrade\r\n", HTTP_UPGRADE_WEBSOCKET, -1, NULL},
+	        {"Upgrade: WebSocket\r\n", HTTP_UPGRADE_WEBSOCKET, -1, NULL},
+	        {"Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\n", HTTP_UPGRADE_OTHER, 0,
+	         NULL},
+	        {"Upgrade: websocket, h2c\r\n", HTTP_UPGRADE_OTHER, 0, NULL},
+	        {"Upgrade: websocket\r\nUpgrade: h2c\r\n", HTTP_UPGRADE_OTHER, 1, NULL},
+	        {"Upgrade:\r\n", HTTP_UPGRADE_OTHER, 0, NULL},
+	        {"Upgrade: ,\r\n", HTTP_UPGRADE_OTHER, 0, NULL},
+	        {"Connection: Content-Length\r\n", HTTP_UPGRADE_NONE, -1, "Content-Length"},
+	        {"Connection: close, transfer-encoding\r\n", HTTP_UPGRADE_NONE, -1,
+	         "Transfer-Encoding"},
+	        {"Connection: close\r\nConnection: HOST\r\n", HTTP_UPGRADE_NONE, -1, "Host"},
+	        {"Connection: keep-alive, X-Secret\r\n", HTTP_UPGRADE_NONE, -1, NULL},
+	        {"Connection: Content-Lengthx\r\n", HTTP_UPGRADE_NONE, -1, NULL},
+	};
+	char buf[512];
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int idx = -1;
+		const char *f;
+
+		snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n%s\r\n", cases[i].fields);
+		assert_int_equal(req(buf, &h), HTTP_OK);
+		assert_int_equal(http_request_upgrade(buf, &h, &idx), cases[i].up);
+		if (cases[i].idx >= 0) {
+			assert_true(idx >= 0);
+			/* the field index as parsed: Host is field 0 */
+			assert_int_equal(idx, cases[i].idx + 1);
+		}
+		f = http_connection_framing(buf, &h);
+		if (cases[i].framing == NULL)
+			assert_null(f);
+		else
+			assert_string_equal(f, cases[i].framing);
+	}
+	/* responses too */
+	snprintf(buf, sizeof(buf),
+	         "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+	         "Connection: Content-Length\r\n\r\nhello");
+	assert_int_equal(http_parse_response(buf, strlen(buf), &h), HTTP_OK);
+	assert_string_equal(http_connection_framing(buf, &h), "Content-Length");
+}
+
 static void
 test_response(void **state)
 {
@@ -293,6 +529,11 @@ main(void)
 	        cmocka_unit_test(test_request_ok),
 	        cmocka_unit_test(test_request_incomplete_and_limits),
 	        cmocka_unit_test(test_request_bad),
+	        cmocka_unit_test(test_request_leading_lines_and_methods),
+	        cmocka_unit_test(test_request_line_early),
+	        cmocka_unit_test(test_sniff),
+	        cmocka_unit_test(test_request_name),
+	        cmocka_unit_test(test_upgrade_and_connection),
 	        cmocka_unit_test(test_response),
 	        cmocka_unit_test(test_request_framing),
 	        cmocka_unit_test(test_targets),

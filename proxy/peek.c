@@ -1,0 +1,234 @@
+/* First bytes of a stream: ClientHello, HTTP/1 request head, or neither.
+ * See peek.h for the contract. */
+#include "proxy/peek.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define TLS_RECORD_HANDSHAKE 0x16
+
+/* An untrusted value for a reason: printable ASCII kept, the rest '?'. */
+static void
+copy_printable(char *out, size_t outlen, const char *p, size_t n)
+{
+	if (n >= outlen)
+		n = outlen - 1;
+	for (size_t i = 0; i < n; i++)
+		out[i] = p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '?';
+	out[n] = '\0';
+}
+
+static enum peek_kind
+refuse(struct peek *out, enum peek_error e)
+{
+	out->error = e;
+	return PEEK_BAD;
+}
+
+static void
+take_name(struct peek *out, const struct http_authority *a)
+{
+	memcpy(out->name, a->host, sizeof(out->name));
+	out->ip_literal = a->ip_literal;
+	out->port = a->port;
+	out->has_port = a->has_port;
+}
+
+static enum peek_kind
+peek_tls(const uint8_t *buf, size_t len, struct peek *out)
+{
+	struct sni_hello hello;
+	struct http_authority a;
+	enum sni_result r = sni_parse(buf, len, &hello);
+
+	out->proto = PEEK_PROTO_TLS;
+	out->ech = hello.ech;
+	switch (r) {
+	case SNI_NOT_TLS:
+		out->proto = PEEK_PROTO_UNKNOWN;
+		return PEEK_OTHER;
+	case SNI_INCOMPLETE:
+		return len < PEEK_MAX_INPUT ? PEEK_MORE : refuse(out, PEEK_TLS_TOO_LARGE);
+	case SNI_FOUND:
+		/* An SNI that is an address (RFC 6066 forbids it; clients
+		 * still send it) is matched as one, like a Host literal. */
+		memcpy(out->name, hello.name, sizeof(out->name));
+		out->ip_literal =
+		        http_parse_authority(hello.name, strlen(hello.name), false, 0, &a) == 0 &&
+		        a.ip_literal;
+		/* fall through */
+	case SNI_NO_NAME:
+		out->len = hello.len;
+		return PEEK_TLS;
+	case SNI_MANY_NAMES:
+		memcpy(out->name, hello.name, sizeof(out->name));
+		memcpy(out->detail, hello.second, sizeof(out->detail));
+		return refuse(out, PEEK_TLS_MANY_NAMES);
+	case SNI_MALFORMED:
+		break;
+	}
+	return refuse(out, PEEK_TLS_MALFORMED);
+}
+
+static enum peek_kind
+peek_http(const char *s, size_t len, uint16_t default_port, struct http_head *h, struct peek *out)
+{
+	struct http_authority name, other;
+	enum http_result r;
+	const char *f;
+	int idx = -1;
+
+	out->proto = PEEK_PROTO_HTTP;
+	r = http_parse_request(s, len, h);
+	if (r == HTTP_INCOMPLETE)
+		return PEEK_MORE;
+	if (r != HTTP_OK) {
+		out->http = r;
+		out->head_error = r == HTTP_BAD_SYNTAX ? h->error : NULL;
+		return refuse(out, PEEK_HTTP_HEAD);
+	}
+	out->len = h->head_len;
+	switch (http_request_name(s, h, default_port, &name, &other)) {
+	case HTTP_NAME_OK:
+		take_name(out, &name);
+		break;
+	case HTTP_NAME_NONE:
+		break;
+	case HTTP_NAME_BAD_TARGET:
+		copy_printable(out->detail, sizeof(out->detail), s + h->target.off, h->target.len);
+		return refuse(out, PEEK_HTTP_TARGET);
+	case HTTP_NAME_BAD_HOST:
+		idx = http_find_header(s, h, "host", 0);
+		copy_printable(out->detail, sizeof(out->detail), s + h->headers[idx].value.off,
+		               h->headers[idx].value.len);
+		return refuse(out, PEEK_HTTP_HOST);
+	case HTTP_NAME_MANY_HOSTS:
+		return refuse(out, PEEK_HTTP_MANY_HOSTS);
+	case HTTP_NAME_MISMATCH:
+		take_name(out, &name);
+		if (other.has_port)
+			snprintf(out->detail, sizeof(out->detail), "%.200s:%u", other.host,
+			         (unsigned)other.port);
+		else
+			snprintf(out->detail, sizeof(out->detail), "%s", other.host);
+		return refuse(out, PEEK_HTTP_MISMATCH);
+	}
+	{
+		enum http_framing fr;
+		uint64_t n;
+
+		if (http_request_framing(s, h, &fr, &n) != 0)
+			return refuse(out, PEEK_HTTP_FRAMING);
+	}
+	if ((f = http_connection_framing(s, h)) != NULL) {
+		snprintf(out->detail, sizeof(out->detail), "%s", f);
+		return refuse(out, PEEK_HTTP_CONNECTION);
+	}
+	switch (http_request_upgrade(s, h, &idx)) {
+	case HTTP_UPGRADE_NONE:
+		break;
+	case HTTP_UPGRADE_WEBSOCKET:
+		out->websocket = true;
+		break;
+	case HTTP_UPGRADE_OTHER:
+		copy_printable(out->detail, sizeof(out->detail), s + h->headers[idx].value.off,
+		               h->headers[idx].value.len);
+		return refuse(out, PEEK_HTTP_UPGRADE);
+	}
+	return PEEK_HTTP;
+}
+
+enum peek_kind
+peek_parse(const uint8_t *buf, size_t len, uint16_t default_port, struct http_head *h,
+           struct peek *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (len > PEEK_MAX_INPUT)
+		len = PEEK_MAX_INPUT;
+	if (len == 0)
+		return PEEK_MORE;
+	if (buf[0] == TLS_RECORD_HANDSHAKE)
+		return peek_tls(buf, len, out);
+	switch (http_sniff_request((const char *)buf, len)) {
+	case HTTP_SNIFF_UNSURE:
+		return PEEK_MORE;
+	case HTTP_SNIFF_PARTIAL:
+		/* Not the parser's yet: the line may still turn out to be
+		 * another protocol's, and the answer must not change. */
+		out->proto = PEEK_PROTO_HTTP;
+		return PEEK_MORE;
+	case HTTP_SNIFF_HTTP:
+		return peek_http((const char *)buf, len, default_port, h, out);
+	case HTTP_SNIFF_OTHER:
+		break;
+	}
+	return PEEK_OTHER;
+}
+
+void
+peek_reason(const struct peek *p, char *out, size_t outlen)
+{
+	switch (p->error) {
+	case PEEK_OK:
+		snprintf(out, outlen, "no refusal");
+		return;
+	case PEEK_TLS_MALFORMED:
+		snprintf(out, outlen, "malformed ClientHello");
+		return;
+	case PEEK_TLS_TOO_LARGE:
+		snprintf(out, outlen, "ClientHello not complete within %u bytes",
+		         (unsigned)PEEK_MAX_INPUT);
+		return;
+	case PEEK_TLS_MANY_NAMES:
+		snprintf(out, outlen,
+		         "ClientHello server_name lists more than one name (%s, %s): "
+		         "servers differ on which one they serve",
+		         p->name, p->detail);
+		return;
+	case PEEK_HTTP_HEAD:
+		snprintf(out, outlen, "%s%s%s", http_result_str(p->http),
+		         p->head_error != NULL ? ": " : "",
+		         p->head_error != NULL ? p->head_error : "");
+		return;
+	case PEEK_HTTP_TARGET:
+		snprintf(out, outlen,
+		         "request target '%.200s' is not origin-form, absolute-form (http, "
+		         "https) or CONNECT's host:port",
+		         p->detail);
+		return;
+	case PEEK_HTTP_HOST:
+		snprintf(out, outlen, "bad Host header '%.200s'", p->detail);
+		return;
+	case PEEK_HTTP_MANY_HOSTS:
+		snprintf(out, outlen, "more than one Host header");
+		return;
+	case PEEK_HTTP_MISMATCH:
+		snprintf(out, outlen, "the request target names %s but Host names %s", p->name,
+		         p->detail);
+		return;
+	case PEEK_HTTP_FRAMING:
+		snprintf(out, outlen,
+		         "the request body's length is ambiguous "
+		         "(Content-Length/Transfer-Encoding)");
+		return;
+	case PEEK_HTTP_CONNECTION:
+		snprintf(out, outlen, HTTP_CONNECTION_FRAMING_WHY, p->detail);
+		return;
+	case PEEK_HTTP_UPGRADE:
+		snprintf(out, outlen,
+		         "Upgrade: %.200s refused: only websocket is let through on a "
+		         "name-checked connection",
+		         p->detail);
+		return;
+	}
+	snprintf(out, outlen, "?");
+}
+
+int
+peek_status(const struct peek *p)
+{
+	if (p->error == PEEK_HTTP_HEAD &&
+	    (p->http == HTTP_TOO_LARGE || p->http == HTTP_TOO_MANY_HEADERS))
+		return 431;
+	return 400;
+}

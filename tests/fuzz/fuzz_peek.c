@@ -1,0 +1,88 @@
+/* Fuzz peek_parse() the way bytes arrive on a connection: the input after
+ * the first two bytes is offered as growing prefixes cut at points drawn
+ * from those two bytes, as in fuzz_sni.c. A prefix may only ask for more
+ * (PEEK_MORE) or give the whole input's answer: kind, error and name. From
+ * PEEK_MAX_INPUT bytes on it never asks for more; names and lengths stay
+ * within their bounds, and every refusal has a reason and a status. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/peek.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct http_head head;
+
+static enum peek_kind
+peek_copy(const uint8_t *data, size_t len, struct peek *out)
+{
+	/* exact-size heap copy so ASan catches any read past len */
+	uint8_t *copy = malloc(len ? len : 1);
+	enum peek_kind k;
+
+	if (copy == NULL)
+		abort();
+	if (len > 0)
+		memcpy(copy, data, len);
+	k = peek_parse(copy, len, 8080, &head, out);
+	free(copy);
+	return k;
+}
+
+static void
+check(enum peek_kind k, const struct peek *p, size_t len)
+{
+	char why[512];
+
+	if (strnlen(p->name, sizeof(p->name)) == sizeof(p->name) ||
+	    strnlen(p->detail, sizeof(p->detail)) == sizeof(p->detail))
+		abort();
+	if ((k == PEEK_TLS || k == PEEK_HTTP) && (p->len == 0 || p->len > len))
+		abort();
+	if ((k == PEEK_BAD) != (p->error != PEEK_OK))
+		abort();
+	if (k == PEEK_BAD) {
+		int st = peek_status(p);
+
+		peek_reason(p, why, sizeof(why));
+		if (why[0] == '\0' || (st != 400 && st != 431))
+			abort();
+	}
+	if (len >= PEEK_MAX_INPUT && k == PEEK_MORE)
+		abort();
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct peek whole, p;
+	enum peek_kind wk, k;
+	unsigned seed;
+
+	if (size < 2)
+		return 0;
+	seed = (unsigned)data[0] << 8 | data[1];
+	data += 2;
+	size -= 2;
+	if (size > PEEK_MAX_INPUT)
+		size = PEEK_MAX_INPUT;
+	wk = peek_copy(data, size, &whole);
+	check(wk, &whole, size);
+	for (size_t off = 0; off < size;) {
+		seed = seed * 1103515245u + 12345u;
+		off += 1 + (seed >> 16) % 61;
+		if (off > size)
+			off = size;
+		k = peek_copy(data, off, &p);
+		check(k, &p, off);
+		if (k == PEEK_MORE)
+			continue;
+		if (k != wk || p.error != whole.error || strcmp(p.name, whole.name) != 0 ||
+		    p.ech != whole.ech || p.len != whole.len)
+			abort();
+		break;
+	}
+	return 0;
+}

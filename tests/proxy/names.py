@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Probes for test_names_e2e.sh, run inside `airlock run` in the test lab.
+
+evil.test and secret.evil.test share one lab address (203.0.113.66). The
+policy allows the first and denies the second, so every probe here is a
+denied name presented on a connection to an allowed address: the case a
+shared CDN address makes real. Each probe prints one line, "NAME VERDICT
+DETAIL", where VERDICT is what the client saw:
+
+  refused  the proxy's own refusal (an HTTP status it wrote, or the TLS
+           access_denied alert), or a reset
+  passed   bytes came back from the origin (the request went through)
+
+names.py [transparent|explicit|ech-allowed]"""
+import os
+import re
+import socket
+import struct
+import sys
+
+SHARED = "203.0.113.66"  # evil.test and secret.evil.test
+PROXY = ("127.0.0.1", 3128)
+ALERT_ACCESS_DENIED = b"\x15\x03\x03\x00\x02\x02\x31"
+
+
+def exchange(addr, data, done=lambda got: False, timeout=5):
+    """Send data, read until the peer closes or done(bytes so far) holds;
+    (bytes, error text)."""
+    try:
+        s = socket.create_connection(addr, timeout=timeout)
+    except OSError as e:
+        return b"", f"connect: {e}"
+    got, err = b"", ""
+    try:
+        s.sendall(data)
+        while len(got) < 65536 and not done(got):
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except OSError as e:
+        err = type(e).__name__
+    s.close()
+    return got, err
+
+
+def http_complete(got):
+    """One whole response: its head and, if it has one, its Content-Length
+    body (keep-alive peers do not close after it)."""
+    head, sep, body = got.partition(b"\r\n\r\n")
+    m = re.search(rb"(?im)^content-length: *([0-9]+)\r?$", head)
+    return sep != b"" and m is not None and len(body) >= int(m.group(1))
+
+
+def http_probe(name, addr, data, refusals=("400", "403")):
+    """An HTTP request: refused if the status line is one the proxy writes
+    with its Proxy-Status header, passed if anything else answered."""
+    got, err = exchange(addr, data, http_complete)
+    line = got.split(b"\r\n", 1)[0].decode("latin-1")
+    status = line.split(" ")[1] if line.count(" ") >= 1 else "-"
+    ours = b"Proxy-Status: airlock" in got
+    if (ours and status in refusals) or (not got and err):
+        print(f"{name} refused {status if got else err}")
+    else:
+        print(f"{name} passed {line or err or 'nothing'}")
+
+
+def ext(kind, body):
+    return struct.pack("!HH", kind, len(body)) + body
+
+
+def client_hello(names, ech=False):
+    """A TLS 1.3 ClientHello an OpenSSL server answers (x25519, one suite),
+    with a server_name list of names and, if ech, an encrypted_client_hello
+    extension shaped as an outer ECHClientHello (RFC 9849 5)."""
+    exts = b""
+    if names:
+        entries = b"".join(b"\x00" + struct.pack("!H", len(n)) + n.encode() for n in names)
+        exts += ext(0x0000, struct.pack("!H", len(entries)) + entries)
+    exts += ext(0x002B, b"\x02\x03\x04")  # supported_versions: TLS 1.3
+    exts += ext(0x000A, b"\x00\x02\x00\x1d")  # supported_groups: x25519
+    exts += ext(0x000D, b"\x00\x04\x04\x03\x08\x04")  # signature_algorithms
+    share = b"\x00\x1d" + struct.pack("!H", 32) + os.urandom(32)
+    exts += ext(0x0033, struct.pack("!H", len(share)) + share)  # key_share
+    if ech:
+        enc, payload = os.urandom(32), os.urandom(208)
+        exts += ext(0xFE0D, b"\x00" + b"\x00\x01\x00\x01" + b"\x42" +
+                    struct.pack("!H", len(enc)) + enc + struct.pack("!H", len(payload)) + payload)
+    body = (b"\x03\x03" + os.urandom(32) + b"\x20" + os.urandom(32) + b"\x00\x02\x13\x01" +
+            b"\x01\x00" + struct.pack("!H", len(exts)) + exts)
+    hs = b"\x01" + struct.pack("!I", len(body))[1:] + body
+    return b"\x16\x03\x01" + struct.pack("!H", len(hs)) + hs
+
+
+def tls_probe(name, names, ech=False):
+    # The first record tells: our alert, or the server's answer.
+    got, err = exchange((SHARED, 443), client_hello(names, ech), lambda got: len(got) >= 7)
+    if got.startswith(ALERT_ACCESS_DENIED) or (not got and err):
+        print(f"{name} refused {'access_denied' if got else err}")
+    else:
+        print(f"{name} passed {got[:6].hex() or err or 'nothing'}")
+
+
+def req(method, target, headers, body=b""):
+    head = f"{method} {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
+    return head.encode() + b"\r\n" + body
+
+
+def transparent():
+    # The sandbox's DNS answers evil.test, so its address is learned: a
+    # connection that shows no name is let through as evil.test.
+    socket.getaddrinfo("evil.test", 80, socket.AF_INET, socket.SOCK_STREAM)
+    web = (SHARED, 80)
+    close = ("Connection", "close")
+    ok, bad = ("Host", "evil.test"), ("Host", "secret.evil.test")
+
+    # Controls: the allowed name on the shared address goes through.
+    http_probe("control-http", web, req("GET", "/", [ok, close]))
+    tls_probe("control-tls", ["evil.test"])
+    http_probe("control-crlf", web, b"\r\n" + req("GET", "/", [ok, close]))
+    http_probe("control-method", web, req("M-SEARCH", "/", [ok, close]))
+    http_probe("control-websocket", web, req("GET", "/", [ok, ("Connection", "Upgrade"),
+                                                          ("Upgrade", "websocket"), close]))
+    # 1. What servers accept as a request, the sniffer must read too.
+    http_probe("crlf", web, b"\r\n" + req("GET", "/", [bad, close]))
+    http_probe("bare-lf", web, b"\n" + req("GET", "/", [bad, close]))
+    http_probe("method-dash", web, req("M-SEARCH", "/", [bad, close]))
+    http_probe("method-long", web, req("PROPFINDPROPFINDPROPFIND", "/", [bad, close]))
+    http_probe("absolute-mismatch", web, req("GET", "http://secret.evil.test/", [ok, close]))
+    http_probe("absolute-nohost", web, req("GET", "http://secret.evil.test/", [close]))
+    # 2. A ClientHello that names two servers, or hides the name (ECH).
+    tls_probe("sni-two-names", ["evil.test", "secret.evil.test"])
+    tls_probe("ech", ["evil.test"], ech=True)
+    # ... and an upgrade away from HTTP/1 on a name-checked connection.
+    http_probe("upgrade-h2c", web, req("GET", "/", [ok, ("Connection", "Upgrade, HTTP2-Settings"),
+                                                    ("Upgrade", "h2c"),
+                                                    ("HTTP2-Settings", "AAMAAABkAAQCAAAAAAIAAAAA"),
+                                                    close]))
+    # 3. A framing header named in Connection: an intermediary that drops
+    # it reads the body as a second request, never decided.
+    smuggled = req("GET", "/", [bad, close])
+    http_probe("connection-cl", web, req("POST", "/", [ok, ("Content-Length", str(len(smuggled))),
+                                                       ("Connection", "Content-Length")], smuggled))
+
+
+def explicit():
+    smuggled = req("GET", "/", [("Host", "secret.evil.test"), ("Connection", "close")])
+    http_probe("explicit-connection-cl", PROXY,
+               req("POST", "http://evil.test/", [("Host", "evil.test"),
+                                                 ("Content-Length", str(len(smuggled))),
+                                                 ("Connection", "Content-Length")], smuggled))
+    http_probe("explicit-connection-host", PROXY,
+               req("GET", "http://evil.test/", [("Host", "evil.test"), ("Connection", "Host")]))
+    # The response side: the origin on 8081 names its own Content-Length
+    # in Connection (see test_names_e2e.sh).
+    http_probe("explicit-response-connection-cl", PROXY,
+               req("GET", "http://evil.test:8081/", [("Connection", "close")]), refusals=("502",))
+
+
+def ech_allowed():
+    socket.getaddrinfo("evil.test", 443, socket.AF_INET, socket.SOCK_STREAM)
+    tls_probe("ech-opted-in", ["evil.test"], ech=True)
+    tls_probe("ech-two-names", ["evil.test", "secret.evil.test"], ech=True)
+
+
+{"transparent": transparent, "explicit": explicit, "ech-allowed": ech_allowed}[sys.argv[1]]()
