@@ -734,6 +734,12 @@ sbx_go(struct sbx *s, bool ok)
 	m.value = ok ? 1 : 0;
 	rc = sbx_msg_send(s->sock, &m, NULL, 0);
 	sbx_cpus_restore(s); /* after: the go is what init waits for */
+	/* The gate's threads while CMD is exec'd on the other CPU: off the
+	 * start-up path (bench/run.md). */
+	if (ok && rc == 0 && ugate_start(s->gate, err, sizeof(err)) < 0) {
+		log_warnx("%s", err);
+		return -1;
+	}
 	return want && !ok ? -1 : rc;
 }
 

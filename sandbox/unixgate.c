@@ -951,6 +951,15 @@ ugate_new(int listener, int diag, const struct ugate_config *cfg, char *err, siz
 		snprintf(err, errlen, "unix socket gate: signal handler: %s", strerror(errno));
 		goto fail;
 	}
+	return g;
+fail:
+	ugate_free(g);
+	return NULL;
+}
+
+int
+ugate_start(struct ugate *g, char *err, size_t errlen)
+{
 	g->g_stopped = false;
 	for (size_t i = 0; i < UGATE_WORKERS; i++) {
 		struct worker *w = &g->g_w[i];
@@ -964,19 +973,16 @@ ugate_new(int listener, int diag, const struct ugate_config *cfg, char *err, siz
 		if (w->w_req == NULL || w->w_resp == NULL || w->w_data == NULL ||
 		    w->w_ctl == NULL || w->w_iov == NULL) {
 			snprintf(err, errlen, "unix socket gate: out of memory");
-			goto fail;
+			return -1;
 		}
 		int e = pthread_create(&w->w_tid, NULL, worker_main, w);
 		if (e != 0) {
 			snprintf(err, errlen, "unix socket gate: thread: %s", strerror(e));
-			goto fail;
+			return -1;
 		}
 		w->w_started = true;
 	}
-	return g;
-fail:
-	ugate_free(g);
-	return NULL;
+	return 0;
 }
 
 int

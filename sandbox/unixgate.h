@@ -65,13 +65,19 @@ struct ugate_event {
 	char path[UGATE_PATH_MAX];
 };
 
-/* Start the workers on listener (the seccomp notification fd) with diag
- * (a NETLINK_SOCK_DIAG socket made inside the sandbox's network
- * namespace). Takes ownership of both fds, also on failure; cfg and what
- * it points to are borrowed until ugate_free. NULL with a one-line reason
- * in err. */
+/* The gate on listener (the seccomp notification fd) with diag (a
+ * NETLINK_SOCK_DIAG socket made inside the sandbox's network namespace).
+ * Takes ownership of both fds, also on failure; cfg and what it points to
+ * are borrowed until ugate_free. NULL with a one-line reason in err. */
 struct ugate *ugate_new(int listener, int diag, const struct ugate_config *cfg, char *err,
                         size_t errlen);
+
+/* Start its workers: apart from ugate_new so that the threads are made
+ * after the go, while CMD is being exec'd (CMD's calls wait in the kernel
+ * until a worker takes them). 0, or -1 with a one-line reason: CMD's
+ * connect and send calls would then wait for ever, so the caller must end
+ * the sandbox. */
+int ugate_start(struct ugate *g, char *err, size_t errlen);
 
 /* Readable when events are queued (cfg.events); -1 without events. */
 int ugate_event_fd(const struct ugate *g);
