@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <linux/netlink.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
 #include <netinet/in.h>
@@ -158,6 +159,18 @@ nflog_bind(int fd, uint16_t group, char *err, size_t errlen)
 		         nflog_advice(saved));
 	}
 	mnl_socket_close(nl); /* the duplicate */
+	/* Only the kernel may send to it: connected to port 0, the socket
+	 * refuses unicasts from any other socket of its network namespace,
+	 * which would otherwise be forged packet lines. */
+	if (ret == 0) {
+		struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+
+		if (connect(fd, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
+			saved = errno;
+			snprintf(err, errlen, "nflog: connecting to the kernel: %s", strerror(saved));
+			ret = -1;
+		}
+	}
 	errno = saved;
 	return ret;
 }

@@ -410,6 +410,12 @@ sbx_init_main(const struct sbx *s, int sock)
 	gate[SBX_GATE_DIAG] = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (gate[SBX_GATE_DIAG] < 0)
 		init_die("set-up: unix_diag socket: %s", strerror(errno));
+	/* Connected to the kernel: no other socket may send it an answer
+	 * (unixgate.c's own_socket trusts what it reads). */
+	if (connect(gate[SBX_GATE_DIAG], (struct sockaddr *)&(struct sockaddr_nl){.nl_family =
+	                                                                            AF_NETLINK},
+	            sizeof(struct sockaddr_nl)) < 0)
+		init_die("set-up: unix_diag socket: connect: %s", strerror(errno));
 	if (sbx_seccomp_build(&filter, err, sizeof(err)) < 0 ||
 	    (gate[SBX_GATE_LISTENER] = sbx_seccomp_install(&filter, err, sizeof(err))) < 0)
 		init_die("%s", err);

@@ -16,6 +16,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/audit.h>
+#include <linux/udp.h>
+#include <netinet/in.h>
 #include <linux/netlink.h>
 #include <linux/openat2.h>
 #include <linux/rtnetlink.h>
@@ -349,7 +351,14 @@ own_socket(struct ugate *g, const struct stat *st)
 	if (send(g->g_diag, &req, sizeof(req), MSG_NOSIGNAL) != (ssize_t)sizeof(req))
 		failed = true;
 	while (!failed && !done) {
-		n = recv(g->g_diag, buf, sizeof(buf), 0);
+		struct sockaddr_nl from;
+		socklen_t fromlen = sizeof(from);
+
+		n = recvfrom(g->g_diag, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fromlen);
+		/* Only the kernel's answers (the socket is connected to it, too). */
+		if (n > 0 && (fromlen < sizeof(from) || from.nl_family != AF_NETLINK ||
+		              from.nl_pid != 0))
+			continue;
 		if (n <= 0) {
 			failed = true;
 			break;
@@ -421,6 +430,19 @@ gate_dest(struct worker *w, const struct target *t, int sock, enum ugate_op op, 
 
 	d->opath = -1;
 	d->len = len;
+	/* The gate makes the call with the supervisor's credentials, which
+	 * hold every capability in the sandbox's user namespace: a netlink
+	 * message to another socket's port (the gate's unix_diag socket,
+	 * the NFLOG reader) or to a multicast group would pass the kernel's
+	 * check for CAP_NET_ADMIN that CMD itself fails. Refused as the
+	 * kernel refuses CMD; port 0 (the kernel) goes as it is. */
+	if (len >= sizeof(sa_family_t) && d->ss.ss_family == AF_NETLINK) {
+		const struct sockaddr_nl *nl = (const struct sockaddr_nl *)&d->ss;
+
+		if (len < sizeof(*nl))
+			return -EINVAL;
+		return nl->nl_pid != 0 || nl->nl_groups != 0 ? -EPERM : 0;
+	}
 	/* Abstract (sun_path[0] == 0: per network namespace) and unnamed
 	 * addresses, and lengths the kernel refuses, go as they are. */
 	if (len <= offsetof(struct sockaddr_un, sun_path) || len > sizeof(struct sockaddr_un) ||
@@ -562,6 +584,24 @@ close_passed(struct worker *w)
  * close_passed); SCM_CREDENTIALS refused (EPERM: the supervisor cannot
  * vouch for CMD's pid, the kernel would check its own); the rest passed as
  * it is. 0 or -errno, as the kernel's checks would answer. */
+static bool
+cmsg_allowed(const struct cmsghdr *c)
+{
+	switch (c->cmsg_level) {
+	case SOL_SOCKET:
+		return c->cmsg_type == SCM_RIGHTS;
+	case SOL_IP:
+		return c->cmsg_type == IP_TTL || c->cmsg_type == IP_TOS ||
+		       c->cmsg_type == IP_PKTINFO;
+	case SOL_IPV6:
+		return c->cmsg_type == IPV6_HOPLIMIT || c->cmsg_type == IPV6_TCLASS ||
+		       c->cmsg_type == IPV6_PKTINFO || c->cmsg_type == IPV6_DONTFRAG;
+	case IPPROTO_UDP: /* SOL_UDP */
+		return c->cmsg_type == UDP_SEGMENT;
+	}
+	return false;
+}
+
 static int
 translate_control(struct worker *w, const struct target *t, size_t len)
 {
@@ -572,11 +612,13 @@ translate_control(struct worker *w, const struct target *t, size_t len)
 
 		if (c->cmsg_len < sizeof(*c) || c->cmsg_len > len - off)
 			return -EINVAL;
-		if (c->cmsg_level != SOL_SOCKET)
-			continue;
-		if (c->cmsg_type == SCM_CREDENTIALS)
+		/* Sent with the supervisor's capabilities (see gate_dest): only
+		 * what needs none passes. SCM_CREDENTIALS would claim the
+		 * supervisor's ids; SO_MARK, SO_PRIORITY, IP options and IPv6
+		 * extension headers need CAP_NET_ADMIN or CAP_NET_RAW. */
+		if (!cmsg_allowed(c))
 			return -EPERM;
-		if (c->cmsg_type != SCM_RIGHTS)
+		if (c->cmsg_level != SOL_SOCKET)
 			continue;
 		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		unsigned char *p = CMSG_DATA(c);
