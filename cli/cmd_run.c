@@ -44,9 +44,11 @@ extern char **environ;
 _Static_assert(SBX_MAX_USER_MOUNTS <= SBX_MAX_MOUNTS, "the sandbox must take the user's mounts");
 #define TASK_ID_LEN 16
 /* What sbx_protect keeps: the log, airlock itself, the policy's files (at
- * most 64, policy/internal.h) and the preset directories (at most 19). */
+ * most 64, policy/internal.h), the preset directories (at most 19) and the
+ * host sockets its unix: list opens. */
 #define MAX_PRESET_DIRS 20
-#define MAX_KEEP        (2 + 64 + MAX_PRESET_DIRS)
+#define MAX_KEEP_UNIX   32 /* unix: entries kept; a policy with more is refused */
+#define MAX_KEEP        (2 + 64 + MAX_PRESET_DIRS + MAX_KEEP_UNIX)
 /* How long CMD's last output may take to reach the caller's terminal. */
 #define TERM_DRAIN_MS 1000
 /* After task-end: how long lines still waiting for a slow log reader may
@@ -266,11 +268,13 @@ protect_files(struct run *r)
 	const char *dirs[MAX_PRESET_DIRS];
 	size_t n = 0, nsrc = policy_sources(r->policy, &src);
 	size_t ndirs = policy_preset_dirs(dirs, ARRAY_SIZE(dirs));
+	size_t nunix = policy_unix_count(r->policy);
 	char err[PATH_MAX + 512];
 	ssize_t len;
 
 	/* Fail closed: every file, or no run. */
-	if (nsrc + ndirs + 2 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs)) {
+	if (nsrc + ndirs + nunix + 2 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs) ||
+	    nunix > MAX_KEEP_UNIX) {
 		log_warnx("too many policy files and preset directories to keep out of CMD's reach");
 		return -1;
 	}
@@ -282,6 +286,12 @@ protect_files(struct run *r)
 		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, src[i].path, "policy file"};
 	for (size_t i = 0; i < ndirs; i++)
 		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, dirs[i], "preset directory"};
+	/* A host socket the policy opens, where CMD could otherwise put a
+	 * symlink to another one in its place (unixgate.c matches without
+	 * following symlinks, too). */
+	for (size_t i = 0; i < nunix; i++)
+		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, policy_unix_path(r->policy, i, NULL),
+		                              "socket the policy opens"};
 	len = readlink("/proc/self/exe", r->exe, sizeof(r->exe) - 1);
 	if (len > 0) {
 		r->exe[len] = '\0';

@@ -104,6 +104,10 @@ struct ugate {
 	uint32_t g_diag_seq; /* under g_diag_lock */
 	int g_ev_r, g_ev_w;  /* event pipe; -1 */
 	struct ugate_config g_cfg;
+	/* Each allow entry's path with its directory resolved on the host at
+	 * the start (realpath), matched later without following any symlink;
+	 * NULL where the directory did not resolve (never matches). Owned. */
+	char **g_real;
 	struct seccomp_notif_sizes g_sizes;
 	cpu_set_t g_cpus; /* the workers' CPUs, when g_has_cpus */
 	bool g_has_cpus;
@@ -305,19 +309,56 @@ resolve_in_cmd(const struct target *t, const char *path)
 	return fd;
 }
 
-/* The policy entry whose host path is the socket st, or -1. Stat'ed at
- * each decision: a daemon that made its socket anew since the start is
- * still the one the policy names. */
+/* The policy entry whose host path is the socket st, or -1. Looked up at
+ * each decision (a daemon that made its socket anew since the start is
+ * still the one the policy names), without following a symlink: one CMD
+ * put on the way, where the path crosses a writable part of the sandbox,
+ * must not make the entry name another socket. */
 static int
 allow_match(const struct ugate *g, const struct stat *st)
 {
+	struct open_how how = {
+	        .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+	        .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
 	struct stat hs;
 
-	for (size_t i = 0; i < g->g_cfg.n_allow; i++)
-		if (stat(g->g_cfg.allow[i].path, &hs) == 0 && S_ISSOCK(hs.st_mode) &&
-		    hs.st_dev == st->st_dev && hs.st_ino == st->st_ino)
+	for (size_t i = 0; i < g->g_cfg.n_allow; i++) {
+		int fd;
+		bool same;
+
+		if (g->g_real[i] == NULL || (fd = sys_openat2(AT_FDCWD, g->g_real[i], &how)) < 0)
+			continue;
+		same = fstat(fd, &hs) == 0 && S_ISSOCK(hs.st_mode) && hs.st_dev == st->st_dev &&
+		       hs.st_ino == st->st_ino;
+		fd_close(&fd);
+		if (same)
 			return (int)i;
+	}
 	return -1;
+}
+
+/* path with its directory resolved (the last component as it is), or
+ * NULL. Malloc'd. */
+static char *
+real_dir_path(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX], real[PATH_MAX], *out;
+	size_t dlen;
+
+	if (slash == NULL || slash[1] == '\0')
+		return NULL;
+	dlen = slash == path ? 1 : (size_t)(slash - path);
+	if (dlen >= sizeof(dir))
+		return NULL;
+	memcpy(dir, path, dlen);
+	dir[dlen] = '\0';
+	if (realpath(dir, real) == NULL)
+		return NULL;
+	if (asprintf(&out, "%s/%s", strcmp(real, "/") == 0 ? "" : real, slash + 1) < 0)
+		return NULL;
+	return out;
 }
 
 /* Whether the socket file st is bound by a socket in the sandbox's network
@@ -958,6 +999,18 @@ ugate_new(int listener, int diag, const struct ugate_config *cfg, char *err, siz
 	g->g_diag = diag;
 	g->g_ev_r = g->g_ev_w = -1;
 	g->g_cfg = *cfg;
+	if (cfg->n_allow > 0 && (g->g_real = calloc(cfg->n_allow, sizeof(*g->g_real))) == NULL) {
+		snprintf(err, errlen, "unix socket gate: out of memory");
+		fd_close(&listener);
+		fd_close(&diag);
+		free(g);
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->n_allow; i++)
+		if ((g->g_real[i] = real_dir_path(cfg->allow[i].path)) == NULL)
+			log_warnx("unix: %s (%s): its directory does not resolve on the host; the "
+			          "entry opens nothing",
+			          cfg->allow[i].path, cfg->allow[i].where);
 	if (cfg->cpus != NULL) {
 		g->g_cpus = *cfg->cpus;
 		g->g_has_cpus = true;
@@ -1093,5 +1146,8 @@ ugate_free(struct ugate *g)
 	fd_close(&g->g_ev_r);
 	fd_close(&g->g_ev_w);
 	pthread_mutex_destroy(&g->g_diag_lock);
+	for (size_t i = 0; g->g_real != NULL && i < g->g_cfg.n_allow; i++)
+		free(g->g_real[i]);
+	free(g->g_real);
 	free(g);
 }

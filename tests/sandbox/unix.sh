@@ -43,9 +43,14 @@ for r in $ROLES; do
 	[ "$r" = self ] || chown "$AIRLOCK_TEST_USER:" "$PARENT/work-$r"
 	cp "$PROBE" "$PARENT/work-$r/unixprobe.py"
 	chmod 644 "$PARENT/work-$r/unixprobe.py"
+	# A host socket the policy opens that lies in the workdir.
+	mkdir -p "$PARENT/work-$r/sub"
+	chmod 755 "$PARENT/work-$r/sub"
 done
+subs=()
+for r in $ROLES; do subs+=("$PARENT/work-$r/sub"); done
 
-python3 "$SERVER" "$SCRATCH/server.pid" "$VL" "$SRV" "$OPT" "$PARENT" </dev/null &
+python3 "$SERVER" "$SCRATCH/server.pid" "$VL" "$SRV" "$OPT" "$PARENT" "${subs[@]}" </dev/null &
 for _ in $(seq 100); do [ -s "$SCRATCH/server.pid" ] && break; sleep 0.05; done
 [ -s "$SCRATCH/server.pid" ] || fail "the socket server did not start"
 SERVER_PID=$(cat "$SCRATCH/server.pid")
@@ -143,6 +148,20 @@ dgram.sock" "$(events | sort -r)"
 	grep -q "\"kind\":\"unix\",\"verdict\":\"allow\",\"rule\":\"$pol:4\",.*\"method\":\"connect\",.*\"proto\":\"stream\",\"path\":\"$VL/stream.sock\"" "$(logf "$role")" ||
 		fail "$role: no allow line naming the rule: $(grep '"unix"' "$(logf "$role")" | head -3)"
 	rm -f "$PARENT/work-$role/link.sock"
+
+	# An entry in the workdir: CMD cannot move its directory away and put a
+	# symlink to another host socket at its path (the entry would then
+	# open that one).
+	sub=$PARENT/work-$role/sub
+	printf 'version: 1\nname: unix-sub\nunix:\n  - %s\n' "$sub/stream.sock" >"$pol"
+	rm -f "$SRV/events" "$sub/events"
+	out=$(alu "$role" "$pol" sh -c 'mv sub sub2 2>/dev/null; mkdir -p sub
+		ln -sf "$1" sub/stream.sock 2>/dev/null
+		exec python3 ./unixprobe.py stream:sub/stream.sock' sh "$SRV/stream.sock")
+	expect_eq "$role: the entry in the workdir" "stream sub/stream.sock ok" "$out"
+	[ ! -s "$SRV/events" ] || fail "$role: an entry in the workdir was pointed at $SRV/stream.sock"
+	[ -s "$sub/events" ] || fail "$role: the entry's own socket was not reached"
+	[ ! -e "$PARENT/work-$role/sub2" ] || fail "$role: CMD moved the entry's directory away"
 
 	# 32-bit x86 programs (direct connect and socketcall) cannot go around
 	# the gate: refused too. Only where the compiler can build -m32.
