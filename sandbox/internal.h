@@ -215,6 +215,7 @@ struct sbx_found {
 	char real[PATH_MAX]; /* resolved */
 	mode_t mode;
 	nlink_t nlink;
+	uid_t uid;
 	uint64_t mnt_id; /* 0: the kernel did not say */
 };
 

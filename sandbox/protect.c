@@ -294,11 +294,12 @@ found(struct sbx_found *f, const char *real, size_t len, const struct statx *stx
 	f->real[len] = '\0';
 	f->mode = stx->stx_mode;
 	f->nlink = stx->stx_nlink;
+	f->uid = stx->stx_uid;
 	f->mnt_id = stx->stx_mask & STATX_MNT_ID ? stx->stx_mnt_id : 0;
 	f->there = true;
 }
 
-#define FOUND_MASK (STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_MNT_ID)
+#define FOUND_MASK (STATX_TYPE | STATX_MODE | STATX_NLINK | STATX_UID | STATX_MNT_ID)
 
 /* Most paths have no symlink on the way: one openat2 says so, and the
  * plan follows from the path alone (every prefix a directory). 1 when
@@ -465,11 +466,15 @@ too_long:
  * that way (always for a file airlock writes; for one it reads, when its
  * mode lets anyone write). */
 static int
-check_links(const struct sbx_keep *k, const struct sbx_found *f, char *err, size_t errlen)
+check_links(const struct sbx *s, const struct sbx_keep *k, const struct sbx_found *f, char *err,
+            size_t errlen)
 {
 	if (!f->there || !S_ISREG(f->mode) || f->nlink <= 1)
 		return 0;
-	if (k->how == SBX_KEEP_READ && (f->mode & 0222) == 0)
+	/* Another name is harmless only for a file CMD can neither write nor
+	 * chmod: CMD runs as the caller's uid (root's when root runs
+	 * airlock), so the caller's own files are out, whatever their mode. */
+	if (k->how == SBX_KEEP_READ && f->uid != s->uid && (f->mode & 0022) == 0)
 		return 0;
 	snprintf(err, errlen,
 	         "%s %s has %lu names (hard links): CMD could write it through another; use a "
@@ -696,7 +701,7 @@ sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, siz
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		if (sbx_plan_keep(p, &keep[i], &f, err, errlen) < 0 ||
-		    check_links(&keep[i], &f, err, errlen) < 0 ||
+		    check_links(s, &keep[i], &f, err, errlen) < 0 ||
 		    keep_aliases(p, &mt, &keep[i], &f, err, errlen) < 0)
 			goto out;
 	for (size_t i = 0; i <= p->n_ops; i++) {

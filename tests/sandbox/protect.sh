@@ -237,6 +237,18 @@ sec_refuse() {
 	expect_eq "$role: hard-linked log refused" 125 "$rc"
 	expect_match "$role: hard-linked log, the reason" "^airlock: .*log\.jsonl.* 2 names" "$(cat "$SCRATCH/err")"
 	expect_eq "$role: hard-linked log, one line" 1 "$(wc -l <"$SCRATCH/err")"
+	# A read-only policy of the caller's with a second name in the workdir:
+	# CMD, its owner, could chmod it and write it through that name.
+	mkdir -p "$w/pol"
+	printf 'version: 1\nname: ro\n' >"$w/pol/ro.yaml"
+	own "$role" "$w"
+	chmod 444 "$w/pol/ro.yaml"
+	ln -f "$w/pol/ro.yaml" "$w/ro-alias.yaml"
+	rc=0
+	(cd "$w" && as "$role" "$SCRATCH/airlock" run -p "$w/pol/ro.yaml" --log "$(logf "$role")" \
+		-- true) 2>"$SCRATCH/err" || rc=$?
+	expect_eq "$role: hard-linked read-only policy refused" 125 "$rc"
+	expect_match "$role: hard-linked policy, the reason" "ro\.yaml.* 2 names" "$(cat "$SCRATCH/err")"
 	# The default log directory is the workdir.
 	mkdir -p "$w/state/airlock"
 	own "$role" "$w"
