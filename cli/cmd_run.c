@@ -90,6 +90,7 @@ struct run {
 	struct ugate_allow *unix_allow;
 	size_t n_unix_allow;
 	struct event *ev_gate;
+	struct event *ev_logwatch; /* seals the gate once the log fails or is spent */
 	struct termios tio; /* the caller's terminal's modes, with a terminal (cfg.tty) */
 	int tty_master;     /* CMD's terminal, until term_new takes it; -1 */
 	struct term *term;  /* the relay to CMD's own terminal, or NULL */
@@ -430,10 +431,27 @@ drain_gate(struct run *r)
 	}
 }
 
+/* A log that failed, or whose budget is spent, records nothing new: the
+ * host sockets the policy opens close too (the proxy and the DNS listener
+ * refuse on their own). Within a second, as the proxy notices. */
+static void
+watch_log(struct run *r)
+{
+	if (r->sbx != NULL && (elog_failed(r->log) || elog_budget_spent(r->log)))
+		ugate_seal(sbx_gate(r->sbx));
+}
+
 static void
 on_gate(evutil_socket_t fd, short what, void *arg)
 {
 	drain_gate(arg);
+	watch_log(arg);
+}
+
+static void
+on_logwatch(evutil_socket_t fd, short what, void *arg)
+{
+	watch_log(arg);
 }
 
 /* The gate serves CMD's connects and sends from its own threads; it gets
@@ -636,9 +654,12 @@ setup_events(struct run *r)
 	r->ev_end = event_new(r->base, sbx_sock(r->sbx), EV_READ | EV_PERSIST, on_end, r);
 	r->ev_gate = event_new(r->base, ugate_event_fd(sbx_gate(r->sbx)), EV_READ | EV_PERSIST,
 	                       on_gate, r);
+	r->ev_logwatch = event_new(r->base, -1, EV_PERSIST, on_logwatch, r);
+	struct timeval second = {.tv_sec = 1};
 	if (r->ev_sig == NULL || r->ev_pidfd == NULL || r->ev_end == NULL || r->ev_gate == NULL ||
-	    event_add(r->ev_sig, NULL) < 0 || event_add(r->ev_pidfd, NULL) < 0 ||
-	    event_add(r->ev_end, NULL) < 0 || event_add(r->ev_gate, NULL) < 0) {
+	    r->ev_logwatch == NULL || event_add(r->ev_sig, NULL) < 0 ||
+	    event_add(r->ev_pidfd, NULL) < 0 || event_add(r->ev_end, NULL) < 0 ||
+	    event_add(r->ev_gate, NULL) < 0 || event_add(r->ev_logwatch, &second) < 0) {
 		log_warnx("cannot watch the sandbox");
 		return -1;
 	}
@@ -718,6 +739,8 @@ run_free(struct run *r)
 		event_free(r->ev_sig);
 	if (r->ev_gate != NULL)
 		event_free(r->ev_gate);
+	if (r->ev_logwatch != NULL)
+		event_free(r->ev_logwatch);
 	fd_close(&r->sigfd);
 	run_stop_serving(r);
 	/* After the proxy, its reader. */

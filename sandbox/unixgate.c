@@ -113,6 +113,7 @@ struct ugate {
 	bool g_has_cpus;
 	atomic_bool g_stop;
 	atomic_bool g_said_fds; /* "out of file descriptors" said once */
+	atomic_bool g_sealed;   /* ugate_seal: the allow entries open nothing */
 	bool g_stopped;
 	struct worker g_w[UGATE_WORKERS];
 };
@@ -505,7 +506,7 @@ gate_dest(struct worker *w, const struct target *t, int sock, enum ugate_op op, 
 		fd_close(&fd);
 		return -ECONNREFUSED; /* what connect() says of a file that is not a socket */
 	}
-	allow = allow_match(w->w_gate, &st);
+	allow = atomic_load(&w->w_gate->g_sealed) ? -1 : allow_match(w->w_gate, &st);
 	if (allow < 0 && !own_socket(w->w_gate, &st)) {
 		emit(w->w_gate, UGATE_DENY, op, type, -1, path);
 		fd_close(&fd);
@@ -1078,6 +1079,13 @@ ugate_start(struct ugate *g, char *err, size_t errlen)
 		w->w_started = true;
 	}
 	return 0;
+}
+
+void
+ugate_seal(struct ugate *g)
+{
+	if (g != NULL)
+		atomic_store(&g->g_sealed, true);
 }
 
 int

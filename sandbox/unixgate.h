@@ -85,6 +85,12 @@ int ugate_event_fd(const struct ugate *g);
 /* Take one queued event without blocking: 1, or 0 when none is queued. */
 int ugate_read_event(struct ugate *g, struct ugate_event *ev);
 
+/* From now on the policy's unix: entries open nothing: the egress log has
+ * failed or its budget is spent, and nothing may go on that the log does
+ * not record (docs/log.md). CMD's own sockets keep working. Any thread;
+ * idempotent. */
+void ugate_seal(struct ugate *g);
+
 /* Stop the workers and join them (one blocked in a call made for CMD is
  * interrupted). Events already queued stay readable. Idempotent. */
 void ugate_stop(struct ugate *g);

@@ -163,6 +163,19 @@ dgram.sock" "$(events | sort -r)"
 	[ -s "$sub/events" ] || fail "$role: the entry's own socket was not reached"
 	[ ! -e "$PARENT/work-$role/sub2" ] || fail "$role: CMD moved the entry's directory away"
 
+	# Once the log's budget is spent, nothing new goes unrecorded: the
+	# entries open nothing any more (a DNS query spends a 1-byte budget;
+	# the gate is sealed within a second).
+	printf 'version: 1\nname: unix-budget\nunix:\n  - %s\n' "$VL/stream.sock" >"$pol"
+	out=$(cd "$PARENT/work-$role" && as "$role" "$SCRATCH/airlock" run -p "$pol" \
+		--log "$(logf "$role")" --log-budget 1 -- sh -c 'python3 ./unixprobe.py "stream:$1"
+		python3 -c "import socket
+try: socket.getaddrinfo(\"spend.test\", 80)
+except OSError: pass"
+		sleep 1.5; exec python3 ./unixprobe.py "stream:$1"' sh "$VL/stream.sock")
+	expect_eq "$role: an entry after the log budget is spent" "stream $VL/stream.sock ok
+stream $VL/stream.sock EACCES" "$out"
+
 	# 32-bit x86 programs (direct connect and socketcall) cannot go around
 	# the gate: refused too. Only where the compiler can build -m32.
 	if [ -n "$PROBE32" ]; then
