@@ -552,11 +552,33 @@ check_netns(int own, const int *fds, size_t nfds, char *why, size_t whylen)
 	return 0;
 }
 
+
+/* Until init's next message is there (spinning briefly while it is near,
+ * sbx_spin_readable), for at most READY_TIMEOUT_MS. 0, or -1 + reason; a
+ * failed poll leaves the error to the read that follows. */
+static int
+wait_for_init(const struct sbx *s, char *err, size_t errlen)
+{
+	struct pollfd pfd = {.fd = s->sock, .events = POLLIN};
+	int rc;
+
+	if (sbx_spin_readable(s, s->sock))
+		return 0;
+	do
+		rc = poll(&pfd, 1, READY_TIMEOUT_MS);
+	while (rc < 0 && errno == EINTR);
+	if (rc == 0) {
+		snprintf(err, errlen, "sandbox set-up did not finish within %d s",
+		         READY_TIMEOUT_MS / 1000);
+		return -1;
+	}
+	return 0;
+}
+
 int
 sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *rep, char *err,
                    size_t errlen)
 {
-	struct pollfd pfd = {.fd = s->sock, .events = POLLIN};
 	struct sbx_msg m;
 	int fds[SBX_N_SETUP_FDS];
 	size_t nfds = 0;
@@ -564,17 +586,8 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 
 	sbx_listeners_init(out);
 	memset(rep, 0, sizeof(*rep));
-	if (sbx_spin_readable(s, s->sock))
-		rc = 1;
-	else
-		do
-			rc = poll(&pfd, 1, READY_TIMEOUT_MS);
-		while (rc < 0 && errno == EINTR);
-	if (rc == 0) {
-		snprintf(err, errlen, "sandbox set-up did not finish within %d s",
-		         READY_TIMEOUT_MS / 1000);
+	if (wait_for_init(s, err, errlen) < 0)
 		return -1;
-	}
 	rc = sbx_msg_recv(s->sock, &m, fds, SBX_N_SETUP_FDS, &nfds, 0);
 	if (rc == 0) {
 		snprintf(err, errlen, "sandbox set-up failed (the reason is above)");
@@ -636,23 +649,13 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 static int
 recv_gate_fds(struct sbx *s, int *listener, int *diag, char *err, size_t errlen)
 {
-	struct pollfd pfd = {.fd = s->sock, .events = POLLIN};
 	struct sbx_msg m;
 	size_t nfds;
 	int rc;
 
 	*listener = *diag = -1;
-	if (sbx_spin_readable(s, s->sock))
-		rc = 1;
-	else
-		do
-			rc = poll(&pfd, 1, READY_TIMEOUT_MS);
-		while (rc < 0 && errno == EINTR);
-	if (rc == 0) {
-		snprintf(err, errlen, "sandbox set-up did not finish within %d s",
-		         READY_TIMEOUT_MS / 1000);
+	if (wait_for_init(s, err, errlen) < 0)
 		return -1;
-	}
 	rc = sbx_msg_recv(s->sock, &m, NULL, 0, &nfds, 0);
 	if (rc == 0) {
 		snprintf(err, errlen, "sandbox set-up failed (the reason is above)");
