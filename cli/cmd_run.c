@@ -66,6 +66,7 @@ struct run {
 	size_t n_upstream;
 	uint64_t start_ms;
 	bool timed_out;
+	bool gate_broken; /* the unix socket gate failed: the sandbox was ended */
 	bool log_created; /* open_log created the file (removed if unused) */
 	dev_t log_dev;
 	ino_t log_ino;
@@ -90,10 +91,11 @@ struct run {
 	struct ugate_allow *unix_allow;
 	size_t n_unix_allow;
 	struct event *ev_gate;
-	struct event *ev_logwatch; /* seals the gate once the log fails or is spent */
-	struct termios tio; /* the caller's terminal's modes, with a terminal (cfg.tty) */
-	int tty_master;     /* CMD's terminal, until term_new takes it; -1 */
-	struct term *term;  /* the relay to CMD's own terminal, or NULL */
+	struct event *ev_watch_gate; /* seals the gate once the log fails or is spent; ends a broken
+	                                gate */
+	struct termios tio;          /* the caller's terminal's modes, with a terminal (cfg.tty) */
+	int tty_master;              /* CMD's terminal, until term_new takes it; -1 */
+	struct term *term;           /* the relay to CMD's own terminal, or NULL */
 };
 
 static int
@@ -276,7 +278,8 @@ protect_files(struct run *r)
 	/* Fail closed: every file, or no run. */
 	if (nsrc + ndirs + nunix + 2 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs) ||
 	    nunix > MAX_KEEP_UNIX) {
-		log_warnx("too many policy files and preset directories to keep out of CMD's reach");
+		log_warnx(
+		        "too many policy files and preset directories to keep out of CMD's reach");
 		return -1;
 	}
 	if (r->logdir[0] != '\0')
@@ -423,7 +426,8 @@ drain_gate(struct run *r)
 		if (ev.allow >= 0 && (size_t)ev.allow < r->n_unix_allow)
 			e.rule = r->unix_allow[ev.allow].where;
 		else
-			e.reason = "a socket of the host that the policy's unix: list does not name";
+			e.reason =
+			        "a socket of the host that the policy's unix: list does not name";
 		e.method = ugate_op_name((enum ugate_op)ev.op);
 		e.proto = sock_type_name(ev.sock_type);
 		/* A datagram flood to one host socket is one line and a count. */
@@ -435,23 +439,31 @@ drain_gate(struct run *r)
  * host sockets the policy opens close too (the proxy and the DNS listener
  * refuse on their own). Within a second, as the proxy notices. */
 static void
-watch_log(struct run *r)
+watch_gate(struct run *r)
 {
-	if (r->sbx != NULL && (elog_failed(r->log) || elog_budget_spent(r->log)))
+	if (r->sbx == NULL)
+		return;
+	if (elog_failed(r->log) || elog_budget_spent(r->log))
 		ugate_seal(sbx_gate(r->sbx));
+	/* Fail closed rather than leave CMD's calls waiting until --timeout. */
+	if (!r->gate_broken && ugate_broken(sbx_gate(r->sbx))) {
+		log_warnx("the unix socket gate failed: ending the sandbox");
+		r->gate_broken = true;
+		sbx_kill(r->sbx, SIGKILL);
+	}
 }
 
 static void
 on_gate(evutil_socket_t fd, short what, void *arg)
 {
 	drain_gate(arg);
-	watch_log(arg);
+	watch_gate(arg);
 }
 
 static void
-on_logwatch(evutil_socket_t fd, short what, void *arg)
+on_watch_gate(evutil_socket_t fd, short what, void *arg)
 {
-	watch_log(arg);
+	watch_gate(arg);
 }
 
 /* The gate serves CMD's connects and sends from its own threads; it gets
@@ -654,12 +666,12 @@ setup_events(struct run *r)
 	r->ev_end = event_new(r->base, sbx_sock(r->sbx), EV_READ | EV_PERSIST, on_end, r);
 	r->ev_gate = event_new(r->base, ugate_event_fd(sbx_gate(r->sbx)), EV_READ | EV_PERSIST,
 	                       on_gate, r);
-	r->ev_logwatch = event_new(r->base, -1, EV_PERSIST, on_logwatch, r);
+	r->ev_watch_gate = event_new(r->base, -1, EV_PERSIST, on_watch_gate, r);
 	struct timeval second = {.tv_sec = 1};
 	if (r->ev_sig == NULL || r->ev_pidfd == NULL || r->ev_end == NULL || r->ev_gate == NULL ||
-	    r->ev_logwatch == NULL || event_add(r->ev_sig, NULL) < 0 ||
+	    r->ev_watch_gate == NULL || event_add(r->ev_sig, NULL) < 0 ||
 	    event_add(r->ev_pidfd, NULL) < 0 || event_add(r->ev_end, NULL) < 0 ||
-	    event_add(r->ev_gate, NULL) < 0 || event_add(r->ev_logwatch, &second) < 0) {
+	    event_add(r->ev_gate, NULL) < 0 || event_add(r->ev_watch_gate, &second) < 0) {
 		log_warnx("cannot watch the sandbox");
 		return -1;
 	}
@@ -739,8 +751,8 @@ run_free(struct run *r)
 		event_free(r->ev_sig);
 	if (r->ev_gate != NULL)
 		event_free(r->ev_gate);
-	if (r->ev_logwatch != NULL)
-		event_free(r->ev_logwatch);
+	if (r->ev_watch_gate != NULL)
+		event_free(r->ev_watch_gate);
 	fd_close(&r->sigfd);
 	run_stop_serving(r);
 	/* After the proxy, its reader. */
@@ -760,7 +772,7 @@ run_free(struct run *r)
 	/* Reaps init, on its way out by now (or killed here, on failure):
 	 * the last wait, so that it overlaps the work above. */
 	sbx_free(r->sbx);
-	free(r->unix_allow); /* after the gate, which borrowed it, in sbx_free */
+	free(r->unix_allow);  /* after the gate, which borrowed it, in sbx_free */
 	sbx_env_free(r->env); /* the sandbox's config borrowed it */
 }
 
@@ -946,7 +958,9 @@ cmd_run(int argc, char **argv)
 		log_warn("the sandbox's end");
 		goto end;
 	}
-	status = r.timed_out ? SBX_EXIT_TIMEOUT : res.exit_status;
+	status = r.timed_out     ? SBX_EXIT_TIMEOUT
+	         : r.gate_broken ? SBX_EXIT_FAILURE
+	                         : res.exit_status;
 	status = run_end_log(&r, status, r.timed_out ? SIGKILL : res.signal);
 	goto out;
 end:

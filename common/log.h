@@ -40,12 +40,10 @@ void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_vmsg(enum log_level level, int errnum, const char *fmt, va_list ap)
-	__attribute__((format(printf, 3, 0)));
+        __attribute__((format(printf, 3, 0)));
 
 /* Print and exit(status). For main and sandbox set-up only. */
-void log_fatal(int status, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3), noreturn));
-void log_fatalx(int status, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3), noreturn));
+void log_fatal(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+void log_fatalx(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 #endif

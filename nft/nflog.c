@@ -167,7 +167,8 @@ nflog_bind(int fd, uint16_t group, char *err, size_t errlen)
 
 		if (connect(fd, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
 			saved = errno;
-			snprintf(err, errlen, "nflog: connecting to the kernel: %s", strerror(saved));
+			snprintf(err, errlen, "nflog: connecting to the kernel: %s",
+			         strerror(saved));
 			ret = -1;
 		}
 	}

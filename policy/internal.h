@@ -189,8 +189,7 @@ uint8_t policy_cidr_guard(const struct policy_rule_src *r);
 
 /* Append a warning line for every allow cidr rule of rules[0..n) whose
  * range covers guarded addresses it does not open (0.0.0.0/0, ::/0, ...). */
-int policy_cidr_check(const struct policy_rule_src *rules, uint32_t n,
-                      struct policy_diag *diag);
+int policy_cidr_check(const struct policy_rule_src *rules, uint32_t n, struct policy_diag *diag);
 
 /* True when the label s[0..len) is numeric the way URL parsers read an
  * IPv4 part: all decimal digits, or "0x" followed by hex digits. A host

@@ -852,7 +852,8 @@ load_unix(struct loader *ld, const char *file, const struct ytree *t, const stru
 
 	if (n->type != YNODE_SEQ) {
 		lerr(ld, file, n->line, n->col,
-		     "unix: expected a list of socket paths like [/run/user/1000/ssh-agent.socket], "
+		     "unix: expected a list of socket paths like "
+		     "[/run/user/1000/ssh-agent.socket], "
 		     "got %s",
 		     n->type == YNODE_SCALAR && n->len == 0 ? "nothing (write [] for none)"
 		                                            : type_name(n));
@@ -871,13 +872,15 @@ load_unix(struct loader *ld, const char *file, const struct ytree *t, const stru
 		}
 		if (s[0] != '/') {
 			lerr(ld, file, e->line, e->col,
-			     "unix: '%s' is not an absolute path; write the socket's full path on the "
+			     "unix: '%s' is not an absolute path; write the socket's full path on "
+			     "the "
 			     "host, like /run/user/1000/ssh-agent.socket",
 			     s);
 			continue;
 		}
 		if (e->len >= PATH_MAX) {
-			lerr(ld, file, e->line, e->col, "unix: path longer than %d bytes", PATH_MAX - 1);
+			lerr(ld, file, e->line, e->col, "unix: path longer than %d bytes",
+			     PATH_MAX - 1);
 			continue;
 		}
 		for (uint32_t i = 0; i < ld->n_unix && !dup; i++)

@@ -305,7 +305,8 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 		pr->action = r->action;
 		pr->kind = r->kind;
 		pr->ech = r->ech;
-		pr->guard = r->kind == PRULE_CIDR4 || r->kind == PRULE_CIDR6 ? policy_cidr_guard(r) : 0;
+		pr->guard =
+		        r->kind == PRULE_CIDR4 || r->kind == PRULE_CIDR6 ? policy_cidr_guard(r) : 0;
 		if (r->kind == PRULE_EXACT || r->kind == PRULE_WILDCARD) {
 			size_t len = strlen(r->key);
 			uint64_t h = hash_name_rev(r->key, len);
@@ -696,7 +697,8 @@ any_port(const struct policy *p, const uint32_t *heads, unsigned n_allow, unsign
 			if (r->action != POLICY_DENY)
 				continue;
 			for (uint16_t e = 0; e < r->n_ports; e++)
-				if (!some_allow || any_allowed(p, heads, n_allow, pp[e].lo, pp[e].hi)) {
+				if (!some_allow ||
+				    any_allowed(p, heads, n_allow, pp[e].lo, pp[e].hi)) {
 					deny = i;
 					break;
 				}
@@ -953,15 +955,24 @@ static const struct {
 	int family;
 	uint8_t addr[16];
 } guard_samples[] = {
-        {AF_INET, {0, 0, 0, 1}},          {AF_INET, {127, 0, 0, 1}},
-        {AF_INET, {10, 0, 0, 1}},         {AF_INET, {172, 16, 0, 1}},
-        {AF_INET, {192, 168, 0, 1}},      {AF_INET, {100, 64, 0, 1}},
-        {AF_INET, {169, 254, 169, 254}},  {AF_INET, {224, 0, 0, 1}},
-        {AF_INET, {240, 0, 0, 1}},        {AF_INET, {198, 18, 0, 1}},
-        {AF_INET, {192, 0, 0, 1}},        {AF_INET, {192, 88, 99, 1}},
-        {AF_INET6, {0}},                  {AF_INET6, {[15] = 1}},
-        {AF_INET6, {[15] = 2}},           {AF_INET6, {0xfe, 0x80, [15] = 1}},
-        {AF_INET6, {0xfc, [15] = 1}},     {AF_INET6, {0xfe, 0xc0, [15] = 1}},
+        {AF_INET, {0, 0, 0, 1}},
+        {AF_INET, {127, 0, 0, 1}},
+        {AF_INET, {10, 0, 0, 1}},
+        {AF_INET, {172, 16, 0, 1}},
+        {AF_INET, {192, 168, 0, 1}},
+        {AF_INET, {100, 64, 0, 1}},
+        {AF_INET, {169, 254, 169, 254}},
+        {AF_INET, {224, 0, 0, 1}},
+        {AF_INET, {240, 0, 0, 1}},
+        {AF_INET, {198, 18, 0, 1}},
+        {AF_INET, {192, 0, 0, 1}},
+        {AF_INET, {192, 88, 99, 1}},
+        {AF_INET6, {0}},
+        {AF_INET6, {[15] = 1}},
+        {AF_INET6, {[15] = 2}},
+        {AF_INET6, {0xfe, 0x80, [15] = 1}},
+        {AF_INET6, {0xfc, [15] = 1}},
+        {AF_INET6, {0xfe, 0xc0, [15] = 1}},
         {AF_INET6, {0xff, 0x02, [15] = 1}},
         {AF_INET6, {0x20, 0x01, [15] = 1}}, /* Teredo */
         {AF_INET6, {0x01, [15] = 1}},       /* 100::/64 discard */
@@ -993,7 +1004,7 @@ policy_cidr_check(const struct policy_rule_src *rules, uint32_t n, struct policy
 {
 	/* The order classes are named in: the dangerous ones first. */
 	static const enum guard_class order[] = {
-	        GUARD_LOOPBACK,  GUARD_PRIVATE,  GUARD_LINK_LOCAL, GUARD_CGNAT,
+	        GUARD_LOOPBACK,    GUARD_PRIVATE,   GUARD_LINK_LOCAL, GUARD_CGNAT,
 	        GUARD_UNSPECIFIED, GUARD_MULTICAST, GUARD_RESERVED,
 	};
 
@@ -1012,7 +1023,8 @@ policy_cidr_check(const struct policy_rule_src *rules, uint32_t n, struct policy
 			struct sockaddr_storage ss;
 			enum guard_class c;
 
-			if (guard_samples[s].family != family || !range_has(r, guard_samples[s].addr))
+			if (guard_samples[s].family != family ||
+			    !range_has(r, guard_samples[s].addr))
 				continue;
 			memset(&ss, 0, sizeof(ss));
 			if (family == AF_INET) {
@@ -1036,7 +1048,8 @@ policy_cidr_check(const struct policy_rule_src *rules, uint32_t n, struct policy
 		for (size_t o = 0; o < sizeof(order) / sizeof(order[0]); o++)
 			if (missed & (1u << order[o]))
 				len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
-				                        len > 0 ? "/" : "", guard_class_name(order[o]));
+				                        len > 0 ? "/" : "",
+				                        guard_class_name(order[o]));
 		if (diag != NULL &&
 		    policy_diag_add(&diag->warnings, &diag->n_warnings,
 		                    "%s: cidr %s does not open %s ranges; write those ranges "

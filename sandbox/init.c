@@ -288,8 +288,7 @@ kill_the_rest(void)
  * everything else already dead (alone), the supervisor need not wait for
  * the kernel to take init's namespaces apart before it ends the task: it
  * may stop serving at this message. */
-static void __attribute__((noreturn))
-report_exit(int sock, int st)
+static void __attribute__((noreturn)) report_exit(int sock, int st)
 {
 	struct sbx_msg m;
 
@@ -412,8 +411,8 @@ sbx_init_main(const struct sbx *s, int sock)
 		init_die("set-up: unix_diag socket: %s", strerror(errno));
 	/* Connected to the kernel: no other socket may send it an answer
 	 * (unixgate.c's own_socket trusts what it reads). */
-	if (connect(gate[SBX_GATE_DIAG], (struct sockaddr *)&(struct sockaddr_nl){.nl_family =
-	                                                                            AF_NETLINK},
+	if (connect(gate[SBX_GATE_DIAG],
+	            (struct sockaddr *)&(struct sockaddr_nl){.nl_family = AF_NETLINK},
 	            sizeof(struct sockaddr_nl)) < 0)
 		init_die("set-up: unix_diag socket: connect: %s", strerror(errno));
 	if (sbx_seccomp_build(&filter, err, sizeof(err)) < 0 ||

@@ -44,8 +44,8 @@ struct sbx {
 	struct sbx_umount *umounts;   /* one per cfg->mounts[i]; owned */
 	bool kept;                    /* sbx_protect sent init its list */
 	size_t n_hidden;              /* entries of hidden[] in use */
-	char workdir[PATH_MAX]; /* absolute, resolved by sbx_new */
-	uid_t uid;              /* the caller's, mapped inside */
+	char workdir[PATH_MAX];       /* absolute, resolved by sbx_new */
+	uid_t uid;                    /* the caller's, mapped inside */
 	gid_t gid;
 	pid_t pid;  /* init, in the supervisor's pid namespace; -1 */
 	int pidfd;  /* -1 */
@@ -55,9 +55,10 @@ struct sbx {
 	bool have_exit; /* init reported CMD's end (SBX_MSG_EXIT) */
 	bool alone;     /* ... after killing and reaping everything else */
 	int cmd_wstatus;
-	int nft_fd; /* the sandbox's nfnetlink socket, kept until sbx_free (its close may wait); -1 */
-	cpu_set_t cpus; /* the caller's CPUs, read before the clone */
-	int sup_cpu;    /* the supervisor's CPU during set-up; -1: not split */
+	int nft_fd; /* the sandbox's nfnetlink socket, kept until sbx_free (its close may wait); -1
+	             */
+	cpu_set_t cpus;     /* the caller's CPUs, read before the clone */
+	int sup_cpu;        /* the supervisor's CPU during set-up; -1: not split */
 	struct ugate *gate; /* the unix socket gate, from sbx_gate_start; NULL */
 	/* Last, and not zeroed by sbx_new: 68 KiB of which a run uses a few
 	 * entries, so the rest is never touched (no page faults). */
@@ -92,14 +93,14 @@ struct sbx_msg {
 	int32_t gate_fd[2]; /* GATE: SBX_GATE_LISTENER, SBX_GATE_DIAG */
 };
 #define SBX_GATE_LISTENER 0
-#define SBX_GATE_DIAG 1
+#define SBX_GATE_DIAG     1
 
 #define SBX_N_LISTEN_FDS 8
 /* READY carries the two netlink sockets the supervisor sets up the network
  * through, then the listeners: none, the first two, or all. */
-#define SBX_FD_RTNL 0
-#define SBX_FD_NFNL 1
-#define SBX_FD_LISTEN 2
+#define SBX_FD_RTNL     0
+#define SBX_FD_NFNL     1
+#define SBX_FD_LISTEN   2
 #define SBX_N_SETUP_FDS (SBX_FD_LISTEN + SBX_N_LISTEN_FDS)
 
 /* What init mounts over a path sbx_protect keeps (protect.c says why). */

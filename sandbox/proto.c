@@ -36,7 +36,8 @@ sbx_msg_send(int sock, const struct sbx_msg *m, const int *fds, size_t nfds)
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
 	}
 	do
-		n = nfds > 0 ? sendmsg(sock, &mh, MSG_NOSIGNAL) : send(sock, m, sizeof(*m), MSG_NOSIGNAL);
+		n = nfds > 0 ? sendmsg(sock, &mh, MSG_NOSIGNAL)
+		             : send(sock, m, sizeof(*m), MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -1;

@@ -552,7 +552,6 @@ check_netns(int own, const int *fds, size_t nfds, char *why, size_t whylen)
 	return 0;
 }
 
-
 /* Until init's next message is there (spinning briefly while it is near,
  * sbx_spin_readable), for at most READY_TIMEOUT_MS. 0, or -1 + reason; a
  * failed poll leaves the error to the read that follows. */
@@ -670,12 +669,13 @@ recv_gate_fds(struct sbx *s, int *listener, int *diag, char *err, size_t errlen)
 	if (*listener >= 0)
 		*diag = pidfd_getfd(s->pidfd, m.gate_fd[SBX_GATE_DIAG], 0);
 	if (*listener < 0 || *diag < 0) {
-		snprintf(err, errlen,
-		         "unix socket gate: cannot take init's seccomp listener (pidfd_getfd): %s%s",
-		         strerror(errno),
-		         errno == EPERM ? "; ptrace access to our own child is refused here (Yama "
-		                          "kernel.yama.ptrace_scope 3?)"
-		                        : "");
+		snprintf(
+		        err, errlen,
+		        "unix socket gate: cannot take init's seccomp listener (pidfd_getfd): %s%s",
+		        strerror(errno),
+		        errno == EPERM ? "; ptrace access to our own child is refused here (Yama "
+		                         "kernel.yama.ptrace_scope 3?)"
+		                       : "");
 		fd_close(listener);
 		return -1;
 	}

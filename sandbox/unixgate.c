@@ -114,6 +114,7 @@ struct ugate {
 	atomic_bool g_stop;
 	atomic_bool g_said_fds; /* "out of file descriptors" said once */
 	atomic_bool g_sealed;   /* ugate_seal: the allow entries open nothing */
+	atomic_bool g_broken;   /* a worker gave up: CMD's calls may wait for ever */
 	bool g_stopped;
 	struct worker g_w[UGATE_WORKERS];
 };
@@ -398,8 +399,8 @@ own_socket(struct ugate *g, const struct stat *st)
 
 		n = recvfrom(g->g_diag, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fromlen);
 		/* Only the kernel's answers (the socket is connected to it, too). */
-		if (n > 0 && (fromlen < sizeof(from) || from.nl_family != AF_NETLINK ||
-		              from.nl_pid != 0))
+		if (n > 0 &&
+		    (fromlen < sizeof(from) || from.nl_family != AF_NETLINK || from.nl_pid != 0))
 			continue;
 		if (n <= 0) {
 			failed = true;
@@ -417,8 +418,9 @@ own_socket(struct ugate *g, const struct stat *st)
 			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
 			    h->nlmsg_len < NLMSG_LENGTH(sizeof(struct unix_diag_msg)))
 				continue;
-			struct rtattr *a = (struct rtattr *)((char *)NLMSG_DATA(h) +
-			                                     NLMSG_ALIGN(sizeof(struct unix_diag_msg)));
+			struct rtattr *a =
+			        (struct rtattr *)((char *)NLMSG_DATA(h) +
+			                          NLMSG_ALIGN(sizeof(struct unix_diag_msg)));
 			int alen = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(struct unix_diag_msg)));
 			for (; RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
 				const struct unix_diag_vfs *v = RTA_DATA(a);
@@ -434,8 +436,7 @@ own_socket(struct ugate *g, const struct stat *st)
 }
 
 static void
-emit(struct ugate *g, enum ugate_verdict v, enum ugate_op op, int type, int allow,
-     const char *path)
+emit(struct ugate *g, enum ugate_verdict v, enum ugate_op op, int type, int allow, const char *path)
 {
 	struct ugate_event ev;
 	ssize_t n;
@@ -602,8 +603,9 @@ do_sendto(struct worker *w, struct target *t)
 		rc = gate_dest(w, t, sock, UGATE_SENDTO, (socklen_t)(int32_t)a[5], &d);
 	if (rc == 0) {
 		t->performed = true;
-		ssize_t n = sendto(sock, w->w_data, len, (int)((flags | MSG_NOSIGNAL) & ~MSG_ZEROCOPY),
-		                   has_addr ? (struct sockaddr *)&d.ss : NULL, has_addr ? d.len : 0);
+		ssize_t n =
+		        sendto(sock, w->w_data, len, (int)((flags | MSG_NOSIGNAL) & ~MSG_ZEROCOPY),
+		               has_addr ? (struct sockaddr *)&d.ss : NULL, has_addr ? d.len : 0);
 		rc = n < 0 ? -errno : n;
 		tgt_sigpipe(t, rc, flags);
 	}
@@ -952,13 +954,15 @@ worker_main(void *arg)
 			if (errno == EINTR || errno == ENOENT)
 				continue;
 			log_warn("unix socket gate: receiving a notification");
+			/* CMD's calls would wait for ever: the run must end. */
+			atomic_store(&g->g_broken, true);
 			break;
 		}
 		memset(w->w_resp, 0, g->g_sizes.seccomp_notif_resp);
 		handle(w, w->w_req, w->w_resp);
 		/* ENOENT: the thread was killed meanwhile; nobody waits. */
-		if (ioctl(g->g_listener, SECCOMP_IOCTL_NOTIF_SEND, w->w_resp) < 0 && errno != ENOENT &&
-		    errno != EINTR)
+		if (ioctl(g->g_listener, SECCOMP_IOCTL_NOTIF_SEND, w->w_resp) < 0 &&
+		    errno != ENOENT && errno != EINTR)
 			log_warn("unix socket gate: answering a notification");
 	}
 	return NULL;
@@ -1020,7 +1024,8 @@ ugate_new(int listener, int diag, const struct ugate_config *cfg, char *err, siz
 	pthread_mutex_init(&g->g_diag_lock, NULL);
 	g->g_stopped = true; /* no worker yet */
 	if (listener < 0 || diag < 0) {
-		snprintf(err, errlen, "unix socket gate: no %s", listener < 0 ? "listener" : "diag socket");
+		snprintf(err, errlen, "unix socket gate: no %s",
+		         listener < 0 ? "listener" : "diag socket");
 		goto fail;
 	}
 	if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &g->g_sizes) < 0) {
@@ -1079,6 +1084,12 @@ ugate_start(struct ugate *g, char *err, size_t errlen)
 		w->w_started = true;
 	}
 	return 0;
+}
+
+bool
+ugate_broken(const struct ugate *g)
+{
+	return g != NULL && atomic_load(&g->g_broken);
 }
 
 void

@@ -38,7 +38,7 @@ struct ugate_allow {
 struct ugate_config {
 	const struct ugate_allow *allow; /* borrowed until ugate_free */
 	size_t n_allow;
-	bool events; /* report decisions on host sockets (ugate_event_fd) */
+	bool events;           /* report decisions on host sockets (ugate_event_fd) */
 	const cpu_set_t *cpus; /* the workers' CPUs (copied); NULL: inherited */
 };
 
@@ -84,6 +84,10 @@ int ugate_event_fd(const struct ugate *g);
 
 /* Take one queued event without blocking: 1, or 0 when none is queued. */
 int ugate_read_event(struct ugate *g, struct ugate_event *ev);
+
+/* A worker gave up on the listener (said on stderr): CMD's calls may then
+ * wait for ever, and the caller must end the sandbox. Any thread. */
+bool ugate_broken(const struct ugate *g);
 
 /* From now on the policy's unix: entries open nothing: the egress log has
  * failed or its budget is spent, and nothing may go on that the log does

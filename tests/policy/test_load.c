@@ -89,8 +89,9 @@ test_top_level(void **state)
 
 		expect_errors("version: 1\nallow:\n  - {[a]: b}\n", 2, want);
 	}
-	expect_error("version: 1\nalow: []\n", "t.yaml:2:1: unknown key 'alow'; expected version, "
-	                                       "name, description, include, allow, deny, mode or unix");
+	expect_error("version: 1\nalow: []\n",
+	             "t.yaml:2:1: unknown key 'alow'; expected version, "
+	             "name, description, include, allow, deny, mode or unix");
 	expect_error("version: 1\nmode: permissive\n",
 	             "t.yaml:2:7: mode: expected enforce or audit, got permissive");
 	expect_error("version: 1\nname: \"a b\"\n",
@@ -505,8 +506,9 @@ test_include_errors(void **state)
 	             "write a path like ./Bad Name.yaml for a file");
 	expect_error("version: 1\ninclude: [/nonexistent/x.yaml]\n",
 	             "t.yaml:2:11: include '/nonexistent/x.yaml': No such file or directory");
-	expect_error("version: 1\ninclude: [/dev/null]\n",
-	             "t.yaml:2:11: include '/dev/null': not a regular file; expected a policy file");
+	expect_error(
+	        "version: 1\ninclude: [/dev/null]\n",
+	        "t.yaml:2:11: include '/dev/null': not a regular file; expected a policy file");
 	expect_error("version: 1\ninclude: [/]\n",
 	             "t.yaml:2:11: include '/': is a directory; expected a policy file");
 	expect_error("version: 1\ninclude: [[a]]\n",
@@ -683,28 +685,17 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_unix),
-	        cmocka_unit_test(test_version),
-	        cmocka_unit_test(test_top_level),
-	        cmocka_unit_test(test_rules),
-	        cmocka_unit_test(test_ech_key),
-	        cmocka_unit_test(test_hosts),
-	        cmocka_unit_test(test_long_names),
-	        cmocka_unit_test(test_cidrs),
-	        cmocka_unit_test(test_ports),
-	        cmocka_unit_test(test_all_errors_collected),
-	        cmocka_unit_test(test_error_cap),
-	        cmocka_unit_test(test_yaml_safety),
-	        cmocka_unit_test(test_alias_bomb),
-	        cmocka_unit_test(test_deep_nesting),
-	        cmocka_unit_test(test_binary),
-	        cmocka_unit_test(test_too_big),
-	        cmocka_unit_test(test_many_ports),
-	        cmocka_unit_test(test_preset_dirs),
-	        cmocka_unit_test(test_include_errors),
-	        cmocka_unit_test(test_load_path_errors),
-	        cmocka_unit_test(test_limits),
-	        cmocka_unit_test(test_include_limits),
+	        cmocka_unit_test(test_unix),           cmocka_unit_test(test_version),
+	        cmocka_unit_test(test_top_level),      cmocka_unit_test(test_rules),
+	        cmocka_unit_test(test_ech_key),        cmocka_unit_test(test_hosts),
+	        cmocka_unit_test(test_long_names),     cmocka_unit_test(test_cidrs),
+	        cmocka_unit_test(test_ports),          cmocka_unit_test(test_all_errors_collected),
+	        cmocka_unit_test(test_error_cap),      cmocka_unit_test(test_yaml_safety),
+	        cmocka_unit_test(test_alias_bomb),     cmocka_unit_test(test_deep_nesting),
+	        cmocka_unit_test(test_binary),         cmocka_unit_test(test_too_big),
+	        cmocka_unit_test(test_many_ports),     cmocka_unit_test(test_preset_dirs),
+	        cmocka_unit_test(test_include_errors), cmocka_unit_test(test_load_path_errors),
+	        cmocka_unit_test(test_limits),         cmocka_unit_test(test_include_limits),
 	};
 
 	/* Keep the preset search to the built-in directories. */

@@ -67,8 +67,10 @@ setup(void **state)
 	mk("p", true);
 	mk("p/w2", true);
 	mk("p/w2/log", false);
-	if (symlink("a/b", at("w/l")) < 0 || symlink(at("w/a/b/pol.yaml"), at("ro/link.yaml")) < 0 ||
-	    symlink(at("w/a/b/log"), at("p/log-link")) < 0 || symlink("/proc/self/fd/0", at("p/fd")) < 0)
+	if (symlink("a/b", at("w/l")) < 0 ||
+	    symlink(at("w/a/b/pol.yaml"), at("ro/link.yaml")) < 0 ||
+	    symlink(at("w/a/b/log"), at("p/log-link")) < 0 ||
+	    symlink("/proc/self/fd/0", at("p/fd")) < 0)
 		return -1;
 	return 0;
 }
