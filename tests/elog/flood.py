@@ -107,7 +107,9 @@ def connect_flood(ip, port, count, seconds):
         s.settimeout(2)
         try:
             s.connect((ip, port))
-            s.sendall(b"x" * 16)
+            # Bytes no protocol starts with: decided at once (a token
+            # could still be the start of an HTTP method, and waits).
+            s.sendall(b"\0" * 16)
             outcomes["eof" if s.recv(64) == b"" else "data"] += 1
         except ConnectionResetError:
             outcomes["reset"] += 1
