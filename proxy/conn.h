@@ -35,6 +35,9 @@ struct relay;
 #define PROXY_DEFAULT_CONNECT_MS 10000
 #define PROXY_DEFAULT_IDLE_MS    300000
 #define PROXY_DEFAULT_HEADER_MS  10000
+/* An origin that accepted and says nothing: 504 after this (squid's
+ * read_timeout is 15 min, nginx's proxy_read_timeout 60 s). */
+#define PROXY_DEFAULT_RESPONSE_MS 60000
 /* Transparent: how long a silent client is given before it is taken for a
  * server-speaks-first protocol (ssh banner exchange, SMTP, ...). */
 #define PROXY_SNIFF_SILENT_MS 300
