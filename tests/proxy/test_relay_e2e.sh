@@ -7,7 +7,9 @@
 #    close-delimited too: every body arrives whole, none stalls;
 #  - an upstream reset reaches the client as a reset (curl exit 56), on
 #    the forward path without a length and with one, and in a CONNECT
-#    tunnel; the log says the upstream reset.
+#    tunnel; the log says the upstream reset;
+#  - the early 503 (connection limit) reaches a client whose request is
+#    already there whole, with its Content-Length, and ends with a FIN.
 # RELAY_N overrides the number of downloads (default 1000).
 . "$(dirname "$0")/../lib.sh"
 . "$TESTS_DIR/lab/lib.sh"
@@ -83,7 +85,24 @@ echo "log lines naming the upstream reset: $n"
 [ "$n" -ge 6 ] || FAILS+=("the log names the upstream reset on $n of 6 lines: $(grep -i reset "$LOGF" | head -n 3)")
 
 kill -TERM "$PXPID"
+
+# --- a refusal arrives whole ---
+# The early 503 (no connection object yet: here the connection limit) to
+# clients whose request is already there: read whole, then a clean end.
+"$LAB_SH" exec "$LAB" "${LAB_ENV[@]}" /bin/sh -c 'echo $$ >"$1"; shift; exec "$@"' sh \
+	"$LAB_WORK/busy.pid" "$AIRLOCK" proxy -p "$POL" --listen "127.0.0.1:3129" --max-conns 1 \
+	--log "$LAB_WORK/busy.jsonl" --dns-upstream "$LAB_DNS" 2>"$LAB_LOG/busy.out" &
+for _ in $(seq 100); do
+	[ -s "$LAB_WORK/busy.pid" ] && grep -q listening "$LAB_LOG/busy.out" 2>/dev/null && break
+	sleep 0.05
+done
+BUSYPID=$(cat "$LAB_WORK/busy.pid")
+out=$(in_lab "$LAB_PYTHON" "$SOURCE_ROOT/tests/proxy/busy_client.py" 3129 50) ||
+	FAILS+=("the early 503 was not read whole: $out")
+echo "early 503: $out"
+kill -TERM "$BUSYPID" "$PXPID" 2>/dev/null || true
 sleep 0.2
+! grep -q Sanitizer "$LAB_LOG/busy.out" || fail "sanitizer report: $(head -n 20 "$LAB_LOG/busy.out")"
 ! grep -q Sanitizer "$LAB_LOG/proxy.out" || fail "sanitizer report: $(head -n 20 "$LAB_LOG/proxy.out")"
 [ ${#FAILS[@]} -eq 0 ] || fail "$(printf '\n  %s' "${FAILS[@]}")"
 echo "ok"
