@@ -8,6 +8,7 @@
 #  - an upstream reset reaches the client as a reset (curl exit 56), on
 #    the forward path without a length and with one, and in a CONNECT
 #    tunnel; the log says the upstream reset;
+#    the same for transparent tunnels inside `airlock run`;
 #  - the early 503 (connection limit) reaches a client whose request is
 #    already there whole, with its Content-Length, and ends with a FIN.
 # RELAY_N overrides the number of downloads (default 1000).
@@ -102,6 +103,29 @@ out=$(in_lab "$LAB_PYTHON" "$SOURCE_ROOT/tests/proxy/busy_client.py" 3129 50) ||
 echo "early 503: $out"
 kill -TERM "$BUSYPID" "$PXPID" 2>/dev/null || true
 sleep 0.2
+
+# --- a reset stays a reset in a transparent tunnel (airlock run) ---
+# The sandbox's curl goes straight to the address (no proxy variables), so
+# the transparent listener takes it, decides it by Host and relays it.
+LOGF=$LAB_WORK/run.jsonl
+cat >"$LAB_WORK/inside.sh" <<-EOF
+	for p in /rst/300000 /rst/10 /rstlen/300000 /eof/300000; do
+		rc=0
+		curl -sS --noproxy '*' --max-time 20 -o /dev/null "http://$T\$p" 2>/tmp/err || rc=\$?
+		echo "transparent \$p: curl exit \$rc: \$(cat /tmp/err)"
+	done
+EOF
+out=$(airlock_lab "$POL" -- sh "$LAB_WORK/inside.sh" 2>&1) || true
+echo "$out" | grep transparent || FAILS+=("transparent: the run failed: $out")
+for p in /rst/300000 /rst/10 /rstlen/300000; do
+	echo "$out" | grep -q "^transparent $p: curl exit 56:" ||
+		FAILS+=("transparent $p: not a reset: $(echo "$out" | grep "transparent $p:")")
+done
+echo "$out" | grep -q "^transparent /eof/300000: curl exit 0:" ||
+	FAILS+=("transparent: a clean end is not clean: $(echo "$out" | grep "transparent /eof")")
+n=$(grep -c '"reason":"upstream connection reset"' "$LOGF" || true)
+[ "$n" -ge 3 ] || FAILS+=("transparent: the log names the upstream reset on $n of 3 lines")
+
 ! grep -q Sanitizer "$LAB_LOG/busy.out" || fail "sanitizer report: $(head -n 20 "$LAB_LOG/busy.out")"
 ! grep -q Sanitizer "$LAB_LOG/proxy.out" || fail "sanitizer report: $(head -n 20 "$LAB_LOG/proxy.out")"
 [ ${#FAILS[@]} -eq 0 ] || fail "$(printf '\n  %s' "${FAILS[@]}")"
