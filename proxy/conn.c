@@ -918,7 +918,8 @@ conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, const
 	int n;
 
 	if (kind == PROXY_LISTEN_EXPLICIT) {
-		n = snprintf(reply, sizeof(reply), busy, sizeof(CONN_BUSY_BODY) - 1, CONN_BUSY_BODY);
+		n = snprintf(reply, sizeof(reply), busy, sizeof(CONN_BUSY_BODY) - 1,
+		             CONN_BUSY_BODY);
 		if (n > 0 && (size_t)n < sizeof(reply))
 			(void)send(fd, reply, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		(void)shutdown(fd, SHUT_WR);

@@ -342,7 +342,8 @@ forward_pump_response(struct conn *c)
 			 * (the client, told by the close, sees it short). */
 			if (ht->resp_framing == HTTP_BODY_CLOSE)
 				break;
-			str_copy(c->reason, "upstream closed during the response", sizeof(c->reason));
+			str_copy(c->reason, "upstream closed during the response",
+			         sizeof(c->reason));
 			conn_close(c);
 			return;
 		}
@@ -441,7 +442,8 @@ forward_timer(struct conn *c, uint64_t now)
 		return;
 	}
 	if (!c->http.resp_head_done) {
-		conn_refuse(c, 504, "http_response_timeout", "no response from upstream within %u ms",
+		conn_refuse(c, 504, "http_response_timeout",
+		            "no response from upstream within %u ms",
 		            (unsigned)cfg->response_timeout_ms);
 		return;
 	}

@@ -582,15 +582,17 @@ test_response_timeout(void **state)
 	char req[128];
 	const char *r;
 
-	snprintf(req, sizeof(req), "GET http://127.0.0.1:%u/ HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n",
-	         loop_port, loop_port);
+	snprintf(req, sizeof(req),
+	         "GET http://127.0.0.1:%u/ HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", loop_port,
+	         loop_port);
 	r = exchange(f, fd, req, 3000);
 	assert_true(strncmp(r, "HTTP/1.1 504", 12) == 0);
 	assert_non_null(strstr(r, "error=http_response_timeout"));
 	assert_body_length(r);
 	close(fd);
 	exchange(f, client(f), NULL, 50);
-	assert_non_null(strstr(log_text(f), "\"reason\":\"no response from upstream within 300 ms\""));
+	assert_non_null(
+	        strstr(log_text(f), "\"reason\":\"no response from upstream within 300 ms\""));
 }
 
 /* A listener whose accept queue is full drops SYNs: the proxy's connect
