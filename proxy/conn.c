@@ -360,6 +360,22 @@ conn_tunnel_done(struct conn *c, const char *why)
 	conn_close(c);
 }
 
+void
+conn_abort(struct conn *c, const char *why)
+{
+	struct linger lg = {1, 0};
+
+	if (why != NULL && c->reason[0] == '\0')
+		str_copy(c->reason, why, sizeof(c->reason));
+	log_debug("proxy: conn %llu: %s; resetting both sides", (unsigned long long)c->id,
+	          c->reason);
+	if (c->down.fd >= 0)
+		(void)setsockopt(c->down.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	if (c->up.fd >= 0)
+		(void)setsockopt(c->up.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	conn_close(c);
+}
+
 /* ---- decisions ---- */
 
 /* A destination the policy lets through must also be one the log may
@@ -836,8 +852,10 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 		}
 		sniff_decide(c, true);
 		return;
-	case CONN_TUNNEL:
 	case CONN_HTTP:
+		forward_timer(c, now);
+		return;
+	case CONN_TUNNEL:
 		if (now - c->last_ms >= idle) {
 			str_copy(c->reason, "idle timeout", sizeof(c->reason));
 			conn_close(c);
@@ -880,22 +898,40 @@ conn_original_dst(int fd, union conn_addr *out)
 	return 0;
 }
 
-/* Refuse before a connection object exists (limits, log failure). */
+/* Refuse before a connection object exists (limits, log failure). An
+ * explicit client gets a 503; what it already sent is read and dropped
+ * before the close, which would otherwise be a reset that can destroy the
+ * reply on its way. A transparent one gets a reset. */
 static void
 conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, const char *why)
 {
+#define CONN_BUSY_BODY "airlock: too many connections; retry.\n"
 	static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
 	                           "Content-Type: text/plain; charset=utf-8\r\n"
 	                           "Proxy-Status: airlock; error=connection_limit_reached\r\n"
-	                           "Content-Length: 39\r\nConnection: close\r\n\r\n"
-	                           "airlock: too many connections; retry.\n";
+	                           "Content-Length: %zu\r\nConnection: close\r\n\r\n"
+	                           "%s";
+	char reply[sizeof(busy) + sizeof(CONN_BUSY_BODY) + 16];
+	char sink[4096];
 	struct linger lg = {1, 0};
 	struct elog_event ev;
+	int n;
 
-	if (kind == PROXY_LISTEN_EXPLICIT)
-		(void)send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-	else
+	if (kind == PROXY_LISTEN_EXPLICIT) {
+		n = snprintf(reply, sizeof(reply), busy, sizeof(CONN_BUSY_BODY) - 1,
+		             CONN_BUSY_BODY);
+		if (n > 0 && (size_t)n < sizeof(reply))
+			(void)send(fd, reply, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)shutdown(fd, SHUT_WR);
+		/* Bounded: what is already there, up to a request head's
+		 * worth (HTTP_MAX_HEAD); anything later meets a closed
+		 * socket after the reply has gone. */
+		for (int i = 0; i < 16 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+			;
+	} else {
 		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
+#undef CONN_BUSY_BODY
 	close(fd);
 	if (elog_failed(px->px_cfg.log))
 		return;

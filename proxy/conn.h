@@ -35,6 +35,9 @@ struct relay;
 #define PROXY_DEFAULT_CONNECT_MS 10000
 #define PROXY_DEFAULT_IDLE_MS    300000
 #define PROXY_DEFAULT_HEADER_MS  10000
+/* An origin that accepted and says nothing: 504 after this (squid's
+ * read_timeout is 15 min, nginx's proxy_read_timeout 60 s). */
+#define PROXY_DEFAULT_RESPONSE_MS 60000
 /* Transparent: how long a silent client is given before it is taken for a
  * server-speaks-first protocol (ssh banner exchange, SMTP, ...). */
 #define PROXY_SNIFF_SILENT_MS 300
@@ -232,6 +235,10 @@ void conn_refuse(struct conn *c, int status, const char *error, const char *fmt,
 void conn_refuse_resource(struct conn *c, const char *what);
 /* Called by relay.c when both directions are finished or failed. */
 void conn_tunnel_done(struct conn *c, const char *why);
+/* One side reset (or failed): close both with a reset (SO_LINGER {1, 0})
+ * so the other learns that what it got is cut, never a clean end; why
+ * becomes the log's reason unless one is set. c is gone. */
+void conn_abort(struct conn *c, const char *why);
 
 /* sniff.c: decide a transparent connection from its first bytes; with
  * timed_out, decide on what is there. */
@@ -245,6 +252,10 @@ void forward_start(struct conn *c);
 void forward_pump_request(struct conn *c);
 void forward_pump_response(struct conn *c);
 void forward_upstream_event(struct conn *c, short what);
+/* c's timer in CONN_HTTP: 504 http_response_timeout for an origin silent
+ * for response_timeout_ms before its response head, the idle timeout
+ * after it. c may be gone. */
+void forward_timer(struct conn *c, uint64_t now);
 
 /* upstream.c */
 /* Resolve c->host (or take the literal) into c->addrs, then call

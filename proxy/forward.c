@@ -6,6 +6,7 @@
  * framed exactly is refused or ends the connection, never guessed. */
 #include "proxy/conn.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,7 +333,18 @@ forward_pump_response(struct conn *c)
 			return;
 		}
 		if (n == 0) {
-			conn_half_read(&c->up, true);
+			if (!c->up.eof) {
+				conn_half_read(&c->up, true);
+				return;
+			}
+			/* Everything the origin sent before its FIN is through:
+			 * that ends a close-delimited body, and cuts any other
+			 * (the client, told by the close, sees it short). */
+			if (ht->resp_framing == HTTP_BODY_CLOSE)
+				break;
+			str_copy(c->reason, "upstream closed during the response",
+			         sizeof(c->reason));
+			conn_close(c);
 			return;
 		}
 		took = body_take(in, ht->resp_framing, &ht->resp_left, &ht->resp_chunks, &n, &done);
@@ -364,8 +376,9 @@ forward_start(struct conn *c)
 	struct conn_http *ht = &c->http;
 
 	conn_enter(c, CONN_HTTP);
+	/* Until the response head: the response timeout (forward_timer). */
 	evtimer_del(c->timer);
-	conn_timer_in(c, c->px->px_cfg.idle_timeout_ms);
+	conn_timer_in(c, c->px->px_cfg.response_timeout_ms);
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
 	/* Each side's write callback fires once half its queue has gone, to
 	 * refill it before it runs dry. */
@@ -376,6 +389,7 @@ forward_start(struct conn *c)
 	bufferevent_write(c->up.bev, ht->out_head, ht->out_len);
 	c->up.bytes += ht->out_len;
 	forward_head_free(c);
+	c->up.eof = false; /* a new upstream, or a kept one that has not ended */
 	bufferevent_enable(c->up.bev, EV_WRITE);
 	conn_half_read(&c->up, true);
 	forward_pump_request(c);
@@ -386,27 +400,53 @@ forward_upstream_event(struct conn *c, short what)
 {
 	struct conn_http *ht = &c->http;
 
-	if (what & BEV_EVENT_EOF) {
-		c->up.eof = true;
-		if (ht->resp_head_done && ht->resp_framing == HTTP_BODY_CLOSE) {
-			/* A close-delimited body ends here: the exchange is
-			 * complete, and neither connection can be reused. */
-			forward_pump_response(c);
-			ht->server_close = true;
-			ht->client_close = true;
-			forward_next(c);
-			return;
-		}
-	}
 	if (!ht->resp_head_done && c->down.bytes == 0) {
 		conn_refuse(c, 502, "connection_terminated",
-		            (what & BEV_EVENT_EOF)
-		                    ? "upstream closed the connection before responding"
-		                    : "upstream connection failed");
+		            (what & BEV_EVENT_ERROR)
+		                    ? "upstream connection failed before responding"
+		                    : "upstream closed the connection before responding");
 		return;
 	}
-	/* Part of the response is already with the client: only closing
-	 * tells it the response is cut. */
-	str_copy(c->reason, "upstream closed during the response", sizeof(c->reason));
+	if (what & BEV_EVENT_ERROR) {
+		/* A reset (or another error) mid-response: only a reset tells
+		 * the client that what it got is cut, also when the body has
+		 * no length and a close would read as its end. */
+		conn_abort(c, EVUTIL_SOCKET_ERROR() == ECONNRESET ? "upstream connection reset"
+		                                                  : "upstream connection error");
+		return;
+	}
+	/* A FIN. What the origin sent before it may still wait in the
+	 * upstream's input while the client's output is full: the pump moves
+	 * it first and ends the exchange (or cuts it) once it is through.
+	 * Neither connection can be reused after a close-delimited body. */
+	c->up.eof = true;
+	ht->server_close = true;
+	if (ht->resp_framing == HTTP_BODY_CLOSE)
+		ht->client_close = true;
+	if (!ht->resp_head_done) {
+		str_copy(c->reason, "upstream closed during the response", sizeof(c->reason));
+		conn_close(c);
+		return;
+	}
+	forward_pump_response(c);
+}
+
+void
+forward_timer(struct conn *c, uint64_t now)
+{
+	const struct proxy_config *cfg = &c->px->px_cfg;
+	uint64_t limit = c->http.resp_head_done ? cfg->idle_timeout_ms : cfg->response_timeout_ms;
+
+	if (now - c->last_ms < limit) {
+		conn_timer_in(c, limit - (now - c->last_ms));
+		return;
+	}
+	if (!c->http.resp_head_done) {
+		conn_refuse(c, 504, "http_response_timeout",
+		            "no response from upstream within %u ms",
+		            (unsigned)cfg->response_timeout_ms);
+		return;
+	}
+	str_copy(c->reason, "idle timeout", sizeof(c->reason));
 	conn_close(c);
 }

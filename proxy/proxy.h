@@ -34,6 +34,9 @@ struct proxy_config {
 	uint32_t connect_timeout_ms; /* 0 = default */
 	uint32_t idle_timeout_ms;    /* 0 = default */
 	uint32_t header_timeout_ms;  /* request head / ClientHello; 0 = default */
+	/* absolute-form: from the request's last byte sent (or the last
+	 * byte moved) to the response head's first; 0 = default */
+	uint32_t response_timeout_ms;
 };
 
 /* Call it with RLIMIT_NOFILE already raised (fdres_raise_limit): the

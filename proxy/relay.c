@@ -62,6 +62,15 @@ static void relay_bev_read(struct bufferevent *bev, void *arg);
 static void relay_bev_write(struct bufferevent *bev, void *arg);
 static void relay_bev_event(struct bufferevent *bev, short what, void *arg);
 
+/* The log's reason for a failed read from one side. */
+static const char *
+relay_why(bool upstream, int err)
+{
+	if (err == ECONNRESET)
+		return upstream ? "upstream connection reset" : "client connection reset";
+	return upstream ? "upstream connection error" : "client connection error";
+}
+
 static struct conn_half *
 half_of(struct conn *c, struct bufferevent *bev)
 {
@@ -230,8 +239,10 @@ relay_pump(struct relay *r, struct relay_dir *d)
 		if (d->held > 0) {
 			n = relay_write_out(d);
 			if (n < 0) {
-				conn_tunnel_done(c, d->dst == &c->up ? "upstream write failed"
-				                                     : "client write failed");
+				/* dst is gone: the other side learns it from a
+				 * reset, not from a FIN that would read as an end. */
+				conn_abort(c, d->dst == &c->up ? "upstream write failed"
+				                               : "client write failed");
 				return -1;
 			}
 			if (n > 0) {
@@ -270,8 +281,8 @@ relay_pump(struct relay *r, struct relay_dir *d)
 				d->src->eof = true;
 				progress = true;
 			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				conn_tunnel_done(c, d->src == &c->up ? "upstream connection reset"
-				                                     : "client connection reset");
+				/* A reset is passed on as a reset. */
+				conn_abort(c, relay_why(d->src == &c->up, errno));
 				return -1;
 			} else if (d->held > 0) {
 				/* src empty or the pipe's slots full: either way
@@ -461,8 +472,8 @@ relay_bev_event(struct bufferevent *bev, short what, void *arg)
 		relay_bev_shut(c, from->peer);
 		return;
 	}
-	conn_tunnel_done(c,
-	                 from == &c->up ? "upstream connection error" : "client connection error");
+	/* A reset (or another error) is passed on as a reset. */
+	conn_abort(c, relay_why(from == &c->up, EVUTIL_SOCKET_ERROR()));
 }
 
 void

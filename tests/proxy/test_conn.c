@@ -62,6 +62,8 @@ static char extra_deny[256];
  * and an fd to log to instead of a memfd (-1: memfd). */
 static struct dns_cache *next_cache;
 static int next_log_fd = -1;
+/* For the next setup: the origin response timeout (0: the default). */
+static uint32_t next_response_ms;
 
 static int
 setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char *log_path,
@@ -103,6 +105,8 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 	cfg.max_conns = max_conns;
 	cfg.header_timeout_ms = header_ms;
 	cfg.connect_timeout_ms = 500; /* also the resolution deadline */
+	cfg.response_timeout_ms = next_response_ms;
+	next_response_ms = 0;
 	f->hosts = guard_hosts_new(0);
 	assert_non_null(f->hosts);
 	guard_hosts_set_state(f->hosts, GUARD_HOSTS_KNOWN);
@@ -366,6 +370,17 @@ test_silent_client_not_logged(void **state)
 	assert_int_equal(log_lines(f), 0);
 }
 
+/* A whole response in r: its Content-Length is its body's length. */
+static void
+assert_body_length(const char *r)
+{
+	const char *body = strstr(r, "\r\n\r\n"), *cl = strstr(r, "Content-Length: ");
+
+	assert_non_null(body);
+	assert_non_null(cl);
+	assert_int_equal(strtoul(cl + 16, NULL, 10), strlen(body + 4));
+}
+
 /* header timeout 300 ms, at most one connection */
 static void
 test_slowloris_and_limit(void **state)
@@ -379,6 +394,7 @@ test_slowloris_and_limit(void **state)
 	r = exchange(f, second, NULL, 1000);
 	assert_true(strncmp(r, "HTTP/1.1 503", 12) == 0);
 	assert_non_null(strstr(r, "connection_limit_reached"));
+	assert_body_length(r);
 	close(second);
 	r = exchange(f, slow, NULL, 3000);
 	assert_true(strncmp(r, "HTTP/1.1 408", 12) == 0);
@@ -416,6 +432,14 @@ setup_loopback(void **state)
 {
 	loopback_prepare();
 	return setup(state);
+}
+
+/* An origin that has 300 ms to start its response. */
+static int
+setup_loopback_response(void **state)
+{
+	next_response_ms = 300;
+	return setup_loopback(state);
 }
 
 /* Room for 4 connections: the queue budget's cap is 4 x 32 KiB. */
@@ -545,6 +569,30 @@ test_connection_refused(void **state)
 	assert_true(strncmp(r, "HTTP/1.1 502", 12) == 0);
 	assert_non_null(strstr(r, "error=connection_refused"));
 	close(fd);
+}
+
+/* An origin that accepts (the kernel's backlog does) and never answers:
+ * after the response timeout the client gets 504 http_response_timeout,
+ * and its Content-Length is the body's length. */
+static void
+test_response_timeout(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	char req[128];
+	const char *r;
+
+	snprintf(req, sizeof(req),
+	         "GET http://127.0.0.1:%u/ HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", loop_port,
+	         loop_port);
+	r = exchange(f, fd, req, 3000);
+	assert_true(strncmp(r, "HTTP/1.1 504", 12) == 0);
+	assert_non_null(strstr(r, "error=http_response_timeout"));
+	assert_body_length(r);
+	close(fd);
+	exchange(f, client(f), NULL, 50);
+	assert_non_null(
+	        strstr(log_text(f), "\"reason\":\"no response from upstream within 300 ms\""));
 }
 
 /* A listener whose accept queue is full drops SYNs: the proxy's connect
@@ -1258,7 +1306,9 @@ test_queue_cap_holds(void **state)
 	/* Until the origin cannot send for 200 rounds: everything between
 	 * is full. */
 	while (sent < (4u << 20) && idle < 200) {
-		ssize_t n = send(srv, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
+		/* Short sends happen: go on where the pattern left off. */
+		size_t off = sent % sizeof(buf);
+		ssize_t n = send(srv, buf + off, sizeof(buf) - off, MSG_DONTWAIT | MSG_NOSIGNAL);
 
 		event_base_loop(f->base, EVLOOP_NONBLOCK);
 		if (n > 0) {
@@ -1335,6 +1385,8 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_tunnel_half_close, setup_loopback,
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_connection_refused, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_response_timeout, setup_loopback_response,
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_connect_timeout, setup_loopback,
 	                                        teardown_loopback),
