@@ -250,6 +250,8 @@ status_text(int status)
 		return "Forbidden";
 	case 408:
 		return "Request Timeout";
+	case 421:
+		return "Misdirected Request";
 	case 431:
 		return "Request Header Fields Too Large";
 	case 502:
@@ -310,7 +312,7 @@ conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
 		conn_close(c);
 		return;
 	}
-	if (c->lkind == PROXY_LISTEN_TRANSPARENT && c->tls) {
+	if (c->reply_alert || (c->lkind == PROXY_LISTEN_TRANSPARENT && c->tls)) {
 		/* A TLS client gets an alert, never a hang or a plaintext
 		 * answer it cannot parse. */
 		conn_log(c);
@@ -325,7 +327,7 @@ conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
 		return;
 	}
 	bl = snprintf(body, sizeof(body), "airlock: %s %s port %u: %s\n",
-	              status == 403 ? "denied" : "cannot reach", c->host[0] != '\0' ? c->host : "?",
+	              status == 403 || status == 421 ? "denied" : "cannot reach", c->host[0] != '\0' ? c->host : "?",
 	              (unsigned)c->port, c->reason);
 	if (bl < 0 || (size_t)bl >= sizeof(body))
 		bl = (int)strlen(body);
@@ -805,6 +807,8 @@ conn_connected(struct conn *c)
 			n = 0;
 		if ((size_t)n < sizeof(ok) - 1)
 			bufferevent_write(c->down.bev, ok + n, sizeof(ok) - 1 - (size_t)n);
+		/* What the client says first in the tunnel must name c->host. */
+		c->bind_watch = true;
 	}
 	relay_start(c);
 }

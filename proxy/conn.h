@@ -7,6 +7,7 @@
  *   forward.c   explicit absolute-form HTTP: one exchange at a time
  *   upstream.c  resolution (evdns), the address guard, connect with timeout
  *   relay.c     tunnel bytes both ways: bufferevents, then splice(2)
+ *   bind.c      a tunnel's first bytes must name what was decided
  *   http.c      request/response heads (pure)   sni.c  ClientHello (pure)
  */
 #ifndef AIRLOCK_PROXY_CONN_H
@@ -156,6 +157,11 @@ struct conn {
 	bool tls;      /* transparent: the client speaks TLS */
 	bool ech;      /* transparent: its ClientHello has encrypted_client_hello */
 	bool logged;   /* the log line for this exchange is written */
+	/* CONNECT: the client's first bytes in the tunnel are still to be
+	 * looked at (bind.c); until then nothing of them goes up, and the
+	 * tunnel stays on bufferevents. */
+	bool bind_watch;
+	bool reply_alert; /* a refusal answers with a TLS alert (bind.c) */
 	char method[16];
 	char *url;            /* malloc'd, capped; HTTP only */
 	union conn_addr orig; /* transparent: SO_ORIGINAL_DST */
@@ -236,6 +242,13 @@ void conn_tunnel_done(struct conn *c, const char *why);
 /* sniff.c: decide a transparent connection from its first bytes; with
  * timed_out, decide on what is there. */
 void sniff_decide(struct conn *c, bool timed_out);
+
+/* bind.c: c->bind_watch is set and c->down's input has bytes (or the
+ * client ended): look at them. Returns 0 when they may go (the look is
+ * over, c->bind_watch cleared; in audit mode also after a logged
+ * refusal), 1 when more bytes must come first (leave them where they
+ * are), -1 after refusing the tunnel (c is gone). */
+int bind_tunnel_read(struct conn *c);
 
 /* forward.c */
 /* An absolute-form request head (s, h): check, rewrite, decide, connect. */

@@ -11,12 +11,13 @@ DETAIL", where VERDICT is what the client saw:
            access_denied alert), or a reset
   passed   bytes came back from the origin (the request went through)
 
-names.py [transparent|explicit|ech-allowed]"""
+names.py [transparent|explicit|tunnel|ech-allowed]"""
 import os
 import re
 import socket
 import struct
 import sys
+import time
 
 SHARED = "203.0.113.66"  # evil.test and secret.evil.test
 PROXY = ("127.0.0.1", 3128)
@@ -127,7 +128,7 @@ def transparent():
     http_probe("method-dash", web, req("M-SEARCH", "/", [bad, close]))
     http_probe("method-long", web, req("PROPFINDPROPFINDPROPFIND", "/", [bad, close]))
     http_probe("absolute-mismatch", web, req("GET", "http://secret.evil.test/", [ok, close]))
-    http_probe("absolute-nohost", web, req("GET", "http://secret.evil.test/", [close]))
+    http_probe("absolute-nohost", web, req("GET", "http://secret.evil.test/", [("Host", "evil.test"), close]))
     # 2. A ClientHello that names two servers, or hides the name (ECH).
     tls_probe("sni-two-names", ["evil.test", "secret.evil.test"])
     tls_probe("ech", ["evil.test"], ech=True)
@@ -157,10 +158,92 @@ def explicit():
                req("GET", "http://evil.test:8081/", [("Connection", "close")]), refusals=("502",))
 
 
+def tunnel_exchange(target, pieces, done, timeout=5):
+    """CONNECT target through the explicit proxy, then send pieces, a list
+    of (delay in seconds, bytes); (what came after the 200, error text)."""
+    try:
+        s = socket.create_connection(PROXY, timeout=timeout)
+    except OSError as e:
+        return b"", f"connect: {e}"
+    got, err = b"", ""
+    try:
+        s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        while b"\r\n\r\n" not in got:
+            b = s.recv(4096)
+            if not b:
+                return got, "closed before the CONNECT reply"
+            got += b
+        head, _, got = got.partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            return head, "CONNECT refused"
+        for delay, data in pieces:
+            time.sleep(delay)
+            s.sendall(data)
+        while len(got) < 65536 and not done(got):
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except OSError as e:
+        err = type(e).__name__
+    s.close()
+    return got, err
+
+
+def tunnel_tls_probe(name, target, names, delay=0.0, split=None):
+    """A ClientHello inside a CONNECT tunnel: refused if our alert (or a
+    reset) came back, passed if the server answered."""
+    hello = client_hello(names)
+    cut = split if split is not None else len(hello)
+    pieces = [(delay, hello[:cut])] + ([(0.5, hello[cut:])] if cut < len(hello) else [])
+    got, err = tunnel_exchange(target, pieces, lambda got: len(got) >= 7)
+    if got.startswith(ALERT_ACCESS_DENIED) or (not got and err):
+        print(f"{name} refused {'access_denied' if got else err}")
+    else:
+        print(f"{name} passed {got[:6].hex() or err or 'nothing'}")
+
+
+def tunnel_http_probe(name, target, data, delay=0.0):
+    """An HTTP/1 request inside a CONNECT tunnel: refused if the answer is
+    the proxy's own (Proxy-Status) or a reset, passed if the origin's."""
+    got, err = tunnel_exchange(target, [(delay, data)], http_complete)
+    line = got.split(b"\r\n", 1)[0].decode("latin-1")
+    if b"Proxy-Status: airlock" in got or (not got and err):
+        print(f"{name} refused {line or err}")
+    else:
+        print(f"{name} passed {line or err or 'nothing'}")
+
+
+def tunnel():
+    """Item 1 of issue 15: the first bytes inside an allowed CONNECT
+    tunnel must name the CONNECT target."""
+    close = ("Connection", "close")
+    # Controls: the target's own name, in any case and with a trailing
+    # dot, and bytes that are neither TLS nor HTTP, go through.
+    tunnel_tls_probe("control-tunnel-tls", "evil.test:443", ["evil.test"])
+    tunnel_tls_probe("control-tunnel-tls-case", "evil.test:443", ["EVIL.Test."])
+    tunnel_tls_probe("control-tunnel-tls-late", "evil.test:443", ["evil.test"], delay=1.0)
+    tunnel_http_probe("control-tunnel-http", "evil.test:80",
+                      req("GET", "/", [("Host", "Evil.Test."), close]))
+    tunnel_http_probe("control-tunnel-opaque", "evil.test:80", b"\x00\x01not a head\r\n\r\n")
+    # The denied name on the allowed address, through the allowed tunnel.
+    tunnel_tls_probe("tunnel-sni", "evil.test:443", ["secret.evil.test"])
+    tunnel_tls_probe("tunnel-sni-late", "evil.test:443", ["secret.evil.test"], delay=1.0)
+    tunnel_tls_probe("tunnel-sni-split", "evil.test:443", ["secret.evil.test"], split=60)
+    tunnel_tls_probe("tunnel-sni-address", "203.0.113.66:443", ["secret.evil.test"])
+    tunnel_http_probe("tunnel-host", "evil.test:80",
+                      req("GET", "/", [("Host", "secret.evil.test"), close]))
+    tunnel_http_probe("tunnel-host-late", "evil.test:80",
+                      req("GET", "/", [("Host", "secret.evil.test"), close]), delay=1.0)
+    tunnel_http_probe("tunnel-absolute", "evil.test:80",
+                      req("GET", "http://secret.evil.test/", [("Host", "evil.test"), close]))
+
+
 def ech_allowed():
     socket.getaddrinfo("evil.test", 443, socket.AF_INET, socket.SOCK_STREAM)
     tls_probe("ech-opted-in", ["evil.test"], ech=True)
     tls_probe("ech-two-names", ["evil.test", "secret.evil.test"], ech=True)
 
 
-{"transparent": transparent, "explicit": explicit, "ech-allowed": ech_allowed}[sys.argv[1]]()
+{"transparent": transparent, "explicit": explicit, "tunnel": tunnel,
+ "ech-allowed": ech_allowed}[sys.argv[1]]()

@@ -110,6 +110,42 @@ expect_logged "Connection: Host refused (explicit)" \
 expect_logged "response Connection: Content-Length refused" \
 	"e.get(\"port\") == 8081 and e.get(\"verdict\") == \"allow\" and \"Content-Length\" in e.get(\"reason\", \"\") and \"response\" in e.get(\"reason\", \"\")"
 
+# Inside an allowed CONNECT tunnel (item 1): the first ClientHello or
+# request head must name the CONNECT target, however late or split it
+# comes; anything else stays an opaque tunnel. The address itself is
+# allowed by a cidr rule here, so a CONNECT to it is allowed too, and the
+# name the bytes then carry must be that address.
+POL_TUN=$LAB_WORK/names-tunnel.yaml
+cat >"$POL_TUN" <<-'YAML'
+	version: 1
+	name: names-tunnel-e2e
+	allow:
+	  - host: evil.test
+	    ports: [80, 443]
+	  - cidr: 203.0.113.66/32
+	    ports: [443]
+	deny:
+	  - host: secret.evil.test
+YAML
+out=$(airlock_lab "$POL_TUN" -- python3 "$PROBE" tunnel 2>&1) || true
+printf '%s\n' "$out" | grep -E '^[a-z0-9-]+ (passed|refused)' || true
+! grep -q Sanitizer <<<"$out" || fail "sanitizer report: $out"
+for p in control-tunnel-tls control-tunnel-tls-case control-tunnel-tls-late control-tunnel-http \
+	control-tunnel-opaque; do
+	expect_probe "$p" passed
+done
+for p in tunnel-sni tunnel-sni-late tunnel-sni-split tunnel-sni-address tunnel-host \
+	tunnel-host-late tunnel-absolute; do
+	expect_probe "$p" refused
+done
+expect_logged "tunnel ClientHello naming another server" \
+	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"evil.test\" and e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\") and \"ClientHello\" in e.get(\"reason\", \"\")"
+expect_logged "tunnel request naming another host" \
+	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"evil.test\" and e.get(\"port\") == 80 and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\") and \"Host\" in e.get(\"reason\", \"\")"
+expect_logged "tunnel to an address, ClientHello naming a server" \
+	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\")"
+/usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
+
 # With `ech: allow` on the rule the same ECH hello goes through; two names
 # stay refused.
 out=$(airlock_lab "$POL_ECH" -- python3 "$PROBE" ech-allowed 2>&1) || true
