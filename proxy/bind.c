@@ -21,28 +21,6 @@
 #include "policy/policy.h"
 #include "proxy/peek.h"
 
-/* Whether the name the bytes carry (as sent: peek.h) is c->host. Names
- * are folded as the policy folds them; address literals are compared as
- * addresses, so one address has one spelling. */
-static bool
-bind_same_name(const struct conn *c, const struct peek *p)
-{
-	char folded[HTTP_HOST_MAX];
-	const char *why;
-
-	if (p->ip_literal != c->ip_literal)
-		return false;
-	if (p->ip_literal) {
-		union conn_addr a, b;
-
-		return conn_addr_parse(&a, p->name, 0) && conn_addr_parse(&b, c->host, 0) &&
-		       conn_addr_eq(&a, &b);
-	}
-	if (policy_name_normalize(p->name, folded, sizeof(folded), &why) != 0)
-		return false;
-	return strcmp(folded, c->host) == 0;
-}
-
 /* Refuse the tunnel for what its first bytes were: a TLS alert for a
  * ClientHello, a status inside the tunnel for an HTTP head (the client
  * reads HTTP there), a reset for the rest. Returns -1 (c is gone), or 0
@@ -92,8 +70,15 @@ bind_tunnel_read(struct conn *c)
 	}
 	switch (peek_parse(buf, n, c->port, &h, &p)) {
 	case PEEK_MORE:
-		if (!c->down.eof)
+		if (!c->down.eof) {
+			/* Not for ever: a head has the explicit proxy's header
+			 * time to be complete (bind_tunnel_timer). */
+			if (c->bind_since_ms == 0) {
+				c->bind_since_ms = now_ms();
+				conn_timer_in(c, c->px->px_cfg.header_timeout_ms);
+			}
 			return 1;
+		}
 		/* The client ended inside what may still be a head: nothing
 		 * of it went up, and none goes. A few bytes that look like
 		 * nothing yet are the opaque tunnel's. */
@@ -112,7 +97,7 @@ bind_tunnel_read(struct conn *c)
 	case PEEK_TLS:
 		if (p.name[0] == '\0')
 			break; /* names nothing: nothing to bind */
-		if (!bind_same_name(c, &p)) {
+		if (!peek_same_name(&p, c->host, c->ip_literal)) {
 			if (bind_refuse(c, &p, 421, "tunnel to %s carries a ClientHello for %s",
 			                c->host, p.name) != 0)
 				return -1;
@@ -129,7 +114,7 @@ bind_tunnel_read(struct conn *c)
 	case PEEK_HTTP:
 		if (p.name[0] == '\0')
 			break;
-		if (!bind_same_name(c, &p) &&
+		if (!peek_same_name(&p, c->host, c->ip_literal) &&
 		    bind_refuse(c, &p, 421, "tunnel to %s carries a request for Host %s", c->host,
 		                p.name) != 0)
 			return -1;
@@ -138,5 +123,31 @@ bind_tunnel_read(struct conn *c)
 	/* Looked at and bound (or nameless): the rest is the tunnel's. */
 	c->bind_watch = false;
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	return 0;
+}
+
+int
+bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
+{
+	uint64_t limit = c->px->px_cfg.header_timeout_ms;
+	struct peek p = {.proto = PEEK_PROTO_UNKNOWN};
+
+	if (c->bind_since_ms == 0)
+		return 0;
+	if (now - c->bind_since_ms < limit) {
+		if (limit - (now - c->bind_since_ms) < *next_ms)
+			*next_ms = limit - (now - c->bind_since_ms);
+		return 0;
+	}
+	/* Held back until now, so nothing of it went up. In audit mode it
+	 * goes, and the look is over. */
+	if (bind_refuse(c, &p, 408, "tunnel to %s: first bytes not a complete head within %u ms",
+	                c->host, (unsigned)limit) != 0)
+		return -1;
+	c->bind_watch = false;
+	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	/* The held bytes go from the relay's read callback, from the loop:
+	 * called from here, it could free c under the timer's feet. */
+	bufferevent_trigger(c->down.bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
 	return 0;
 }

@@ -841,14 +841,20 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 		sniff_decide(c, true);
 		return;
 	case CONN_TUNNEL:
-	case CONN_HTTP:
+	case CONN_HTTP: {
+		uint64_t next;
+
 		if (now - c->last_ms >= idle) {
 			str_copy(c->reason, "idle timeout", sizeof(c->reason));
 			conn_close(c);
 			return;
 		}
-		conn_timer_in(c, idle - (now - c->last_ms));
+		next = idle - (now - c->last_ms);
+		if (c->bind_watch && bind_tunnel_timer(c, now, &next) != 0)
+			return;
+		conn_timer_in(c, next);
 		return;
+	}
 	case CONN_REPLY:
 		conn_close(c);
 		return;

@@ -161,6 +161,7 @@ struct conn {
 	 * looked at (bind.c); until then nothing of them goes up, and the
 	 * tunnel stays on bufferevents. */
 	bool bind_watch;
+	uint64_t bind_since_ms; /* when a head began to come while watched; 0 before */
 	bool reply_alert; /* a refusal answers with a TLS alert (bind.c) */
 	char method[16];
 	char *url;            /* malloc'd, capped; HTTP only */
@@ -249,6 +250,10 @@ void sniff_decide(struct conn *c, bool timed_out);
  * refusal), 1 when more bytes must come first (leave them where they
  * are), -1 after refusing the tunnel (c is gone). */
 int bind_tunnel_read(struct conn *c);
+/* The tunnel's timer, while c->bind_watch: a head that began to come
+ * header_timeout_ms ago and is still not complete is refused (-1, c is
+ * gone); else 0, with *next_ms lowered to when to look again. */
+int bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms);
 
 /* forward.c */
 /* An absolute-form request head (s, h): check, rewrite, decide, connect. */

@@ -96,6 +96,14 @@ enum peek_kind peek_parse(const uint8_t *buf, size_t len, uint16_t default_port,
  * NUL. */
 void peek_reason(const struct peek *p, char *out, size_t outlen);
 
+/* Whether the name p carries (PEEK_TLS or PEEK_HTTP, name not "") is
+ * name, the one a connection was decided for: name is normalised
+ * (policy_name_normalize) or, with ip_literal, an address literal. p's
+ * name is folded the same way (case, trailing dot); addresses are
+ * compared as addresses, an IPv4-mapped IPv6 one as the IPv4 it is, so
+ * one address has one spelling. A name that does not fold is no match. */
+bool peek_same_name(const struct peek *p, const char *name, bool ip_literal);
+
 /* The HTTP status that refuses a PEEK_BAD head: 431 for a head or field
  * count over the limits, else 400. */
 int peek_status(const struct peek *p);

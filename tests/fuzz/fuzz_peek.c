@@ -3,12 +3,15 @@
  * from those two bytes, as in fuzz_sni.c. A prefix may only ask for more
  * (PEEK_MORE) or give the whole input's answer: kind, error and name. From
  * PEEK_MAX_INPUT bytes on it never asks for more; names and lengths stay
- * within their bounds, and every refusal has a reason and a status. */
+ * within their bounds, and every refusal has a reason and a status. A name
+ * read is the same name as itself folded (peek_same_name, as a tunnel's
+ * first bytes are checked against its target) and never another. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/policy.h"
 #include "proxy/peek.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -52,6 +55,21 @@ check(enum peek_kind k, const struct peek *p, size_t len)
 	}
 	if (len >= PEEK_MAX_INPUT && k == PEEK_MORE)
 		abort();
+	if ((k == PEEK_TLS || k == PEEK_HTTP) && p->name[0] != '\0') {
+		char folded[HTTP_HOST_MAX];
+		const char *bad;
+
+		if (p->ip_literal) {
+			if (!peek_same_name(p, p->name, true) || peek_same_name(p, p->name, false))
+				abort();
+		} else if (policy_name_normalize(p->name, folded, sizeof(folded), &bad) == 0) {
+			if (!peek_same_name(p, folded, false) || peek_same_name(p, "0.0.0.0", true))
+				abort();
+			folded[0] = folded[0] == 'a' ? 'b' : 'a';
+			if (peek_same_name(p, folded, false))
+				abort();
+		}
+	}
 }
 
 int

@@ -277,6 +277,27 @@ test_tls(void **state)
 	expect_reason(&p, "malformed ClientHello");
 }
 
+/* The name a head carries against the one decided: case and a trailing
+ * dot folded; addresses as addresses; a name is never an address. */
+static void
+test_same_name(void **state)
+{
+	struct peek p;
+	(void)state;
+
+	check_str("GET / HTTP/1.1\r\nHost: Evil.TEST.\r\n\r\n", PEEK_HTTP, &p);
+	assert_true(peek_same_name(&p, "evil.test", false));
+	assert_false(peek_same_name(&p, "secret.evil.test", false));
+	assert_false(peek_same_name(&p, "evil.tes", false));
+	assert_false(peek_same_name(&p, "203.0.113.66", true));
+	check_str("GET / HTTP/1.1\r\nHost: [::ffff:203.0.113.66]:80\r\n\r\n", PEEK_HTTP, &p);
+	assert_true(peek_same_name(&p, "203.0.113.66", true));
+	assert_false(peek_same_name(&p, "203.0.113.67", true));
+	assert_false(peek_same_name(&p, "evil.test", false));
+	check_str("GET / HTTP/1.1\r\nHost: [2001:DB8:0::66]\r\n\r\n", PEEK_HTTP, &p);
+	assert_true(peek_same_name(&p, "2001:db8::66", true));
+}
+
 int
 main(void)
 {
@@ -285,6 +306,7 @@ main(void)
 	        cmocka_unit_test(test_http_refused),
 	        cmocka_unit_test(test_more_and_other),
 	        cmocka_unit_test(test_tls),
+	        cmocka_unit_test(test_same_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
