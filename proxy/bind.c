@@ -1,14 +1,19 @@
 /* A decided connection stays bound to its name (DESIGN.md, threat model:
- * "A name, once decided, binds the connection"). Inside an allowed CONNECT
- * tunnel the client's first bytes are looked at before any of them goes
- * up: a ClientHello's SNI or an HTTP/1 head's name (peek.h) must be the
- * CONNECT target, case and trailing dot folded, or the tunnel is refused
- * there; anything else (no name, another protocol) leaves an opaque tunnel
- * as before. The look waits as long as the first bytes take to come: the
- * tunnel runs on bufferevents meanwhile (the upstream's bytes flow), and
- * splices only once the look is over. */
+ * "A name, once decided, binds the connection"). The client's first bytes
+ * after the decision are looked at before any of them goes up, where the
+ * decision did not read them: inside an allowed CONNECT tunnel, and on a
+ * transparent connection decided without a name (silent through the sniff
+ * window: a cidr rule or a DNS-learned address). A ClientHello's SNI or an
+ * HTTP/1 head's name (peek.h) must be the CONNECT target or the learned
+ * name, case and trailing dot folded; on a cidr-allowed connection it is
+ * decided by the policy as if it had come first. Else the connection is
+ * refused there. Anything else (no name, another protocol) stays an
+ * opaque tunnel as before. The look waits as long as the first bytes take
+ * to come: the connection runs on bufferevents meanwhile (the upstream's
+ * bytes flow), and splices only once the look is over. */
 #include "proxy/conn.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +52,64 @@ bind_refuse(struct conn *c, const struct peek *p, int status, const char *fmt, .
 	return -1;
 }
 
+/* What the connection is, for a reason: "tunnel to HOST" (CONNECT),
+ * "connection to ADDR decided for NAME" (transparent, a DNS-learned name),
+ * "connection to ADDR" (transparent, a cidr rule). */
+static void
+bind_subject(const struct conn *c, char *out, size_t outlen)
+{
+	char ip[INET6_ADDRSTRLEN];
+
+	if (c->lkind == PROXY_LISTEN_EXPLICIT) {
+		snprintf(out, outlen, "tunnel to %s", c->host);
+		return;
+	}
+	conn_addr_str(&c->orig, ip, sizeof(ip));
+	if (c->host[0] != '\0')
+		snprintf(out, outlen, "connection to %s decided for %s", ip, c->host);
+	else
+		snprintf(out, outlen, "connection to %s", ip);
+}
+
+/* The name p carries (not ""), on a connection decided before it came.
+ * A tunnel's or a DNS-learned name must be it; a connection a cidr rule
+ * let through without a name is decided on the name now, as if it had
+ * come first (the address itself is the cidr rule's, so no resolution is
+ * needed to connect there). Returns 0 to go on, -1 after refusing. */
+static int
+bind_check_name(struct conn *c, const struct peek *p, const char *subject)
+{
+	const struct policy *pol = c->px->px_cfg.policy;
+	const char *what = p->proto == PEEK_PROTO_TLS ? "a ClientHello for" : "a request for Host";
+
+	if (c->lkind == PROXY_LISTEN_TRANSPARENT && c->host[0] == '\0') {
+		struct policy_verdict v;
+		char folded[HTTP_HOST_MAX];
+		const char *why;
+
+		if (p->ip_literal)
+			return 0; /* an address: the cidr rule's decision stands */
+		if (policy_name_normalize(p->name, folded, sizeof(folded), &why) != 0)
+			return bind_refuse(c, p, 400, "%s carries %s a bad name: %s", subject, what,
+			                   why);
+		policy_match_host(pol, folded, c->port, &v);
+		if (v.action == POLICY_ALLOW)
+			return 0;
+		return bind_refuse(c, p, 403, "%s carries %s %s: %s", subject, what, folded,
+		                   v.action == POLICY_DENY ? "denied by rule" : "no rule allows it");
+	}
+	if (!peek_same_name(p, c->host, c->lkind == PROXY_LISTEN_EXPLICIT && c->ip_literal))
+		return bind_refuse(c, p, 421, "%s carries %s %s", subject, what, p->name);
+	if (p->proto == PEEK_PROTO_TLS && p->ech &&
+	    (c->lkind == PROXY_LISTEN_TRANSPARENT || c->ip_literal ||
+	     policy_match_ech(pol, c->host, c->port) == NULL))
+		return bind_refuse(c, p, 421,
+		                   "%s carries a ClientHello with encrypted_client_hello: the name "
+		                   "served may not be %s; no rule for it has `ech: allow`",
+		                   subject, c->host);
+	return 0;
+}
+
 int
 bind_tunnel_read(struct conn *c)
 {
@@ -55,7 +118,7 @@ bind_tunnel_read(struct conn *c)
 	const uint8_t *buf;
 	struct http_head h;
 	struct peek p;
-	char seen[HTTP_HOST_MAX + 16];
+	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->reason)];
 
 	if (n == 0) {
 		if (!c->down.eof)
@@ -68,6 +131,7 @@ bind_tunnel_read(struct conn *c)
 		conn_tunnel_done(c, "out of memory");
 		return -1;
 	}
+	bind_subject(c, subject, sizeof(subject));
 	switch (peek_parse(buf, n, c->port, &h, &p)) {
 	case PEEK_MORE:
 		if (!c->down.eof) {
@@ -83,7 +147,7 @@ bind_tunnel_read(struct conn *c)
 		 * of it went up, and none goes. A few bytes that look like
 		 * nothing yet are the opaque tunnel's. */
 		if (p.proto != PEEK_PROTO_UNKNOWN &&
-		    bind_refuse(c, &p, 400, "tunnel to %s ended inside an incomplete %s", c->host,
+		    bind_refuse(c, &p, 400, "%s ended inside an incomplete %s", subject,
 		                p.proto == PEEK_PROTO_TLS ? "ClientHello" : "request head") != 0)
 			return -1;
 		break;
@@ -91,32 +155,13 @@ bind_tunnel_read(struct conn *c)
 		break;
 	case PEEK_BAD:
 		peek_reason(&p, seen, sizeof(seen));
-		if (bind_refuse(c, &p, peek_status(&p), "tunnel to %s: %s", c->host, seen) != 0)
+		if (bind_refuse(c, &p, peek_status(&p), "%s: %s", subject, seen) != 0)
 			return -1;
 		break;
 	case PEEK_TLS:
-		if (p.name[0] == '\0')
-			break; /* names nothing: nothing to bind */
-		if (!peek_same_name(&p, c->host, c->ip_literal)) {
-			if (bind_refuse(c, &p, 421, "tunnel to %s carries a ClientHello for %s",
-			                c->host, p.name) != 0)
-				return -1;
-		} else if (p.ech && (c->ip_literal || policy_match_ech(c->px->px_cfg.policy,
-		                                                       c->host, c->port) == NULL)) {
-			if (bind_refuse(c, &p, 421,
-			                "tunnel to %s carries a ClientHello with "
-			                "encrypted_client_hello: the name served may not be %s; no "
-			                "rule for it has `ech: allow`",
-			                c->host, c->host) != 0)
-				return -1;
-		}
-		break;
 	case PEEK_HTTP:
-		if (p.name[0] == '\0')
-			break;
-		if (!peek_same_name(&p, c->host, c->ip_literal) &&
-		    bind_refuse(c, &p, 421, "tunnel to %s carries a request for Host %s", c->host,
-		                p.name) != 0)
+		/* A name, or nothing to bind. */
+		if (p.name[0] != '\0' && bind_check_name(c, &p, subject) != 0)
 			return -1;
 		break;
 	}
@@ -131,6 +176,7 @@ bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 {
 	uint64_t limit = c->px->px_cfg.header_timeout_ms;
 	struct peek p = {.proto = PEEK_PROTO_UNKNOWN};
+	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32];
 
 	if (c->bind_since_ms == 0)
 		return 0;
@@ -141,8 +187,9 @@ bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 	}
 	/* Held back until now, so nothing of it went up. In audit mode it
 	 * goes, and the look is over. */
-	if (bind_refuse(c, &p, 408, "tunnel to %s: first bytes not a complete head within %u ms",
-	                c->host, (unsigned)limit) != 0)
+	bind_subject(c, subject, sizeof(subject));
+	if (bind_refuse(c, &p, 408, "%s: first bytes not a complete head within %u ms", subject,
+	                (unsigned)limit) != 0)
 		return -1;
 	c->bind_watch = false;
 	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);

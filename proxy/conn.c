@@ -809,6 +809,10 @@ conn_connected(struct conn *c)
 			bufferevent_write(c->down.bev, ok + n, sizeof(ok) - 1 - (size_t)n);
 		/* What the client says first in the tunnel must name c->host. */
 		c->bind_watch = true;
+	} else if (!c->has_name && !c->tls) {
+		/* Decided without a name (a cidr rule, a DNS-learned address):
+		 * a ClientHello or head that comes later is still read. */
+		c->bind_watch = true;
 	}
 	relay_start(c);
 }

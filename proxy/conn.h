@@ -7,7 +7,7 @@
  *   forward.c   explicit absolute-form HTTP: one exchange at a time
  *   upstream.c  resolution (evdns), the address guard, connect with timeout
  *   relay.c     tunnel bytes both ways: bufferevents, then splice(2)
- *   bind.c      a tunnel's first bytes must name what was decided
+ *   bind.c      the first bytes after a decision must name what was decided
  *   http.c      request/response heads (pure)   sni.c  ClientHello (pure)
  */
 #ifndef AIRLOCK_PROXY_CONN_H
@@ -157,9 +157,10 @@ struct conn {
 	bool tls;      /* transparent: the client speaks TLS */
 	bool ech;      /* transparent: its ClientHello has encrypted_client_hello */
 	bool logged;   /* the log line for this exchange is written */
-	/* CONNECT: the client's first bytes in the tunnel are still to be
-	 * looked at (bind.c); until then nothing of them goes up, and the
-	 * tunnel stays on bufferevents. */
+	/* CONNECT, or transparent decided without a name: the client's
+	 * first bytes in the tunnel are still to be looked at (bind.c);
+	 * until then nothing of them goes up, and the tunnel stays on
+	 * bufferevents. */
 	bool bind_watch;
 	uint64_t bind_since_ms; /* when a head began to come while watched; 0 before */
 	bool reply_alert; /* a refusal answers with a TLS alert (bind.c) */

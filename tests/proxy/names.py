@@ -24,15 +24,16 @@ PROXY = ("127.0.0.1", 3128)
 ALERT_ACCESS_DENIED = b"\x15\x03\x03\x00\x02\x02\x31"
 
 
-def exchange(addr, data, done=lambda got: False, timeout=5):
-    """Send data, read until the peer closes or done(bytes so far) holds;
-    (bytes, error text)."""
+def exchange(addr, data, done=lambda got: False, timeout=5, delay=0.0):
+    """Send data (after delay seconds of silence), read until the peer
+    closes or done(bytes so far) holds; (bytes, error text)."""
     try:
         s = socket.create_connection(addr, timeout=timeout)
     except OSError as e:
         return b"", f"connect: {e}"
     got, err = b"", ""
     try:
+        time.sleep(delay)
         s.sendall(data)
         while len(got) < 65536 and not done(got):
             b = s.recv(65536)
@@ -53,10 +54,10 @@ def http_complete(got):
     return sep != b"" and m is not None and len(body) >= int(m.group(1))
 
 
-def http_probe(name, addr, data, refusals=("400", "403")):
+def http_probe(name, addr, data, refusals=("400", "403"), delay=0.0):
     """An HTTP request: refused if the status line is one the proxy writes
     with its Proxy-Status header, passed if anything else answered."""
-    got, err = exchange(addr, data, http_complete)
+    got, err = exchange(addr, data, http_complete, delay=delay)
     line = got.split(b"\r\n", 1)[0].decode("latin-1")
     status = line.split(" ")[1] if line.count(" ") >= 1 else "-"
     ours = b"Proxy-Status: airlock" in got
@@ -93,9 +94,10 @@ def client_hello(names, ech=False):
     return b"\x16\x03\x01" + struct.pack("!H", len(hs)) + hs
 
 
-def tls_probe(name, names, ech=False):
+def tls_probe(name, names, ech=False, delay=0.0):
     # The first record tells: our alert, or the server's answer.
-    got, err = exchange((SHARED, 443), client_hello(names, ech), lambda got: len(got) >= 7)
+    got, err = exchange((SHARED, 443), client_hello(names, ech), lambda got: len(got) >= 7,
+                        delay=delay)
     if got.startswith(ALERT_ACCESS_DENIED) or (not got and err):
         print(f"{name} refused {'access_denied' if got else err}")
     else:
@@ -142,6 +144,12 @@ def transparent():
     smuggled = req("GET", "/", [bad, close])
     http_probe("connection-cl", web, req("POST", "/", [ok, ("Content-Length", str(len(smuggled))),
                                                        ("Connection", "Content-Length")], smuggled))
+    # 4. Silent past the sniff window (300 ms), so decided on the address
+    # DNS taught (evil.test): what comes later must name evil.test.
+    tls_probe("control-late-tls", ["evil.test"], delay=0.6)
+    http_probe("control-late-http", web, req("GET", "/", [ok, close]), delay=0.6)
+    tls_probe("late-tls", ["secret.evil.test"], delay=0.6)
+    http_probe("late-http", web, req("GET", "/", [bad, close]), delay=0.6)
 
 
 def explicit():
@@ -239,11 +247,19 @@ def tunnel():
                       req("GET", "http://secret.evil.test/", [("Host", "evil.test"), close]))
 
 
+def late_cidr():
+    """A silent connection a cidr rule let through (no DNS asked): a name
+    that comes later is decided as if it had come first."""
+    tls_probe("control-late-cidr", ["evil.test"], delay=0.6)
+    tls_probe("late-cidr-denied", ["secret.evil.test"], delay=0.6)
+    tls_probe("late-cidr-unlisted", ["other.test"], delay=0.6)
+
+
 def ech_allowed():
     socket.getaddrinfo("evil.test", 443, socket.AF_INET, socket.SOCK_STREAM)
     tls_probe("ech-opted-in", ["evil.test"], ech=True)
     tls_probe("ech-two-names", ["evil.test", "secret.evil.test"], ech=True)
 
 
-{"transparent": transparent, "explicit": explicit, "tunnel": tunnel,
+{"transparent": transparent, "explicit": explicit, "tunnel": tunnel, "late-cidr": late_cidr,
  "ech-allowed": ech_allowed}[sys.argv[1]]()
