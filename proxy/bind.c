@@ -96,7 +96,8 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 		if (v.action == POLICY_ALLOW)
 			return 0;
 		return bind_refuse(c, p, 403, "%s carries %s %s: %s", subject, what, folded,
-		                   v.action == POLICY_DENY ? "denied by rule" : "no rule allows it");
+		                   v.action == POLICY_DENY ? "denied by rule"
+		                                           : "no rule allows it");
 	}
 	if (!peek_same_name(p, c->host, c->lkind == PROXY_LISTEN_EXPLICIT && c->ip_literal))
 		return bind_refuse(c, p, 421, "%s carries %s %s", subject, what, p->name);

@@ -327,8 +327,8 @@ conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
 		return;
 	}
 	bl = snprintf(body, sizeof(body), "airlock: %s %s port %u: %s\n",
-	              status == 403 || status == 421 ? "denied" : "cannot reach", c->host[0] != '\0' ? c->host : "?",
-	              (unsigned)c->port, c->reason);
+	              status == 403 || status == 421 ? "denied" : "cannot reach",
+	              c->host[0] != '\0' ? c->host : "?", (unsigned)c->port, c->reason);
 	if (bl < 0 || (size_t)bl >= sizeof(body))
 		bl = (int)strlen(body);
 	hl = snprintf(head, sizeof(head),

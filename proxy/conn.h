@@ -163,7 +163,7 @@ struct conn {
 	 * bufferevents. */
 	bool bind_watch;
 	uint64_t bind_since_ms; /* when a head began to come while watched; 0 before */
-	bool reply_alert; /* a refusal answers with a TLS alert (bind.c) */
+	bool reply_alert;       /* a refusal answers with a TLS alert (bind.c) */
 	char method[16];
 	char *url;            /* malloc'd, capped; HTTP only */
 	union conn_addr orig; /* transparent: SO_ORIGINAL_DST */

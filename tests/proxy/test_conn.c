@@ -560,7 +560,8 @@ test_tunnel_host_mismatch(void **state)
 	close(srv);
 	assert_int_equal(log_lines(f), 1);
 	assert_non_null(strstr(log_text(f), "\"verdict\":\"deny\""));
-	assert_non_null(strstr(log_text(f), "tunnel to 127.0.0.1 carries a request for Host a.test"));
+	assert_non_null(
+	        strstr(log_text(f), "tunnel to 127.0.0.1 carries a request for Host a.test"));
 	assert_null(strstr(log_text(f), "\"rule\""));
 }
 
@@ -575,8 +576,8 @@ test_tunnel_host_same_address(void **state)
 	bool eof;
 	size_t n;
 
-	n = (size_t)snprintf(head, sizeof(head), "GET / HTTP/1.1\r\nHost: [::ffff:127.0.0.1]:%u\r\n\r\n",
-	                     loop_port);
+	n = (size_t)snprintf(head, sizeof(head),
+	                     "GET / HTTP/1.1\r\nHost: [::ffff:127.0.0.1]:%u\r\n\r\n", loop_port);
 	assert_int_equal(send(fd, head, n, 0), (ssize_t)n);
 	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), n, 3000, &eof), n);
 	assert_memory_equal(buf, head, n);

@@ -302,10 +302,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_http_names),
-	        cmocka_unit_test(test_http_refused),
-	        cmocka_unit_test(test_more_and_other),
-	        cmocka_unit_test(test_tls),
+	        cmocka_unit_test(test_http_names),     cmocka_unit_test(test_http_refused),
+	        cmocka_unit_test(test_more_and_other), cmocka_unit_test(test_tls),
 	        cmocka_unit_test(test_same_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
