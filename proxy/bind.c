@@ -8,13 +8,17 @@
  * name, case and trailing dot folded; on a cidr-allowed connection it is
  * decided by the policy as if it had come first. Else the connection is
  * refused there. Anything else (no name, another protocol) stays an
- * opaque tunnel as before. The look waits as long as the first bytes take
+ * opaque tunnel as before. A TLS connection decided on its SNI is read on
+ * until its plaintext handshake ends: every ClientHello on it (a
+ * HelloRetryRequest's second one) must carry that SNI (peek_tls_record).
+ * The look waits as long as the first bytes take
  * to come: the connection runs on bufferevents meanwhile (the upstream's
  * bytes flow), and splices only once the look is over. */
 #include "proxy/conn.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -111,8 +115,21 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 	return 0;
 }
 
-int
-bind_tunnel_read(struct conn *c)
+/* Wait for the rest of a head or a record: as long as the explicit
+ * proxy gives a head (bind_tunnel_timer). */
+static void
+bind_wait(struct conn *c)
+{
+	if (c->bind_since_ms == 0) {
+		c->bind_since_ms = now_ms();
+		conn_timer_in(c, c->px->px_cfg.header_timeout_ms);
+	}
+}
+
+/* The first bytes: a head, or not. 0: they may go and the look is over;
+ * 1: wait for more; -1: refused (c is gone). */
+static int
+bind_head(struct conn *c)
 {
 	struct evbuffer *in = bufferevent_get_input(c->down.bev);
 	size_t len = evbuffer_get_length(in), n = len < PEEK_MAX_INPUT ? len : PEEK_MAX_INPUT;
@@ -138,10 +155,7 @@ bind_tunnel_read(struct conn *c)
 		if (!c->down.eof) {
 			/* Not for ever: a head has the explicit proxy's header
 			 * time to be complete (bind_tunnel_timer). */
-			if (c->bind_since_ms == 0) {
-				c->bind_since_ms = now_ms();
-				conn_timer_in(c, c->px->px_cfg.header_timeout_ms);
-			}
+			bind_wait(c);
 			return 1;
 		}
 		/* The client ended inside what may still be a head: nothing
@@ -172,6 +186,85 @@ bind_tunnel_read(struct conn *c)
 	return 0;
 }
 
+/* A named TLS connection's plaintext handshake records, from a record
+ * boundary: each ClientHello (a HelloRetryRequest's second one) must carry
+ * the decided name. Whole records that pass go at once (the client waits
+ * for the server between its flights); the look ends at the first record
+ * that is not handshake or change_cipher_spec. 0 with *pass the bytes that
+ * may go, or -1 after refusing (c is gone). */
+static int
+bind_tls_records(struct conn *c, size_t *pass)
+{
+	struct evbuffer *in = bufferevent_get_input(c->down.bev);
+	size_t len = evbuffer_get_length(in), off = 0, skip;
+	const uint8_t *buf = len > 0 ? evbuffer_pullup(in, (ssize_t)len) : NULL;
+	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->reason)];
+	struct peek p;
+
+	*pass = 0;
+	if (len > 0 && buf == NULL) {
+		conn_tunnel_done(c, "out of memory");
+		return -1;
+	}
+	bind_subject(c, subject, sizeof(subject));
+	while (off < len) {
+		switch (peek_tls_record(buf + off, len - off, c->bind_ccs, &p, &skip)) {
+		case PEEK_REC_MORE:
+			*pass = off;
+			c->bind_since_ms = off > 0 ? 0 : c->bind_since_ms;
+			if (!c->down.eof) {
+				bind_wait(c);
+				return 0;
+			}
+			/* The client ended inside a record: the server cannot
+			 * act on it, so it may have it. */
+			goto over;
+		case PEEK_REC_SKIP:
+			c->bind_ccs = c->bind_ccs || buf[off] == 0x14;
+			off += skip;
+			break;
+		case PEEK_REC_HELLO:
+			if (p.name[0] == '\0' || !peek_same_name(&p, c->host, c->ip_literal)) {
+				if (bind_refuse(c, &p, 403,
+				                "%s carries a second ClientHello for %s", subject,
+				                p.name[0] != '\0' ? p.name : "no name") != 0)
+					return -1;
+				goto over;
+			}
+			off += p.len;
+			break;
+		case PEEK_REC_BAD:
+			peek_reason(&p, seen, sizeof(seen));
+			if (bind_refuse(c, &p, 403, "%s: second ClientHello: %s", subject, seen) !=
+			    0)
+				return -1;
+			goto over;
+		case PEEK_REC_END:
+			goto over;
+		}
+	}
+	*pass = off;
+	c->bind_since_ms = 0;
+	return 0;
+over:
+	c->bind_watch = false;
+	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	*pass = SIZE_MAX;
+	return 0;
+}
+
+int
+bind_tunnel_read(struct conn *c, size_t *pass)
+{
+	int r;
+
+	if (c->bind_tls)
+		return bind_tls_records(c, pass);
+	r = bind_head(c);
+	*pass = r == 0 ? SIZE_MAX : 0;
+	return r < 0 ? -1 : 0;
+}
+
 int
 bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 {
@@ -189,7 +282,8 @@ bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 	/* Held back until now, so nothing of it went up. In audit mode it
 	 * goes, and the look is over. */
 	bind_subject(c, subject, sizeof(subject));
-	if (bind_refuse(c, &p, 408, "%s: first bytes not a complete head within %u ms", subject,
+	if (bind_refuse(c, &p, 408, "%s: %s within %u ms", subject,
+	                c->bind_tls ? "TLS record not complete" : "first bytes not a complete head",
 	                (unsigned)limit) != 0)
 		return -1;
 	c->bind_watch = false;

@@ -813,6 +813,9 @@ conn_connected(struct conn *c)
 		/* Decided without a name (a cidr rule, a DNS-learned address):
 		 * a ClientHello or head that comes later is still read. */
 		c->bind_watch = true;
+	} else if (c->tls && c->has_name) {
+		/* Every ClientHello on it must carry the SNI decided. */
+		c->bind_watch = c->bind_tls = true;
 	}
 	relay_start(c);
 }

@@ -163,6 +163,8 @@ struct conn {
 	 * bufferevents. */
 	bool bind_watch;
 	uint64_t bind_since_ms; /* when a head began to come while watched; 0 before */
+	bool bind_tls;          /* transparent TLS: every plaintext ClientHello is read */
+	bool bind_ccs;          /* the client sent change_cipher_spec */
 	bool reply_alert;       /* a refusal answers with a TLS alert (bind.c) */
 	char method[16];
 	char *url;            /* malloc'd, capped; HTTP only */
@@ -246,11 +248,11 @@ void conn_tunnel_done(struct conn *c, const char *why);
 void sniff_decide(struct conn *c, bool timed_out);
 
 /* bind.c: c->bind_watch is set and c->down's input has bytes (or the
- * client ended): look at them. Returns 0 when they may go (the look is
- * over, c->bind_watch cleared; in audit mode also after a logged
- * refusal), 1 when more bytes must come first (leave them where they
- * are), -1 after refusing the tunnel (c is gone). */
-int bind_tunnel_read(struct conn *c);
+ * client ended): look at them. Returns 0 with *pass the bytes that may
+ * go now (SIZE_MAX: all; the look is over once c->bind_watch is cleared,
+ * in audit mode also after a logged refusal; the rest waits where it is),
+ * or -1 after refusing the connection (c is gone). */
+int bind_tunnel_read(struct conn *c, size_t *pass);
 /* The tunnel's timer, while c->bind_watch: a head that began to come
  * header_timeout_ms ago and is still not complete is refused (-1, c is
  * gone); else 0, with *next_ms lowered to when to look again. */

@@ -423,17 +423,16 @@ relay_bev_move(struct conn *c, struct conn_half *from)
 	struct conn_half *to = from->peer;
 	struct evbuffer *in = bufferevent_get_input(from->bev);
 	struct evbuffer *out = bufferevent_get_output(to->bev);
-	size_t n;
+	size_t n, pass = SIZE_MAX;
 
 	conn_touch(c);
-	/* The tunnel's first client bytes are looked at before they go. */
-	if (from == &c->down && c->bind_watch) {
-		int r = bind_tunnel_read(c);
-
-		if (r != 0)
-			return r < 0 ? -1 : 0;
-	}
+	/* The client's bytes after a decision are looked at before they go
+	 * (bind.c): only what was looked at goes. */
+	if (from == &c->down && c->bind_watch && bind_tunnel_read(c, &pass) != 0)
+		return -1;
 	n = evbuffer_get_length(in);
+	if (n > pass)
+		n = pass;
 	to->bytes += n;
 	if (conn_queue_move(out, in, n) != 0) {
 		conn_tunnel_done(c, "out of memory");

@@ -5,7 +5,11 @@
  * PEEK_MAX_INPUT bytes on it never asks for more; names and lengths stay
  * within their bounds, and every refusal has a reason and a status. A name
  * read is the same name as itself folded (peek_same_name, as a tunnel's
- * first bytes are checked against its target) and never another. */
+ * first bytes are checked against its target) and never another. The
+ * record walker (peek_tls_record, a named TLS connection's later
+ * ClientHellos) is run over the same bytes from record to record: every
+ * answer stays within the input, and a prefix only ever asks for more or
+ * gives the same answer. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +76,60 @@ check(enum peek_kind k, const struct peek *p, size_t len)
 	}
 }
 
+static enum peek_rec
+record_copy(const uint8_t *data, size_t len, bool ccs, struct peek *out, size_t *skip)
+{
+	uint8_t *copy = malloc(len ? len : 1);
+	enum peek_rec r;
+
+	if (copy == NULL)
+		abort();
+	if (len > 0)
+		memcpy(copy, data, len);
+	r = peek_tls_record(copy, len, ccs, out, skip);
+	free(copy);
+	return r;
+}
+
+/* Walk records as bind.c does; each answer checked against a prefix. */
+static void
+walk_records(const uint8_t *data, size_t size, bool ccs)
+{
+	size_t off = 0;
+
+	for (int i = 0; i < 64 && off < size; i++) {
+		struct peek p, q;
+		size_t skip, qskip;
+		enum peek_rec r = record_copy(data + off, size - off, ccs, &p, &skip);
+		enum peek_rec pr = record_copy(data + off, (size - off) / 2, ccs, &q, &qskip);
+
+		if (pr != PEEK_REC_MORE && pr != PEEK_REC_END && (pr != r || qskip != skip))
+			abort();
+		if (strnlen(p.name, sizeof(p.name)) == sizeof(p.name))
+			abort();
+		switch (r) {
+		case PEEK_REC_MORE:
+		case PEEK_REC_END:
+			return;
+		case PEEK_REC_BAD:
+			if (p.error == PEEK_OK)
+				abort();
+			return;
+		case PEEK_REC_SKIP:
+			if (skip == 0 || skip > size - off)
+				abort();
+			ccs = ccs || data[off] == 0x14;
+			off += skip;
+			break;
+		case PEEK_REC_HELLO:
+			if (p.len == 0 || p.len > size - off)
+				abort();
+			off += p.len;
+			break;
+		}
+	}
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -88,6 +146,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size = PEEK_MAX_INPUT;
 	wk = peek_copy(data, size, &whole);
 	check(wk, &whole, size);
+	walk_records(data, size, (seed & 1) != 0);
 	for (size_t off = 0; off < size;) {
 		seed = seed * 1103515245u + 12345u;
 		off += 1 + (seed >> 16) % 61;

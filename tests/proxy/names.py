@@ -71,7 +71,7 @@ def ext(kind, body):
     return struct.pack("!HH", kind, len(body)) + body
 
 
-def client_hello(names, ech=False):
+def client_hello(names, ech=False, share=True):
     """A TLS 1.3 ClientHello an OpenSSL server answers (x25519, one suite),
     with a server_name list of names and, if ech, an encrypted_client_hello
     extension shaped as an outer ECHClientHello (RFC 9849 5)."""
@@ -82,8 +82,9 @@ def client_hello(names, ech=False):
     exts += ext(0x002B, b"\x02\x03\x04")  # supported_versions: TLS 1.3
     exts += ext(0x000A, b"\x00\x02\x00\x1d")  # supported_groups: x25519
     exts += ext(0x000D, b"\x00\x04\x04\x03\x08\x04")  # signature_algorithms
-    share = b"\x00\x1d" + struct.pack("!H", 32) + os.urandom(32)
-    exts += ext(0x0033, struct.pack("!H", len(share)) + share)  # key_share
+    # key_share: without one the server must ask again (HelloRetryRequest)
+    ks = b"\x00\x1d" + struct.pack("!H", 32) + os.urandom(32) if share else b""
+    exts += ext(0x0033, struct.pack("!H", len(ks)) + ks)
     if ech:
         enc, payload = os.urandom(32), os.urandom(208)
         exts += ext(0xFE0D, b"\x00" + b"\x00\x01\x00\x01" + b"\x42" +
@@ -98,6 +99,41 @@ def tls_probe(name, names, ech=False, delay=0.0):
     # The first record tells: our alert, or the server's answer.
     got, err = exchange((SHARED, 443), client_hello(names, ech), lambda got: len(got) >= 7,
                         delay=delay)
+    if got.startswith(ALERT_ACCESS_DENIED) or (not got and err):
+        print(f"{name} refused {'access_denied' if got else err}")
+    else:
+        print(f"{name} passed {got[:6].hex() or err or 'nothing'}")
+
+
+def hrr_probe(name, first, second):
+    """A ClientHello without a key share, so the server answers with a
+    HelloRetryRequest, then a second ClientHello naming second."""
+    try:
+        s = socket.create_connection((SHARED, 443), timeout=5)
+    except OSError as e:
+        print(f"{name} refused connect: {e}")
+        return
+    got, err = b"", ""
+    try:
+        s.sendall(client_hello(first, share=False))
+        while len(got) < 5 or len(got) < 5 + struct.unpack("!H", got[3:5])[0]:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+        if not got.startswith(b"\x16\x03\x03"):
+            print(f"{name} error no HelloRetryRequest: {got[:8].hex()}")
+            return
+        got = b""
+        s.sendall(client_hello(second))
+        while len(got) < 7:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except OSError as e:
+        err = type(e).__name__
+    s.close()
     if got.startswith(ALERT_ACCESS_DENIED) or (not got and err):
         print(f"{name} refused {'access_denied' if got else err}")
     else:
@@ -149,6 +185,9 @@ def transparent():
     tls_probe("control-late-tls", ["evil.test"], delay=0.6)
     http_probe("control-late-http", web, req("GET", "/", [ok, close]), delay=0.6)
     tls_probe("late-tls", ["secret.evil.test"], delay=0.6)
+    # 5. Every ClientHello: a HelloRetryRequest's second one too.
+    hrr_probe("control-hrr", ["evil.test"], ["evil.test"])
+    hrr_probe("hrr-second-name", ["evil.test"], ["secret.evil.test"])
     http_probe("late-http", web, req("GET", "/", [bad, close]), delay=0.6)
 
 

@@ -73,11 +73,12 @@ expect_probe() { # NAME passed|refused
 	grep -Eq -- "^$1 $2( |\$)" <<<"$out" || fail "$1: expected '$2'; got: $(grep -E "^$1 " <<<"$out" || echo nothing)"
 }
 for p in control-http control-tls control-crlf control-method control-websocket control-late-tls \
-	control-late-http; do
+	control-late-http control-hrr; do
 	expect_probe "$p" passed
 done
 for p in crlf bare-lf method-dash method-long absolute-mismatch absolute-nohost sni-two-names ech \
-	upgrade-h2c connection-cl late-tls late-http explicit-connection-cl explicit-connection-host \
+	upgrade-h2c connection-cl late-tls late-http hrr-second-name explicit-connection-cl \
+	explicit-connection-host \
 	explicit-response-connection-cl; do
 	expect_probe "$p" refused
 done
@@ -108,6 +109,8 @@ expect_logged "late ClientHello on a DNS-learned connection, naming another name
 	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"decided for evil.test carries a ClientHello for secret.evil.test\" in e.get(\"reason\", \"\")"
 expect_logged "late request on a DNS-learned connection, naming another host" \
 	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"decided for evil.test carries a request for Host secret.evil.test\" in e.get(\"reason\", \"\")"
+expect_logged "second ClientHello (after HelloRetryRequest) naming another server" \
+	"$shared and e.get(\"sni\") == \"evil.test\" and e.get(\"verdict\") == \"deny\" and \"second ClientHello for secret.evil.test\" in e.get(\"reason\", \"\")"
 expect_logged "Connection: Content-Length refused (explicit)" \
 	"e.get(\"method\") == \"POST\" and e.get(\"url\") == \"http://evil.test/\" and e.get(\"verdict\") == \"deny\" and \"Content-Length\" in e.get(\"reason\", \"\")"
 expect_logged "Connection: Host refused (explicit)" \
