@@ -231,6 +231,16 @@ bind_tls_records(struct conn *c, size_t *pass)
 					return -1;
 				goto over;
 			}
+			/* ECH was decided on the first hello (a rule opted in, or
+			 * it had none): a second one may not add it. */
+			if (p.ech && !c->ech) {
+				if (bind_refuse(c, &p, 403,
+				                "%s carries a second ClientHello with "
+				                "encrypted_client_hello; the first had none",
+				                subject) != 0)
+					return -1;
+				goto over;
+			}
 			off += p.len;
 			break;
 		case PEEK_REC_BAD:
