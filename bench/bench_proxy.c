@@ -109,11 +109,13 @@ client_start(int ep, struct client *c)
 		epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
 }
 
+/* Host is the target, as a real client's is: the proxy refuses a tunnel
+ * whose request names another host (proxy/bind.c). */
 static int
-send_get(int fd, const char *path)
+send_get(int fd, const char *host, const char *path)
 {
-	char req[256];
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: bench\r\n\r\n", path);
+	char req[512];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
 
 	return send(fd, req, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -1;
 }
@@ -133,7 +135,7 @@ client_step(int ep, struct client *c, uint32_t events)
 		if (err != 0 || (events & (EPOLLERR | EPOLLHUP)))
 			return -1;
 		if (g_direct) {
-			if (send_get(c->fd, "/") != 0)
+			if (send_get(c->fd, g_target, "/") != 0)
 				return -1;
 			c->state = C_BODY;
 		} else {
@@ -163,7 +165,7 @@ client_step(int ep, struct client *c, uint32_t events)
 			if (strncmp(c->buf, "HTTP/1.1 200", 12) != 0 &&
 			    strncmp(c->buf, "HTTP/1.0 200", 12) != 0)
 				return -1;
-			if (send_get(c->fd, "/") != 0)
+			if (send_get(c->fd, g_target, "/") != 0)
 				return -1;
 			c->state = C_BODY;
 			continue;
@@ -266,7 +268,7 @@ cmd_bulk(int argc, char **argv)
 			return 1;
 		}
 	}
-	send_get(fd, argv[4]);
+	send_get(fd, argv[3], argv[4]);
 	while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
 		if (body == NULL)
 			body = buf;

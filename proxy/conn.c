@@ -250,6 +250,8 @@ status_text(int status)
 		return "Forbidden";
 	case 408:
 		return "Request Timeout";
+	case 421:
+		return "Misdirected Request";
 	case 431:
 		return "Request Header Fields Too Large";
 	case 502:
@@ -310,7 +312,7 @@ conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
 		conn_close(c);
 		return;
 	}
-	if (c->lkind == PROXY_LISTEN_TRANSPARENT && c->tls) {
+	if (c->reply_alert || (c->lkind == PROXY_LISTEN_TRANSPARENT && c->tls)) {
 		/* A TLS client gets an alert, never a hang or a plaintext
 		 * answer it cannot parse. */
 		conn_log(c);
@@ -325,8 +327,8 @@ conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
 		return;
 	}
 	bl = snprintf(body, sizeof(body), "airlock: %s %s port %u: %s\n",
-	              status == 403 ? "denied" : "cannot reach", c->host[0] != '\0' ? c->host : "?",
-	              (unsigned)c->port, c->reason);
+	              status == 403 || status == 421 ? "denied" : "cannot reach",
+	              c->host[0] != '\0' ? c->host : "?", (unsigned)c->port, c->reason);
 	if (bl < 0 || (size_t)bl >= sizeof(body))
 		bl = (int)strlen(body);
 	hl = snprintf(head, sizeof(head),
@@ -821,6 +823,15 @@ conn_connected(struct conn *c)
 			n = 0;
 		if ((size_t)n < sizeof(ok) - 1)
 			bufferevent_write(c->down.bev, ok + n, sizeof(ok) - 1 - (size_t)n);
+		/* What the client says first in the tunnel must name c->host. */
+		c->bind_watch = true;
+	} else if (!c->has_name && !c->tls) {
+		/* Decided without a name (a cidr rule, a DNS-learned address):
+		 * a ClientHello or head that comes later is still read. */
+		c->bind_watch = true;
+	} else if (c->tls && c->has_name) {
+		/* Every ClientHello on it must carry the SNI decided. */
+		c->bind_watch = c->bind_tls = true;
 	}
 	relay_start(c);
 }
@@ -855,14 +866,20 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 	case CONN_HTTP:
 		forward_timer(c, now);
 		return;
-	case CONN_TUNNEL:
+	case CONN_TUNNEL: {
+		uint64_t next;
+
 		if (now - c->last_ms >= idle) {
 			str_copy(c->reason, "idle timeout", sizeof(c->reason));
 			conn_close(c);
 			return;
 		}
-		conn_timer_in(c, idle - (now - c->last_ms));
+		next = idle - (now - c->last_ms);
+		if (c->bind_watch && bind_tunnel_timer(c, now, &next) != 0)
+			return;
+		conn_timer_in(c, next);
 		return;
+	}
 	case CONN_REPLY:
 		conn_close(c);
 		return;

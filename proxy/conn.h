@@ -7,6 +7,7 @@
  *   forward.c   explicit absolute-form HTTP: one exchange at a time
  *   upstream.c  resolution (evdns), the address guard, connect with timeout
  *   relay.c     tunnel bytes both ways: bufferevents, then splice(2)
+ *   bind.c      the first bytes after a decision must name what was decided
  *   http.c      request/response heads (pure)   sni.c  ClientHello (pure)
  */
 #ifndef AIRLOCK_PROXY_CONN_H
@@ -159,6 +160,15 @@ struct conn {
 	bool tls;      /* transparent: the client speaks TLS */
 	bool ech;      /* transparent: its ClientHello has encrypted_client_hello */
 	bool logged;   /* the log line for this exchange is written */
+	/* CONNECT, or transparent decided without a name: the client's
+	 * first bytes in the tunnel are still to be looked at (bind.c);
+	 * until then nothing of them goes up, and the tunnel stays on
+	 * bufferevents. */
+	bool bind_watch;
+	uint64_t bind_since_ms; /* when a head began to come while watched; 0 before */
+	bool bind_tls;          /* transparent TLS: every plaintext ClientHello is read */
+	bool bind_ccs;          /* the client sent change_cipher_spec */
+	bool reply_alert;       /* a refusal answers with a TLS alert (bind.c) */
 	char method[16];
 	char *url;            /* malloc'd, capped; HTTP only */
 	union conn_addr orig; /* transparent: SO_ORIGINAL_DST */
@@ -243,6 +253,17 @@ void conn_abort(struct conn *c, const char *why);
 /* sniff.c: decide a transparent connection from its first bytes; with
  * timed_out, decide on what is there. */
 void sniff_decide(struct conn *c, bool timed_out);
+
+/* bind.c: c->bind_watch is set and c->down's input has bytes (or the
+ * client ended): look at them. Returns 0 with *pass the bytes that may
+ * go now (SIZE_MAX: all; the look is over once c->bind_watch is cleared,
+ * in audit mode also after a logged refusal; the rest waits where it is),
+ * or -1 after refusing the connection (c is gone). */
+int bind_tunnel_read(struct conn *c, size_t *pass);
+/* The tunnel's timer, while c->bind_watch: a head that began to come
+ * header_timeout_ms ago and is still not complete is refused (-1, c is
+ * gone); else 0, with *next_ms lowered to when to look again. */
+int bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms);
 
 /* forward.c */
 /* An absolute-form request head (s, h): check, rewrite, decide, connect. */

@@ -2,8 +2,11 @@
  * See peek.h for the contract. */
 #include "proxy/peek.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "policy/policy.h"
 
 #define TLS_RECORD_HANDSHAKE 0x16
 
@@ -231,4 +234,83 @@ peek_status(const struct peek *p)
 	    (p->http == HTTP_TOO_LARGE || p->http == HTTP_TOO_MANY_HEADERS))
 		return 431;
 	return 400;
+}
+
+/* An address literal as 16 bytes, IPv4 as its IPv4-mapped IPv6 form.
+ * Brackets are not part of it (peek and the policy keep them off). */
+static bool
+addr_bytes(const char *text, uint8_t out[16])
+{
+	struct in_addr v4;
+
+	if (inet_pton(AF_INET6, text, out) == 1)
+		return true;
+	if (inet_pton(AF_INET, text, &v4) != 1)
+		return false;
+	memset(out, 0, 10);
+	out[10] = out[11] = 0xff;
+	memcpy(out + 12, &v4, 4);
+	return true;
+}
+
+bool
+peek_same_name(const struct peek *p, const char *name, bool ip_literal)
+{
+	char folded[HTTP_HOST_MAX];
+	uint8_t a[16], b[16];
+	const char *why;
+
+	if (p->ip_literal != ip_literal)
+		return false;
+	if (ip_literal)
+		return addr_bytes(p->name, a) && addr_bytes(name, b) && memcmp(a, b, 16) == 0;
+	if (policy_name_normalize(p->name, folded, sizeof(folded), &why) != 0)
+		return false;
+	return strcmp(folded, name) == 0;
+}
+
+#define TLS_RECORD_CCS      0x14
+#define TLS_HANDSHAKE_HELLO 0x01
+#define TLS_RECORD_HEADER   5
+#define TLS_MAX_RECORD      (16384 + 2048) /* TLSCiphertext's bound */
+
+enum peek_rec
+peek_tls_record(const uint8_t *buf, size_t len, bool after_ccs, struct peek *out, size_t *skip)
+{
+	size_t rl;
+
+	memset(out, 0, sizeof(*out));
+	*skip = 0;
+	if (len < TLS_RECORD_HEADER + 1)
+		return len > 0 && buf[0] != TLS_RECORD_HANDSHAKE && buf[0] != TLS_RECORD_CCS
+		               ? PEEK_REC_END
+		               : PEEK_REC_MORE;
+	rl = (size_t)buf[3] << 8 | buf[4];
+	if ((buf[0] != TLS_RECORD_HANDSHAKE && buf[0] != TLS_RECORD_CCS) || rl == 0 ||
+	    rl > TLS_MAX_RECORD)
+		return PEEK_REC_END;
+	if (buf[0] == TLS_RECORD_HANDSHAKE && buf[TLS_RECORD_HEADER] == TLS_HANDSHAKE_HELLO) {
+		switch (peek_tls(buf, len < PEEK_MAX_INPUT ? len : PEEK_MAX_INPUT, out)) {
+		case PEEK_MORE:
+			if (len < PEEK_MAX_INPUT)
+				return PEEK_REC_MORE;
+			break;
+		case PEEK_TLS:
+			return PEEK_REC_HELLO;
+		case PEEK_BAD:
+			/* Before change_cipher_spec nothing is encrypted: a
+			 * broken hello is one. After it, only its own kind of
+			 * refusal (several names) says it is a hello at all. */
+			if (!after_ccs || out->error == PEEK_TLS_MANY_NAMES)
+				return PEEK_REC_BAD;
+			break;
+		default:
+			break;
+		}
+		memset(out, 0, sizeof(*out));
+	}
+	if (len < TLS_RECORD_HEADER + rl)
+		return PEEK_REC_MORE;
+	*skip = TLS_RECORD_HEADER + rl;
+	return PEEK_REC_SKIP;
 }

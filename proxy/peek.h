@@ -96,6 +96,34 @@ enum peek_kind peek_parse(const uint8_t *buf, size_t len, uint16_t default_port,
  * NUL. */
 void peek_reason(const struct peek *p, char *out, size_t outlen);
 
+/* What the next TLS record a client sends says, while its handshake is
+ * still in plaintext (after its first ClientHello, until its first
+ * application data): a TLS 1.3 HelloRetryRequest makes it send a second
+ * ClientHello, which must be read too. */
+enum peek_rec {
+	PEEK_REC_MORE = 0, /* not a whole record (or ClientHello) yet */
+	PEEK_REC_SKIP,     /* a record to let through: *skip bytes (CCS, another message) */
+	PEEK_REC_HELLO,    /* a ClientHello: out as PEEK_TLS (name, ech, len) */
+	PEEK_REC_BAD,      /* a ClientHello that peek_parse refuses: out as PEEK_BAD */
+	PEEK_REC_END,      /* application data, an alert, not TLS: plaintext is over */
+};
+
+/* Look at buf[0..len), the client's bytes from a record boundary on.
+ * after_ccs: the client has sent change_cipher_spec, so a handshake
+ * record may be TLS 1.2's encrypted Finished: only one that is a whole,
+ * well-formed ClientHello is taken for one (the rest is PEEK_REC_SKIP).
+ * Pure and bounded like peek_parse(). */
+enum peek_rec peek_tls_record(const uint8_t *buf, size_t len, bool after_ccs, struct peek *out,
+                              size_t *skip);
+
+/* Whether the name p carries (PEEK_TLS or PEEK_HTTP, name not "") is
+ * name, the one a connection was decided for: name is normalised
+ * (policy_name_normalize) or, with ip_literal, an address literal. p's
+ * name is folded the same way (case, trailing dot); addresses are
+ * compared as addresses, an IPv4-mapped IPv6 one as the IPv4 it is, so
+ * one address has one spelling. A name that does not fold is no match. */
+bool peek_same_name(const struct peek *p, const char *name, bool ip_literal);
+
 /* The HTTP status that refuses a PEEK_BAD head: 431 for a head or field
  * count over the limits, else 400. */
 int peek_status(const struct peek *p);

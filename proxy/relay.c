@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/membudget.h"
 #include "common/util.h"
+#include "proxy/peek.h"
 
 /* The pipe's size: room for many small segments (each takes a slot of the
  * pipe, however few bytes it carries); how much a direction may hold in
@@ -396,7 +397,7 @@ relay_to_splice(struct conn *c)
 static void
 relay_maybe_splice(struct conn *c)
 {
-	if (c->relay != NULL || c->down.eof || c->up.eof || c->down.bev == NULL ||
+	if (c->relay != NULL || c->bind_watch || c->down.eof || c->up.eof || c->down.bev == NULL ||
 	    c->up.bev == NULL)
 		return;
 	if (evbuffer_get_length(bufferevent_get_input(c->down.bev)) != 0 ||
@@ -425,23 +426,40 @@ relay_bev_shut(struct conn *c, struct conn_half *to)
 	return 0;
 }
 
+/* Move what from has read to its peer's output. Returns -1 if the
+ * connection was closed (c is gone), 0 otherwise. */
+static int
+relay_bev_move(struct conn *c, struct conn_half *from)
+{
+	struct conn_half *to = from->peer;
+	struct evbuffer *in = bufferevent_get_input(from->bev);
+	struct evbuffer *out = bufferevent_get_output(to->bev);
+	size_t n, pass = SIZE_MAX;
+
+	conn_touch(c);
+	/* The client's bytes after a decision are looked at before they go
+	 * (bind.c): only what was looked at goes. */
+	if (from == &c->down && c->bind_watch && bind_tunnel_read(c, &pass) != 0)
+		return -1;
+	n = evbuffer_get_length(in);
+	if (n > pass)
+		n = pass;
+	to->bytes += n;
+	if (conn_queue_move(out, in, n) != 0) {
+		conn_tunnel_done(c, "out of memory");
+		return -1;
+	}
+	if (evbuffer_get_length(out) >= CONN_HIGH_WATER)
+		conn_half_read(from, false); /* resumed by relay_bev_write */
+	return 0;
+}
+
 static void
 relay_bev_read(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
-	struct conn_half *from = half_of(c, bev), *to = from->peer;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer *out = bufferevent_get_output(to->bev);
-	size_t n = evbuffer_get_length(in);
 
-	conn_touch(c);
-	to->bytes += n;
-	if (conn_queue_move(out, in, n) != 0) {
-		conn_tunnel_done(c, "out of memory");
-		return;
-	}
-	if (evbuffer_get_length(out) >= CONN_HIGH_WATER)
-		conn_half_read(from, false); /* resumed by relay_bev_write */
+	(void)relay_bev_move(c, half_of(c, bev));
 }
 
 static void
@@ -468,7 +486,8 @@ relay_bev_event(struct bufferevent *bev, short what, void *arg)
 	if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
 		from->eof = true;
 		/* Anything read before the FIN is already queued. */
-		relay_bev_read(bev, c);
+		if (relay_bev_move(c, from) != 0)
+			return;
 		relay_bev_shut(c, from->peer);
 		return;
 	}
@@ -487,7 +506,9 @@ relay_start(struct conn *c)
 		return;
 	bufferevent_setcb(c->down.bev, relay_bev_read, relay_bev_write, relay_bev_event, c);
 	bufferevent_setcb(c->up.bev, relay_bev_read, relay_bev_write, relay_bev_event, c);
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	/* While the first bytes are looked at, they wait in the input, no
+	 * more of them than a look can need (bind.c lifts the cap). */
+	bufferevent_setwatermark(c->down.bev, EV_READ, 0, c->bind_watch ? PEEK_MAX_INPUT : 0);
 	bufferevent_setwatermark(c->up.bev, EV_READ, 0, 0);
 	/* Write callbacks fire when the peer's queue is half drained. */
 	bufferevent_setwatermark(c->down.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);

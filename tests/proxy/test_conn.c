@@ -532,9 +532,10 @@ test_tunnel_half_close(void **state)
 		usleep(1000);
 	}
 	assert_true(srv >= 0);
-	assert_int_equal(send(fd, "ping", 4, 0), 4);
+	/* Bytes that cannot begin a head go at once (bind.c). */
+	assert_int_equal(send(fd, "\x01png", 4, 0), 4);
 	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 4, 3000, &eof), 4);
-	assert_memory_equal(buf, "ping", 4);
+	assert_memory_equal(buf, "\x01png", 4);
 	assert_int_equal(send(srv, "pong", 4, 0), 4);
 	assert_int_equal(drive_recv(f, fd, buf, sizeof(buf), 4, 3000, &eof), 4);
 	assert_memory_equal(buf, "pong", 4);
@@ -554,6 +555,189 @@ test_tunnel_half_close(void **state)
 	assert_int_equal(log_lines(f), 1);
 	assert_non_null(strstr(log_text(f), "\"verdict\":\"allow\""));
 	assert_non_null(strstr(log_text(f), "\"bytes_up\":4,\"bytes_down\":7"));
+}
+
+/* ---- a tunnel's first bytes are bound to the CONNECT target (bind.c) ---- */
+
+/* Defined below, with the queue tests. */
+static int tunnel_open(struct fixture *f, int *srv);
+
+/* A head in the tunnel naming another host is refused with 421 in the
+ * tunnel, and none of it reaches the server; the line names both. */
+static void
+test_tunnel_host_mismatch(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	char buf[256];
+	bool eof;
+	const char *r;
+
+	/* in two pieces: the look waits for the whole head */
+	assert_int_equal(send(fd, "GET / HTTP/1.1\r\nHo", 18, 0), 18);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 1, 100, &eof), 0);
+	r = exchange(f, fd, "st: a.test\r\n\r\n", 2000);
+	assert_non_null(strstr(r, "HTTP/1.1 421 Misdirected Request\r\n"));
+	assert_non_null(strstr(r, "error=http_request_denied"));
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 1, 200, &eof), 0);
+	close(fd);
+	close(srv);
+	assert_int_equal(log_lines(f), 1);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"deny\""));
+	assert_non_null(
+	        strstr(log_text(f), "tunnel to 127.0.0.1 carries a request for Host a.test"));
+	assert_null(strstr(log_text(f), "\"rule\""));
+}
+
+/* The target's own address, in another spelling (v4-mapped v6), is the
+ * same name: the head goes through, and so does what follows. */
+static void
+test_tunnel_host_same_address(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	char head[128], buf[256];
+	bool eof;
+	size_t n;
+
+	n = (size_t)snprintf(head, sizeof(head),
+	                     "GET / HTTP/1.1\r\nHost: [::ffff:127.0.0.1]:%u\r\n\r\n", loop_port);
+	assert_int_equal(send(fd, head, n, 0), (ssize_t)n);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), n, 3000, &eof), n);
+	assert_memory_equal(buf, head, n);
+	assert_int_equal(send(fd, "more", 4, 0), 4);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 4, 3000, &eof), 4);
+	close(fd);
+	close(srv);
+	exchange(f, client(f), NULL, 50);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"allow\""));
+}
+
+/* A server that speaks first is heard while the client's first bytes are
+ * awaited; bytes that are no head (an ssh banner) go through as before. */
+static void
+test_tunnel_server_first(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	char buf[256];
+	bool eof;
+
+	assert_int_equal(send(srv, "SSH-2.0-srv\r\n", 13, 0), 13);
+	assert_int_equal(drive_recv(f, fd, buf, sizeof(buf), 13, 3000, &eof), 13);
+	assert_memory_equal(buf, "SSH-2.0-srv\r\n", 13);
+	assert_int_equal(send(fd, "SSH-2.0-cli\r\n", 13, 0), 13);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 13, 3000, &eof), 13);
+	assert_memory_equal(buf, "SSH-2.0-cli\r\n", 13);
+	close(fd);
+	close(srv);
+	exchange(f, client(f), NULL, 50);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"allow\""));
+}
+
+/* A client that ends inside a head sends none of it. */
+static void
+test_tunnel_eof_in_head(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	char buf[256];
+	bool eof;
+	const char *r;
+
+	assert_int_equal(send(fd, "GET / HTTP/1.1\r\nHost: a.te", 26, 0), 26);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	r = exchange(f, fd, NULL, 2000);
+	assert_non_null(strstr(r, "HTTP/1.1 400 "));
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 1, 200, &eof), 0);
+	close(fd);
+	close(srv);
+	assert_non_null(strstr(log_text(f), "ended inside an incomplete request head"));
+}
+
+/* Audit mode: the mismatch is logged as audit-deny, and the tunnel goes
+ * on with the bytes. */
+static void
+test_tunnel_mismatch_audit(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	static const char head[] = "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n";
+	char buf[256];
+	bool eof;
+
+	assert_int_equal(send(fd, head, sizeof(head) - 1, 0), (ssize_t)sizeof(head) - 1);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), sizeof(head) - 1, 3000, &eof),
+	                 sizeof(head) - 1);
+	close(fd);
+	close(srv);
+	exchange(f, client(f), NULL, 50);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"audit-deny\""));
+	assert_non_null(strstr(log_text(f), "carries a request for Host a.test"));
+}
+
+/* A token that may still begin a request line is held, and refused once
+ * it is not a complete head within the header time (300 ms here). */
+static void
+test_tunnel_head_timeout(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	char buf[256];
+	bool eof;
+	const char *r;
+
+	assert_int_equal(send(fd, "GET", 3, 0), 3);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 1, 150, &eof), 0);
+	r = exchange(f, fd, NULL, 2000);
+	assert_non_null(strstr(r, "HTTP/1.1 408 "));
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 1, 100, &eof), 0);
+	close(fd);
+	close(srv);
+	assert_non_null(strstr(log_text(f), "first bytes not a complete head within 300 ms"));
+}
+
+/* Audit mode: the held token goes on at the deadline, logged. */
+static void
+test_tunnel_head_timeout_audit(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	char buf[256];
+	bool eof;
+
+	assert_int_equal(send(fd, "GET", 3, 0), 3);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 1, 150, &eof), 0);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 3, 2000, &eof), 3);
+	assert_memory_equal(buf, "GET", 3);
+	assert_int_equal(send(fd, " / HTTP/1.1\r\n", 13, 0), 13);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 13, 2000, &eof), 13);
+	close(fd);
+	close(srv);
+	exchange(f, client(f), NULL, 50);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"audit-deny\""));
+	assert_non_null(strstr(log_text(f), "first bytes not a complete head within 300 ms"));
+}
+
+static int
+setup_loopback_header_audit(void **state)
+{
+	loopback_prepare();
+	return setup_with_mode(state, 0, 300, NULL, true);
+}
+
+static int
+setup_loopback_header(void **state)
+{
+	loopback_prepare();
+	return setup_with(state, 0, 300, NULL);
+}
+
+static int
+setup_loopback_audit(void **state)
+{
+	loopback_prepare();
+	return setup_with_mode(state, 0, 0, NULL, true);
 }
 
 static void
@@ -1384,6 +1568,20 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_emfile_pause, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_tunnel_half_close, setup_loopback,
 	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_host_mismatch, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_host_same_address, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_server_first, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_eof_in_head, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_mismatch_audit, setup_loopback_audit,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_head_timeout, setup_loopback_header,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_head_timeout_audit,
+	                                        setup_loopback_header_audit, teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_connection_refused, setup_loopback,
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_response_timeout, setup_loopback_response,

@@ -72,11 +72,13 @@ printf '%s\n' "$out" | grep -E '^[a-z0-9-]+ (passed|refused)' || true
 expect_probe() { # NAME passed|refused
 	grep -Eq -- "^$1 $2( |\$)" <<<"$out" || fail "$1: expected '$2'; got: $(grep -E "^$1 " <<<"$out" || echo nothing)"
 }
-for p in control-http control-tls control-crlf control-method control-websocket; do
+for p in control-http control-tls control-crlf control-method control-websocket control-late-tls \
+	control-late-http control-hrr; do
 	expect_probe "$p" passed
 done
 for p in crlf bare-lf method-dash method-long absolute-mismatch absolute-nohost sni-two-names ech \
-	upgrade-h2c connection-cl explicit-connection-cl explicit-connection-host \
+	upgrade-h2c connection-cl late-tls late-http hrr-second-name explicit-connection-cl \
+	explicit-connection-host \
 	explicit-response-connection-cl; do
 	expect_probe "$p" refused
 done
@@ -103,12 +105,56 @@ expect_logged "h2c refused" \
 	"$shared and e.get(\"kind\") == \"http\" and e.get(\"verdict\") == \"deny\" and \"h2c\" in e.get(\"reason\", \"\")"
 expect_logged "Connection: Content-Length refused (transparent)" \
 	"$shared and e.get(\"method\") == \"POST\" and e.get(\"verdict\") == \"deny\" and \"Content-Length\" in e.get(\"reason\", \"\")"
+expect_logged "late ClientHello on a DNS-learned connection, naming another name" \
+	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"decided for evil.test carries a ClientHello for secret.evil.test\" in e.get(\"reason\", \"\")"
+expect_logged "late request on a DNS-learned connection, naming another host" \
+	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"decided for evil.test carries a request for Host secret.evil.test\" in e.get(\"reason\", \"\")"
+expect_logged "second ClientHello (after HelloRetryRequest) naming another server" \
+	"$shared and e.get(\"sni\") == \"evil.test\" and e.get(\"verdict\") == \"deny\" and \"second ClientHello for secret.evil.test\" in e.get(\"reason\", \"\")"
 expect_logged "Connection: Content-Length refused (explicit)" \
 	"e.get(\"method\") == \"POST\" and e.get(\"url\") == \"http://evil.test/\" and e.get(\"verdict\") == \"deny\" and \"Content-Length\" in e.get(\"reason\", \"\")"
 expect_logged "Connection: Host refused (explicit)" \
 	"e.get(\"url\") == \"http://evil.test/\" and e.get(\"verdict\") == \"deny\" and \"Host\" in e.get(\"reason\", \"\") and \"Connection\" in e.get(\"reason\", \"\")"
 expect_logged "response Connection: Content-Length refused" \
 	"e.get(\"port\") == 8081 and e.get(\"verdict\") == \"allow\" and \"Content-Length\" in e.get(\"reason\", \"\") and \"response\" in e.get(\"reason\", \"\")"
+
+# Inside an allowed CONNECT tunnel (item 1): the first ClientHello or
+# request head must name the CONNECT target, however late or split it
+# comes; anything else stays an opaque tunnel. The address itself is
+# allowed by a cidr rule here, so a CONNECT to it is allowed too, and the
+# name the bytes then carry must be that address.
+POL_TUN=$LAB_WORK/names-tunnel.yaml
+cat >"$POL_TUN" <<-'YAML'
+	version: 1
+	name: names-tunnel-e2e
+	allow:
+	  - host: evil.test
+	    ports: [80, 443]
+	  - cidr: 203.0.113.66/32
+	    ports: [443]
+	deny:
+	  - host: secret.evil.test
+YAML
+out=$(airlock_lab "$POL_TUN" -- sh -c "python3 $PROBE tunnel; python3 $PROBE late-cidr" 2>&1) || true
+printf '%s\n' "$out" | grep -E '^[a-z0-9-]+ (passed|refused)' || true
+! grep -q Sanitizer <<<"$out" || fail "sanitizer report: $out"
+for p in control-tunnel-tls control-tunnel-tls-case control-tunnel-tls-late control-tunnel-http \
+	control-tunnel-opaque control-late-cidr; do
+	expect_probe "$p" passed
+done
+for p in tunnel-sni tunnel-sni-late tunnel-sni-split tunnel-sni-address tunnel-host \
+	tunnel-host-late tunnel-absolute late-cidr-denied late-cidr-unlisted; do
+	expect_probe "$p" refused
+done
+expect_logged "tunnel ClientHello naming another server" \
+	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"evil.test\" and e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\") and \"ClientHello\" in e.get(\"reason\", \"\")"
+expect_logged "tunnel request naming another host" \
+	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"evil.test\" and e.get(\"port\") == 80 and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\") and \"Host\" in e.get(\"reason\", \"\")"
+expect_logged "tunnel to an address, ClientHello naming a server" \
+	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\")"
+expect_logged "late ClientHello on a cidr-allowed connection, decided on its name" \
+	"e.get(\"kind\") == \"tcp\" and e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"secret.evil.test: denied by rule\" in e.get(\"reason\", \"\")"
+/usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 
 # With `ech: allow` on the rule the same ECH hello goes through; two names
 # stay refused.

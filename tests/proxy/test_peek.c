@@ -277,14 +277,72 @@ test_tls(void **state)
 	expect_reason(&p, "malformed ClientHello");
 }
 
+/* A client's records after its first ClientHello: CCS and other
+ * handshake messages pass whole, a second ClientHello is read, and
+ * application data ends the look. After CCS a handshake record that is
+ * not a well-formed ClientHello (TLS 1.2's encrypted Finished) passes. */
+static void
+test_tls_records(void **state)
+{
+	static const char *const one[] = {"a.test"}, *const two[] = {"a.test", "b.test"};
+	static const uint8_t ccs[] = {0x14, 3, 3, 0, 1, 1};
+	static const uint8_t cke[] = {0x16, 3, 3, 0, 4, 0x10, 0, 0, 0};
+	static const uint8_t fin[] = {0x16, 3, 3, 0, 4, 0x01, 0x99, 0x42, 0x17};
+	static const uint8_t app[] = {0x17, 3, 3, 0, 2, 0xaa, 0xbb};
+	uint8_t buf[2048];
+	struct peek p;
+	size_t n, skip;
+	(void)state;
+
+	assert_int_equal(peek_tls_record(ccs, 3, false, &p, &skip), PEEK_REC_MORE);
+	assert_int_equal(peek_tls_record(ccs, sizeof(ccs), false, &p, &skip), PEEK_REC_SKIP);
+	assert_int_equal(skip, sizeof(ccs));
+	assert_int_equal(peek_tls_record(cke, sizeof(cke) - 1, false, &p, &skip), PEEK_REC_MORE);
+	assert_int_equal(peek_tls_record(cke, sizeof(cke), false, &p, &skip), PEEK_REC_SKIP);
+	assert_int_equal(peek_tls_record(app, 1, false, &p, &skip), PEEK_REC_END);
+	assert_int_equal(peek_tls_record(app, sizeof(app), true, &p, &skip), PEEK_REC_END);
+	n = hello(one, 1, false, buf);
+	assert_int_equal(peek_tls_record(buf, n - 1, false, &p, &skip), PEEK_REC_MORE);
+	assert_int_equal(peek_tls_record(buf, n, true, &p, &skip), PEEK_REC_HELLO);
+	assert_string_equal(p.name, "a.test");
+	assert_int_equal(p.len, n);
+	/* before CCS, a broken hello is refused; after it, it is opaque */
+	assert_int_equal(peek_tls_record(fin, sizeof(fin), false, &p, &skip), PEEK_REC_BAD);
+	assert_int_equal(peek_tls_record(fin, sizeof(fin), true, &p, &skip), PEEK_REC_SKIP);
+	assert_int_equal(skip, sizeof(fin));
+	n = hello(two, 2, false, buf);
+	assert_int_equal(peek_tls_record(buf, n, true, &p, &skip), PEEK_REC_BAD);
+	assert_int_equal(p.error, PEEK_TLS_MANY_NAMES);
+}
+
+/* The name a head carries against the one decided: case and a trailing
+ * dot folded; addresses as addresses; a name is never an address. */
+static void
+test_same_name(void **state)
+{
+	struct peek p;
+	(void)state;
+
+	check_str("GET / HTTP/1.1\r\nHost: Evil.TEST.\r\n\r\n", PEEK_HTTP, &p);
+	assert_true(peek_same_name(&p, "evil.test", false));
+	assert_false(peek_same_name(&p, "secret.evil.test", false));
+	assert_false(peek_same_name(&p, "evil.tes", false));
+	assert_false(peek_same_name(&p, "203.0.113.66", true));
+	check_str("GET / HTTP/1.1\r\nHost: [::ffff:203.0.113.66]:80\r\n\r\n", PEEK_HTTP, &p);
+	assert_true(peek_same_name(&p, "203.0.113.66", true));
+	assert_false(peek_same_name(&p, "203.0.113.67", true));
+	assert_false(peek_same_name(&p, "evil.test", false));
+	check_str("GET / HTTP/1.1\r\nHost: [2001:DB8:0::66]\r\n\r\n", PEEK_HTTP, &p);
+	assert_true(peek_same_name(&p, "2001:db8::66", true));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_http_names),
-	        cmocka_unit_test(test_http_refused),
-	        cmocka_unit_test(test_more_and_other),
-	        cmocka_unit_test(test_tls),
+	        cmocka_unit_test(test_http_names),     cmocka_unit_test(test_http_refused),
+	        cmocka_unit_test(test_more_and_other), cmocka_unit_test(test_tls),
+	        cmocka_unit_test(test_same_name),      cmocka_unit_test(test_tls_records),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
