@@ -24,7 +24,7 @@ now_us(void)
 int
 main(int argc, char **argv)
 {
-	int n = argc > 1 ? atoi(argv[1]) : 1000;
+	long n = argc > 1 ? strtol(argv[1], NULL, 10) : 1000; /* bounded below */
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
 	int l = socket(AF_INET, SOCK_STREAM, 0), c, s;
@@ -37,7 +37,7 @@ main(int argc, char **argv)
 	    listen(l, 128) < 0 || getsockname(l, (struct sockaddr *)&a, &al) < 0)
 		return perror("listener"), 1;
 	t0 = now_us();
-	for (int i = 0; i < n; i++) {
+	for (long i = 0; i < n; i++) {
 		c = socket(AF_INET, SOCK_STREAM, 0);
 		if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
 			return perror("connect"), 1;
@@ -53,7 +53,7 @@ main(int argc, char **argv)
 	    (s = accept(l, NULL, NULL)) < 0)
 		return perror("connect"), 1;
 	t2 = now_us();
-	for (int i = 0; i < n; i++) {
+	for (long i = 0; i < n; i++) {
 		if (sendmsg(c, &mh, 0) != 1)
 			return perror("sendmsg"), 1;
 		if (i % 1024 == 1023 && read(s, sink, sizeof(sink)) < 0)
