@@ -16,7 +16,7 @@ cat >"$POL" <<-'YAML'
 	  - host: pypi.org
 YAML
 
-out=$(airlock_lab "$POL" -- "$LAB_PYTHON" "$SOURCE_ROOT/tests/dns/trickle.py" 127.0.0.1 53 \
+out=$(airlock_lab "$POL" -- "$LAB_PYTHON" "$(lab_script "$SOURCE_ROOT/tests/dns/trickle.py")" 127.0.0.1 53 \
 	pypi.org 80 16 2>"$LAB_LOG/run.err") || fail "airlock run: $(tail -n 20 "$LAB_LOG/run.err")"
 echo "trickle: $out"
 field() { /usr/bin/python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])[sys.argv[2]]))' "$1" "$2"; }

@@ -111,6 +111,16 @@ airlock_lab() {
 	(cd "$LAB_WORK" && in_lab "$AIRLOCK" run -p "$policy" --dns-upstream "$LAB_DNS" --log "$LOGF" "$@")
 }
 
+# A copy of a test's helper script in the lab's workdir, for CMD to run:
+# the sandbox has /tmp of its own, and the source tree may lie there (a CI
+# clone). Prints the copy's path.
+lab_script() {
+	local dst=$LAB_WORK/$(basename "$1")
+	cp "$1" "$dst"
+	chmod 644 "$dst"
+	echo "$dst"
+}
+
 airlock_lab_as() {
 	local user=$1 policy=$2
 	shift 2

@@ -57,7 +57,7 @@ for ns in exec inet; do
 done
 rm -f "$LOGF"
 out=$( (ulimit -n 512 && airlock_lab "$POL" -- "$LAB_PYTHON" \
-	"$SOURCE_ROOT/tests/proxy/fdhold.py" 3128 pypi.org:7 260 200 8 262144 -- \
+	"$(lab_script "$SOURCE_ROOT/tests/proxy/fdhold.py")" 3128 pypi.org:7 260 200 8 262144 -- \
 	dig +tcp +time=5 +tries=1 +short @127.0.0.1 pypi.org A) 2>"$LAB_LOG/run2.err") || true
 echo "starved: $out"
 field() { /usr/bin/python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])[sys.argv[2]]))' "$1" "$2"; }

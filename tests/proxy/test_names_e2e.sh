@@ -59,7 +59,7 @@ PY
 "$LAB_SH" inet "$LAB" "$LAB_PYTHON" "$LAB_WORK/origin-conn.py" >"$LAB_LOG/origin-conn.out" 2>&1 &
 for _ in $(seq 100); do grep -q ready "$LAB_LOG/origin-conn.out" 2>/dev/null && break; sleep 0.05; done
 
-PROBE=$SOURCE_ROOT/tests/proxy/names.py
+PROBE=$(lab_script "$SOURCE_ROOT/tests/proxy/names.py")
 cat >"$LAB_WORK/inside.sh" <<-SH
 	unset HTTP_PROXY HTTPS_PROXY ALL_PROXY http_proxy https_proxy all_proxy
 	python3 "$PROBE" transparent
