@@ -38,7 +38,8 @@ FAILS=()
 # --- 1. 8,000 tunnels under a soft limit of 1,024 ---
 rm -f "$LOGF"
 out=$( (ulimit -S -n 1024 && airlock_lab "$POL" -- "$LAB_PYTHON" \
-	"$SOURCE_ROOT/tests/proxy/tunnels.py" 127.0.0.1 3128 pypi.org:7 8000 150) 2>"$LAB_LOG/run1.err") ||
+	"$(lab_script "$SOURCE_ROOT/tests/proxy/tunnels.py")" 127.0.0.1 3128 pypi.org:7 8000 150) \
+	2>"$LAB_LOG/run1.err") ||
 	true
 echo "8000 tunnels: $out"
 [ "$out" = "ok 8000" ] || FAILS+=("8,000 tunnels under ulimit -S -n 1024: $out")
