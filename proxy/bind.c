@@ -178,6 +178,16 @@ bind_head(struct conn *c)
 		/* A name, or nothing to bind. */
 		if (p.name[0] != '\0' && bind_check_name(c, &p, subject) != 0)
 			return -1;
+		/* A named ClientHello in a tunnel to that name: the second
+		 * hello a HelloRetryRequest asks for must carry it too, so the
+		 * tunnel's handshake records are watched from here on
+		 * (bind_tls_records, which sees this hello again). */
+		if (p.proto == PEEK_PROTO_TLS && p.name[0] != '\0' &&
+		    c->lkind == PROXY_LISTEN_EXPLICIT && !c->ip_literal) {
+			c->bind_tls = true;
+			c->ech = p.ech;
+			return 0;
+		}
 		break;
 	}
 	/* Looked at and bound (or nameless): the rest is the tunnel's. */
@@ -271,6 +281,8 @@ bind_tunnel_read(struct conn *c, size_t *pass)
 	if (c->bind_tls)
 		return bind_tls_records(c, pass);
 	r = bind_head(c);
+	if (r == 0 && c->bind_tls)
+		return bind_tls_records(c, pass);
 	*pass = r == 0 ? SIZE_MAX : 0;
 	return r < 0 ? -1 : 0;
 }

@@ -273,6 +273,9 @@ peek_same_name(const struct peek *p, const char *name, bool ip_literal)
 #define TLS_HANDSHAKE_HELLO 0x01
 #define TLS_RECORD_HEADER   5
 #define TLS_MAX_RECORD      (16384 + 2048) /* TLSCiphertext's bound */
+/* TLS 1.2's encrypted Finished: 16 bytes, with an explicit IV or nonce,
+ * a MAC or tag and padding well under this. */
+#define TLS_FINISHED_MAX 256
 
 enum peek_rec
 peek_tls_record(const uint8_t *buf, size_t len, bool after_ccs, struct peek *out, size_t *skip)
@@ -290,23 +293,30 @@ peek_tls_record(const uint8_t *buf, size_t len, bool after_ccs, struct peek *out
 	    rl > TLS_MAX_RECORD)
 		return PEEK_REC_END;
 	if (buf[0] == TLS_RECORD_HANDSHAKE && buf[TLS_RECORD_HEADER] == TLS_HANDSHAKE_HELLO) {
-		switch (peek_tls(buf, len < PEEK_MAX_INPUT ? len : PEEK_MAX_INPUT, out)) {
-		case PEEK_MORE:
-			if (len < PEEK_MAX_INPUT)
-				return PEEK_REC_MORE;
-			break;
-		case PEEK_TLS:
+		/* Before change_cipher_spec nothing is encrypted: a record that
+		 * starts as a ClientHello is one. After it, a record as small as
+		 * TLS 1.2's encrypted Finished may only look like one; a larger
+		 * one is a hello. A hello peek_parse does not take (broken,
+		 * too large, not TLS to sni_parse) is refused: let through, its
+		 * name would go unread. */
+		bool hello = !after_ccs || rl > TLS_FINISHED_MAX;
+		enum peek_kind k = peek_tls(buf, len < PEEK_MAX_INPUT ? len : PEEK_MAX_INPUT, out);
+
+		if (k == PEEK_TLS)
 			return PEEK_REC_HELLO;
-		case PEEK_BAD:
-			/* Before change_cipher_spec nothing is encrypted: a
-			 * broken hello is one. After it, only its own kind of
-			 * refusal (several names) says it is a hello at all. */
-			if (!after_ccs || out->error == PEEK_TLS_MANY_NAMES)
-				return PEEK_REC_BAD;
-			break;
-		default:
-			break;
+		if (k == PEEK_BAD && out->error == PEEK_TLS_MANY_NAMES)
+			return PEEK_REC_BAD;
+		if (hello) {
+			if (k == PEEK_MORE)
+				return PEEK_REC_MORE; /* peek_tls refuses at PEEK_MAX_INPUT */
+			if (k != PEEK_BAD) {
+				out->proto = PEEK_PROTO_TLS;
+				out->error = PEEK_TLS_MALFORMED;
+			}
+			return PEEK_REC_BAD;
 		}
+		/* An encrypted Finished, decided once the record is whole (it
+		 * need not parse as a hello's length, and the client waits). */
 		memset(out, 0, sizeof(*out));
 	}
 	if (len < TLS_RECORD_HEADER + rl)

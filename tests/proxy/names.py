@@ -105,16 +105,28 @@ def tls_probe(name, names, ech=False, delay=0.0):
         print(f"{name} passed {got[:6].hex() or err or 'nothing'}")
 
 
-def hrr_probe(name, first, second):
+def hrr_probe(name, first, second, tunnel=None):
     """A ClientHello without a key share, so the server answers with a
-    HelloRetryRequest, then a second ClientHello naming second."""
+    HelloRetryRequest, then a second ClientHello naming second; directly
+    (transparent) or inside a CONNECT tunnel to the target tunnel."""
     try:
-        s = socket.create_connection((SHARED, 443), timeout=5)
+        s = socket.create_connection(PROXY if tunnel else (SHARED, 443), timeout=5)
     except OSError as e:
         print(f"{name} refused connect: {e}")
         return
     got, err = b"", ""
     try:
+        if tunnel:
+            s.sendall(f"CONNECT {tunnel} HTTP/1.1\r\nHost: {tunnel}\r\n\r\n".encode())
+            while b"\r\n\r\n" not in got:
+                b = s.recv(4096)
+                if not b:
+                    break
+                got += b
+            if not got.startswith(b"HTTP/1.1 200"):
+                print(f"{name} error CONNECT refused: {got[:40]!r}")
+                return
+            got = b""
         s.sendall(client_hello(first, share=False))
         while len(got) < 5 or len(got) < 5 + struct.unpack("!H", got[3:5])[0]:
             b = s.recv(65536)
@@ -278,6 +290,10 @@ def tunnel():
     tunnel_tls_probe("tunnel-sni-late", "evil.test:443", ["secret.evil.test"], delay=1.0)
     tunnel_tls_probe("tunnel-sni-split", "evil.test:443", ["secret.evil.test"], split=60)
     tunnel_tls_probe("tunnel-sni-address", "203.0.113.66:443", ["secret.evil.test"])
+    # The second hello a HelloRetryRequest asks for, inside the tunnel.
+    hrr_probe("control-tunnel-hrr", ["evil.test"], ["evil.test"], tunnel="evil.test:443")
+    hrr_probe("tunnel-hrr-second-name", ["evil.test"], ["secret.evil.test"],
+              tunnel="evil.test:443")
     tunnel_http_probe("tunnel-host", "evil.test:80",
                       req("GET", "/", [("Host", "secret.evil.test"), close]))
     tunnel_http_probe("tunnel-host-late", "evil.test:80",

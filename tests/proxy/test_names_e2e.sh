@@ -139,11 +139,11 @@ out=$(airlock_lab "$POL_TUN" -- sh -c "python3 $PROBE tunnel; python3 $PROBE lat
 printf '%s\n' "$out" | grep -E '^[a-z0-9-]+ (passed|refused)' || true
 ! grep -q Sanitizer <<<"$out" || fail "sanitizer report: $out"
 for p in control-tunnel-tls control-tunnel-tls-case control-tunnel-tls-late control-tunnel-http \
-	control-tunnel-opaque control-late-cidr; do
+	control-tunnel-opaque control-late-cidr control-tunnel-hrr; do
 	expect_probe "$p" passed
 done
 for p in tunnel-sni tunnel-sni-late tunnel-sni-split tunnel-sni-address tunnel-host \
-	tunnel-host-late tunnel-absolute late-cidr-denied late-cidr-unlisted; do
+	tunnel-host-late tunnel-absolute late-cidr-denied late-cidr-unlisted tunnel-hrr-second-name; do
 	expect_probe "$p" refused
 done
 expect_logged "tunnel ClientHello naming another server" \

@@ -313,6 +313,19 @@ test_tls_records(void **state)
 	n = hello(two, 2, false, buf);
 	assert_int_equal(peek_tls_record(buf, n, true, &p, &skip), PEEK_REC_BAD);
 	assert_int_equal(p.error, PEEK_TLS_MANY_NAMES);
+	/* After CCS, a record larger than any encrypted Finished that starts
+	 * as a hello but does not parse as one (here: its length claims more
+	 * than the record, a hello too large for the sniffer to read) is a
+	 * hello whose name went unread: refused, not passed. */
+	memset(buf, 0, 600);
+	memcpy(buf, (const uint8_t[]){0x16, 3, 3, 0x02, 0x50, 0x01, 0x00, 0xff, 0xff}, 9);
+	assert_int_equal(peek_tls_record(buf, 5 + 0x250, true, &p, &skip), PEEK_REC_BAD);
+	assert_int_equal(peek_tls_record(buf, 5 + 0x250, false, &p, &skip), PEEK_REC_BAD);
+	/* A small one (an encrypted Finished) still goes once whole. */
+	buf[3] = 0;
+	buf[4] = 40;
+	assert_int_equal(peek_tls_record(buf, 45, true, &p, &skip), PEEK_REC_SKIP);
+	assert_int_equal(skip, 45);
 }
 
 /* The name a head carries against the one decided: case and a trailing
