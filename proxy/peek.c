@@ -315,8 +315,12 @@ peek_tls_record(const uint8_t *buf, size_t len, bool after_ccs, struct peek *out
 			}
 			return PEEK_REC_BAD;
 		}
-		/* An encrypted Finished, decided once the record is whole (it
-		 * need not parse as a hello's length, and the client waits). */
+		/* Small, after change_cipher_spec: a hello's first fragment
+		 * (a hello may come in records of any size) or an encrypted
+		 * Finished. One that may still become a hello is waited for:
+		 * passed now, the hello's name would go unread. */
+		if (k == PEEK_MORE && len < PEEK_MAX_INPUT)
+			return PEEK_REC_MORE;
 		memset(out, 0, sizeof(*out));
 	}
 	if (len < TLS_RECORD_HEADER + rl)
