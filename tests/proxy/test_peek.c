@@ -325,6 +325,7 @@ test_tls_records(void **state)
 	 * may still become one. */
 	buf[3] = 0;
 	buf[4] = 7;
+	buf[7] = 0;
 	buf[8] = 0x40; /* a 64-byte hello, in fragments */
 	assert_int_equal(peek_tls_record(buf, 12, true, &p, &skip), PEEK_REC_MORE);
 }
