@@ -593,7 +593,7 @@ conn_start_resolve(struct conn *c)
 
 /* ---- explicit: request heads ---- */
 
-static void
+void
 conn_set_method_url(struct conn *c, const char *s, const struct http_head *h)
 {
 	size_t ml = h->method.len < sizeof(c->method) - 1 ? h->method.len : sizeof(c->method) - 1;

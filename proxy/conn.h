@@ -223,6 +223,10 @@ bool conn_decide_name(struct conn *c);
 /* Set c->host from an untrusted name (IP literal or normalised DNS name);
  * 0, or -1 with a static reason in *why. */
 int conn_set_host(struct conn *c, const char *name, bool ip_literal, const char **why);
+/* conn.c: the log's method and url from a parsed head h of the bytes s
+ * (cut to their fields' sizes): the explicit proxy's and the sniffer's. */
+struct http_head;
+void conn_set_method_url(struct conn *c, const char *s, const struct http_head *h);
 /* Transparent without a name: a cidr rule decides (a deny is final); only
  * when none speaks of the address and port, the DNS cache's name does. */
 void conn_decide_noname(struct conn *c);

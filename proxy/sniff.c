@@ -14,19 +14,6 @@
 #include "common/util.h"
 #include "proxy/peek.h"
 
-static void
-sniff_method_url(struct conn *c, const char *s, const struct http_head *h)
-{
-	/* Cut like the explicit proxy's: any token is a method now. */
-	size_t ml = h->method.len < sizeof(c->method) - 1 ? h->method.len : sizeof(c->method) - 1;
-
-	memcpy(c->method, s + h->method.off, ml);
-	c->method[ml] = '\0';
-	free(c->url);
-	c->url = strndup(s + h->target.off,
-	                 h->target.len < CONN_URL_MAX ? h->target.len : CONN_URL_MAX);
-}
-
 /* A refusal of what peek_parse() refused: a TLS alert for TLS, an HTTP
  * status for a head (method, target and any name read go in the log). */
 static void
@@ -45,7 +32,7 @@ sniff_refuse(struct conn *c, const char *s, const struct http_head *h, const str
 	}
 	c->kind = "http";
 	if (p->error != PEEK_HTTP_HEAD)
-		sniff_method_url(c, s, h);
+		conn_set_method_url(c, s, h);
 	if (p->name[0] != '\0' && conn_set_host(c, p->name, p->ip_literal, &ignored) != 0)
 		c->host[0] = '\0';
 	conn_refuse(c, peek_status(p), "http_request_error", "%s", why);
@@ -121,7 +108,7 @@ sniff_decide(struct conn *c, bool timed_out)
 		break;
 	case PEEK_HTTP:
 		c->kind = "http";
-		sniff_method_url(c, (const char *)buf, &h);
+		conn_set_method_url(c, (const char *)buf, &h);
 		if (p.name[0] == '\0') {
 			conn_decide_noname(c);
 			return;
