@@ -334,26 +334,40 @@ http_find_header(const char *buf, const struct http_head *h, const char *name, s
 	return -1;
 }
 
+/* The next element of a comma-separated list value from *i on, without
+ * its surrounding white space: [*s, *e); false at the end (empty elements
+ * are skipped). */
+static bool
+list_next(const char *v, size_t len, size_t *i, size_t *s, size_t *e)
+{
+	while (*i < len && (v[*i] == ' ' || v[*i] == '\t' || v[*i] == ','))
+		(*i)++;
+	if (*i == len)
+		return false;
+	*s = *i;
+	while (*i < len && v[*i] != ',')
+		(*i)++;
+	*e = *i;
+	while (*e > *s && (v[*e - 1] == ' ' || v[*e - 1] == '\t'))
+		(*e)--;
+	return true;
+}
+
+static bool
+list_elem_is(const char *v, size_t s, size_t e, const char *token, size_t tl)
+{
+	return e - s == tl && strncasecmp(v + s, token, tl) == 0;
+}
+
 /* Whether a comma-separated list value holds token (case-insensitive). */
 static bool
 list_has(const char *v, size_t len, const char *token)
 {
-	size_t tl = strlen(token), i = 0;
+	size_t tl = strlen(token), i = 0, s, e;
 
-	while (i < len) {
-		size_t s, e;
-
-		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		s = i;
-		while (i < len && v[i] != ',')
-			i++;
-		e = i;
-		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-			e--;
-		if (e - s == tl && strncasecmp(v + s, token, tl) == 0)
+	while (list_next(v, len, &i, &s, &e))
+		if (list_elem_is(v, s, e, token, tl))
 			return true;
-	}
 	return false;
 }
 
@@ -543,22 +557,10 @@ http_request_name(const char *buf, const struct http_head *h, uint16_t default_p
 static bool
 list_only(const char *v, size_t len, const char *token)
 {
-	size_t tl = strlen(token), i = 0, n = 0;
+	size_t tl = strlen(token), i = 0, s, e, n = 0;
 
-	while (i < len) {
-		size_t s, e;
-
-		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-			i++;
-		if (i == len)
-			break;
-		s = i;
-		while (i < len && v[i] != ',')
-			i++;
-		e = i;
-		while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
-			e--;
-		if (e - s != tl || strncasecmp(v + s, token, tl) != 0)
+	while (list_next(v, len, &i, &s, &e)) {
+		if (!list_elem_is(v, s, e, token, tl))
 			return false;
 		n++;
 	}
