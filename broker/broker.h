@@ -1,0 +1,53 @@
+/* The broker (DESIGN.md, "Confinement"): a child process that holds the
+ * compiled policy and the resolver, and the only one of the serving
+ * processes that may create and connect sockets. The worker asks it,
+ * over a SOCK_SEQPACKET socketpair (broker/msg.h), to connect NAME:PORT or
+ * ADDR:PORT; the broker decides again from the policy (it never trusts the
+ * worker's verdict), resolves, applies the deny cidr rules and the address
+ * guard to every address, connects with the proxy's timeout, and passes
+ * the connected socket back (SCM_RIGHTS). It runs confined: no_new_privs,
+ * Landlock with no filesystem access, a seccomp allowlist (ENOSYS for the
+ * rest, other ABIs killed). broker/client.h is the worker's side. */
+#ifndef AIRLOCK_BROKER_BROKER_H
+#define AIRLOCK_BROKER_BROKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+struct policy;
+
+/* The proxy's upstream connect timeout (proxy/conn.h,
+ * PROXY_DEFAULT_CONNECT_MS): also the deadline for resolving. */
+#define BROKER_DEFAULT_CONNECT_MS 10000
+/* Requests one worker may have in flight; more are refused (E_BUSY). */
+#define BROKER_DEFAULT_INFLIGHT 256
+#define BROKER_MAX_INFLIGHT 4096
+#define BROKER_MAX_UPSTREAMS 8
+
+struct broker_cfg {
+	const struct policy *policy; /* borrowed; the child keeps its copy */
+	struct sockaddr_storage upstreams[BROKER_MAX_UPSTREAMS]; /* nameservers */
+	size_t n_upstreams;
+	uint32_t connect_timeout_ms; /* 0 = BROKER_DEFAULT_CONNECT_MS */
+	unsigned max_inflight;       /* 0 = BROKER_DEFAULT_INFLIGHT */
+};
+
+/* Fork the broker. The child keeps only its end of a fresh socketpair and
+ * stderr (every other inherited descriptor is closed), builds its loop,
+ * resolver and host-address watch, confines itself and serves until the
+ * worker's end closes; it never returns. Returns the worker's end (owned
+ * by the caller, CLOEXEC, nonblocking) with the child's pid in *pid, or
+ * -1 with a one-line reason in err. A child that cannot confine itself
+ * exits (status 1) with the step named on stderr: the worker's first
+ * request then fails (fail closed). */
+int broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen);
+
+/* The child's body, for broker_spawn and tests: serve fd (owned) with cfg
+ * and return the exit status when the worker's end closes (0), or 1 after
+ * a set-up failure, logged. confine false is for in-process use only. */
+int broker_serve(const struct broker_cfg *cfg, int fd, bool confine);
+
+#endif

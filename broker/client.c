@@ -1,0 +1,282 @@
+/* See client.h. Ids carry the slot they are in (low bits) and a
+ * generation (high bits), so a reply finds its request in O(1) and a
+ * late reply to a reused slot is told apart. */
+#include "broker/client.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "broker/broker.h"
+#include "common/util.h"
+
+#define CLIENT_SLOT_BITS 12 /* BROKER_MAX_INFLIGHT = 4096 */
+_Static_assert((1u << CLIENT_SLOT_BITS) >= BROKER_MAX_INFLIGHT, "slot bits");
+
+struct pending {
+	uint32_t id;     /* 0 when free */
+	bool cancelled;
+	broker_client_fn fn;
+	void *arg;
+};
+
+struct broker_client {
+	struct event_base *base; /* borrowed */
+	int fd;                  /* owned */
+	struct event *ev;
+	struct pending *p;
+	unsigned n, used, next_slot;
+	uint32_t gen;
+	uint64_t dropped;
+	/* A callback may free the client: inside client_read, free only
+	 * marks it dead and client_read frees it on the way out. */
+	unsigned in_read;
+	bool dead;
+};
+
+static void client_read(evutil_socket_t fd, short what, void *arg);
+
+struct broker_client *
+broker_client_new(struct event_base *base, int fd, unsigned max_inflight)
+{
+	struct broker_client *c = calloc(1, sizeof(*c));
+
+	if (c == NULL) {
+		close(fd);
+		return NULL;
+	}
+	c->base = base;
+	c->fd = fd;
+	c->n = max_inflight != 0 ? max_inflight : BROKER_DEFAULT_INFLIGHT;
+	if (c->n > BROKER_MAX_INFLIGHT)
+		c->n = BROKER_MAX_INFLIGHT;
+	c->p = calloc(c->n, sizeof(*c->p));
+	c->ev = event_new(base, fd, EV_READ | EV_PERSIST, client_read, c);
+	if (c->p == NULL || c->ev == NULL || event_add(c->ev, NULL) != 0 ||
+	    fd_set_nonblock(fd, true) != 0) {
+		broker_client_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void
+broker_client_free(struct broker_client *c)
+{
+	if (c == NULL)
+		return;
+	if (c->in_read > 0) {
+		c->dead = true;
+		return;
+	}
+	if (c->ev != NULL)
+		event_free(c->ev);
+	fd_close(&c->fd);
+	free(c->p);
+	free(c);
+}
+
+static int
+take_slot(struct broker_client *c, uint32_t *id)
+{
+	if (c->fd < 0) {
+		errno = EPIPE;
+		return -1;
+	}
+	if (c->used == c->n) {
+		errno = EBUSY;
+		return -1;
+	}
+	for (unsigned k = 0; k < c->n; k++) {
+		unsigned i = (c->next_slot + k) % c->n;
+
+		if (c->p[i].id != 0)
+			continue;
+		c->next_slot = i + 1;
+		/* The generation wraps within 20 bits; 0 never is an id. */
+		c->gen = (c->gen + 1) & ((1u << (32 - CLIENT_SLOT_BITS)) - 1);
+		if (c->gen == 0)
+			c->gen = 1;
+		*id = (c->gen << CLIENT_SLOT_BITS) | i;
+		return (int)i;
+	}
+	errno = EBUSY;
+	return -1;
+}
+
+static int
+send_req(struct broker_client *c, int slot, uint32_t id, const void *m, size_t len,
+         broker_client_fn fn, void *arg)
+{
+	ssize_t n;
+
+	do
+		n = send(c->fd, m, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)len) {
+		if (n >= 0 || errno == EWOULDBLOCK)
+			errno = EAGAIN;
+		return -1;
+	}
+	c->p[slot] = (struct pending){.id = id, .fn = fn, .arg = arg};
+	c->used++;
+	return 0;
+}
+
+int
+broker_client_connect_name(struct broker_client *c, const char *name, uint16_t port,
+                           const struct sockaddr *orig, unsigned flags, const char *rule,
+                           broker_client_fn fn, void *arg, uint32_t *id)
+{
+	struct broker_req_name m;
+	int slot = take_slot(c, id);
+
+	if (slot < 0)
+		return -1;
+	if (broker_build_name(&m, *id, name, port, flags & BROKER_F_ECH, orig, rule) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return send_req(c, slot, *id, &m, sizeof(m), fn, arg);
+}
+
+int
+broker_client_connect_addr(struct broker_client *c, const struct sockaddr *dst, uint16_t port,
+                           const char *rule, broker_client_fn fn, void *arg, uint32_t *id)
+{
+	struct broker_req_addr m;
+	int slot = take_slot(c, id);
+
+	if (slot < 0)
+		return -1;
+	if (broker_build_addr(&m, *id, dst, port, rule) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return send_req(c, slot, *id, &m, sizeof(m), fn, arg);
+}
+
+static struct pending *
+lookup(struct broker_client *c, uint32_t id)
+{
+	unsigned i = id & ((1u << CLIENT_SLOT_BITS) - 1);
+
+	return id != 0 && i < c->n && c->p[i].id == id ? &c->p[i] : NULL;
+}
+
+void
+broker_client_cancel(struct broker_client *c, uint32_t id)
+{
+	struct pending *p = lookup(c, id);
+
+	if (p != NULL)
+		p->cancelled = true;
+}
+
+uint64_t
+broker_client_dropped(const struct broker_client *c)
+{
+	return c->dropped;
+}
+
+/* Every request in flight fails: the broker is gone. */
+static void
+client_gone(struct broker_client *c)
+{
+	event_del(c->ev);
+	fd_close(&c->fd);
+	for (unsigned i = 0; i < c->n && !c->dead; i++) {
+		struct pending p = c->p[i];
+		struct broker_reply r;
+
+		if (p.id == 0)
+			continue;
+		c->p[i].id = 0;
+		c->used--;
+		if (p.cancelled)
+			continue;
+		broker_build_reply(&r, p.id, BROKER_E_GONE, BROKER_V_DENY, EPIPE, NULL, NULL,
+		                   "the broker is gone");
+		p.fn(&r, -1, p.arg);
+	}
+}
+
+static void
+client_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct broker_client *c = arg;
+
+	(void)what;
+	c->in_read++;
+	for (int k = 0; k < 64 && !c->dead && c->fd >= 0; k++) {
+		_Alignas(8) unsigned char buf[sizeof(struct broker_reply) + 1];
+		union {
+			struct cmsghdr h;
+			char b[CMSG_SPACE(sizeof(int) * 4)];
+		} cm;
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct msghdr msg = {.msg_iov = &iov,
+		                     .msg_iovlen = 1,
+		                     .msg_control = cm.b,
+		                     .msg_controllen = sizeof(cm.b)};
+		struct broker_reply r;
+		struct pending *p, done;
+		int got = -1, extra = 0;
+		ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		/* The broker's socket is one end of a pair: 0 or an error is
+		 * its end gone. */
+		if (n <= 0) {
+			client_gone(c);
+			break;
+		}
+		for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); h != NULL; h = CMSG_NXTHDR(&msg, h)) {
+			size_t nfd;
+
+			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+				continue;
+			nfd = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < nfd; i++) {
+				int f;
+
+				memcpy(&f, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+				if (got < 0)
+					got = f;
+				else {
+					close(f);
+					extra++;
+				}
+			}
+		}
+		p = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra != 0 ||
+		                    broker_parse_reply(buf, (size_t)n, &r) != 0 ||
+		                    (r.status == BROKER_OK) != (got >= 0)
+		            ? NULL
+		            : lookup(c, r.h.id);
+		if (p == NULL || p->cancelled) {
+			if (p != NULL) {
+				p->id = 0;
+				c->used--;
+			} else {
+				c->dropped++;
+			}
+			fd_close(&got);
+			continue;
+		}
+		done = *p;
+		p->id = 0;
+		c->used--;
+		done.fn(&r, got, done.arg);
+	}
+	if (--c->in_read == 0 && c->dead)
+		broker_client_free(c);
+}

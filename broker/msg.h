@@ -1,0 +1,226 @@
+/* The broker's messages (DESIGN.md, "Confinement"): fixed-layout structs,
+ * one per SOCK_SEQPACKET datagram, in the manner of relayd's imsg. A
+ * request asks the broker to connect one upstream socket; the reply
+ * carries the outcome and, when connected, the socket (SCM_RIGHTS).
+ *
+ * Both ends run on the same host from the same binary: fields are in host
+ * byte order, ports included. Every byte of a message is defined: padding
+ * and the bytes after a string's NUL are zero, so one request has exactly
+ * one encoding and the parser can refuse anything else.
+ *
+ * The parsers are pure and bounded (fuzzed: tests/fuzz/fuzz_broker.c). */
+#ifndef AIRLOCK_BROKER_MSG_H
+#define AIRLOCK_BROKER_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+
+enum broker_msg_type {
+	BROKER_MSG_CONNECT_NAME = 1, /* worker -> broker: a name and a port */
+	BROKER_MSG_CONNECT_ADDR = 2, /* worker -> broker: an address and a port */
+	BROKER_MSG_REPLY = 3,        /* broker -> worker */
+	BROKER_MSG_SELFTEST = 0x7e,  /* test builds only (BROKER_SELFTEST) */
+};
+
+/* The longest name, as policy_name_normalize writes it (253 characters of
+ * a DNS name in text form, NUL included, with room to spare). */
+#define BROKER_NAME_MAX 256
+/* "file:line" of a rule, NUL included; a longer one is cut. */
+#define BROKER_RULE_MAX 128
+/* A refusal's reason for the log, NUL included. */
+#define BROKER_REASON_MAX 160
+
+struct broker_hdr {
+	uint16_t type;   /* enum broker_msg_type */
+	uint16_t len;    /* the whole message's size: exactly its type's */
+	uint32_t id;     /* the request's id, nonzero, echoed in its reply */
+};
+
+/* An address and port. family AF_INET (the first 4 bytes of addr) or
+ * AF_INET6; AF_UNSPEC with every other byte zero where an address is
+ * optional. */
+struct broker_addr {
+	uint8_t family;
+	uint8_t pad;
+	uint16_t port;
+	uint8_t addr[16];
+};
+
+/* Flags of a request. */
+#define BROKER_F_ORIG 0x1u /* transparent: orig is the original destination,
+                            * and the name must resolve to it */
+#define BROKER_F_ECH 0x2u  /* the ClientHello has encrypted_client_hello */
+#define BROKER_F_ALL (BROKER_F_ORIG | BROKER_F_ECH)
+
+/* "Connect NAME:PORT", the worker having matched rule (its claim: the
+ * broker decides again and reports its own). A name learned from DNS for
+ * a transparent connection without one comes this way too, with the
+ * original destination. */
+struct broker_req_name {
+	struct broker_hdr h;
+	uint16_t port;  /* nonzero */
+	uint16_t flags; /* BROKER_F_* */
+	uint32_t pad;
+	struct broker_addr orig;          /* with BROKER_F_ORIG, else zero */
+	char name[BROKER_NAME_MAX];       /* NUL-terminated */
+	char rule[BROKER_RULE_MAX];       /* NUL-terminated, may be empty */
+};
+
+/* "Connect ADDR:PORT": an IP literal, or a transparent connection without
+ * a name (dst is the original destination). Only a cidr rule allows it. */
+struct broker_req_addr {
+	struct broker_hdr h;
+	uint16_t flags; /* none defined: zero */
+	uint16_t pad;
+	uint32_t pad2;
+	struct broker_addr dst;           /* port nonzero */
+	char rule[BROKER_RULE_MAX];
+};
+
+/* Test builds: make the confined broker try something it must not be
+ * able to do and report the errno (tests/broker/). */
+enum broker_selftest_op {
+	BROKER_SELFTEST_OPEN = 1,   /* openat("/etc/passwd") */
+	BROKER_SELFTEST_EXECVE,     /* execve("/bin/true") */
+	BROKER_SELFTEST_UNIX,       /* socket(AF_UNIX) */
+	BROKER_SELFTEST_BIND,       /* bind a TCP socket */
+	BROKER_SELFTEST_LANDLOCK,   /* err = the Landlock ABI applied */
+	BROKER_SELFTEST_X32,        /* getpid through the x32 ABI: killed */
+	BROKER_SELFTEST_I386,       /* getpid through int 0x80: killed */
+	BROKER_SELFTEST_MAX = BROKER_SELFTEST_I386,
+};
+
+struct broker_req_selftest {
+	struct broker_hdr h;
+	uint32_t op; /* enum broker_selftest_op */
+	uint32_t pad;
+};
+
+/* The outcome of a request: one value per reason, turned into text in one
+ * place (broker_status_name). */
+enum broker_status {
+	BROKER_OK = 0,         /* connected: the socket is attached */
+	BROKER_E_MALFORMED,    /* the request broke the format */
+	BROKER_E_BUSY,         /* too many requests in flight */
+	BROKER_E_DUP_ID,       /* the id is already in flight */
+	BROKER_E_BAD_NAME,     /* not a name policy_name_normalize accepts */
+	BROKER_E_DENIED,       /* a deny rule matched (rule says which) */
+	BROKER_E_NO_RULE,      /* no rule allows it */
+	BROKER_E_ECH,          /* ECH, and no rule has `ech: allow` */
+	BROKER_E_DNS,          /* does not resolve */
+	BROKER_E_DNS_TIMEOUT,  /* resolution timed out */
+	BROKER_E_NOT_ORIG,     /* the name does not resolve to orig */
+	BROKER_E_GUARD,        /* the address guard refused every address */
+	BROKER_E_DENY_CIDR,    /* a deny cidr rule refused the address */
+	BROKER_E_REFUSED,      /* the destination refused the connection */
+	BROKER_E_UNREACHABLE,  /* connecting failed otherwise (err says how) */
+	BROKER_E_TIMEOUT,      /* connecting timed out */
+	BROKER_E_RESOURCE,     /* out of descriptors or memory in the broker */
+	BROKER_E_GONE,         /* client side only: the broker went away */
+	BROKER_STATUS_MAX = BROKER_E_GONE,
+};
+
+/* Which verdict the broker's own decision gave. */
+enum broker_verdict {
+	BROKER_V_DENY = 0,
+	BROKER_V_ALLOW,
+	BROKER_V_AUDIT_DENY, /* audit mode: let through what enforce refuses */
+};
+
+struct broker_reply {
+	struct broker_hdr h;
+	uint8_t status;  /* enum broker_status */
+	uint8_t verdict; /* enum broker_verdict */
+	uint16_t pad;
+	int32_t err;     /* an errno for E_UNREACHABLE / E_RESOURCE, else 0 */
+	struct broker_addr addr; /* connected to, or the refused address */
+	char rule[BROKER_RULE_MAX];     /* the deciding rule, may be empty */
+	char reason[BROKER_REASON_MAX]; /* for the log, empty when OK */
+};
+
+/* The largest message: a receive buffer one byte larger tells a longer
+ * datagram (MSG_TRUNC) from one that fits. */
+#define BROKER_MSG_MAX sizeof(struct broker_req_name)
+
+/* --- parsing (pure) ------------------------------------------------------ */
+
+/* A request, checked and normalised. */
+struct broker_request {
+	enum broker_msg_type type;
+	uint32_t id;
+	uint16_t port;
+	unsigned flags;
+	struct sockaddr_storage addr; /* CONNECT_ADDR: dst; CONNECT_NAME: orig
+	                               * when BROKER_F_ORIG (port set) */
+	char name[BROKER_NAME_MAX];   /* CONNECT_NAME: normalised */
+	char rule[BROKER_RULE_MAX];   /* the worker's claim */
+	uint32_t op;                  /* SELFTEST */
+};
+
+/* Why a request was refused by the parser. */
+enum broker_parse {
+	BROKER_PARSE_OK = 0,
+	BROKER_PARSE_SHORT,       /* shorter than a header: no id to answer */
+	BROKER_PARSE_LEN,         /* header length and datagram size differ */
+	BROKER_PARSE_TYPE,        /* unknown type, or one the worker never sends */
+	BROKER_PARSE_SIZE,        /* not its type's exact size */
+	BROKER_PARSE_ID,          /* id 0 */
+	BROKER_PARSE_PAD,         /* nonzero padding or bytes after a NUL */
+	BROKER_PARSE_PORT,        /* port 0 */
+	BROKER_PARSE_FLAGS,       /* unknown flags */
+	BROKER_PARSE_ADDR,        /* bad family, or an address where none goes */
+	BROKER_PARSE_STRING,      /* a string without its NUL */
+	BROKER_PARSE_NAME,        /* policy_name_normalize refused it, or an IP
+	                           * literal given as a name */
+	BROKER_PARSE_OP,          /* unknown self-test op */
+	BROKER_PARSE_FDS,         /* descriptors came with it (set by the
+	                           * caller, which sees the control data) */
+};
+
+/* Check one datagram from the worker (len bytes of buf) and fill *out.
+ * Bounded by len; reads nothing past it. With selftest false a
+ * BROKER_MSG_SELFTEST is BROKER_PARSE_TYPE. On failure other than
+ * BROKER_PARSE_SHORT out->id holds the header's id (possibly 0) so the
+ * caller can answer it. */
+enum broker_parse broker_parse_request(const void *buf, size_t len, bool selftest,
+                                       struct broker_request *out);
+
+/* The reply status a parse failure gets. */
+enum broker_status broker_parse_status(enum broker_parse p);
+
+/* Check a reply (len bytes of buf), for the worker. 0 with *out a copy,
+ * or -1 when it breaks the format (bad size, type, status, verdict,
+ * padding, or a string without its NUL). */
+int broker_parse_reply(const void *buf, size_t len, struct broker_reply *out);
+
+/* --- building ------------------------------------------------------------ */
+
+/* Fill a request (zeroed first). 0, or -1 when name or rule do not fit
+ * (name must be shorter than BROKER_NAME_MAX; a rule too long is cut).
+ * orig may be NULL (no BROKER_F_ORIG). */
+int broker_build_name(struct broker_req_name *m, uint32_t id, const char *name, uint16_t port,
+                      unsigned flags, const struct sockaddr *orig, const char *rule);
+int broker_build_addr(struct broker_req_addr *m, uint32_t id, const struct sockaddr *dst,
+                      uint16_t port, const char *rule);
+
+/* Fill a reply (zeroed first); addr, rule and reason may be NULL; rule
+ * and reason are cut to fit. */
+void broker_build_reply(struct broker_reply *r, uint32_t id, enum broker_status status,
+                        enum broker_verdict verdict, int err, const struct sockaddr *addr,
+                        const char *rule, const char *reason);
+
+/* struct broker_addr <-> sockaddr. broker_addr_set zeroes a first and
+ * takes AF_INET/AF_INET6 (a v4-mapped IPv6 address as the IPv4 it is);
+ * other families leave it AF_UNSPEC. broker_addr_get returns 0, or -1
+ * for a family other than AF_INET/AF_INET6. */
+void broker_addr_set(struct broker_addr *a, const struct sockaddr *sa, uint16_t port);
+int broker_addr_get(const struct broker_addr *a, struct sockaddr_storage *ss);
+
+/* Short stable names: "ok", "malformed", "busy", ... */
+const char *broker_status_name(enum broker_status s);
+const char *broker_parse_name(enum broker_parse p);
+
+#endif

@@ -1,0 +1,882 @@
+/* The broker's loop (broker.h): requests from the worker's socket, each in
+ * one slot of a fixed table while it resolves and connects, its reply sent
+ * with the connected socket. The worker is presumed compromised: every
+ * datagram is parsed before use (msg.c), every decision taken here again
+ * from the policy, and what a flood costs is bounded by the table. */
+#include "broker/broker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/util.h>
+
+#include "broker/decide.h"
+#include "broker/msg.h"
+#include "broker/resolve.h"
+#include "broker/sysfilter.h"
+#include "common/confine.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "nft/hostaddr.h"
+#include "policy/guard.h"
+#include "policy/policy.h"
+
+/* Datagrams read per wakeup: the loop's other work (timers, connects)
+ * gets its turn during a flood. */
+#define BROKER_READ_BATCH 64
+/* Descriptors a stray SCM_RIGHTS may carry that are received (and closed)
+ * at once; more are truncated by the kernel (MSG_CTRUNC), which closes
+ * them itself. */
+#define BROKER_STRAY_FDS 8
+
+struct broker;
+
+enum slot_state {
+	SLOT_FREE = 0,
+	SLOT_RESOLVING, /* waiting for the resolver (timer: the deadline) */
+	SLOT_CONNECTING, /* a connect under way on fd (event: writable or timeout) */
+	SLOT_REPLYING,  /* reply built, waiting for room on the worker's socket */
+};
+
+/* One request in flight. */
+struct slot {
+	struct broker *b;
+	enum slot_state state;
+	struct broker_request rq;
+	struct broker_resolve *dns; /* SLOT_RESOLVING */
+	struct event *ev;           /* deadline, or the connect's wait */
+	int fd;                     /* the upstream socket */
+	struct sockaddr_storage addrs[BROKER_MAX_ADDRS];
+	bool audit[BROKER_MAX_ADDRS]; /* addrs[i] let through by audit mode */
+	size_t n_addrs, next;
+	enum broker_verdict verdict;
+	char rule[BROKER_RULE_MAX];
+	char reason[BROKER_REASON_MAX];
+	int last_err;
+	bool timed_out;
+	struct broker_reply reply; /* SLOT_REPLYING */
+};
+
+struct broker_stats {
+	uint64_t requests, malformed, dropped, busy, dup_ids, stray_fds, replies_lost;
+};
+
+struct broker {
+	struct event_base *base;
+	const struct policy *policy;    /* borrowed from the config */
+	struct guard_hosts *hosts;
+	struct hostaddr_watch *watch;
+	struct broker_resolver *res;
+	int fd;                         /* the worker's socket, owned */
+	struct event *ev_read, *ev_write;
+	struct slot *slots;
+	unsigned n_slots, n_used;
+	uint32_t connect_ms;
+	int landlock_abi;
+	struct broker_stats st;
+};
+
+/* ---- replies ---- */
+
+/* One reply on the socket, with fd attached when >= 0. 0 when sent, 1
+ * when the socket is full (EAGAIN), -1 on another error. */
+static int
+send_reply(struct broker *b, const struct broker_reply *r, int fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = {.iov_base = (void *)r, .iov_len = sizeof(*r)};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&cm, 0, sizeof(cm));
+		msg.msg_control = cm.buf;
+		msg.msg_controllen = sizeof(cm.buf);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	for (;;) {
+		if (sendmsg(b->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*r))
+			return 0;
+		if (errno == EINTR)
+			continue;
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS ? 1 : -1;
+	}
+}
+
+/* A refusal that holds no slot (malformed, busy, duplicate id): sent now
+ * or not at all, so a flood never queues. */
+static void
+reply_now(struct broker *b, uint32_t id, enum broker_status status, const char *reason)
+{
+	struct broker_reply r;
+
+	broker_build_reply(&r, id, status, BROKER_V_DENY, 0, NULL, NULL, reason);
+	if (send_reply(b, &r, -1) != 0)
+		b->st.replies_lost++;
+}
+
+static void
+slot_release(struct slot *s)
+{
+	if (s->dns != NULL) {
+		broker_resolve_cancel(s->dns);
+		s->dns = NULL;
+	}
+	if (s->ev != NULL) {
+		event_free(s->ev);
+		s->ev = NULL;
+	}
+	fd_close(&s->fd);
+	if (s->state != SLOT_FREE)
+		s->b->n_used--;
+	s->state = SLOT_FREE;
+}
+
+/* Send s's reply (with s->fd when connected) and free the slot; when the
+ * socket is full, keep both until it drains (broker_writable). */
+static void
+slot_finish(struct slot *s)
+{
+	struct broker *b = s->b;
+	int rc = send_reply(b, &s->reply, s->reply.status == BROKER_OK ? s->fd : -1);
+
+	if (rc == 1) {
+		if (s->ev != NULL) {
+			event_free(s->ev);
+			s->ev = NULL;
+		}
+		s->state = SLOT_REPLYING;
+		event_add(b->ev_write, NULL);
+		return;
+	}
+	if (rc < 0)
+		b->st.replies_lost++;
+	slot_release(s);
+}
+
+/* Answer s with a refusal (or the outcome): addr may be NULL. */
+static void
+slot_reply(struct slot *s, enum broker_status status, int err, const struct sockaddr *addr,
+           const char *reason)
+{
+	broker_build_reply(&s->reply, s->rq.id, status,
+	                   status == BROKER_OK ? s->verdict : BROKER_V_DENY, err, addr, s->rule,
+	                   reason);
+	/* Every status but OK carries no descriptor. */
+	if (status != BROKER_OK)
+		fd_close(&s->fd);
+	slot_finish(s);
+}
+
+static void
+broker_writable(evutil_socket_t fd, short what, void *arg)
+{
+	struct broker *b = arg;
+	bool pending = false;
+
+	(void)fd;
+	(void)what;
+	for (unsigned i = 0; i < b->n_slots; i++) {
+		struct slot *s = &b->slots[i];
+		int rc;
+
+		if (s->state != SLOT_REPLYING)
+			continue;
+		rc = send_reply(b, &s->reply, s->reply.status == BROKER_OK ? s->fd : -1);
+		if (rc == 1) {
+			pending = true;
+			break;
+		}
+		if (rc < 0)
+			b->st.replies_lost++;
+		slot_release(s);
+	}
+	if (pending)
+		event_add(b->ev_write, NULL);
+}
+
+/* ---- connecting ---- */
+
+static void try_next(struct slot *s);
+
+static void
+connect_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct slot *s = arg;
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+
+	if (what & EV_TIMEOUT) {
+		s->last_err = ETIMEDOUT;
+		s->timed_out = true;
+	} else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) {
+		s->last_err = errno;
+	} else if (soerr == 0) {
+		event_free(s->ev);
+		s->ev = NULL;
+		slot_reply(s, BROKER_OK, 0, (const struct sockaddr *)&s->addrs[s->next - 1], NULL);
+		return;
+	} else {
+		s->last_err = soerr;
+	}
+	try_next(s);
+}
+
+/* Try the addresses from s->next on; after the last, refuse with the last
+ * error. An address let through by audit mode marks the verdict. */
+static void
+try_next(struct slot *s)
+{
+	struct broker *b = s->b;
+	struct timeval tv = {.tv_sec = b->connect_ms / 1000,
+	                     .tv_usec = (b->connect_ms % 1000) * 1000};
+	char ip[INET6_ADDRSTRLEN], why[BROKER_REASON_MAX];
+
+	if (s->ev != NULL) {
+		event_free(s->ev);
+		s->ev = NULL;
+	}
+	fd_close(&s->fd);
+	while (s->next < s->n_addrs) {
+		const struct sockaddr_storage *a = &s->addrs[s->next];
+		socklen_t alen = a->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+		                                          : sizeof(struct sockaddr_in);
+
+		if (s->audit[s->next] && s->verdict == BROKER_V_ALLOW) {
+			const char *rule = NULL;
+
+			s->verdict = BROKER_V_AUDIT_DENY;
+			(void)broker_addr_check(b->policy, b->hosts, (const struct sockaddr *)a,
+			                        s->rq.port, s->reason, sizeof(s->reason), &rule);
+			str_copy(s->rule, rule != NULL ? rule : "", sizeof(s->rule));
+		}
+		s->next++;
+		s->fd = socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (s->fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				slot_reply(s, BROKER_E_RESOURCE, errno, NULL,
+				           errno == ENOMEM ? "out of memory" : "out of file descriptors");
+				return;
+			}
+			s->last_err = errno;
+			continue;
+		}
+		if (connect(s->fd, (const struct sockaddr *)a, alen) == 0) {
+			slot_reply(s, BROKER_OK, 0, (const struct sockaddr *)a, NULL);
+			return;
+		}
+		if (errno != EINPROGRESS) {
+			s->last_err = errno;
+			fd_close(&s->fd);
+			continue;
+		}
+		s->ev = event_new(b->base, s->fd, EV_WRITE, connect_event, s);
+		if (s->ev == NULL || event_add(s->ev, &tv) != 0) {
+			slot_reply(s, BROKER_E_RESOURCE, ENOMEM, NULL, "out of memory");
+			return;
+		}
+		s->state = SLOT_CONNECTING;
+		return;
+	}
+	broker_addr_str((const struct sockaddr *)&s->addrs[s->n_addrs - 1], ip, sizeof(ip));
+	if (s->timed_out && s->last_err == ETIMEDOUT) {
+		snprintf(why, sizeof(why), "connecting to %s port %u timed out", ip,
+		         (unsigned)s->rq.port);
+		slot_reply(s, BROKER_E_TIMEOUT, ETIMEDOUT, (const struct sockaddr *)&s->addrs[s->n_addrs - 1], why);
+	} else if (s->last_err == ECONNREFUSED) {
+		snprintf(why, sizeof(why), "%s port %u refused the connection", ip,
+		         (unsigned)s->rq.port);
+		slot_reply(s, BROKER_E_REFUSED, ECONNREFUSED,
+		           (const struct sockaddr *)&s->addrs[s->n_addrs - 1], why);
+	} else {
+		snprintf(why, sizeof(why), "connecting to %s port %u: %s", ip, (unsigned)s->rq.port,
+		         strerror(s->last_err));
+		slot_reply(s, BROKER_E_UNREACHABLE, s->last_err,
+		           (const struct sockaddr *)&s->addrs[s->n_addrs - 1], why);
+	}
+}
+
+static void
+set_port(struct sockaddr_storage *a, uint16_t port)
+{
+	if (a->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)a)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)a)->sin_port = htons(port);
+}
+
+static bool
+same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+	              &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+}
+
+/* The deny cidr rules and the guard over s->addrs: keep what may be
+ * dialled (audit-denied ones last, so audit marks only what enforce would
+ * refuse), then connect; none left refuses with the first refusal. */
+static void
+filter_and_connect(struct slot *s)
+{
+	struct broker *b = s->b;
+	struct sockaddr_storage kept[BROKER_MAX_ADDRS], late[BROKER_MAX_ADDRS], refused;
+	size_t n_kept = 0, n_late = 0;
+	enum broker_addr_verdict first = BROKER_ADDR_PERMITTED;
+	const char *first_rule = NULL;
+	char why[BROKER_REASON_MAX] = "";
+
+	for (size_t i = 0; i < s->n_addrs; i++) {
+		const char *rule = NULL;
+		enum broker_addr_verdict v;
+
+		set_port(&s->addrs[i], s->rq.port);
+		v = broker_addr_check(b->policy, b->hosts, (const struct sockaddr *)&s->addrs[i],
+		                      s->rq.port, first == BROKER_ADDR_PERMITTED ? why : NULL,
+		                      sizeof(why), &rule);
+		if (v == BROKER_ADDR_PERMITTED) {
+			kept[n_kept++] = s->addrs[i];
+		} else if (v == BROKER_ADDR_AUDIT_DENIED) {
+			late[n_late++] = s->addrs[i];
+			if (first == BROKER_ADDR_PERMITTED)
+				why[0] = '\0';
+		} else if (first == BROKER_ADDR_PERMITTED) {
+			first = v;
+			first_rule = rule;
+			refused = s->addrs[i];
+		}
+	}
+	if (n_kept + n_late == 0) {
+		if (first == BROKER_ADDR_REFUSED_CIDR) {
+			str_copy(s->rule, first_rule != NULL ? first_rule : "", sizeof(s->rule));
+			slot_reply(s, BROKER_E_DENY_CIDR, 0, (const struct sockaddr *)&refused, why);
+		} else {
+			slot_reply(s, BROKER_E_GUARD, 0, (const struct sockaddr *)&refused, why);
+		}
+		return;
+	}
+	for (size_t i = 0; i < n_kept; i++) {
+		s->addrs[i] = kept[i];
+		s->audit[i] = false;
+	}
+	for (size_t i = 0; i < n_late; i++) {
+		s->addrs[n_kept + i] = late[i];
+		s->audit[n_kept + i] = true;
+	}
+	s->n_addrs = n_kept + n_late;
+	s->next = 0;
+	try_next(s);
+}
+
+static void
+resolved(enum broker_resolve_err err, const struct sockaddr_storage *addrs, size_t n,
+         const char *whytext, void *arg)
+{
+	struct slot *s = arg;
+	char why[BROKER_REASON_MAX];
+	bool found = false;
+
+	s->dns = NULL;
+	event_free(s->ev); /* the deadline */
+	s->ev = NULL;
+	if (err == BROKER_RESOLVE_TIMEOUT) {
+		snprintf(why, sizeof(why), "resolving %.100s timed out", s->rq.name);
+		slot_reply(s, BROKER_E_DNS_TIMEOUT, 0, NULL, why);
+		return;
+	}
+	if (err != BROKER_RESOLVE_OK || n == 0) {
+		snprintf(why, sizeof(why), "%.100s does not resolve (%s)", s->rq.name,
+		         whytext != NULL ? whytext : "no addresses");
+		slot_reply(s, BROKER_E_DNS, 0, NULL, why);
+		return;
+	}
+	if (s->rq.flags & BROKER_F_ORIG) {
+		/* Connect only to the original destination, and only if the
+		 * name resolves to it: a name alone never decides. */
+		for (size_t i = 0; i < n; i++)
+			found = found || same_addr(&addrs[i], &s->rq.addr);
+		s->addrs[0] = s->rq.addr;
+		s->n_addrs = 1;
+		if (!found) {
+			if (policy_mode(s->b->policy) != POLICY_MODE_AUDIT) {
+				slot_reply(s, BROKER_E_NOT_ORIG, 0, (const struct sockaddr *)&s->rq.addr,
+				           "name does not resolve to the original destination");
+				return;
+			}
+			s->verdict = BROKER_V_AUDIT_DENY;
+			str_copy(s->reason, "name does not resolve to the original destination",
+			         sizeof(s->reason));
+		}
+	} else {
+		memcpy(s->addrs, addrs, n * sizeof(addrs[0]));
+		s->n_addrs = n;
+	}
+	filter_and_connect(s);
+}
+
+static void
+resolve_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct slot *s = arg;
+	char why[BROKER_REASON_MAX];
+
+	(void)fd;
+	(void)what;
+	/* evdns has its own timeouts; a resolver with no reachable
+	 * nameserver must not hold a slot for longer than this. */
+	broker_resolve_cancel(s->dns);
+	s->dns = NULL;
+	snprintf(why, sizeof(why), "resolving %.100s timed out", s->rq.name);
+	slot_reply(s, BROKER_E_DNS_TIMEOUT, 0, NULL, why);
+}
+
+/* ---- deciding ---- */
+
+/* The policy on the name and port, decided here again. True to go on
+ * (allowed, or audit mode); false after refusing. */
+static bool
+decide_name(struct slot *s)
+{
+	const struct policy *p = s->b->policy;
+	struct policy_verdict v;
+	bool ech_refused = false;
+	char why[BROKER_REASON_MAX];
+
+	policy_match_host(p, s->rq.name, s->rq.port, &v);
+	str_copy(s->rule, v.where != NULL ? v.where : "", sizeof(s->rule));
+	if (v.action == POLICY_ALLOW && (s->rq.flags & BROKER_F_ECH)) {
+		const char *ech = policy_match_ech(p, s->rq.name, s->rq.port);
+
+		ech_refused = ech == NULL;
+		if (ech != NULL)
+			str_copy(s->rule, ech, sizeof(s->rule));
+	}
+	if (v.action == POLICY_ALLOW && !ech_refused) {
+		s->verdict = BROKER_V_ALLOW;
+		return true;
+	}
+	if (ech_refused)
+		snprintf(why, sizeof(why),
+		         "ClientHello has encrypted_client_hello; no rule for %.80s has `ech: allow`",
+		         s->rq.name);
+	else if (v.action == POLICY_DENY)
+		str_copy(why, "denied by rule", sizeof(why));
+	else
+		snprintf(why, sizeof(why), "no rule allows %.100s port %u", s->rq.name,
+		         (unsigned)s->rq.port);
+	if (policy_mode(p) == POLICY_MODE_AUDIT) {
+		s->verdict = BROKER_V_AUDIT_DENY;
+		str_copy(s->reason, why, sizeof(s->reason));
+		return true;
+	}
+	slot_reply(s, ech_refused ? BROKER_E_ECH
+	              : v.action == POLICY_DENY ? BROKER_E_DENIED
+	                                        : BROKER_E_NO_RULE,
+	           0, NULL, why);
+	return false;
+}
+
+/* An address: only a cidr rule allows it. */
+static bool
+decide_addr(struct slot *s)
+{
+	const struct policy *p = s->b->policy;
+	struct policy_verdict v;
+	char ip[INET6_ADDRSTRLEN], why[BROKER_REASON_MAX];
+
+	policy_match_addr(p, (const struct sockaddr *)&s->rq.addr, s->rq.port, &v);
+	str_copy(s->rule, v.where != NULL ? v.where : "", sizeof(s->rule));
+	if (v.action == POLICY_ALLOW) {
+		s->verdict = BROKER_V_ALLOW;
+		return true;
+	}
+	broker_addr_str((const struct sockaddr *)&s->rq.addr, ip, sizeof(ip));
+	if (v.action == POLICY_DENY)
+		str_copy(why, "denied by rule", sizeof(why));
+	else
+		snprintf(why, sizeof(why), "no rule allows address %s port %u", ip,
+		         (unsigned)s->rq.port);
+	if (policy_mode(p) == POLICY_MODE_AUDIT) {
+		s->verdict = BROKER_V_AUDIT_DENY;
+		str_copy(s->reason, why, sizeof(s->reason));
+		return true;
+	}
+	slot_reply(s, v.action == POLICY_DENY ? BROKER_E_DENIED : BROKER_E_NO_RULE, 0,
+	           (const struct sockaddr *)&s->rq.addr, why);
+	return false;
+}
+
+static void
+slot_start(struct slot *s)
+{
+	struct broker *b = s->b;
+	struct timeval tv = {.tv_sec = b->connect_ms / 1000,
+	                     .tv_usec = (b->connect_ms % 1000) * 1000};
+
+	if (s->rq.type == BROKER_MSG_CONNECT_ADDR) {
+		if (!decide_addr(s))
+			return;
+		s->addrs[0] = s->rq.addr;
+		s->n_addrs = 1;
+		filter_and_connect(s);
+		return;
+	}
+	if (!decide_name(s))
+		return;
+	s->state = SLOT_RESOLVING;
+	s->ev = evtimer_new(b->base, resolve_deadline, s);
+	if (s->ev == NULL || evtimer_add(s->ev, &tv) != 0 ||
+	    (s->dns = broker_resolve_start(b->res, s->rq.name, resolved, s)) == NULL)
+		slot_reply(s, BROKER_E_RESOURCE, ENOMEM, NULL, "out of memory");
+}
+
+/* ---- the self-test (test builds) ---- */
+
+#ifdef BROKER_SELFTEST
+#include <netinet/in.h>
+
+/* Do what the confined broker must not be able to do; the errno says
+ * what stopped it. The ABI ops do not return: the kernel kills us. */
+static int
+selftest(struct broker *b, uint32_t op)
+{
+	static char *const argv[] = {"/bin/true", NULL};
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd;
+
+	errno = 0;
+	switch (op) {
+	case BROKER_SELFTEST_OPEN:
+		fd = (int)syscall(SYS_openat, AT_FDCWD, "/etc/passwd", O_RDONLY | O_CLOEXEC);
+		break;
+	case BROKER_SELFTEST_EXECVE:
+		fd = (int)syscall(SYS_execve, argv[0], argv, argv + 1);
+		break;
+	case BROKER_SELFTEST_UNIX:
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		break;
+	case BROKER_SELFTEST_BIND:
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0) {
+			close(fd);
+			return 0;
+		} else if (fd >= 0) {
+			int e = errno;
+
+			close(fd);
+			return e;
+		}
+		break;
+	case BROKER_SELFTEST_LANDLOCK:
+		return b->landlock_abi;
+	case BROKER_SELFTEST_X32:
+		/* __X32_SYSCALL_BIT | getpid */
+		fd = (int)syscall(0x40000000L | SYS_getpid);
+		break;
+	default: /* BROKER_SELFTEST_I386: getpid (20) through int 0x80 */
+#if defined(__x86_64__)
+		{
+			long ret;
+
+			__asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
+			fd = (int)ret;
+		}
+#else
+		fd = -1;
+		errno = ENOSYS;
+#endif
+		break;
+	}
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	return errno;
+}
+#define BROKER_HAS_SELFTEST true
+#else
+#define BROKER_HAS_SELFTEST false
+#endif
+
+/* ---- requests ---- */
+
+static struct slot *
+slot_by_id(struct broker *b, uint32_t id)
+{
+	for (unsigned i = 0; i < b->n_slots; i++)
+		if (b->slots[i].state != SLOT_FREE && b->slots[i].rq.id == id)
+			return &b->slots[i];
+	return NULL;
+}
+
+static void
+handle(struct broker *b, const void *buf, size_t len, bool bad_cmsg)
+{
+	struct broker_request rq;
+	enum broker_parse p = broker_parse_request(buf, len, BROKER_HAS_SELFTEST, &rq);
+	struct slot *s = NULL;
+
+	b->st.requests++;
+	if (p == BROKER_PARSE_SHORT) {
+		b->st.dropped++;
+		return;
+	}
+	/* A request that came with descriptors is refused whole: nothing
+	 * the worker sends may carry one. */
+	if (p == BROKER_PARSE_OK && bad_cmsg)
+		p = BROKER_PARSE_FDS;
+	if (p != BROKER_PARSE_OK) {
+		b->st.malformed++;
+		/* id 0 is never a request's: nobody waits for its answer. */
+		if (rq.id != 0)
+			reply_now(b, rq.id, broker_parse_status(p), broker_parse_name(p));
+		else
+			b->st.dropped++;
+		return;
+	}
+	if (slot_by_id(b, rq.id) != NULL) {
+		b->st.dup_ids++;
+		reply_now(b, rq.id, BROKER_E_DUP_ID, "request id already in flight");
+		return;
+	}
+#ifdef BROKER_SELFTEST
+	if (rq.type == BROKER_MSG_SELFTEST) {
+		struct broker_reply r;
+
+		broker_build_reply(&r, rq.id, BROKER_OK, BROKER_V_DENY, selftest(b, rq.op), NULL,
+		                   NULL, NULL);
+		if (send_reply(b, &r, -1) != 0)
+			b->st.replies_lost++;
+		return;
+	}
+#endif
+	if (b->n_used < b->n_slots)
+		for (unsigned i = 0; i < b->n_slots && s == NULL; i++)
+			if (b->slots[i].state == SLOT_FREE)
+				s = &b->slots[i];
+	if (s == NULL) {
+		b->st.busy++;
+		reply_now(b, rq.id, BROKER_E_BUSY, "too many requests in flight");
+		return;
+	}
+	memset(s, 0, sizeof(*s));
+	s->b = b;
+	s->fd = -1;
+	s->rq = rq;
+	s->state = SLOT_RESOLVING; /* taken; slot_start sets the real state */
+	b->n_used++;
+	slot_start(s);
+}
+
+/* Close every descriptor a control message brought. True when there was
+ * any, or the kernel truncated it (it closed the rest itself). */
+static bool
+close_stray(struct broker *b, struct msghdr *msg)
+{
+	bool bad = (msg->msg_flags & MSG_CTRUNC) != 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL; c = CMSG_NXTHDR(msg, c)) {
+		bad = true;
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len >= CMSG_LEN(0)) {
+			size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			for (size_t i = 0; i < n; i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (fd >= 0) {
+					close(fd);
+					b->st.stray_fds++;
+				}
+			}
+		}
+	}
+	return bad;
+}
+
+static void
+broker_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct broker *b = arg;
+
+	(void)what;
+	for (int i = 0; i < BROKER_READ_BATCH; i++) {
+		/* One byte more than the largest message: a longer datagram
+		 * shows as MSG_TRUNC, never as one that fits. */
+		_Alignas(8) unsigned char buf[BROKER_MSG_MAX + 1];
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(sizeof(int) * BROKER_STRAY_FDS)];
+		} cm;
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct msghdr msg = {.msg_iov = &iov,
+		                     .msg_iovlen = 1,
+		                     .msg_control = cm.buf,
+		                     .msg_controllen = sizeof(cm.buf)};
+		ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		bool bad;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			log_warn("broker: reading requests");
+			event_base_loopbreak(b->base);
+			return;
+		}
+		bad = close_stray(b, &msg);
+		if (n == 0) {
+			/* An empty datagram reads as 0 too: only a hang-up
+			 * ends the broker. */
+			struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
+
+			if (poll(&pfd, 1, 0) < 0 || (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+				event_base_loopbreak(b->base);
+				return;
+			}
+			b->st.requests++;
+			b->st.dropped++;
+			continue;
+		}
+		if (msg.msg_flags & MSG_TRUNC) {
+			/* Too long for any type: refuse it by its header. */
+			handle(b, buf, sizeof(buf), true);
+			continue;
+		}
+		handle(b, buf, (size_t)n, bad);
+	}
+}
+
+/* ---- set-up ---- */
+
+static void
+broker_free(struct broker *b)
+{
+	if (b->slots != NULL) {
+		for (unsigned i = 0; i < b->n_slots; i++)
+			slot_release(&b->slots[i]);
+		free(b->slots);
+	}
+	if (b->ev_read != NULL)
+		event_free(b->ev_read);
+	if (b->ev_write != NULL)
+		event_free(b->ev_write);
+	broker_resolver_free(b->res);
+	hostaddr_watch_free(b->watch);
+	guard_hosts_free(b->hosts);
+	if (b->base != NULL)
+		event_base_free(b->base);
+	fd_close(&b->fd);
+}
+
+/* no_new_privs, then Landlock, then seccomp last: each later step is
+ * allowed by the ones before it. */
+static int
+broker_confine(struct broker *b)
+{
+	if (confine_no_new_privs() != 0) {
+		log_warn("broker: no_new_privs");
+		return -1;
+	}
+	b->landlock_abi = confine_landlock(0);
+	if (b->landlock_abi < 0) {
+		log_warn("broker: Landlock");
+		return -1;
+	}
+	if (b->landlock_abi == 0)
+		log_info("broker: this kernel has no Landlock; seccomp alone keeps it off the "
+		         "filesystem");
+	if (confine_seccomp(broker_seccomp_bpf, broker_seccomp_len) != 0) {
+		log_warn("broker: seccomp");
+		return -1;
+	}
+	return 0;
+}
+
+int
+broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
+{
+	struct broker b;
+	char err[256];
+	int status = 1;
+
+	memset(&b, 0, sizeof(b));
+	b.fd = fd;
+	b.policy = cfg->policy;
+	b.connect_ms = cfg->connect_timeout_ms != 0 ? cfg->connect_timeout_ms
+	                                            : BROKER_DEFAULT_CONNECT_MS;
+	b.n_slots = cfg->max_inflight != 0 ? cfg->max_inflight : BROKER_DEFAULT_INFLIGHT;
+	if (b.n_slots > BROKER_MAX_INFLIGHT)
+		b.n_slots = BROKER_MAX_INFLIGHT;
+	if (cfg->policy == NULL || cfg->n_upstreams > BROKER_MAX_UPSTREAMS) {
+		log_warnx("broker: bad configuration");
+		goto out;
+	}
+	if (fd_set_nonblock(fd, true) != 0 ||
+	    (b.base = event_base_new()) == NULL ||
+	    (b.slots = calloc(b.n_slots, sizeof(*b.slots))) == NULL) {
+		log_warnx("broker: cannot create the event loop");
+		goto out;
+	}
+	for (unsigned i = 0; i < b.n_slots; i++)
+		b.slots[i].fd = -1;
+	if ((b.res = broker_resolver_new(b.base, cfg->upstreams, cfg->n_upstreams, err,
+	                                 sizeof(err))) == NULL) {
+		log_warnx("broker: %s", err);
+		goto out;
+	}
+	/* The host's own addresses, followed for the whole run from the
+	 * namespace the broker runs in (the host's). */
+	if ((b.hosts = guard_hosts_new(0)) == NULL ||
+	    (b.watch = hostaddr_watch_new(b.base, b.hosts, err, sizeof(err))) == NULL) {
+		log_warnx("broker: %s", b.hosts == NULL ? "host addresses: out of memory" : err);
+		goto out;
+	}
+	b.ev_read = event_new(b.base, fd, EV_READ | EV_PERSIST, broker_readable, &b);
+	b.ev_write = event_new(b.base, fd, EV_WRITE, broker_writable, &b);
+	if (b.ev_read == NULL || b.ev_write == NULL || event_add(b.ev_read, NULL) != 0) {
+		log_warnx("broker: cannot watch the worker's socket");
+		goto out;
+	}
+	/* Seeded now, while the random source can still be opened: evdns
+	 * draws its transaction ids from it. */
+	if (evutil_secure_rng_init() != 0) {
+		log_warnx("broker: no random source for DNS ids");
+		goto out;
+	}
+	if (confine && broker_confine(&b) != 0)
+		goto out;
+	event_base_dispatch(b.base);
+	log_debug("broker: %llu requests, %llu malformed, %llu dropped, %llu busy, %llu "
+	          "duplicate ids, %llu stray descriptors, %llu replies lost",
+	          (unsigned long long)b.st.requests, (unsigned long long)b.st.malformed,
+	          (unsigned long long)b.st.dropped, (unsigned long long)b.st.busy,
+	          (unsigned long long)b.st.dup_ids, (unsigned long long)b.st.stray_fds,
+	          (unsigned long long)b.st.replies_lost);
+	status = 0;
+out:
+	broker_free(&b);
+	return status;
+}

@@ -1,0 +1,72 @@
+/* broker_spawn (broker.h): a socketpair and a fork; the child keeps its
+ * end and stderr, and serves. */
+#include "broker/broker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+/* Everything but stdin/stdout/stderr and keep: the parent's listeners,
+ * its log and its netlink sockets are none of the broker's business. */
+static int
+close_others(int keep)
+{
+	if (keep > 3 && close_range(3, (unsigned)keep - 1, 0) != 0)
+		return -1;
+	return close_range((unsigned)keep + 1, ~0u, 0);
+}
+
+int
+broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
+{
+	pid_t parent = getpid();
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		snprintf(err, errlen, "broker: socketpair: %s", strerror(errno));
+		return -1;
+	}
+	fflush(NULL); /* no buffered output written twice */
+	*pid = fork();
+	if (*pid < 0) {
+		snprintf(err, errlen, "broker: fork: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (*pid == 0) {
+		int fd = sv[1];
+
+		close(sv[0]);
+		log_set_ident("airlock[broker]");
+		/* Its end above stderr, so closing the rest cannot hit it. */
+		if (fd < 3 && (fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 3)) < 0)
+			_exit(1);
+		if (close_others(fd) != 0) {
+			log_warn("broker: closing inherited descriptors");
+			_exit(1);
+		}
+		/* The broker does not outlive the process that spawned it. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+			_exit(1);
+		signal(SIGINT, SIG_IGN);  /* the supervisor decides when to stop */
+		signal(SIGPIPE, SIG_IGN);
+		/* _exit: no atexit handler of the parent's runs here. */
+		_exit(broker_serve(cfg, fd, true));
+	}
+	close(sv[1]);
+	if (fd_set_nonblock(sv[0], true) != 0) {
+		snprintf(err, errlen, "broker: nonblocking socket: %s", strerror(errno));
+		close(sv[0]);
+		return -1;
+	}
+	return sv[0];
+}

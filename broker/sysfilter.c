@@ -1,0 +1,105 @@
+/* The broker's seccomp allowlist, compiled with libseccomp at build time
+ * (gen_seccomp.c) and embedded as BPF (broker_seccomp_bpf.h). What the broker
+ * does once serving: its libevent loop (epoll), evdns over UDP, TCP
+ * sockets it creates and connects, the host-address netlink socket made
+ * before confinement, and the worker's socket (recvmsg/sendmsg with
+ * SCM_RIGHTS). Nothing opens a path, binds, listens, accepts, forks or
+ * executes: every call not listed returns ENOSYS (libc's fallbacks keep
+ * working), and a call through another architecture's ABI (i386's int
+ * 0x80, x32's numbers) kills the process. */
+#include "broker/sysfilter.h"
+
+#include <errno.h>
+#include <linux/filter.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/confine_gen.h"
+#include "common/util.h"
+
+static const char *const allowed[] = {
+        /* the loop and its timers */
+        "epoll_wait", "epoll_pwait", "epoll_pwait2", "epoll_ctl", "poll", "ppoll",
+        "clock_gettime", "clock_getres", "gettimeofday", "time",
+        /* descriptors it holds */
+        "read", "write", "readv", "writev", "close", "fcntl",
+        /* sockets it makes (socket() is checked below) and the worker's */
+        "connect", "getsockopt", "setsockopt", "getsockname", "getpeername", "shutdown",
+        "sendto", "sendmsg", "recvfrom", "recvmsg",
+        /* memory (mmap and mprotect below) */
+        "brk", "munmap", "mremap", "madvise",
+        /* the rest of a process's life */
+        "exit", "exit_group", "rt_sigreturn", "rt_sigprocmask", "restart_syscall", "getpid",
+        "gettid", "getrandom", "futex", "sched_yield",
+};
+
+static int
+rule(scmp_filter_ctx ctx, const char *name, unsigned nargs, const struct scmp_arg_cmp *args,
+     char *err, size_t errlen)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+	int rc;
+
+	if (nr == __NR_SCMP_ERROR)
+		return 0; /* not on this architecture */
+	rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, nargs, args);
+	if (rc < 0) {
+		snprintf(err, errlen, "seccomp: rule for %s: %s", name, strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+int
+broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *err, size_t errlen)
+{
+	static const int families[] = {AF_INET, AF_INET6};
+	scmp_filter_ctx ctx;
+	struct scmp_arg_cmp a;
+	int rc;
+
+	*insns = NULL;
+	*len = 0;
+	ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
+	if (ctx == NULL) {
+		snprintf(err, errlen, "seccomp: init failed");
+		return -1;
+	}
+	/* Only the native architecture is in the filter: every other ABI
+	 * (i386 on x86-64; x32, whose calls carry the native audit arch
+	 * but __X32_SYSCALL_BIT, which libseccomp treats as another ABI)
+	 * takes the bad-arch action. */
+	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0 ||
+	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0) {
+		snprintf(err, errlen, "seccomp: attributes: %s", strerror(-rc));
+		goto fail;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
+		if (rule(ctx, allowed[i], 0, NULL, err, errlen) < 0)
+			goto fail;
+	/* TCP and UDP only: no unix socket to a host daemon, no netlink,
+	 * no raw or packet socket. The low 32 bits: the kernel's int. */
+	for (size_t i = 0; i < ARRAY_SIZE(families); i++) {
+		a = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu,
+		                                 (unsigned)families[i]);
+		if (rule(ctx, "socket", 1, &a, err, errlen) < 0)
+			goto fail;
+	}
+	/* Memory, never executable: no new code in a compromised broker. */
+	a = (struct scmp_arg_cmp)SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
+	if (rule(ctx, "mmap", 1, &a, err, errlen) < 0 || rule(ctx, "mprotect", 1, &a, err, errlen) < 0)
+		goto fail;
+	if (confine_bpf_export(ctx, insns, len, err, errlen) < 0)
+		goto fail;
+	seccomp_release(ctx);
+	return 0;
+fail:
+	seccomp_release(ctx);
+	return -1;
+}

@@ -1,0 +1,67 @@
+/* See confine_gen.h. libseccomp writes the program to an fd: a memfd. */
+#include "common/confine_gen.h"
+
+#include <errno.h>
+#include <linux/filter.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+int
+confine_bpf_export(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len,
+                   char *err, size_t errlen)
+{
+	struct stat st;
+	ssize_t n;
+	int rc, fd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
+
+	*insns = NULL;
+	*len = 0;
+	if (fd < 0) {
+		snprintf(err, errlen, "seccomp: memfd: %s", strerror(errno));
+		return -1;
+	}
+	rc = seccomp_export_bpf(ctx, fd);
+	if (rc < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
+	    (size_t)st.st_size % sizeof(struct sock_filter) != 0 ||
+	    (size_t)st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		snprintf(err, errlen, "seccomp: export: %s",
+		         rc < 0 ? strerror(-rc) : "bad program size");
+		fd_close(&fd);
+		return -1;
+	}
+	*insns = malloc((size_t)st.st_size);
+	if (*insns == NULL) {
+		snprintf(err, errlen, "seccomp: out of memory");
+		fd_close(&fd);
+		return -1;
+	}
+	n = pread(fd, *insns, (size_t)st.st_size, 0);
+	fd_close(&fd);
+	if (n != st.st_size) {
+		snprintf(err, errlen, "seccomp: read back the program");
+		free(*insns);
+		*insns = NULL;
+		return -1;
+	}
+	*len = (unsigned short)((size_t)st.st_size / sizeof(struct sock_filter));
+	return 0;
+}
+
+int
+confine_bpf_print(FILE *out, const char *name, const struct sock_filter *insns,
+                  unsigned short len)
+{
+	fprintf(out, "/* Generated at build time: do not edit. */\n"
+	             "const struct sock_filter %s[%u] = {\n",
+	        name, (unsigned)len);
+	for (unsigned i = 0; i < len; i++)
+		fprintf(out, "\t{0x%04x, %u, %u, 0x%08x},\n", (unsigned)insns[i].code,
+		        (unsigned)insns[i].jt, (unsigned)insns[i].jf, (unsigned)insns[i].k);
+	fprintf(out, "};\nconst unsigned short %s_len = %u;\n", name, (unsigned)len);
+	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+}

@@ -1,0 +1,25 @@
+/* Build-time half of common/confine.h: turning a libseccomp context into
+ * the BPF program a generator prints as a C array (broker/gen_seccomp.c).
+ * Links libseccomp; nothing at run time uses it. */
+#ifndef AIRLOCK_COMMON_CONFINE_GEN_H
+#define AIRLOCK_COMMON_CONFINE_GEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <seccomp.h>
+
+struct sock_filter;
+
+/* Compile ctx to classic BPF: *insns malloc'd (the caller frees), *len
+ * instructions. 0, or -1 with a one-line reason in err. */
+int confine_bpf_export(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len,
+                       char *err, size_t errlen);
+
+/* Print insns as "const struct sock_filter NAME[] = {...}; const unsigned
+ * short NAME_len = N;" to out. 0, or -1 when writing fails. */
+int confine_bpf_print(FILE *out, const char *name, const struct sock_filter *insns,
+                      unsigned short len);
+
+#endif
