@@ -11,6 +11,8 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
+#include "common/log.h"
+
 struct broker_resolver {
 	struct event_base *base;   /* borrowed */
 	struct evdns_base *dns;    /* owned */
@@ -29,6 +31,15 @@ struct broker_resolve {
 	size_t n;
 };
 
+/* evdns's own messages (a nameserver down, back up) at debug level,
+ * through the one log. */
+static void
+evdns_log(int is_warn, const char *msg)
+{
+	(void)is_warn;
+	log_debug("broker: evdns: %s", msg);
+}
+
 struct broker_resolver *
 broker_resolver_new(struct event_base *base, const struct sockaddr_storage *ns, size_t n_ns,
                     char *err, size_t errlen)
@@ -40,6 +51,7 @@ broker_resolver_new(struct event_base *base, const struct sockaddr_storage *ns, 
 		return NULL;
 	}
 	r->base = base;
+	evdns_set_log_fn(evdns_log);
 	/* No resolv.conf, no hosts file: only the upstreams given, as the
 	 * proxy's resolver today (cli/cmd_run.c). */
 	r->dns = evdns_base_new(base, 0);

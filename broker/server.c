@@ -66,7 +66,7 @@ struct slot {
 };
 
 struct broker_stats {
-	uint64_t requests, malformed, dropped, busy, dup_ids, stray_fds, replies_lost;
+	uint64_t requests, malformed, dropped, busy, dup_ids, stray_fds, replies_lost, stalls;
 };
 
 struct broker {
@@ -79,6 +79,12 @@ struct broker {
 	struct event *ev_read, *ev_write;
 	struct slot *slots;
 	unsigned n_slots, n_used;
+	/* Refusals that hold no slot and found the socket full: a bounded
+	 * ring; while it is full the broker reads no more requests, so a
+	 * flood slows its sender and nothing is lost or queued unbounded. */
+	struct broker_reply *ring;
+	unsigned ring_cap, ring_head, ring_len;
+	bool reading;
 	uint32_t connect_ms;
 	int landlock_abi;
 	struct broker_stats st;
@@ -119,16 +125,48 @@ send_reply(struct broker *b, const struct broker_reply *r, int fd)
 	}
 }
 
-/* A refusal that holds no slot (malformed, busy, duplicate id): sent now
- * or not at all, so a flood never queues. */
 static void
-reply_now(struct broker *b, uint32_t id, enum broker_status status, const char *reason)
+set_reading(struct broker *b, bool on)
+{
+	if (on == b->reading)
+		return;
+	b->reading = on;
+	if (on)
+		event_add(b->ev_read, NULL);
+	else
+		event_del(b->ev_read);
+}
+
+/* A reply that holds no slot (a refusal by the parser or the bounds, a
+ * self-test's answer): sent now, or kept in the ring behind the ones
+ * already waiting. */
+static void
+reply_now(struct broker *b, const struct broker_reply *r)
+{
+	int rc = b->ring_len == 0 ? send_reply(b, r, -1) : 1;
+
+	if (rc == 0)
+		return;
+	if (rc < 0) {
+		b->st.replies_lost++;
+		return;
+	}
+	/* The ring is never full here: reading stops when it fills. */
+	b->ring[(b->ring_head + b->ring_len++) % b->ring_cap] = *r;
+	event_add(b->ev_write, NULL);
+	if (b->ring_len == b->ring_cap) {
+		b->st.stalls++;
+		set_reading(b, false);
+	}
+}
+
+static void
+refuse_now(struct broker *b, uint32_t id, enum broker_status status, const char *reason)
 {
 	struct broker_reply r;
 
 	broker_build_reply(&r, id, status, BROKER_V_DENY, 0, NULL, NULL, reason);
-	if (send_reply(b, &r, -1) != 0)
-		b->st.replies_lost++;
+	reply_now(b, &r);
 }
 
 static void
@@ -192,6 +230,19 @@ broker_writable(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	while (b->ring_len > 0) {
+		int rc = send_reply(b, &b->ring[b->ring_head], -1);
+
+		if (rc == 1) {
+			event_add(b->ev_write, NULL);
+			return;
+		}
+		if (rc < 0)
+			b->st.replies_lost++;
+		b->ring_head = (b->ring_head + 1) % b->ring_cap;
+		b->ring_len--;
+	}
+	set_reading(b, true);
 	for (unsigned i = 0; i < b->n_slots; i++) {
 		struct slot *s = &b->slots[i];
 		int rc;
@@ -649,14 +700,14 @@ handle(struct broker *b, const void *buf, size_t len, bool bad_cmsg)
 		b->st.malformed++;
 		/* id 0 is never a request's: nobody waits for its answer. */
 		if (rq.id != 0)
-			reply_now(b, rq.id, broker_parse_status(p), broker_parse_name(p));
+			refuse_now(b, rq.id, broker_parse_status(p), broker_parse_name(p));
 		else
 			b->st.dropped++;
 		return;
 	}
 	if (slot_by_id(b, rq.id) != NULL) {
 		b->st.dup_ids++;
-		reply_now(b, rq.id, BROKER_E_DUP_ID, "request id already in flight");
+		refuse_now(b, rq.id, BROKER_E_DUP_ID, "request id already in flight");
 		return;
 	}
 #ifdef BROKER_SELFTEST
@@ -665,8 +716,7 @@ handle(struct broker *b, const void *buf, size_t len, bool bad_cmsg)
 
 		broker_build_reply(&r, rq.id, BROKER_OK, BROKER_V_DENY, selftest(b, rq.op), NULL,
 		                   NULL, NULL);
-		if (send_reply(b, &r, -1) != 0)
-			b->st.replies_lost++;
+		reply_now(b, &r);
 		return;
 	}
 #endif
@@ -676,7 +726,7 @@ handle(struct broker *b, const void *buf, size_t len, bool bad_cmsg)
 				s = &b->slots[i];
 	if (s == NULL) {
 		b->st.busy++;
-		reply_now(b, rq.id, BROKER_E_BUSY, "too many requests in flight");
+		refuse_now(b, rq.id, BROKER_E_BUSY, "too many requests in flight");
 		return;
 	}
 	memset(s, 0, sizeof(*s));
@@ -721,7 +771,7 @@ broker_readable(evutil_socket_t fd, short what, void *arg)
 	struct broker *b = arg;
 
 	(void)what;
-	for (int i = 0; i < BROKER_READ_BATCH; i++) {
+	for (int i = 0; i < BROKER_READ_BATCH && b->reading; i++) {
 		/* One byte more than the largest message: a longer datagram
 		 * shows as MSG_TRUNC, never as one that fits. */
 		_Alignas(8) unsigned char buf[BROKER_MSG_MAX + 1];
@@ -779,6 +829,7 @@ broker_free(struct broker *b)
 			slot_release(&b->slots[i]);
 		free(b->slots);
 	}
+	free(b->ring);
 	if (b->ev_read != NULL)
 		event_free(b->ev_read);
 	if (b->ev_write != NULL)
@@ -808,7 +859,7 @@ broker_confine(struct broker *b)
 	if (b->landlock_abi == 0)
 		log_info("broker: this kernel has no Landlock; seccomp alone keeps it off the "
 		         "filesystem");
-	if (confine_seccomp(broker_seccomp_bpf, broker_seccomp_len) != 0) {
+	if (confine_seccomp(broker_seccomp_bpf, broker_seccomp_bpf_len) != 0) {
 		log_warn("broker: seccomp");
 		return -1;
 	}
@@ -842,6 +893,11 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 	}
 	for (unsigned i = 0; i < b.n_slots; i++)
 		b.slots[i].fd = -1;
+	b.ring_cap = b.n_slots < 64 ? 64 : b.n_slots;
+	if ((b.ring = calloc(b.ring_cap, sizeof(*b.ring))) == NULL) {
+		log_warnx("broker: out of memory");
+		goto out;
+	}
 	if ((b.res = broker_resolver_new(b.base, cfg->upstreams, cfg->n_upstreams, err,
 	                                 sizeof(err))) == NULL) {
 		log_warnx("broker: %s", err);
@@ -860,6 +916,7 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 		log_warnx("broker: cannot watch the worker's socket");
 		goto out;
 	}
+	b.reading = true;
 	/* Seeded now, while the random source can still be opened: evdns
 	 * draws its transaction ids from it. */
 	if (evutil_secure_rng_init() != 0) {
@@ -870,11 +927,11 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 		goto out;
 	event_base_dispatch(b.base);
 	log_debug("broker: %llu requests, %llu malformed, %llu dropped, %llu busy, %llu "
-	          "duplicate ids, %llu stray descriptors, %llu replies lost",
+	          "duplicate ids, %llu stray descriptors, %llu replies lost, %llu stalls",
 	          (unsigned long long)b.st.requests, (unsigned long long)b.st.malformed,
 	          (unsigned long long)b.st.dropped, (unsigned long long)b.st.busy,
 	          (unsigned long long)b.st.dup_ids, (unsigned long long)b.st.stray_fds,
-	          (unsigned long long)b.st.replies_lost);
+	          (unsigned long long)b.st.replies_lost, (unsigned long long)b.st.stalls);
 	status = 0;
 out:
 	broker_free(&b);

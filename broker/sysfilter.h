@@ -13,6 +13,6 @@ int broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char
 
 /* The filter as built (seccomp_prebuilt.c). */
 extern const struct sock_filter broker_seccomp_bpf[];
-extern const unsigned short broker_seccomp_len;
+extern const unsigned short broker_seccomp_bpf_len;
 
 #endif

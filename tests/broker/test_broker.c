@@ -1,0 +1,845 @@
+/* The broker driven as a compromised worker would drive it: raw datagrams
+ * on its socket. Denied names, guarded addresses (loopback, metadata, the
+ * host's own), forged lengths, types, ids and descriptors, a flood: the
+ * broker refuses every one and stays up. An allowed name gets a connected
+ * socket; the seccomp filter and Landlock are in force in the broker.
+ *
+ * Runs inside the namespaces test_broker_e2e.sh builds: this process's
+ * network namespace has lo, 203.0.113.1/24 on a veth (the "host's own"
+ * address) and dnsmasq on BROKER_DNS; the veth's peer, in BROKER_PEER_NS,
+ * has 203.0.113.10, where this test listens. Nothing leaves them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+
+#include "broker/broker.h"
+#include "broker/client.h"
+#include "broker/msg.h"
+#include "common/confine.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "policy/policy.h"
+
+#define LISTEN_PORT 8080
+#define PEER_ADDR "203.0.113.10"
+#define OWN_ADDR "203.0.113.1"
+
+static const char policy_yaml[] =
+        "version: 1\n"
+        "name: broker-test\n"
+        "allow:\n"
+        "  - host: allowed.test\n"
+        "    ports: [8080, 8081]\n"
+        "  - host: rebind.test\n"
+        "    ports: [8080]\n"
+        "  - host: meta.test\n"
+        "    ports: [8080]\n"
+        "  - host: own.test\n"
+        "    ports: [8080]\n"
+        "  - host: dc.test\n"
+        "    ports: [8080]\n"
+        "  - host: '*.evil.test'\n"
+        "    ports: [8080]\n"
+        "  - cidr: 203.0.113.10/32\n"
+        "    ports: [8080]\n"
+        "  - cidr: 0.0.0.0/0\n"
+        "    ports: [80]\n"
+        "  - cidr: ::/0\n"
+        "    ports: [80]\n"
+        "deny:\n"
+        "  - host: sub.evil.test\n"
+        "    ports: [8080]\n"
+        "  - cidr: 198.51.100.66/32\n"
+        "    ports: [8080]\n";
+
+struct fixture {
+	struct policy *policy;
+	int fd;     /* the worker's end */
+	pid_t pid;  /* the broker */
+	int lfd;    /* listening at PEER_ADDR:LISTEN_PORT in the peer namespace */
+	int silent; /* a UDP "nameserver" that never answers */
+};
+
+static uint32_t next_id = 1;
+/* A self-test reply is OK without a descriptor. */
+static bool fdless_ok;
+
+static void
+parse_hostport(const char *s, struct sockaddr_storage *ss)
+{
+	char host[64];
+	const char *colon = strrchr(s, ':');
+
+	assert_non_null(colon);
+	assert_true((size_t)(colon - s) < sizeof(host));
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = '\0';
+	assert_int_not_equal(sockaddr_set(ss, AF_INET, host, (uint16_t)strtoul(colon + 1, NULL, 10)),
+	                     0);
+}
+
+/* A listener at PEER_ADDR in the peer namespace: the socket keeps the
+ * namespace it was made in. */
+static int
+peer_listen(uint16_t port)
+{
+	const char *peer = getenv("BROKER_PEER_NS");
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int self, other, fd, one = 1;
+
+	assert_non_null(peer);
+	self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	other = open(peer, O_RDONLY | O_CLOEXEC);
+	assert_true(self >= 0 && other >= 0);
+	assert_int_equal(setns(other, CLONE_NEWNET), 0);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	inet_pton(AF_INET, PEER_ADDR, &sin.sin_addr);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 64), 0);
+	assert_int_equal(setns(self, CLONE_NEWNET), 0);
+	close(self);
+	close(other);
+	return fd;
+}
+
+static void
+spawn(struct fixture *f, unsigned inflight, bool silent_dns, uint32_t timeout_ms)
+{
+	struct broker_cfg cfg;
+	char err[256];
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.policy = f->policy;
+	cfg.max_inflight = inflight;
+	cfg.connect_timeout_ms = timeout_ms;
+	cfg.n_upstreams = 1;
+	if (silent_dns) {
+		struct sockaddr_in sin = {.sin_family = AF_INET,
+		                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t len = sizeof(sin);
+
+		f->silent = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		assert_int_equal(bind(f->silent, (struct sockaddr *)&sin, sizeof(sin)), 0);
+		assert_int_equal(getsockname(f->silent, (struct sockaddr *)&sin, &len), 0);
+		memcpy(&cfg.upstreams[0], &sin, sizeof(sin));
+	} else {
+		const char *dns = getenv("BROKER_DNS");
+
+		assert_non_null(dns);
+		parse_hostport(dns, &cfg.upstreams[0]);
+	}
+	f->fd = broker_spawn(&cfg, &f->pid, err, sizeof(err));
+	if (f->fd < 0)
+		fail_msg("broker_spawn: %s", err);
+}
+
+static int
+setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct policy_diag d = {0};
+
+	assert_non_null(f);
+	f->policy = policy_load_buffer("broker-test.yaml", policy_yaml, sizeof(policy_yaml) - 1, &d);
+	for (size_t i = 0; i < d.n_lines; i++)
+		fprintf(stderr, "%s\n", d.lines[i]);
+	assert_non_null(f->policy);
+	policy_diag_clear(&d);
+	f->fd = -1;
+	f->silent = -1;
+	f->lfd = peer_listen(LISTEN_PORT);
+	*state = f;
+	return 0;
+}
+
+/* The broker exits 0 when its worker's end closes: it survived. */
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+	int status = -1;
+
+	if (f->fd >= 0) {
+		close(f->fd);
+		assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	fd_close(&f->lfd);
+	fd_close(&f->silent);
+	policy_free(f->policy);
+	free(f);
+	return 0;
+}
+
+/* The worker's end is nonblocking: a full socket waits (bounded) for the
+ * broker to read. */
+static void
+send_raw(struct fixture *f, const void *p, size_t n)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		struct pollfd pfd = {.fd = f->fd, .events = POLLOUT};
+		ssize_t k = send(f->fd, p, n, MSG_NOSIGNAL);
+
+		if (k == (ssize_t)n)
+			return;
+		assert_true(k < 0 && errno == EAGAIN);
+		poll(&pfd, 1, 50);
+	}
+	fail_msg("the broker does not read its socket");
+}
+
+/* The next reply within ms (the fd it carries, or -1), or -2 when none
+ * comes. A reply must parse and carry a descriptor exactly when OK. */
+static int
+recv_reply(struct fixture *f, struct broker_reply *r, int ms)
+{
+	unsigned char buf[sizeof(*r) + 1];
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int) * 2)];
+	} cm;
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+	                     .msg_controllen = sizeof(cm.b)};
+	struct pollfd pfd = {.fd = f->fd, .events = POLLIN};
+	struct cmsghdr *c;
+	ssize_t n;
+	int fd = -1;
+
+	if (poll(&pfd, 1, ms) != 1)
+		return -2;
+	n = recvmsg(f->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	assert_true(n > 0);
+	assert_int_equal(broker_parse_reply(buf, (size_t)n, r), 0);
+	assert_false(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC));
+	c = CMSG_FIRSTHDR(&msg);
+	if (c != NULL) {
+		assert_int_equal(c->cmsg_type, SCM_RIGHTS);
+		assert_int_equal(c->cmsg_len, CMSG_LEN(sizeof(int)));
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	}
+	assert_int_equal(r->status == BROKER_OK && !fdless_ok, fd >= 0);
+	return fd;
+}
+
+/* Wait for the reply to id; others arriving first fail the test. */
+static int
+reply_to(struct fixture *f, uint32_t id, struct broker_reply *r, int ms)
+{
+	int fd = recv_reply(f, r, ms);
+
+	if (fd == -2)
+		fail_msg("no reply to request %u within %d ms", id, ms);
+	assert_int_equal(r->h.id, id);
+	return fd;
+}
+
+static uint32_t
+ask_name(struct fixture *f, const char *name, uint16_t port, const char *orig)
+{
+	struct broker_req_name m;
+	struct sockaddr_storage ss;
+	uint32_t id = next_id++;
+
+	if (orig != NULL)
+		assert_int_not_equal(sockaddr_set(&ss, AF_INET, orig, port), 0);
+	assert_int_equal(broker_build_name(&m, id, name, port, 0,
+	                                   orig != NULL ? (struct sockaddr *)&ss : NULL, "claimed:1"),
+	                 0);
+	send_raw(f, &m, sizeof(m));
+	return id;
+}
+
+static uint32_t
+ask_addr(struct fixture *f, const char *ip, uint16_t port)
+{
+	struct broker_req_addr m;
+	struct sockaddr_storage ss;
+	uint32_t id = next_id++;
+
+	assert_int_not_equal(sockaddr_set(&ss, 0, ip, port), 0);
+	assert_int_equal(broker_build_addr(&m, id, (struct sockaddr *)&ss, port, NULL), 0);
+	send_raw(f, &m, sizeof(m));
+	return id;
+}
+
+static void
+expect_status(struct fixture *f, uint32_t id, enum broker_status want, const char *reason_part)
+{
+	struct broker_reply r;
+	int fd = reply_to(f, id, &r, 5000);
+
+	fd_close(&fd);
+	if (r.status != want)
+		fail_msg("request %u: status %s (%s), expected %s", id,
+		         broker_status_name(r.status), r.reason, broker_status_name(want));
+	if (reason_part != NULL && strstr(r.reason, reason_part) == NULL)
+		fail_msg("request %u: reason '%s' lacks '%s'", id, r.reason, reason_part);
+}
+
+/* Connected: the socket reaches the listener in the peer namespace. */
+static void
+expect_connected(struct fixture *f, uint32_t id)
+{
+	struct broker_reply r;
+	struct sockaddr_in peer;
+	socklen_t len = sizeof(peer);
+	char ip[INET_ADDRSTRLEN], buf[4];
+	int fd = reply_to(f, id, &r, 5000), afd;
+
+	if (r.status != BROKER_OK)
+		fail_msg("request %u: %s (%s)", id, broker_status_name(r.status), r.reason);
+	assert_int_equal(r.verdict, BROKER_V_ALLOW);
+	assert_int_equal(getpeername(fd, (struct sockaddr *)&peer, &len), 0);
+	inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
+	assert_string_equal(ip, PEER_ADDR);
+	assert_int_equal(ntohs(peer.sin_port), LISTEN_PORT);
+	assert_int_equal(r.addr.family, AF_INET);
+	assert_int_equal(r.addr.port, LISTEN_PORT);
+	afd = accept(f->lfd, NULL, NULL);
+	assert_true(afd >= 0);
+	assert_int_equal(write(fd, "ping", 4), 4);
+	assert_int_equal(read(afd, buf, 4), 4);
+	assert_memory_equal(buf, "ping", 4);
+	close(afd);
+	close(fd);
+}
+
+/* Still up and still deciding: a request gets its usual answer. */
+static void
+expect_alive(struct fixture *f)
+{
+	int status;
+
+	assert_int_equal(waitpid(f->pid, &status, WNOHANG), 0);
+	expect_status(f, ask_name(f, "unlisted.test", 443, NULL), BROKER_E_NO_RULE, "no rule");
+}
+
+/* ---- what a worker may ask for ---- */
+
+static void
+test_allowed_name_connects(void **state)
+{
+	struct fixture *f = *state;
+
+	spawn(f, 0, false, 3000);
+	expect_connected(f, ask_name(f, "allowed.test", LISTEN_PORT, NULL));
+	/* Names are normalised: case and one trailing dot. */
+	expect_connected(f, ask_name(f, "ALLOWED.Test.", LISTEN_PORT, NULL));
+	/* Transparent: the original destination is what the name resolves to. */
+	expect_connected(f, ask_name(f, "allowed.test", LISTEN_PORT, PEER_ADDR));
+	/* An address a cidr rule allows. */
+	expect_connected(f, ask_addr(f, PEER_ADDR, LISTEN_PORT));
+	/* Allowed, resolved, guarded out of nothing: the port is closed. */
+	expect_status(f, ask_name(f, "allowed.test", 8081, NULL), BROKER_E_REFUSED, "refused");
+}
+
+/* ---- what it may not ---- */
+
+static void
+test_denied_names(void **state)
+{
+	struct fixture *f = *state;
+
+	spawn(f, 0, false, 3000);
+	expect_status(f, ask_name(f, "sub.evil.test", LISTEN_PORT, NULL), BROKER_E_DENIED,
+	              "denied by rule");
+	expect_status(f, ask_name(f, "unlisted.test", LISTEN_PORT, NULL), BROKER_E_NO_RULE, NULL);
+	/* An allowed name on a port its rule does not list. */
+	expect_status(f, ask_name(f, "allowed.test", 22, NULL), BROKER_E_NO_RULE, NULL);
+	/* The worker's claimed rule changes nothing (ask_name claims one). */
+	expect_status(f, ask_name(f, "evil.test", LISTEN_PORT, NULL), BROKER_E_NO_RULE, NULL);
+	/* Not names policy_name_normalize takes, and an IP literal as a name. */
+	expect_status(f, ask_name(f, "a..b", LISTEN_PORT, NULL), BROKER_E_BAD_NAME, NULL);
+	expect_status(f, ask_name(f, "caf\xc3\xa9.test", LISTEN_PORT, NULL), BROKER_E_BAD_NAME, NULL);
+	expect_status(f, ask_name(f, "203.0.113.10", LISTEN_PORT, NULL), BROKER_E_BAD_NAME, NULL);
+	/* Transparent, and the name does not resolve to the original
+	 * destination (SNI of an allowed name, packets to another host). */
+	expect_status(f, ask_name(f, "allowed.test", LISTEN_PORT, "203.0.113.99"),
+	              BROKER_E_NOT_ORIG, "original destination");
+	/* Addresses no cidr rule allows, or a deny cidr rule refuses. */
+	expect_status(f, ask_addr(f, "203.0.113.11", LISTEN_PORT), BROKER_E_NO_RULE, NULL);
+	expect_status(f, ask_addr(f, "198.51.100.66", LISTEN_PORT), BROKER_E_DENIED, NULL);
+	expect_alive(f);
+}
+
+static void
+test_guarded_addresses(void **state)
+{
+	struct fixture *f = *state;
+
+	spawn(f, 0, false, 3000);
+	/* Allowed names that resolve to guarded addresses (rebinding). */
+	expect_status(f, ask_name(f, "rebind.test", LISTEN_PORT, NULL), BROKER_E_GUARD,
+	              "127.0.0.1 is loopback");
+	expect_status(f, ask_name(f, "meta.test", LISTEN_PORT, NULL), BROKER_E_GUARD,
+	              "169.254.169.254 is link-local");
+	expect_status(f, ask_name(f, "own.test", LISTEN_PORT, NULL), BROKER_E_GUARD,
+	              OWN_ADDR " is one of this host's addresses");
+	/* Resolves to an address a deny cidr rule covers. */
+	expect_status(f, ask_name(f, "dc.test", LISTEN_PORT, NULL), BROKER_E_DENY_CIDR,
+	              "denied by a cidr rule");
+	/* A catch-all cidr rule allows port 80 everywhere, and opens no
+	 * guarded range and never the host. */
+	expect_status(f, ask_addr(f, "127.0.0.1", 80), BROKER_E_GUARD, "loopback");
+	expect_status(f, ask_addr(f, "169.254.169.254", 80), BROKER_E_GUARD, "link-local");
+	expect_status(f, ask_addr(f, "::1", 80), BROKER_E_GUARD, "loopback");
+	expect_status(f, ask_addr(f, "::ffff:169.254.169.254", 80), BROKER_E_GUARD, "link-local");
+	expect_status(f, ask_addr(f, "10.0.0.1", 80), BROKER_E_GUARD, "private");
+	expect_status(f, ask_addr(f, OWN_ADDR, 80), BROKER_E_GUARD, "this host's");
+	/* Transparent with a guarded original destination the name resolves to. */
+	expect_status(f, ask_name(f, "rebind.test", LISTEN_PORT, "127.0.0.1"), BROKER_E_GUARD,
+	              "loopback");
+	expect_alive(f);
+}
+
+/* ---- forged messages ---- */
+
+static void
+expect_no_reply(struct fixture *f)
+{
+	struct broker_reply r;
+	int fd = recv_reply(f, &r, 200);
+
+	if (fd != -2)
+		fail_msg("unexpected reply to %u: %s", r.h.id, broker_status_name(r.status));
+}
+
+static void
+test_forged(void **state)
+{
+	struct fixture *f = *state;
+	struct broker_req_name m;
+	struct broker_req_addr a;
+	struct broker_reply rep;
+	unsigned char big[BROKER_MSG_MAX + 64];
+	uint32_t id;
+
+	spawn(f, 0, false, 3000);
+	/* Shorter than a header: no id to answer; dropped. So is an empty
+	 * datagram, which reads like a hang-up and must not end the broker. */
+	send_raw(f, "\x01\x00", 2);
+	send_raw(f, "", 0);
+	expect_no_reply(f);
+
+	/* A header whose length lies, each way. */
+	broker_build_name(&m, id = next_id++, "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+	m.h.len = sizeof(m) - 1;
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "length");
+	m.h.len = sizeof(m);
+	m.h.id = id = next_id++;
+	send_raw(f, &m, sizeof(m) - 4); /* the header says more than came */
+	expect_status(f, id, BROKER_E_MALFORMED, "length");
+	m.h.len = sizeof(m) - 4;
+	m.h.id = id = next_id++;
+	send_raw(f, &m, sizeof(m) - 4); /* consistent, but not the type's size */
+	expect_status(f, id, BROKER_E_MALFORMED, "size");
+	/* Longer than any message (truncated on receipt). */
+	memset(big, 0, sizeof(big));
+	memcpy(big, &m, sizeof(m));
+	((struct broker_hdr *)big)->len = sizeof(big);
+	((struct broker_hdr *)big)->id = id = next_id++;
+	send_raw(f, big, sizeof(big));
+	expect_status(f, id, BROKER_E_MALFORMED, NULL);
+
+	/* Unknown type; a reply sent as a request; the self-test type is
+	 * known only to test builds (this one), so try a bad op. */
+	broker_build_name(&m, id = next_id++, "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+	m.h.type = 0x55;
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "type");
+	broker_build_reply(&rep, id = next_id++, BROKER_OK, BROKER_V_ALLOW, 0, NULL, NULL, NULL);
+	send_raw(f, &rep, sizeof(rep));
+	expect_status(f, id, BROKER_E_MALFORMED, "type");
+
+	/* id 0 is nobody's: dropped. */
+	broker_build_name(&m, 0, "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+	send_raw(f, &m, sizeof(m));
+	expect_no_reply(f);
+
+	/* Port 0; unknown flags; ORIG without an address; an address
+	 * without ORIG; a bad family; padding. */
+	broker_build_name(&m, id = next_id++, "allowed.test", 0, 0, NULL, NULL);
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "port");
+	broker_build_name(&m, id = next_id++, "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+	m.flags = 0x80;
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "flags");
+	m.flags = BROKER_F_ORIG;
+	m.h.id = id = next_id++;
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "address");
+	m.flags = 0;
+	m.orig.family = AF_INET;
+	m.orig.port = LISTEN_PORT;
+	m.h.id = id = next_id++;
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "address");
+	broker_build_addr(&a, id = next_id++, (struct sockaddr *)&(struct sockaddr_in){.sin_family = AF_INET}, 80, NULL);
+	a.dst.family = AF_UNIX;
+	send_raw(f, &a, sizeof(a));
+	expect_status(f, id, BROKER_E_MALFORMED, "address");
+	broker_build_name(&m, id = next_id++, "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+	m.pad = 1;
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "padding");
+
+	/* A name without its NUL; bytes hidden after the NUL; a rule
+	 * without its NUL. */
+	broker_build_name(&m, id = next_id++, "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+	memset(m.name, 'a', sizeof(m.name));
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "unterminated");
+	broker_build_name(&m, id = next_id++, "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+	memcpy(m.name + 20, "evil.test", 9);
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "padding");
+	broker_build_name(&m, id = next_id++, "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+	memset(m.rule, 'r', sizeof(m.rule));
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "unterminated");
+	expect_alive(f);
+}
+
+/* Descriptors sent to the broker are closed, and the request refused. */
+static void
+test_stray_fds(void **state)
+{
+	struct fixture *f = *state;
+	struct broker_req_name m;
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int) * 32)];
+	} cm;
+	struct iovec iov = {.iov_base = &m, .iov_len = sizeof(m)};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b};
+	int p[2], fds[32];
+	struct pollfd pfd;
+	char c;
+	uint32_t id;
+
+	spawn(f, 0, false, 3000);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	/* More than the broker receives at once: the rest are truncated. */
+	for (int n = 1; n <= 32; n += 31) {
+		struct cmsghdr *h;
+
+		memset(&cm, 0, sizeof(cm));
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+		h = CMSG_FIRSTHDR(&msg);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+		for (int i = 0; i < n; i++)
+			fds[i] = p[1];
+		memcpy(CMSG_DATA(h), fds, sizeof(int) * (size_t)n);
+		broker_build_name(&m, id = next_id++, "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+		assert_int_equal(sendmsg(f->fd, &msg, MSG_NOSIGNAL), (ssize_t)sizeof(m));
+		expect_status(f, id, BROKER_E_MALFORMED, "descriptors");
+	}
+	/* With our end closed, the pipe reads EOF only if the broker kept
+	 * no copy of the write end. */
+	close(p[1]);
+	pfd = (struct pollfd){.fd = p[0], .events = POLLIN};
+	assert_int_equal(poll(&pfd, 1, 2000), 1);
+	assert_int_equal(read(p[0], &c, 1), 0);
+	close(p[0]);
+	expect_alive(f);
+}
+
+/* Random datagrams of every size: each dropped or refused. */
+static void
+test_garbage(void **state)
+{
+	struct fixture *f = *state;
+	unsigned char buf[BROKER_MSG_MAX + 8];
+	unsigned seed = 12345;
+	struct broker_reply r;
+	int fd;
+
+	spawn(f, 0, false, 3000);
+	for (int i = 0; i < 2000; i++) {
+		size_t n = (size_t)(rand_r(&seed) % (int)sizeof(buf));
+
+		for (size_t k = 0; k < n; k++)
+			buf[k] = (unsigned char)rand_r(&seed);
+		/* Now and then a plausible header, so the deeper checks run. */
+		if (n >= sizeof(struct broker_hdr) && (i & 1)) {
+			struct broker_hdr h = {.type = (uint16_t)(1 + i % 3), .len = (uint16_t)n,
+			                       .id = 0x80000000u + (uint32_t)i};
+
+			memcpy(buf, &h, sizeof(h));
+		}
+		send_raw(f, buf, n);
+		/* Drain as we go: our receive buffer is not the test. */
+		while ((fd = recv_reply(f, &r, 0)) != -2) {
+			fd_close(&fd);
+			assert_int_not_equal(r.status, BROKER_OK);
+		}
+	}
+	while ((fd = recv_reply(f, &r, 300)) != -2) {
+		fd_close(&fd);
+		assert_int_not_equal(r.status, BROKER_OK);
+	}
+	expect_alive(f);
+}
+
+/* ---- a flood: bounded, never queued ---- */
+
+static void
+test_flood(void **state)
+{
+	struct fixture *f = *state;
+	enum { INFLIGHT = 4, FLOOD = 400 };
+	uint32_t held[INFLIGHT], dup;
+	struct broker_reply r;
+	unsigned busy = 0, dups = 0, timeouts = 0;
+	int fd;
+
+	/* A nameserver that never answers holds requests in flight until
+	 * the broker's deadline (1 s). */
+	spawn(f, INFLIGHT, true, 1000);
+	for (int i = 0; i < INFLIGHT; i++)
+		held[i] = ask_name(f, "allowed.test", LISTEN_PORT, NULL);
+	expect_no_reply(f);
+	/* The same id again while it is in flight. */
+	{
+		struct broker_req_name m;
+
+		broker_build_name(&m, dup = held[1], "allowed.test", LISTEN_PORT, 0, NULL, NULL);
+		send_raw(f, &m, sizeof(m));
+		fd = reply_to(f, dup, &r, 2000);
+		assert_int_equal(r.status, BROKER_E_DUP_ID);
+		dups++;
+	}
+	/* Every one refused at once (busy); the held ones end at the
+	 * deadline (1 s) and free their slots. Replies are drained as they
+	 * come: our receive buffer is not under test. */
+	for (int i = 0; i <= FLOOD; i++) {
+		int wait = i < FLOOD ? 0 : 3000;
+
+		if (i < FLOOD)
+			ask_name(f, "allowed.test", LISTEN_PORT, NULL);
+		while (busy + timeouts < FLOOD + INFLIGHT && (fd = recv_reply(f, &r, wait)) != -2) {
+			if (r.status == BROKER_E_BUSY) {
+				busy++;
+			} else if (r.status == BROKER_E_DNS_TIMEOUT) {
+				bool mine = false;
+
+				for (int k = 0; k < INFLIGHT; k++)
+					mine = mine || held[k] == r.h.id;
+				assert_true(mine);
+				timeouts++;
+			} else {
+				fail_msg("flood: reply %s to %u", broker_status_name(r.status), r.h.id);
+			}
+		}
+	}
+	assert_int_equal(busy, FLOOD);
+	assert_int_equal(timeouts, INFLIGHT);
+	expect_connected(f, ask_addr(f, PEER_ADDR, LISTEN_PORT));
+	expect_alive(f);
+	assert_int_equal(dups, 1);
+}
+
+/* ---- the broker's confinement ---- */
+
+static int
+selftest(struct fixture *f, enum broker_selftest_op op)
+{
+	struct broker_req_selftest m = {.h = {.type = BROKER_MSG_SELFTEST, .len = sizeof(m)}};
+	struct broker_reply r;
+	int fd;
+
+	m.h.id = next_id++;
+	m.op = op;
+	send_raw(f, &m, sizeof(m));
+	fdless_ok = true;
+	fd = reply_to(f, m.h.id, &r, 3000);
+	fdless_ok = false;
+	assert_int_equal(fd, -1);
+	assert_int_equal(r.status, BROKER_OK);
+	return r.err;
+}
+
+static void
+test_seccomp(void **state)
+{
+	struct fixture *f = *state;
+	int abi = confine_landlock_abi();
+
+	spawn(f, 0, false, 3000);
+	/* Not in the allowlist: ENOSYS, the filter's default. */
+	assert_int_equal(selftest(f, BROKER_SELFTEST_OPEN), ENOSYS);
+	assert_int_equal(selftest(f, BROKER_SELFTEST_EXECVE), ENOSYS);
+	assert_int_equal(selftest(f, BROKER_SELFTEST_UNIX), ENOSYS);
+	assert_int_equal(selftest(f, BROKER_SELFTEST_BIND), ENOSYS);
+	/* Landlock applied at the kernel's ABI (0 when it has none). */
+	fprintf(stderr, "# Landlock ABI here: %d\n", abi);
+	assert_int_equal(selftest(f, BROKER_SELFTEST_LANDLOCK), abi);
+	expect_alive(f);
+}
+
+/* Another architecture's ABI kills the broker. */
+static void
+expect_killed(struct fixture *f, enum broker_selftest_op op)
+{
+	struct broker_req_selftest m = {.h = {.type = BROKER_MSG_SELFTEST, .len = sizeof(m)}};
+	int status;
+
+	m.h.id = next_id++;
+	m.op = op;
+	send_raw(f, &m, sizeof(m));
+	assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGSYS)
+		fail_msg("op %d: broker status %#x, expected killed by SIGSYS", op, status);
+	close(f->fd);
+	f->fd = -1;
+}
+
+static void
+test_other_abis_killed(void **state)
+{
+	struct fixture *f = *state;
+
+	spawn(f, 0, false, 3000);
+	expect_killed(f, BROKER_SELFTEST_X32);
+	spawn(f, 0, false, 3000);
+	expect_killed(f, BROKER_SELFTEST_I386);
+}
+
+/* ---- the worker's client ---- */
+
+struct answer {
+	int n;
+	struct broker_reply r;
+	int fd;
+};
+
+static void
+on_reply(const struct broker_reply *r, int fd, void *arg)
+{
+	struct answer *a = arg;
+
+	a->n++;
+	a->r = *r;
+	a->fd = fd;
+}
+
+static void
+run_until(struct event_base *base, const int *n, int want)
+{
+	for (int i = 0; i < 500 && *n < want; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(10000);
+	assert_int_equal(*n, want);
+}
+
+static void
+test_client(void **state)
+{
+	struct fixture *f = *state;
+	struct event_base *base = event_base_new();
+	struct answer ok = {0}, denied = {0}, gone = {0}, cancelled = {0};
+	struct broker_client *c;
+	struct sockaddr_storage ss;
+	uint32_t id;
+	int status, afd;
+
+	spawn(f, 4, true, 3000);
+	c = broker_client_new(base, f->fd, 4);
+	assert_non_null(c);
+	f->fd = -1; /* the client owns it */
+	sockaddr_set(&ss, AF_INET, PEER_ADDR, LISTEN_PORT);
+	assert_int_equal(broker_client_connect_addr(c, (struct sockaddr *)&ss, LISTEN_PORT, NULL,
+	                                            on_reply, &ok, &id),
+	                 0);
+	assert_int_equal(broker_client_connect_name(c, "sub.evil.test", LISTEN_PORT, NULL, 0, NULL,
+	                                            on_reply, &denied, &id),
+	                 0);
+	run_until(base, &ok.n, 1);
+	run_until(base, &denied.n, 1);
+	assert_int_equal(ok.r.status, BROKER_OK);
+	assert_true(ok.fd >= 0);
+	afd = accept(f->lfd, NULL, NULL);
+	assert_true(afd >= 0);
+	close(afd);
+	close(ok.fd);
+	assert_int_equal(denied.r.status, BROKER_E_DENIED);
+	assert_int_equal(denied.fd, -1);
+	/* Two held by the silent nameserver; one cancelled by its
+	 * connection. Then the broker dies: the other fails closed. */
+	assert_int_equal(broker_client_connect_name(c, "allowed.test", LISTEN_PORT, NULL, 0, NULL,
+	                                            on_reply, &cancelled, &id),
+	                 0);
+	broker_client_cancel(c, id);
+	assert_int_equal(broker_client_connect_name(c, "allowed.test", LISTEN_PORT, NULL, 0, NULL,
+	                                            on_reply, &gone, &id),
+	                 0);
+	/* Bounded on this side too. */
+	assert_int_equal(broker_client_connect_name(c, "allowed.test", LISTEN_PORT, NULL, 0, NULL,
+	                                            on_reply, &gone, &id),
+	                 0);
+	assert_int_equal(broker_client_connect_name(c, "allowed.test", LISTEN_PORT, NULL, 0, NULL,
+	                                            on_reply, &gone, &id),
+	                 0);
+	assert_int_equal(broker_client_connect_name(c, "allowed.test", LISTEN_PORT, NULL, 0, NULL,
+	                                            on_reply, &gone, &id),
+	                 -1);
+	assert_int_equal(errno, EBUSY);
+	kill(f->pid, SIGKILL);
+	assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
+	run_until(base, &gone.n, 3);
+	assert_int_equal(gone.r.status, BROKER_E_GONE);
+	assert_int_equal(cancelled.n, 0);
+	assert_int_equal(broker_client_connect_name(c, "allowed.test", LISTEN_PORT, NULL, 0, NULL,
+	                                            on_reply, &gone, &id),
+	                 -1);
+	assert_int_equal(errno, EPIPE);
+	broker_client_free(c);
+	event_base_free(base);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(test_allowed_name_connects, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_denied_names, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_guarded_addresses, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_forged, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_stray_fds, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_flood, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_seccomp, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_other_abis_killed, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_client, setup, teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	if (getenv("BROKER_TEST_DEBUG") != NULL)
+		log_set_level(LOG_LEVEL_DEBUG);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
