@@ -82,6 +82,15 @@ static uint32_t next_id = 1;
 /* A self-test reply is OK without a descriptor. */
 static bool fdless_ok;
 
+/* Replies read while a send waited for room (the broker stops reading
+ * while its replies cannot go out, as a worker reads them on its loop):
+ * recv_reply hands them out first. */
+static struct {
+	struct broker_reply r;
+	int fd;
+} stash[1024];
+static size_t stash_head, stash_len;
+
 static void
 parse_hostport(const char *s, struct sockaddr_storage *ss)
 {
@@ -179,40 +188,27 @@ teardown(void **state)
 	struct fixture *f = *state;
 	int status = -1;
 
+	/* Descriptors first: a failed check below must not leak them into
+	 * the next test. */
+	fd_close(&f->lfd);
+	fd_close(&f->silent);
+	for (; stash_len > 0; stash_len--, stash_head = (stash_head + 1) % ARRAY_SIZE(stash))
+		fd_close(&stash[stash_head].fd);
 	if (f->fd >= 0) {
 		close(f->fd);
 		assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
 		assert_true(WIFEXITED(status));
 		assert_int_equal(WEXITSTATUS(status), 0);
 	}
-	fd_close(&f->lfd);
-	fd_close(&f->silent);
 	policy_free(f->policy);
 	free(f);
 	return 0;
 }
 
-/* The worker's end is nonblocking: a full socket waits (bounded) for the
- * broker to read. */
-static void
-send_raw(struct fixture *f, const void *p, size_t n)
-{
-	for (int tries = 0; tries < 100; tries++) {
-		struct pollfd pfd = {.fd = f->fd, .events = POLLOUT};
-		ssize_t k = send(f->fd, p, n, MSG_NOSIGNAL);
-
-		if (k == (ssize_t)n)
-			return;
-		assert_true(k < 0 && errno == EAGAIN);
-		poll(&pfd, 1, 50);
-	}
-	fail_msg("the broker does not read its socket");
-}
-
-/* The next reply within ms (the fd it carries, or -1), or -2 when none
- * comes. A reply must parse and carry a descriptor exactly when OK. */
+/* One datagram from the socket: the fd it carries, or -1. A reply must
+ * parse and carry a descriptor exactly when OK. */
 static int
-recv_reply(struct fixture *f, struct broker_reply *r, int ms)
+read_reply(struct fixture *f, struct broker_reply *r)
 {
 	unsigned char buf[sizeof(*r) + 1];
 	union {
@@ -222,13 +218,10 @@ recv_reply(struct fixture *f, struct broker_reply *r, int ms)
 	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
 	                     .msg_controllen = sizeof(cm.b)};
-	struct pollfd pfd = {.fd = f->fd, .events = POLLIN};
 	struct cmsghdr *c;
 	ssize_t n;
 	int fd = -1;
 
-	if (poll(&pfd, 1, ms) != 1)
-		return -2;
 	n = recvmsg(f->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	assert_true(n > 0);
 	assert_int_equal(broker_parse_reply(buf, (size_t)n, r), 0);
@@ -241,6 +234,49 @@ recv_reply(struct fixture *f, struct broker_reply *r, int ms)
 	}
 	assert_int_equal(r->status == BROKER_OK && !fdless_ok, fd >= 0);
 	return fd;
+}
+
+/* The next reply within ms (the fd it carries, or -1), or -2 when none
+ * comes. */
+static int
+recv_reply(struct fixture *f, struct broker_reply *r, int ms)
+{
+	struct pollfd pfd = {.fd = f->fd, .events = POLLIN};
+
+	if (stash_len > 0) {
+		size_t at = stash_head;
+
+		stash_head = (stash_head + 1) % ARRAY_SIZE(stash);
+		stash_len--;
+		*r = stash[at].r;
+		return stash[at].fd;
+	}
+	if (poll(&pfd, 1, ms) != 1)
+		return -2;
+	return read_reply(f, r);
+}
+
+/* The worker's end is nonblocking: a full socket waits (bounded) for the
+ * broker to read, reading its replies meanwhile. */
+static void
+send_raw(struct fixture *f, const void *p, size_t n)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		struct pollfd pfd = {.fd = f->fd, .events = POLLOUT | POLLIN};
+		ssize_t k = send(f->fd, p, n, MSG_NOSIGNAL);
+
+		if (k == (ssize_t)n)
+			return;
+		assert_true(k < 0 && errno == EAGAIN);
+		if (poll(&pfd, 1, 50) == 1 && (pfd.revents & POLLIN)) {
+			size_t at = (stash_head + stash_len) % ARRAY_SIZE(stash);
+
+			assert_true(stash_len < ARRAY_SIZE(stash));
+			stash[at].fd = read_reply(f, &stash[at].r);
+			stash_len++;
+		}
+	}
+	fail_msg("the broker does not read its socket");
 }
 
 /* Wait for the reply to id; others arriving first fail the test. */
