@@ -90,7 +90,8 @@ enum broker_selftest_op {
 	BROKER_SELFTEST_LANDLOCK,   /* err = the Landlock ABI applied */
 	BROKER_SELFTEST_X32,        /* getpid through the x32 ABI: killed */
 	BROKER_SELFTEST_I386,       /* getpid through int 0x80: killed */
-	BROKER_SELFTEST_MAX = BROKER_SELFTEST_I386,
+	BROKER_SELFTEST_RAW,        /* socket(AF_INET, SOCK_RAW) */
+	BROKER_SELFTEST_MAX = BROKER_SELFTEST_RAW,
 };
 
 struct broker_req_selftest {

@@ -213,6 +213,10 @@ static void
 slot_reply(struct slot *s, enum broker_status status, int err, const struct sockaddr *addr,
            const char *reason)
 {
+	/* Connected under audit mode: the reason says what enforce would
+	 * have refused. */
+	if (status == BROKER_OK && reason == NULL && s->reason[0] != '\0')
+		reason = s->reason;
 	broker_build_reply(&s->reply, s->rq.id, status,
 	                   status == BROKER_OK ? s->verdict : BROKER_V_DENY, err, addr, s->rule,
 	                   reason);
@@ -640,6 +644,10 @@ selftest(struct broker *b, uint32_t op)
 		break;
 	case BROKER_SELFTEST_LANDLOCK:
 		return b->landlock_abi;
+	case BROKER_SELFTEST_RAW:
+		fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+		break;
+
 	case BROKER_SELFTEST_X32:
 		/* __X32_SYSCALL_BIT | getpid */
 		fd = (int)syscall(0x40000000L | SYS_getpid);
@@ -842,11 +850,16 @@ broker_free(struct broker *b)
 	fd_close(&b->fd);
 }
 
-/* no_new_privs, then Landlock, then seccomp last: each later step is
- * allowed by the ones before it. */
+/* No capabilities (a broker forked from root keeps none: no raw
+ * sockets, no SO_MARK), no_new_privs, then Landlock, then seccomp last:
+ * each later step is allowed by the ones before it. */
 static int
 broker_confine(struct broker *b)
 {
+	if (confine_drop_caps() != 0) {
+		log_warn("broker: dropping capabilities");
+		return -1;
+	}
 	if (confine_no_new_privs() != 0) {
 		log_warn("broker: no_new_privs");
 		return -1;

@@ -63,6 +63,7 @@ int
 broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *err, size_t errlen)
 {
 	static const int families[] = {AF_INET, AF_INET6};
+	static const int types[] = {SOCK_STREAM, SOCK_DGRAM};
 	scmp_filter_ctx ctx;
 	struct scmp_arg_cmp a;
 	int rc;
@@ -87,12 +88,20 @@ broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *er
 		if (rule(ctx, allowed[i], 0, NULL, err, errlen) < 0)
 			goto fail;
 	/* TCP and UDP only: no unix socket to a host daemon, no netlink,
-	 * no raw or packet socket. The low 32 bits: the kernel's int. */
+	 * no raw or packet socket. The family on the low 32 bits (the
+	 * kernel's int); the type without its SOCK_NONBLOCK/SOCK_CLOEXEC
+	 * flags. */
 	for (size_t i = 0; i < ARRAY_SIZE(families); i++) {
-		a = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu,
-		                                 (unsigned)families[i]);
-		if (rule(ctx, "socket", 1, &a, err, errlen) < 0)
-			goto fail;
+		for (size_t t = 0; t < ARRAY_SIZE(types); t++) {
+			struct scmp_arg_cmp two[2] = {
+			        SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (unsigned)families[i]),
+			        SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu & ~(unsigned)(SOCK_NONBLOCK | SOCK_CLOEXEC),
+			                (unsigned)types[t]),
+			};
+
+			if (rule(ctx, "socket", 2, two, err, errlen) < 0)
+				goto fail;
+		}
 	}
 	/* Memory, never executable: no new code in a compromised broker. */
 	a = (struct scmp_arg_cmp)SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);

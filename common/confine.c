@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
@@ -27,6 +28,22 @@ struct confine_ll_attr {
 #define LL_NET_CONNECT_TCP (1ULL << 1)
 #define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0)
 #define LL_SCOPE_SIGNAL (1ULL << 1)
+
+int
+confine_drop_caps(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {{0}};
+
+	/* The bounding set first (needs CAP_SETPCAP, dropped last): EINVAL
+	 * past the kernel's last capability ends the loop. */
+	for (int cap = 0; cap < 64; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM)
+			return -1;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+		return -1;
+	return syscall(SYS_capset, &h, d) == 0 ? 0 : -1;
+}
 
 int
 confine_no_new_privs(void)

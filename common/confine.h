@@ -12,6 +12,12 @@
 
 struct sock_filter;
 
+/* Drop every capability: the bounding set, the ambient set, and the
+ * effective, permitted and inheritable sets (a process forked from root
+ * keeps its uid but can do nothing root's capabilities allow). 0, or -1
+ * with errno. */
+int confine_drop_caps(void);
+
 /* prctl(PR_SET_NO_NEW_PRIVS). 0, or -1 with errno. */
 int confine_no_new_privs(void);
 

@@ -721,6 +721,32 @@ selftest(struct fixture *f, enum broker_selftest_op op)
 	return r.err;
 }
 
+/* A field of /proc/PID/status, as the kernel sees the broker. */
+static void
+expect_status_line(pid_t pid, const char *key, const char *want)
+{
+	char path[64], line[256];
+	bool seen = false;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fp = fopen(path, "re");
+	assert_non_null(fp);
+	while (fgets(line, sizeof(line), fp) != NULL) {
+		char *v = line + strlen(key);
+
+		if (strncmp(line, key, strlen(key)) != 0)
+			continue;
+		v += strspn(v, " \t");
+		v[strcspn(v, "\n")] = '\0';
+		if (strcmp(v, want) != 0)
+			fail_msg("broker %s %s, expected %s", key, v, want);
+		seen = true;
+	}
+	fclose(fp);
+	assert_true(seen);
+}
+
 static void
 test_seccomp(void **state)
 {
@@ -733,6 +759,14 @@ test_seccomp(void **state)
 	assert_int_equal(selftest(f, BROKER_SELFTEST_EXECVE), ENOSYS);
 	assert_int_equal(selftest(f, BROKER_SELFTEST_UNIX), ENOSYS);
 	assert_int_equal(selftest(f, BROKER_SELFTEST_BIND), ENOSYS);
+	/* socket() for TCP and UDP only. */
+	assert_int_equal(selftest(f, BROKER_SELFTEST_RAW), ENOSYS);
+	/* Forked from root, it keeps no capability, and cannot regain one. */
+	expect_status_line(f->pid, "CapEff:", "0000000000000000");
+	expect_status_line(f->pid, "CapPrm:", "0000000000000000");
+	expect_status_line(f->pid, "CapBnd:", "0000000000000000");
+	expect_status_line(f->pid, "NoNewPrivs:", "1");
+	expect_status_line(f->pid, "Seccomp:", "2");
 	/* Landlock applied at the kernel's ABI (0 when it has none). */
 	fprintf(stderr, "# Landlock ABI here: %d\n", abi);
 	assert_int_equal(selftest(f, BROKER_SELFTEST_LANDLOCK), abi);
