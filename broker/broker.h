@@ -24,8 +24,8 @@ struct policy;
 #define BROKER_DEFAULT_CONNECT_MS 10000
 /* Requests one worker may have in flight; more are refused (E_BUSY). */
 #define BROKER_DEFAULT_INFLIGHT 256
-#define BROKER_MAX_INFLIGHT 4096
-#define BROKER_MAX_UPSTREAMS 8
+#define BROKER_MAX_INFLIGHT     4096
+#define BROKER_MAX_UPSTREAMS    8
 
 struct broker_cfg {
 	const struct policy *policy; /* borrowed; the child keeps its copy */

@@ -19,7 +19,7 @@
 _Static_assert((1u << CLIENT_SLOT_BITS) >= BROKER_MAX_INFLIGHT, "slot bits");
 
 struct pending {
-	uint32_t id;     /* 0 when free */
+	uint32_t id; /* 0 when free */
 	bool cancelled;
 	broker_client_fn fn;
 	void *arg;

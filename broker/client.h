@@ -39,9 +39,8 @@ int broker_client_connect_name(struct broker_client *c, const char *name, uint16
                                broker_client_fn fn, void *arg, uint32_t *id);
 
 /* Ask for ADDR:PORT (an IP literal, or a connection without a name). */
-int broker_client_connect_addr(struct broker_client *c, const struct sockaddr *dst,
-                               uint16_t port, const char *rule, broker_client_fn fn, void *arg,
-                               uint32_t *id);
+int broker_client_connect_addr(struct broker_client *c, const struct sockaddr *dst, uint16_t port,
+                               const char *rule, broker_client_fn fn, void *arg, uint32_t *id);
 
 /* The connection that asked is gone: its reply, when it comes, is
  * dropped and its socket closed. Unknown ids are ignored. */

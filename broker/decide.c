@@ -61,7 +61,8 @@ broker_addr_check(const struct policy *p, const struct guard_hosts *hosts,
 		*rule = NULL;
 	if (why != NULL) {
 		if (cls != GUARD_PUBLIC)
-			snprintf(why, whylen, "%s is %s (address guard)", ip, guard_class_name(cls));
+			snprintf(why, whylen, "%s is %s (address guard)", ip,
+			         guard_class_name(cls));
 		else if (host == GUARD_HOST_OWN)
 			snprintf(why, whylen, "%s is one of this host's addresses", ip);
 		else

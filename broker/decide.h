@@ -15,7 +15,7 @@ enum broker_addr_verdict {
 	BROKER_ADDR_REFUSED_GUARD, /* guarded class, or the host's own */
 	BROKER_ADDR_REFUSED_CIDR,  /* a deny cidr rule covers it */
 	BROKER_ADDR_PERMITTED,
-	BROKER_ADDR_AUDIT_DENIED,  /* audit mode: a deny cidr rule covers it */
+	BROKER_ADDR_AUDIT_DENIED, /* audit mode: a deny cidr rule covers it */
 };
 
 /* What the deny cidr rules and the guard say of sa (AF_INET or AF_INET6)

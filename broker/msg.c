@@ -208,8 +208,8 @@ broker_parse_reply(const void *buf, size_t len, struct broker_reply *out)
 		return -1;
 	memcpy(out, buf, sizeof(*out));
 	if (out->h.type != BROKER_MSG_REPLY || out->h.len != len || out->h.id == 0 ||
-	    out->status > BROKER_STATUS_MAX || out->verdict > BROKER_V_AUDIT_DENY || out->pad != 0 ||
-	    out->addr.pad != 0 ||
+	    out->status > BROKER_STATUS_MAX || out->verdict > BROKER_V_AUDIT_DENY ||
+	    out->pad != 0 || out->addr.pad != 0 ||
 	    (out->addr.family != AF_UNSPEC && out->addr.family != AF_INET &&
 	     out->addr.family != AF_INET6) ||
 	    check_string(out->rule, sizeof(out->rule)) != BROKER_PARSE_OK ||
@@ -298,8 +298,8 @@ broker_build_name(struct broker_req_name *m, uint32_t id, const char *name, uint
 }
 
 int
-broker_build_addr(struct broker_req_addr *m, uint32_t id, const struct sockaddr *dst,
-                  uint16_t port, const char *rule)
+broker_build_addr(struct broker_req_addr *m, uint32_t id, const struct sockaddr *dst, uint16_t port,
+                  const char *rule)
 {
 	memset(m, 0, sizeof(*m));
 	m->h.type = BROKER_MSG_CONNECT_ADDR;

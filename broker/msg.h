@@ -34,9 +34,9 @@ enum broker_msg_type {
 #define BROKER_REASON_MAX 160
 
 struct broker_hdr {
-	uint16_t type;   /* enum broker_msg_type */
-	uint16_t len;    /* the whole message's size: exactly its type's */
-	uint32_t id;     /* the request's id, nonzero, echoed in its reply */
+	uint16_t type; /* enum broker_msg_type */
+	uint16_t len;  /* the whole message's size: exactly its type's */
+	uint32_t id;   /* the request's id, nonzero, echoed in its reply */
 };
 
 /* An address and port. family AF_INET (the first 4 bytes of addr) or
@@ -50,9 +50,10 @@ struct broker_addr {
 };
 
 /* Flags of a request. */
-#define BROKER_F_ORIG 0x1u /* transparent: orig is the original destination,
-                            * and the name must resolve to it */
-#define BROKER_F_ECH 0x2u  /* the ClientHello has encrypted_client_hello */
+#define BROKER_F_ORIG                                                                              \
+	0x1u              /* transparent: orig is the original destination,                        \
+	                   * and the name must resolve to it */
+#define BROKER_F_ECH 0x2u /* the ClientHello has encrypted_client_hello */
 #define BROKER_F_ALL (BROKER_F_ORIG | BROKER_F_ECH)
 
 /* "Connect NAME:PORT", the worker having matched rule (its claim: the
@@ -64,9 +65,9 @@ struct broker_req_name {
 	uint16_t port;  /* nonzero */
 	uint16_t flags; /* BROKER_F_* */
 	uint32_t pad;
-	struct broker_addr orig;          /* with BROKER_F_ORIG, else zero */
-	char name[BROKER_NAME_MAX];       /* NUL-terminated */
-	char rule[BROKER_RULE_MAX];       /* NUL-terminated, may be empty */
+	struct broker_addr orig;    /* with BROKER_F_ORIG, else zero */
+	char name[BROKER_NAME_MAX]; /* NUL-terminated */
+	char rule[BROKER_RULE_MAX]; /* NUL-terminated, may be empty */
 };
 
 /* "Connect ADDR:PORT": an IP literal, or a transparent connection without
@@ -76,21 +77,21 @@ struct broker_req_addr {
 	uint16_t flags; /* none defined: zero */
 	uint16_t pad;
 	uint32_t pad2;
-	struct broker_addr dst;           /* port nonzero */
+	struct broker_addr dst; /* port nonzero */
 	char rule[BROKER_RULE_MAX];
 };
 
 /* Test builds: make the confined broker try something it must not be
  * able to do and report the errno (tests/broker/). */
 enum broker_selftest_op {
-	BROKER_SELFTEST_OPEN = 1,   /* openat("/etc/passwd") */
-	BROKER_SELFTEST_EXECVE,     /* execve("/bin/true") */
-	BROKER_SELFTEST_UNIX,       /* socket(AF_UNIX) */
-	BROKER_SELFTEST_BIND,       /* bind a TCP socket */
-	BROKER_SELFTEST_LANDLOCK,   /* err = the Landlock ABI applied */
-	BROKER_SELFTEST_X32,        /* getpid through the x32 ABI: killed */
-	BROKER_SELFTEST_I386,       /* getpid through int 0x80: killed */
-	BROKER_SELFTEST_RAW,        /* socket(AF_INET, SOCK_RAW) */
+	BROKER_SELFTEST_OPEN = 1, /* openat("/etc/passwd") */
+	BROKER_SELFTEST_EXECVE,   /* execve("/bin/true") */
+	BROKER_SELFTEST_UNIX,     /* socket(AF_UNIX) */
+	BROKER_SELFTEST_BIND,     /* bind a TCP socket */
+	BROKER_SELFTEST_LANDLOCK, /* err = the Landlock ABI applied */
+	BROKER_SELFTEST_X32,      /* getpid through the x32 ABI: killed */
+	BROKER_SELFTEST_I386,     /* getpid through int 0x80: killed */
+	BROKER_SELFTEST_RAW,      /* socket(AF_INET, SOCK_RAW) */
 	BROKER_SELFTEST_MAX = BROKER_SELFTEST_RAW,
 };
 
@@ -103,24 +104,24 @@ struct broker_req_selftest {
 /* The outcome of a request: one value per reason, turned into text in one
  * place (broker_status_name). */
 enum broker_status {
-	BROKER_OK = 0,         /* connected: the socket is attached */
-	BROKER_E_MALFORMED,    /* the request broke the format */
-	BROKER_E_BUSY,         /* too many requests in flight */
-	BROKER_E_DUP_ID,       /* the id is already in flight */
-	BROKER_E_BAD_NAME,     /* not a name policy_name_normalize accepts */
-	BROKER_E_DENIED,       /* a deny rule matched (rule says which) */
-	BROKER_E_NO_RULE,      /* no rule allows it */
-	BROKER_E_ECH,          /* ECH, and no rule has `ech: allow` */
-	BROKER_E_DNS,          /* does not resolve */
-	BROKER_E_DNS_TIMEOUT,  /* resolution timed out */
-	BROKER_E_NOT_ORIG,     /* the name does not resolve to orig */
-	BROKER_E_GUARD,        /* the address guard refused every address */
-	BROKER_E_DENY_CIDR,    /* a deny cidr rule refused the address */
-	BROKER_E_REFUSED,      /* the destination refused the connection */
-	BROKER_E_UNREACHABLE,  /* connecting failed otherwise (err says how) */
-	BROKER_E_TIMEOUT,      /* connecting timed out */
-	BROKER_E_RESOURCE,     /* out of descriptors or memory in the broker */
-	BROKER_E_GONE,         /* client side only: the broker went away */
+	BROKER_OK = 0,        /* connected: the socket is attached */
+	BROKER_E_MALFORMED,   /* the request broke the format */
+	BROKER_E_BUSY,        /* too many requests in flight */
+	BROKER_E_DUP_ID,      /* the id is already in flight */
+	BROKER_E_BAD_NAME,    /* not a name policy_name_normalize accepts */
+	BROKER_E_DENIED,      /* a deny rule matched (rule says which) */
+	BROKER_E_NO_RULE,     /* no rule allows it */
+	BROKER_E_ECH,         /* ECH, and no rule has `ech: allow` */
+	BROKER_E_DNS,         /* does not resolve */
+	BROKER_E_DNS_TIMEOUT, /* resolution timed out */
+	BROKER_E_NOT_ORIG,    /* the name does not resolve to orig */
+	BROKER_E_GUARD,       /* the address guard refused every address */
+	BROKER_E_DENY_CIDR,   /* a deny cidr rule refused the address */
+	BROKER_E_REFUSED,     /* the destination refused the connection */
+	BROKER_E_UNREACHABLE, /* connecting failed otherwise (err says how) */
+	BROKER_E_TIMEOUT,     /* connecting timed out */
+	BROKER_E_RESOURCE,    /* out of descriptors or memory in the broker */
+	BROKER_E_GONE,        /* client side only: the broker went away */
 	BROKER_STATUS_MAX = BROKER_E_GONE,
 };
 
@@ -136,8 +137,8 @@ struct broker_reply {
 	uint8_t status;  /* enum broker_status */
 	uint8_t verdict; /* enum broker_verdict */
 	uint16_t pad;
-	int32_t err;     /* an errno for E_UNREACHABLE / E_RESOURCE, else 0 */
-	struct broker_addr addr; /* connected to, or the refused address */
+	int32_t err;                    /* an errno for E_UNREACHABLE / E_RESOURCE, else 0 */
+	struct broker_addr addr;        /* connected to, or the refused address */
 	char rule[BROKER_RULE_MAX];     /* the deciding rule, may be empty */
 	char reason[BROKER_REASON_MAX]; /* for the log, empty when OK */
 };
@@ -164,21 +165,21 @@ struct broker_request {
 /* Why a request was refused by the parser. */
 enum broker_parse {
 	BROKER_PARSE_OK = 0,
-	BROKER_PARSE_SHORT,       /* shorter than a header: no id to answer */
-	BROKER_PARSE_LEN,         /* header length and datagram size differ */
-	BROKER_PARSE_TYPE,        /* unknown type, or one the worker never sends */
-	BROKER_PARSE_SIZE,        /* not its type's exact size */
-	BROKER_PARSE_ID,          /* id 0 */
-	BROKER_PARSE_PAD,         /* nonzero padding or bytes after a NUL */
-	BROKER_PARSE_PORT,        /* port 0 */
-	BROKER_PARSE_FLAGS,       /* unknown flags */
-	BROKER_PARSE_ADDR,        /* bad family, or an address where none goes */
-	BROKER_PARSE_STRING,      /* a string without its NUL */
-	BROKER_PARSE_NAME,        /* policy_name_normalize refused it, or an IP
-	                           * literal given as a name */
-	BROKER_PARSE_OP,          /* unknown self-test op */
-	BROKER_PARSE_FDS,         /* descriptors came with it (set by the
-	                           * caller, which sees the control data) */
+	BROKER_PARSE_SHORT,  /* shorter than a header: no id to answer */
+	BROKER_PARSE_LEN,    /* header length and datagram size differ */
+	BROKER_PARSE_TYPE,   /* unknown type, or one the worker never sends */
+	BROKER_PARSE_SIZE,   /* not its type's exact size */
+	BROKER_PARSE_ID,     /* id 0 */
+	BROKER_PARSE_PAD,    /* nonzero padding or bytes after a NUL */
+	BROKER_PARSE_PORT,   /* port 0 */
+	BROKER_PARSE_FLAGS,  /* unknown flags */
+	BROKER_PARSE_ADDR,   /* bad family, or an address where none goes */
+	BROKER_PARSE_STRING, /* a string without its NUL */
+	BROKER_PARSE_NAME,   /* policy_name_normalize refused it, or an IP
+	                      * literal given as a name */
+	BROKER_PARSE_OP,     /* unknown self-test op */
+	BROKER_PARSE_FDS,    /* descriptors came with it (set by the
+	                      * caller, which sees the control data) */
 };
 
 /* Check one datagram from the worker (len bytes of buf) and fill *out.

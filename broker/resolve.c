@@ -14,8 +14,8 @@
 #include "common/log.h"
 
 struct broker_resolver {
-	struct event_base *base;   /* borrowed */
-	struct evdns_base *dns;    /* owned */
+	struct event_base *base; /* borrowed */
+	struct evdns_base *dns;  /* owned */
 };
 
 struct broker_resolve {

@@ -25,8 +25,9 @@ enum broker_resolve_err {
 
 /* addrs (n of them, ports 0; IPv4-mapped answers as IPv4) is borrowed for
  * the call. why: a static text for a failure, NULL on success. */
-typedef void (*broker_resolved_fn)(enum broker_resolve_err err, const struct sockaddr_storage *addrs,
-                                   size_t n, const char *why, void *arg);
+typedef void (*broker_resolved_fn)(enum broker_resolve_err err,
+                                   const struct sockaddr_storage *addrs, size_t n, const char *why,
+                                   void *arg);
 
 /* A resolver asking ns[0..n_ns) (copied) on base (borrowed, outlives it).
  * NULL with a reason in err. Free with broker_resolver_free (NULL fine):

@@ -41,9 +41,9 @@ struct broker;
 
 enum slot_state {
 	SLOT_FREE = 0,
-	SLOT_RESOLVING, /* waiting for the resolver (timer: the deadline) */
+	SLOT_RESOLVING,  /* waiting for the resolver (timer: the deadline) */
 	SLOT_CONNECTING, /* a connect under way on fd (event: writable or timeout) */
-	SLOT_REPLYING,  /* reply built, waiting for room on the worker's socket */
+	SLOT_REPLYING,   /* reply built, waiting for room on the worker's socket */
 };
 
 /* One request in flight. */
@@ -71,11 +71,11 @@ struct broker_stats {
 
 struct broker {
 	struct event_base *base;
-	const struct policy *policy;    /* borrowed from the config */
+	const struct policy *policy; /* borrowed from the config */
 	struct guard_hosts *hosts;
 	struct hostaddr_watch *watch;
 	struct broker_resolver *res;
-	int fd;                         /* the worker's socket, owned */
+	int fd; /* the worker's socket, owned */
 	struct event *ev_read, *ev_write;
 	struct slot *slots;
 	unsigned n_slots, n_used;
@@ -324,9 +324,11 @@ try_next(struct slot *s)
 		s->next++;
 		s->fd = socket(a->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (s->fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
 				slot_reply(s, BROKER_E_RESOURCE, errno, NULL,
-				           errno == ENOMEM ? "out of memory" : "out of file descriptors");
+				           errno == ENOMEM ? "out of memory"
+				                           : "out of file descriptors");
 				return;
 			}
 			s->last_err = errno;
@@ -353,7 +355,8 @@ try_next(struct slot *s)
 	if (s->timed_out && s->last_err == ETIMEDOUT) {
 		snprintf(why, sizeof(why), "connecting to %s port %u timed out", ip,
 		         (unsigned)s->rq.port);
-		slot_reply(s, BROKER_E_TIMEOUT, ETIMEDOUT, (const struct sockaddr *)&s->addrs[s->n_addrs - 1], why);
+		slot_reply(s, BROKER_E_TIMEOUT, ETIMEDOUT,
+		           (const struct sockaddr *)&s->addrs[s->n_addrs - 1], why);
 	} else if (s->last_err == ECONNREFUSED) {
 		snprintf(why, sizeof(why), "%s port %u refused the connection", ip,
 		         (unsigned)s->rq.port);
@@ -424,7 +427,8 @@ filter_and_connect(struct slot *s)
 	if (n_kept + n_late == 0) {
 		if (first == BROKER_ADDR_REFUSED_CIDR) {
 			str_copy(s->rule, first_rule != NULL ? first_rule : "", sizeof(s->rule));
-			slot_reply(s, BROKER_E_DENY_CIDR, 0, (const struct sockaddr *)&refused, why);
+			slot_reply(s, BROKER_E_DENY_CIDR, 0, (const struct sockaddr *)&refused,
+			           why);
 		} else {
 			slot_reply(s, BROKER_E_GUARD, 0, (const struct sockaddr *)&refused, why);
 		}
@@ -474,7 +478,8 @@ resolved(enum broker_resolve_err err, const struct sockaddr_storage *addrs, size
 		s->n_addrs = 1;
 		if (!found) {
 			if (policy_mode(s->b->policy) != POLICY_MODE_AUDIT) {
-				slot_reply(s, BROKER_E_NOT_ORIG, 0, (const struct sockaddr *)&s->rq.addr,
+				slot_reply(s, BROKER_E_NOT_ORIG, 0,
+				           (const struct sockaddr *)&s->rq.addr,
 				           "name does not resolve to the original destination");
 				return;
 			}
@@ -532,7 +537,8 @@ decide_name(struct slot *s)
 	}
 	if (ech_refused)
 		snprintf(why, sizeof(why),
-		         "ClientHello has encrypted_client_hello; no rule for %.80s has `ech: allow`",
+		         "ClientHello has encrypted_client_hello; no rule for %.80s has `ech: "
+		         "allow`",
 		         s->rq.name);
 	else if (v.action == POLICY_DENY)
 		str_copy(why, "denied by rule", sizeof(why));
@@ -544,9 +550,10 @@ decide_name(struct slot *s)
 		str_copy(s->reason, why, sizeof(s->reason));
 		return true;
 	}
-	slot_reply(s, ech_refused ? BROKER_E_ECH
-	              : v.action == POLICY_DENY ? BROKER_E_DENIED
-	                                        : BROKER_E_NO_RULE,
+	slot_reply(s,
+	           ech_refused               ? BROKER_E_ECH
+	           : v.action == POLICY_DENY ? BROKER_E_DENIED
+	                                     : BROKER_E_NO_RULE,
 	           0, NULL, why);
 	return false;
 }
@@ -654,17 +661,17 @@ selftest(struct broker *b, uint32_t op)
 		break;
 	default: /* BROKER_SELFTEST_I386: getpid (20) through int 0x80 */
 #if defined(__x86_64__)
-		{
-			long ret;
+	{
+		long ret;
 
-			__asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
-			fd = (int)ret;
-		}
+		__asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
+		fd = (int)ret;
+	}
 #else
 		fd = -1;
 		errno = ENOSYS;
 #endif
-		break;
+	break;
 	}
 	if (fd >= 0) {
 		close(fd);
@@ -810,7 +817,8 @@ broker_readable(evutil_socket_t fd, short what, void *arg)
 			 * ends the broker. */
 			struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
 
-			if (poll(&pfd, 1, 0) < 0 || (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+			if (poll(&pfd, 1, 0) < 0 ||
+			    (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
 				event_base_loopbreak(b->base);
 				return;
 			}
@@ -889,8 +897,8 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 	memset(&b, 0, sizeof(b));
 	b.fd = fd;
 	b.policy = cfg->policy;
-	b.connect_ms = cfg->connect_timeout_ms != 0 ? cfg->connect_timeout_ms
-	                                            : BROKER_DEFAULT_CONNECT_MS;
+	b.connect_ms =
+	        cfg->connect_timeout_ms != 0 ? cfg->connect_timeout_ms : BROKER_DEFAULT_CONNECT_MS;
 	b.n_slots = cfg->max_inflight != 0 ? cfg->max_inflight : BROKER_DEFAULT_INFLIGHT;
 	if (b.n_slots > BROKER_MAX_INFLIGHT)
 		b.n_slots = BROKER_MAX_INFLIGHT;
@@ -898,8 +906,7 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 		log_warnx("broker: bad configuration");
 		goto out;
 	}
-	if (fd_set_nonblock(fd, true) != 0 ||
-	    (b.base = event_base_new()) == NULL ||
+	if (fd_set_nonblock(fd, true) != 0 || (b.base = event_base_new()) == NULL ||
 	    (b.slots = calloc(b.n_slots, sizeof(*b.slots))) == NULL) {
 		log_warnx("broker: cannot create the event loop");
 		goto out;

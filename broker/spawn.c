@@ -57,7 +57,7 @@ broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 		/* The broker does not outlive the process that spawned it. */
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 			_exit(1);
-		signal(SIGINT, SIG_IGN);  /* the supervisor decides when to stop */
+		signal(SIGINT, SIG_IGN); /* the supervisor decides when to stop */
 		signal(SIGPIPE, SIG_IGN);
 		/* _exit: no atexit handler of the parent's runs here. */
 		_exit(broker_serve(cfg, fd, true));

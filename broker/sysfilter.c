@@ -25,18 +25,50 @@
 
 static const char *const allowed[] = {
         /* the loop and its timers */
-        "epoll_wait", "epoll_pwait", "epoll_pwait2", "epoll_ctl", "poll", "ppoll",
-        "clock_gettime", "clock_getres", "gettimeofday", "time",
+        "epoll_wait",
+        "epoll_pwait",
+        "epoll_pwait2",
+        "epoll_ctl",
+        "poll",
+        "ppoll",
+        "clock_gettime",
+        "clock_getres",
+        "gettimeofday",
+        "time",
         /* descriptors it holds */
-        "read", "write", "readv", "writev", "close", "fcntl",
+        "read",
+        "write",
+        "readv",
+        "writev",
+        "close",
+        "fcntl",
         /* sockets it makes (socket() is checked below) and the worker's */
-        "connect", "getsockopt", "setsockopt", "getsockname", "getpeername", "shutdown",
-        "sendto", "sendmsg", "recvfrom", "recvmsg",
+        "connect",
+        "getsockopt",
+        "setsockopt",
+        "getsockname",
+        "getpeername",
+        "shutdown",
+        "sendto",
+        "sendmsg",
+        "recvfrom",
+        "recvmsg",
         /* memory (mmap and mprotect below) */
-        "brk", "munmap", "mremap", "madvise",
+        "brk",
+        "munmap",
+        "mremap",
+        "madvise",
         /* the rest of a process's life */
-        "exit", "exit_group", "rt_sigreturn", "rt_sigprocmask", "restart_syscall", "getpid",
-        "gettid", "getrandom", "futex", "sched_yield",
+        "exit",
+        "exit_group",
+        "rt_sigreturn",
+        "rt_sigprocmask",
+        "restart_syscall",
+        "getpid",
+        "gettid",
+        "getrandom",
+        "futex",
+        "sched_yield",
         /* AddressSanitizer asks for the signal stack before every
          * noreturn call (_exit): memory of our own, nothing else */
         "sigaltstack",
@@ -95,7 +127,8 @@ broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *er
 		for (size_t t = 0; t < ARRAY_SIZE(types); t++) {
 			struct scmp_arg_cmp two[2] = {
 			        SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (unsigned)families[i]),
-			        SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu & ~(unsigned)(SOCK_NONBLOCK | SOCK_CLOEXEC),
+			        SCMP_A1(SCMP_CMP_MASKED_EQ,
+			                0xffffffffu & ~(unsigned)(SOCK_NONBLOCK | SOCK_CLOEXEC),
 			                (unsigned)types[t]),
 			};
 
@@ -105,7 +138,8 @@ broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *er
 	}
 	/* Memory, never executable: no new code in a compromised broker. */
 	a = (struct scmp_arg_cmp)SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
-	if (rule(ctx, "mmap", 1, &a, err, errlen) < 0 || rule(ctx, "mprotect", 1, &a, err, errlen) < 0)
+	if (rule(ctx, "mmap", 1, &a, err, errlen) < 0 ||
+	    rule(ctx, "mprotect", 1, &a, err, errlen) < 0)
 		goto fail;
 	if (confine_bpf_export(ctx, insns, len, err, errlen) < 0)
 		goto fail;

@@ -22,12 +22,12 @@ struct confine_ll_attr {
 	uint64_t scoped;             /* ABI 6 */
 };
 
-#define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
-#define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
-#define LL_NET_BIND_TCP (1ULL << 0)
-#define LL_NET_CONNECT_TCP (1ULL << 1)
+#define LL_FS_TRUNCATE         (1ULL << 14) /* ABI 3 */
+#define LL_FS_IOCTL_DEV        (1ULL << 15) /* ABI 5 */
+#define LL_NET_BIND_TCP        (1ULL << 0)
+#define LL_NET_CONNECT_TCP     (1ULL << 1)
 #define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0)
-#define LL_SCOPE_SIGNAL (1ULL << 1)
+#define LL_SCOPE_SIGNAL        (1ULL << 1)
 
 int
 confine_drop_caps(void)

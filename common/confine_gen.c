@@ -12,8 +12,8 @@
 #include "common/util.h"
 
 int
-confine_bpf_export(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len,
-                   char *err, size_t errlen)
+confine_bpf_export(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len, char *err,
+                   size_t errlen)
 {
 	struct stat st;
 	ssize_t n;
@@ -53,11 +53,11 @@ confine_bpf_export(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned sho
 }
 
 int
-confine_bpf_print(FILE *out, const char *name, const struct sock_filter *insns,
-                  unsigned short len)
+confine_bpf_print(FILE *out, const char *name, const struct sock_filter *insns, unsigned short len)
 {
-	fprintf(out, "/* Generated at build time: do not edit. */\n"
-	             "const struct sock_filter %s[%u] = {\n",
+	fprintf(out,
+	        "/* Generated at build time: do not edit. */\n"
+	        "const struct sock_filter %s[%u] = {\n",
 	        name, (unsigned)len);
 	for (unsigned i = 0; i < len; i++)
 		fprintf(out, "\t{0x%04x, %u, %u, 0x%08x},\n", (unsigned)insns[i].code,

@@ -39,36 +39,35 @@
 #include "policy/policy.h"
 
 #define LISTEN_PORT 8080
-#define PEER_ADDR "203.0.113.10"
-#define OWN_ADDR "203.0.113.1"
+#define PEER_ADDR   "203.0.113.10"
+#define OWN_ADDR    "203.0.113.1"
 
-static const char policy_yaml[] =
-        "version: 1\n"
-        "name: broker-test\n"
-        "allow:\n"
-        "  - host: allowed.test\n"
-        "    ports: [8080, 8081]\n"
-        "  - host: rebind.test\n"
-        "    ports: [8080]\n"
-        "  - host: meta.test\n"
-        "    ports: [8080]\n"
-        "  - host: own.test\n"
-        "    ports: [8080]\n"
-        "  - host: dc.test\n"
-        "    ports: [8080]\n"
-        "  - host: '*.evil.test'\n"
-        "    ports: [8080]\n"
-        "  - cidr: 203.0.113.10/32\n"
-        "    ports: [8080]\n"
-        "  - cidr: 0.0.0.0/0\n"
-        "    ports: [80]\n"
-        "  - cidr: ::/0\n"
-        "    ports: [80]\n"
-        "deny:\n"
-        "  - host: sub.evil.test\n"
-        "    ports: [8080]\n"
-        "  - cidr: 198.51.100.66/32\n"
-        "    ports: [8080]\n";
+static const char policy_yaml[] = "version: 1\n"
+                                  "name: broker-test\n"
+                                  "allow:\n"
+                                  "  - host: allowed.test\n"
+                                  "    ports: [8080, 8081]\n"
+                                  "  - host: rebind.test\n"
+                                  "    ports: [8080]\n"
+                                  "  - host: meta.test\n"
+                                  "    ports: [8080]\n"
+                                  "  - host: own.test\n"
+                                  "    ports: [8080]\n"
+                                  "  - host: dc.test\n"
+                                  "    ports: [8080]\n"
+                                  "  - host: '*.evil.test'\n"
+                                  "    ports: [8080]\n"
+                                  "  - cidr: 203.0.113.10/32\n"
+                                  "    ports: [8080]\n"
+                                  "  - cidr: 0.0.0.0/0\n"
+                                  "    ports: [80]\n"
+                                  "  - cidr: ::/0\n"
+                                  "    ports: [80]\n"
+                                  "deny:\n"
+                                  "  - host: sub.evil.test\n"
+                                  "    ports: [8080]\n"
+                                  "  - cidr: 198.51.100.66/32\n"
+                                  "    ports: [8080]\n";
 
 struct fixture {
 	struct policy *policy;
@@ -101,8 +100,8 @@ parse_hostport(const char *s, struct sockaddr_storage *ss)
 	assert_true((size_t)(colon - s) < sizeof(host));
 	memcpy(host, s, (size_t)(colon - s));
 	host[colon - s] = '\0';
-	assert_int_not_equal(sockaddr_set(ss, AF_INET, host, (uint16_t)strtoul(colon + 1, NULL, 10)),
-	                     0);
+	assert_int_not_equal(
+	        sockaddr_set(ss, AF_INET, host, (uint16_t)strtoul(colon + 1, NULL, 10)), 0);
 }
 
 /* A listener at PEER_ADDR in the peer namespace: the socket keeps the
@@ -169,7 +168,8 @@ setup(void **state)
 	struct policy_diag d = {0};
 
 	assert_non_null(f);
-	f->policy = policy_load_buffer("broker-test.yaml", policy_yaml, sizeof(policy_yaml) - 1, &d);
+	f->policy =
+	        policy_load_buffer("broker-test.yaml", policy_yaml, sizeof(policy_yaml) - 1, &d);
 	for (size_t i = 0; i < d.n_lines; i++)
 		fprintf(stderr, "%s\n", d.lines[i]);
 	assert_non_null(f->policy);
@@ -216,7 +216,9 @@ read_reply(struct fixture *f, struct broker_reply *r)
 		char b[CMSG_SPACE(sizeof(int) * 2)];
 	} cm;
 	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+	struct msghdr msg = {.msg_iov = &iov,
+	                     .msg_iovlen = 1,
+	                     .msg_control = cm.b,
 	                     .msg_controllen = sizeof(cm.b)};
 	struct cmsghdr *c;
 	ssize_t n;
@@ -301,7 +303,8 @@ ask_name(struct fixture *f, const char *name, uint16_t port, const char *orig)
 	if (orig != NULL)
 		assert_int_not_equal(sockaddr_set(&ss, AF_INET, orig, port), 0);
 	assert_int_equal(broker_build_name(&m, id, name, port, 0,
-	                                   orig != NULL ? (struct sockaddr *)&ss : NULL, "claimed:1"),
+	                                   orig != NULL ? (struct sockaddr *)&ss : NULL,
+	                                   "claimed:1"),
 	                 0);
 	send_raw(f, &m, sizeof(m));
 	return id;
@@ -408,7 +411,8 @@ test_denied_names(void **state)
 	expect_status(f, ask_name(f, "evil.test", LISTEN_PORT, NULL), BROKER_E_NO_RULE, NULL);
 	/* Not names policy_name_normalize takes, and an IP literal as a name. */
 	expect_status(f, ask_name(f, "a..b", LISTEN_PORT, NULL), BROKER_E_BAD_NAME, NULL);
-	expect_status(f, ask_name(f, "caf\xc3\xa9.test", LISTEN_PORT, NULL), BROKER_E_BAD_NAME, NULL);
+	expect_status(f, ask_name(f, "caf\xc3\xa9.test", LISTEN_PORT, NULL), BROKER_E_BAD_NAME,
+	              NULL);
 	expect_status(f, ask_name(f, "203.0.113.10", LISTEN_PORT, NULL), BROKER_E_BAD_NAME, NULL);
 	/* Transparent, and the name does not resolve to the original
 	 * destination (SNI of an allowed name, packets to another host). */
@@ -534,7 +538,9 @@ test_forged(void **state)
 	m.h.id = id = next_id++;
 	send_raw(f, &m, sizeof(m));
 	expect_status(f, id, BROKER_E_MALFORMED, "address");
-	broker_build_addr(&a, id = next_id++, (struct sockaddr *)&(struct sockaddr_in){.sin_family = AF_INET}, 80, NULL);
+	broker_build_addr(&a, id = next_id++,
+	                  (struct sockaddr *)&(struct sockaddr_in){.sin_family = AF_INET}, 80,
+	                  NULL);
 	a.dst.family = AF_UNIX;
 	send_raw(f, &a, sizeof(a));
 	expect_status(f, id, BROKER_E_MALFORMED, "address");
@@ -624,7 +630,8 @@ test_garbage(void **state)
 			buf[k] = (unsigned char)rand_r(&seed);
 		/* Now and then a plausible header, so the deeper checks run. */
 		if (n >= sizeof(struct broker_hdr) && (i & 1)) {
-			struct broker_hdr h = {.type = (uint16_t)(1 + i % 3), .len = (uint16_t)n,
+			struct broker_hdr h = {.type = (uint16_t)(1 + i % 3),
+			                       .len = (uint16_t)n,
 			                       .id = 0x80000000u + (uint32_t)i};
 
 			memcpy(buf, &h, sizeof(h));
@@ -690,7 +697,8 @@ test_flood(void **state)
 				assert_true(mine);
 				timeouts++;
 			} else {
-				fail_msg("flood: reply %s to %u", broker_status_name(r.status), r.h.id);
+				fail_msg("flood: reply %s to %u", broker_status_name(r.status),
+				         r.h.id);
 			}
 		}
 	}

@@ -153,7 +153,7 @@ test_name_refusals(void **state)
 	memset(m.rule, 'r', sizeof(m.rule));
 	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_STRING);
 	/* Names: what policy_name_normalize refuses, empty, IP literals. */
-	static const char *const bad[] = {"",         "a..b",      "-",  "caf\xc3\xa9.test",
+	static const char *const bad[] = {"",         "a..b",      "-",   "caf\xc3\xa9.test",
 	                                  "a b.test", "127.0.0.1", "::1", "203.0.113.10."};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		assert_int_equal(broker_build_name(&m, 5, bad[i], 443, 0, NULL, NULL), 0);
@@ -195,8 +195,9 @@ test_addr_refusals(void **state)
 static void
 test_selftest_parse(void **state)
 {
-	struct broker_req_selftest m = {.h = {.type = BROKER_MSG_SELFTEST, .len = sizeof(m), .id = 4},
-	                                .op = BROKER_SELFTEST_OPEN};
+	struct broker_req_selftest m = {
+	        .h = {.type = BROKER_MSG_SELFTEST, .len = sizeof(m), .id = 4},
+	        .op = BROKER_SELFTEST_OPEN};
 	struct broker_request rq;
 
 	(void)state;
@@ -216,8 +217,8 @@ test_reply(void **state)
 	(void)state;
 	memset(longer, 'x', sizeof(longer) - 1);
 	longer[sizeof(longer) - 1] = '\0';
-	broker_build_reply(&r, 12, BROKER_E_GUARD, BROKER_V_DENY, 0, (struct sockaddr *)&a,
-	                   longer, longer);
+	broker_build_reply(&r, 12, BROKER_E_GUARD, BROKER_V_DENY, 0, (struct sockaddr *)&a, longer,
+	                   longer);
 	assert_int_equal(broker_parse_reply(&r, sizeof(r), &out), 0);
 	assert_int_equal(out.addr.family, AF_INET6);
 	assert_int_equal(out.addr.port, 443);
@@ -269,8 +270,8 @@ load(const char *yaml, size_t len)
 }
 
 static enum broker_addr_verdict
-check(const struct policy *p, const struct guard_hosts *h, const char *ip, uint16_t port,
-      char *why, const char **rule)
+check(const struct policy *p, const struct guard_hosts *h, const char *ip, uint16_t port, char *why,
+      const char **rule)
 {
 	struct sockaddr_storage a = sa(ip, port);
 
@@ -282,8 +283,8 @@ test_decide(void **state)
 {
 	struct policy *p = load(decide_yaml, sizeof(decide_yaml) - 1);
 	struct guard_hosts *h = guard_hosts_new(0);
-	struct guard_host_addr own = {.family = AF_INET, .addr = {203, 0, 113, 1}, .ifindex = 2,
-	                              .prefixlen = 24};
+	struct guard_host_addr own = {
+	        .family = AF_INET, .addr = {203, 0, 113, 1}, .ifindex = 2, .prefixlen = 24};
 	const char *rule;
 	char why[160];
 
@@ -316,7 +317,8 @@ test_decide(void **state)
 	guard_hosts_clear(h);
 	assert_int_equal(check(p, h, "203.0.113.10", 443, why, &rule), BROKER_ADDR_REFUSED_GUARD);
 	assert_non_null(strstr(why, "may be one of this host's addresses"));
-	assert_int_equal(check(p, NULL, "203.0.113.10", 443, why, &rule), BROKER_ADDR_REFUSED_GUARD);
+	assert_int_equal(check(p, NULL, "203.0.113.10", 443, why, &rule),
+	                 BROKER_ADDR_REFUSED_GUARD);
 	/* Audit mode lets a deny cidr address through, marked; the guard
 	 * still holds. */
 	policy_set_mode(p, POLICY_MODE_AUDIT);
@@ -331,8 +333,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_name_ok),       cmocka_unit_test(test_addr_ok),
-	        cmocka_unit_test(test_name_refusals), cmocka_unit_test(test_addr_refusals),
+	        cmocka_unit_test(test_name_ok),        cmocka_unit_test(test_addr_ok),
+	        cmocka_unit_test(test_name_refusals),  cmocka_unit_test(test_addr_refusals),
 	        cmocka_unit_test(test_selftest_parse), cmocka_unit_test(test_reply),
 	        cmocka_unit_test(test_decide),
 	};

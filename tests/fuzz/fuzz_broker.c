@@ -36,10 +36,10 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 		memcpy(&m, data, sizeof(m));
 		if (strcmp(m.name, rq->name) != 0)
 			break; /* normalised: another spelling of the same name */
-		if (broker_build_name(&again, rq->id, rq->name, rq->port, rq->flags & BROKER_F_ECH,
-		                      (rq->flags & BROKER_F_ORIG) ? (const struct sockaddr *)&rq->addr
-		                                                  : NULL,
-		                      rq->rule) != 0 ||
+		if (broker_build_name(
+		            &again, rq->id, rq->name, rq->port, rq->flags & BROKER_F_ECH,
+		            (rq->flags & BROKER_F_ORIG) ? (const struct sockaddr *)&rq->addr : NULL,
+		            rq->rule) != 0 ||
 		    memcmp(&again, data, sizeof(again)) != 0)
 			abort();
 		break;
@@ -47,7 +47,8 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 	case BROKER_MSG_CONNECT_ADDR: {
 		struct broker_req_addr again;
 
-		if (rq->port == 0 || (rq->addr.ss_family != AF_INET && rq->addr.ss_family != AF_INET6))
+		if (rq->port == 0 ||
+		    (rq->addr.ss_family != AF_INET && rq->addr.ss_family != AF_INET6))
 			abort();
 		if (broker_build_addr(&again, rq->id, (const struct sockaddr *)&rq->addr, rq->port,
 		                      rq->rule) != 0 ||
@@ -57,7 +58,8 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 		if (memcmp(&again, data, sizeof(again)) != 0) {
 			const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&rq->addr;
 
-			if (rq->addr.ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+			if (rq->addr.ss_family != AF_INET6 ||
+			    !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
 				abort();
 		}
 		break;
