@@ -337,9 +337,10 @@ expect_status(struct fixture *f, uint32_t id, enum broker_status want, const cha
 		fail_msg("request %u: reason '%s' lacks '%s'", id, r.reason, reason_part);
 }
 
-/* Connected: the socket reaches the listener in the peer namespace. */
+/* Connected: the socket reaches the listener in the peer namespace,
+ * with the verdict the broker's own decision gave. */
 static void
-expect_connected(struct fixture *f, uint32_t id)
+expect_connected_as(struct fixture *f, uint32_t id, enum broker_verdict verdict, const char *reason)
 {
 	struct broker_reply r;
 	struct sockaddr_in peer;
@@ -349,7 +350,8 @@ expect_connected(struct fixture *f, uint32_t id)
 
 	if (r.status != BROKER_OK)
 		fail_msg("request %u: %s (%s)", id, broker_status_name(r.status), r.reason);
-	assert_int_equal(r.verdict, BROKER_V_ALLOW);
+	assert_int_equal(r.verdict, verdict);
+	assert_string_equal(r.reason, reason);
 	assert_int_equal(getpeername(fd, (struct sockaddr *)&peer, &len), 0);
 	inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof(ip));
 	assert_string_equal(ip, PEER_ADDR);
@@ -363,6 +365,23 @@ expect_connected(struct fixture *f, uint32_t id)
 	assert_memory_equal(buf, "ping", 4);
 	close(afd);
 	close(fd);
+}
+
+static void
+expect_connected(struct fixture *f, uint32_t id)
+{
+	expect_connected_as(f, id, BROKER_V_ALLOW, "");
+}
+
+/* Still up under audit mode: an unlisted name is let through to the
+ * resolver, which does not know it. */
+static void
+expect_alive_audit(struct fixture *f)
+{
+	int status;
+
+	assert_int_equal(waitpid(f->pid, &status, WNOHANG), 0);
+	expect_status(f, ask_name(f, "unlisted.test", 443, NULL), BROKER_E_DNS, "does not resolve");
 }
 
 /* Still up and still deciding: a request gets its usual answer. */
@@ -452,6 +471,23 @@ test_guarded_addresses(void **state)
 	expect_status(f, ask_name(f, "rebind.test", LISTEN_PORT, "127.0.0.1"), BROKER_E_GUARD,
 	              "loopback");
 	expect_alive(f);
+}
+
+/* Audit mode: what only the rules refuse goes through, marked, with the
+ * reason enforce would have given; the address guard still holds. */
+static void
+test_audit(void **state)
+{
+	struct fixture *f = *state;
+
+	policy_set_mode(f->policy, POLICY_MODE_AUDIT); /* the child's copy */
+	spawn(f, 0, false, 3000);
+	expect_connected_as(f, ask_name(f, "sub.evil.test", LISTEN_PORT, NULL), BROKER_V_AUDIT_DENY,
+	                    "denied by rule");
+	expect_connected_as(f, ask_addr(f, PEER_ADDR, LISTEN_PORT), BROKER_V_ALLOW, "");
+	expect_status(f, ask_name(f, "rebind.test", LISTEN_PORT, NULL), BROKER_E_GUARD, "loopback");
+	expect_status(f, ask_addr(f, "169.254.169.254", LISTEN_PORT), BROKER_E_GUARD, "link-local");
+	expect_alive_audit(f);
 }
 
 /* ---- forged messages ---- */
@@ -907,6 +943,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_allowed_name_connects, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_denied_names, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_guarded_addresses, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_forged, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_stray_fds, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),

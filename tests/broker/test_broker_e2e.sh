@@ -47,7 +47,8 @@ dnsmasq --keep-in-foreground --no-resolv --no-hosts --user=root --group=root \
 	--address=/rebind.test/127.0.0.1 \
 	--address=/meta.test/169.254.169.254 \
 	--address=/own.test/203.0.113.1 \
-	--address=/dc.test/198.51.100.66 &
+	--address=/dc.test/198.51.100.66 \
+	--address=/sub.evil.test/203.0.113.10 &
 PIDS+=($!)
 for _ in $(seq 100); do
 	[ -s "$SCRATCH/dnsmasq.pid" ] && break
