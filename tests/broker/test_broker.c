@@ -699,8 +699,8 @@ test_flood(void **state)
 	int fd;
 
 	/* A nameserver that never answers holds requests in flight until
-	 * the broker's deadline (1 s). */
-	spawn(f, INFLIGHT, true, 1000);
+	 * the broker's deadline (3 s: the flood must be over by then, on a slow machine too). */
+	spawn(f, INFLIGHT, true, 3000);
 	for (int i = 0; i < INFLIGHT; i++)
 		held[i] = ask_name(f, "allowed.test", LISTEN_PORT, NULL);
 	expect_no_reply(f);
@@ -715,10 +715,10 @@ test_flood(void **state)
 		dups++;
 	}
 	/* Every one refused at once (busy); the held ones end at the
-	 * deadline (1 s) and free their slots. Replies are drained as they
+	 * deadline and free their slots. Replies are drained as they
 	 * come: our receive buffer is not under test. */
 	for (int i = 0; i <= FLOOD; i++) {
-		int wait = i < FLOOD ? 0 : 3000;
+		int wait = i < FLOOD ? 0 : 6000;
 
 		if (i < FLOOD)
 			ask_name(f, "allowed.test", LISTEN_PORT, NULL);
