@@ -50,21 +50,27 @@ frame_head(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t port, str
 	switch (k) {
 	case PEEK_HTTP:
 		/* The head was not complete within what was held before. */
-		if (p->len <= old)
+		if (p->len <= old) {
+			f->head_len = old;
 			return frame_bad(f, "request head framing lost");
+		}
 		*used = p->len - old;
 		f->head_len = old > 0 ? p->len : 0;
 		f->out = (const char *)s;
 		f->out_len = p->len;
 		/* peek_parse() refused what cannot be framed: this holds. */
-		if (http_request_framing(f->out, h, &f->next, &f->next_len) != 0)
+		if (http_request_framing(f->out, h, &f->next, &f->next_len) != 0) {
+			f->head_len = old;
 			return frame_bad(f, "request body framing is ambiguous");
+		}
 		return H1FRAME_STEP_HEAD;
 	case PEEK_MORE:
 		if (p->proto == PEEK_PROTO_TLS)
 			break;
-		if (old + take >= HTTP_MAX_HEAD)
+		if (old + take >= HTTP_MAX_HEAD) {
+			f->head_len = old;
 			return frame_bad(f, "request head not complete within its size limit");
+		}
 		if (old == 0) {
 			if (f->head == NULL && (f->head = malloc(HTTP_MAX_HEAD)) == NULL)
 				return frame_bad(f, "out of memory for a request head");
@@ -74,11 +80,13 @@ frame_head(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t port, str
 		*used = take;
 		return H1FRAME_STEP_HOLD;
 	case PEEK_BAD:
+		f->head_len = old; /* what is held is what came before buf */
 		return H1FRAME_STEP_BAD;
 	case PEEK_TLS:
 	case PEEK_OTHER:
 		break;
 	}
+	f->head_len = old;
 	return frame_bad(f, "bytes where a request must begin are not an HTTP/1 request head");
 }
 

@@ -56,7 +56,9 @@ enum h1frame_step {
 	 * the caller has checked p and called h1frame_accept(). */
 	H1FRAME_STEP_HEAD,
 	/* Cannot be framed: f->why says why, or (f->why NULL) p as PEEK_BAD
-	 * (peek_reason, peek_status). The connection must be refused. */
+	 * (peek_reason, peek_status). The connection must be refused (or,
+	 * not framed further, goes on with f->head[0..f->head_len), held
+	 * from before buf, then buf). */
 	H1FRAME_STEP_BAD,
 	H1FRAME_STEP_WAIT, /* H1FRAME_UPGRADE: nothing may be read yet */
 };
@@ -72,7 +74,8 @@ void h1frame_clear(struct h1frame *f);
 enum h1frame_step h1frame_step(struct h1frame *f, const uint8_t *buf, size_t len,
                                uint16_t default_port, struct http_head *h, struct peek *p,
                                size_t *used);
-/* After STEP_HEAD: the head goes, its body (if any) is framed next.
+/* After STEP_HEAD, once f->out is sent (it may be freed here): the head
+ * went, its body (if any) is framed next.
  * watch_upgrade (a WebSocket request without a body): wait in
  * H1FRAME_UPGRADE for the caller's h1frame_upgraded(). */
 void h1frame_accept(struct h1frame *f, bool watch_upgrade);
