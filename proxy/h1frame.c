@@ -81,6 +81,8 @@ frame_head(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t port, str
 		return H1FRAME_STEP_HOLD;
 	case PEEK_BAD:
 		f->head_len = old; /* what is held is what came before buf */
+		if (p->proto == PEEK_PROTO_TLS)
+			break;
 		return H1FRAME_STEP_BAD;
 	case PEEK_TLS:
 	case PEEK_OTHER:
