@@ -54,9 +54,10 @@ bind_refuse(struct conn *c, const struct peek *p, int status, const char *fmt, .
 	}
 	/* The rule allowed the target; what refuses is the binding. */
 	c->rule[0] = '\0';
-	if (c->down.bev == NULL) {
-		/* Spliced already (a later request): no reply can be put in
-		 * front of what is on its way, so both sides are reset. */
+	if (c->down.bev == NULL && relay_reply_bev(c) != 0) {
+		/* Spliced already (a later request), and bytes are on their
+		 * way to the client: a reply would land inside them, so both
+		 * sides are reset. */
 		c->verdict = "deny";
 		str_copy(c->reason, why, sizeof(c->reason));
 		conn_abort(c, NULL);

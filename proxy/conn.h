@@ -357,6 +357,10 @@ void relay_start(struct conn *c);
 void relay_free(struct conn *c);
 /* The queue budget is over / under again: stop / restart the splice
  * relay's reads (the bufferevents' go through conn_half_read). */
+/* A refusal on a spliced connection (bind.c): put a bufferevent back on
+ * c->down for the reply, the splice state freed, if nothing is on its way
+ * to the client. 0, or -1 (nothing changed: a reset is all that fits). */
+int relay_reply_bev(struct conn *c);
 void relay_pause(struct conn *c);
 void relay_resume(struct conn *c);
 

@@ -442,6 +442,25 @@ relay_resume(struct conn *c)
 	relay_arm_read(&c->relay->dir[1]);
 }
 
+int
+relay_reply_bev(struct conn *c)
+{
+	struct bufferevent *bev;
+
+	if (c->relay == NULL || c->down.bev != NULL)
+		return c->down.bev != NULL ? 0 : -1;
+	/* Bytes on their way to the client: a reply would land inside
+	 * them. A response still to come is dropped with the upstream. */
+	if (c->relay->dir[1].held > 0)
+		return -1;
+	bev = bufferevent_socket_new(c->px->px_base, c->down.fd, 0);
+	if (bev == NULL)
+		return -1;
+	relay_free(c);
+	conn_half_set_bev(&c->down, bev);
+	return 0;
+}
+
 /* Swap the bufferevents for splice. Only called with every buffer empty
  * and neither side at EOF, so no byte is lost or reordered. */
 static void
