@@ -174,7 +174,7 @@ struct conn {
 	 * name checked (bind.c); NULL on a connection that is not HTTP/1,
 	 * and again once a WebSocket upgrade is answered with 101. */
 	struct h1frame *frame;
-	bool bind_unnamed;      /* the first ClientHello watched had no SNI */
+	bool bind_unnamed; /* the first ClientHello watched had no SNI */
 	char method[16];
 	char *url;            /* malloc'd, capped; HTTP only */
 	union conn_addr orig; /* transparent: SO_ORIGINAL_DST */

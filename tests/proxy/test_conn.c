@@ -632,9 +632,10 @@ test_tunnel_second_request(void **state)
 	bool eof;
 	size_t n, got;
 
-	n = (size_t)snprintf(first, sizeof(first),
-	                     "POST / HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nContent-Length: %zu\r\n\r\n%s",
-	                     loop_port, sizeof(fake) - 1, fake);
+	n = (size_t)snprintf(
+	        first, sizeof(first),
+	        "POST / HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nContent-Length: %zu\r\n\r\n%s", loop_port,
+	        sizeof(fake) - 1, fake);
 	snprintf(all, sizeof(all), "%sGET / HTTP/1.1\r\nHost: a.test\r\n\r\n", first);
 	r = exchange(f, fd, all, 2000);
 	assert_non_null(strstr(r, "HTTP/1.1 421 Misdirected Request\r\n"));
@@ -663,10 +664,11 @@ test_tunnel_unframable(void **state)
 	bool eof;
 	size_t n, got;
 
-	n = (size_t)snprintf(first, sizeof(first),
-	                     "POST / HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nTransfer-Encoding: chunked\r\n"
-	                     "\r\n3\r\nabc\r\n0\r\n\r\n",
-	                     loop_port);
+	n = (size_t)snprintf(
+	        first, sizeof(first),
+	        "POST / HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nTransfer-Encoding: chunked\r\n"
+	        "\r\n3\r\nabc\r\n0\r\n\r\n",
+	        loop_port);
 	snprintf(all, sizeof(all), "%s\x16\x03\x01\x01\x05hello", first);
 	r = exchange(f, fd, all, 2000);
 	assert_non_null(strstr(r, "HTTP/1.1 400 Bad Request\r\n"));
