@@ -260,8 +260,8 @@ relay_emit_medium(void *arg, const void *p, size_t n)
  * chunk lines) is read here and framed (bind_frame), which puts what may
  * go into the medium. Only with an empty medium, so that always fits: with
  * bytes held, EAGAIN (read again once they are written). Returns the
- * bytes read, 0 at EOF, -1 with errno, or -2 when c is gone. d->held is
- * kept by the callee. */
+ * bytes read, 0 at EOF, -1 with errno, or -2 when the relay is gone (c
+ * refused, its reply draining, or closed). d->held is kept here. */
 static ssize_t
 relay_read_framed(struct relay_dir *d, size_t room)
 {
