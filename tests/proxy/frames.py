@@ -13,7 +13,7 @@ address, behind a request that was let through. Each prints one line,
   passed   the origin answered the last request (its X-Origin header)
   refused  the proxy's own answer (Proxy-Status), a reset or a close
 
-frames.py [transparent|tunnel|late|tls]"""
+frames.py [transparent|tunnel|late|tls|tls-cidr]"""
 import socket
 import sys
 import time
@@ -229,5 +229,14 @@ def tls():
     names.hrr_probe("tunnel-hrr-unnamed-then-name", [], [BAD], tunnel=f"{OK}:443")
 
 
+def tls_cidr():
+    # The same, on an address a cidr rule allows (no DNS asked): the
+    # second hello's name is decided by the policy as if it came first.
+    names.hrr_probe("control-cidr-hrr-unnamed", [], [OK])
+    names.hrr_probe("cidr-hrr-unnamed-then-denied", [], [BAD])
+    names.hrr_probe("cidr-hrr-unnamed-then-unlisted", [], ["other.test"])
+
+
 if __name__ == "__main__":
-    {"transparent": transparent, "tunnel": tunnel, "late": late, "tls": tls}[sys.argv[1]]()
+    {"transparent": transparent, "tunnel": tunnel, "late": late, "tls": tls,
+     "tls-cidr": tls_cidr}[sys.argv[1]]()

@@ -85,6 +85,30 @@ expect_logged "a second ClientHello naming a server after one without" \
 	"e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and $both and \"ClientHello\" in e.get(\"reason\", \"\")"
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 
+# After a ClientHello without SNI on an address a cidr rule allows, the
+# second hello's name is decided by the policy (a deny, or no rule).
+POL_CIDR=$LAB_WORK/frames-cidr.yaml
+cat >"$POL_CIDR" <<-'YAML'
+	version: 1
+	name: frames-cidr-e2e
+	allow:
+	  - host: evil.test
+	    ports: [443]
+	  - cidr: 203.0.113.66/32
+	    ports: [443]
+	deny:
+	  - host: secret.evil.test
+YAML
+out=$(airlock_lab "$POL_CIDR" -- python3 "$PROBE" tls-cidr 2>&1) || true
+printf '%s\n' "$out" | grep -E '^[a-z0-9-]+ (passed|refused|error)' || true
+! grep -q Sanitizer <<<"$out" || fail "sanitizer report: $out"
+expect_probe control-cidr-hrr-unnamed passed
+expect_probe cidr-hrr-unnamed-then-denied refused
+expect_probe cidr-hrr-unnamed-then-unlisted refused
+[ "$bad" = 0 ] || fail "probes above"
+expect_logged "a second ClientHello after one without, on a cidr-allowed address: denied by rule" \
+	"e.get(\"kind\") == \"tcp\" and e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and \"ClientHello for secret.evil.test: denied by rule\" in e.get(\"reason\", \"\")"
+
 # The origin read the allowed name, and never the denied one.
 if grep -Ei 'host=secret\.evil\.test|target=http://secret|h2c upgraded' "$ORIGIN_LOG"; then
 	fail "the origin on the shared address read the denied name or upgraded to h2c (lines above)"
