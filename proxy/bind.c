@@ -6,14 +6,20 @@
  * window: a cidr rule or a DNS-learned address). A ClientHello's SNI or an
  * HTTP/1 head's name (peek.h) must be the CONNECT target or the learned
  * name, case and trailing dot folded; on a cidr-allowed connection it is
- * decided by the policy as if it had come first. Else the connection is
- * refused there. Anything else (no name, another protocol) stays an
- * opaque tunnel as before. A TLS connection decided on its SNI is read on
- * until its plaintext handshake ends: every ClientHello on it (a
- * HelloRetryRequest's second one) must carry that SNI (peek_tls_record).
- * The look waits as long as the first bytes take
- * to come: the connection runs on bufferevents meanwhile (the upstream's
- * bytes flow), and splices only once the look is over. */
+ * decided by the policy as if it had come first, and binds it from then
+ * on. Else the connection is refused there. Anything else (another
+ * protocol) stays an opaque tunnel as before.
+ *
+ * What follows stays read. A TLS connection is read on until its
+ * plaintext handshake ends: every ClientHello on it (a HelloRetryRequest's
+ * second one) must carry the SNI decided, or, after one without, is
+ * decided as the first would have been (peek_tls_record). An HTTP/1
+ * connection has every request framed (h1frame.h) and each head's name
+ * checked the same way, for as long as it speaks HTTP/1 (bind_frame); a
+ * WebSocket upgrade the server accepts ends that. The first look waits as
+ * long as the first bytes take to come: the connection runs on
+ * bufferevents meanwhile (the upstream's bytes flow), and splices once it
+ * is over; request bodies are spliced, counted by the framer. */
 #include "proxy/conn.h"
 
 #include <arpa/inet.h>

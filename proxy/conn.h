@@ -7,8 +7,10 @@
  *   forward.c   explicit absolute-form HTTP: one exchange at a time
  *   upstream.c  resolution (evdns), the address guard, connect with timeout
  *   relay.c     tunnel bytes both ways: bufferevents, then splice(2)
- *   bind.c      the first bytes after a decision must name what was decided
+ *   bind.c      the first bytes after a decision must name what was decided,
+ *               and so must every ClientHello and HTTP/1 request after them
  *   http.c      request/response heads (pure)   sni.c  ClientHello (pure)
+ *   h1frame.c   a connection's HTTP/1 requests, one after the other (pure)
  */
 #ifndef AIRLOCK_PROXY_CONN_H
 #define AIRLOCK_PROXY_CONN_H
