@@ -6,28 +6,37 @@
  * window: a cidr rule or a DNS-learned address). A ClientHello's SNI or an
  * HTTP/1 head's name (peek.h) must be the CONNECT target or the learned
  * name, case and trailing dot folded; on a cidr-allowed connection it is
- * decided by the policy as if it had come first. Else the connection is
- * refused there. Anything else (no name, another protocol) stays an
- * opaque tunnel as before. A TLS connection decided on its SNI is read on
- * until its plaintext handshake ends: every ClientHello on it (a
- * HelloRetryRequest's second one) must carry that SNI (peek_tls_record).
- * The look waits as long as the first bytes take
- * to come: the connection runs on bufferevents meanwhile (the upstream's
- * bytes flow), and splices only once the look is over. */
+ * decided by the policy as if it had come first, and binds it from then
+ * on. Else the connection is refused there. Anything else (another
+ * protocol) stays an opaque tunnel as before.
+ *
+ * What follows stays read. A TLS connection is read on until its
+ * plaintext handshake ends: every ClientHello on it (a HelloRetryRequest's
+ * second one) must carry the SNI decided, or, after one without, is
+ * decided as the first would have been (peek_tls_record). An HTTP/1
+ * connection has every request framed (h1frame.h) and each head's name
+ * checked the same way, for as long as it speaks HTTP/1 (bind_frame); a
+ * WebSocket upgrade the server accepts ends that. The first look waits as
+ * long as the first bytes take to come: the connection runs on
+ * bufferevents meanwhile (the upstream's bytes flow), and splices once it
+ * is over; request bodies are spliced, counted by the framer. */
 #include "proxy/conn.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "policy/policy.h"
+#include "proxy/h1frame.h"
 #include "proxy/peek.h"
 
 /* Refuse the tunnel for what its first bytes were: a TLS alert for a
@@ -51,6 +60,15 @@ bind_refuse(struct conn *c, const struct peek *p, int status, const char *fmt, .
 	}
 	/* The rule allowed the target; what refuses is the binding. */
 	c->rule[0] = '\0';
+	if (c->down.bev == NULL && relay_reply_bev(c) != 0) {
+		/* Spliced already (a later request), and bytes are on their
+		 * way to the client: a reply would land inside them, so both
+		 * sides are reset. */
+		c->verdict = "deny";
+		str_copy(c->reason, why, sizeof(c->reason));
+		conn_abort(c, NULL);
+		return -1;
+	}
 	c->reply_alert = p->proto == PEEK_PROTO_TLS;
 	conn_refuse(c, status, "http_request_denied", "%s", why);
 	return -1;
@@ -75,6 +93,16 @@ bind_subject(const struct conn *c, char *out, size_t outlen)
 		snprintf(out, outlen, "connection to %s", ip);
 }
 
+/* Whether c->host is an address literal: a CONNECT's or a transparent
+ * connection's own name can be one; a name a transparent connection
+ * borrowed from DNS, or was bound to later, is a name (c->ip_literal only
+ * says it was dialled by address). */
+static bool
+bind_host_literal(const struct conn *c)
+{
+	return c->ip_literal && (c->lkind == PROXY_LISTEN_EXPLICIT || c->has_name);
+}
+
 /* The name p carries (not ""), on a connection decided before it came.
  * A tunnel's or a DNS-learned name must be it; a connection a cidr rule
  * let through without a name is decided on the name now, as if it had
@@ -97,13 +125,16 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 			return bind_refuse(c, p, 400, "%s carries %s a bad name: %s", subject, what,
 			                   why);
 		policy_match_host(pol, folded, c->port, &v);
-		if (v.action == POLICY_ALLOW)
+		if (v.action == POLICY_ALLOW) {
+			/* Decided for it now: later names must be it. */
+			str_copy(c->host, folded, sizeof(c->host));
 			return 0;
+		}
 		return bind_refuse(c, p, 403, "%s carries %s %s: %s", subject, what, folded,
 		                   v.action == POLICY_DENY ? "denied by rule"
 		                                           : "no rule allows it");
 	}
-	if (!peek_same_name(p, c->host, c->lkind == PROXY_LISTEN_EXPLICIT && c->ip_literal))
+	if (!peek_same_name(p, c->host, bind_host_literal(c)))
 		return bind_refuse(c, p, 421, "%s carries %s %s", subject, what, p->name);
 	if (p->proto == PEEK_PROTO_TLS && p->ech &&
 	    (c->lkind == PROXY_LISTEN_TRANSPARENT || c->ip_literal ||
@@ -173,22 +204,31 @@ bind_head(struct conn *c)
 		if (bind_refuse(c, &p, peek_status(&p), "%s: %s", subject, seen) != 0)
 			return -1;
 		break;
-	case PEEK_TLS:
 	case PEEK_HTTP:
-		/* A name, or nothing to bind. */
-		if (p.name[0] != '\0' && bind_check_name(c, &p, subject) != 0)
+		/* Every request from this one on is framed and its name
+		 * checked (bind_frame, which sees this head again). */
+		if (bind_frame_start(c) != 0) {
+			conn_tunnel_done(c, "out of memory");
 			return -1;
-		/* A named ClientHello in a tunnel to that name: the second
-		 * hello a HelloRetryRequest asks for must carry it too, so the
-		 * tunnel's handshake records are watched from here on
-		 * (bind_tls_records, which sees this hello again). */
-		if (p.proto == PEEK_PROTO_TLS && p.name[0] != '\0' &&
-		    c->lkind == PROXY_LISTEN_EXPLICIT && !c->ip_literal) {
-			c->bind_tls = true;
-			c->ech = p.ech;
-			return 0;
 		}
 		break;
+	case PEEK_TLS:
+		if (p.name[0] != '\0' && bind_check_name(c, &p, subject) != 0)
+			return -1;
+		if (p.name[0] == '\0' && p.ech &&
+		    bind_refuse(c, &p, 403,
+		                "%s carries a ClientHello with encrypted_client_hello and no "
+		                "server_name: the name is hidden",
+		                subject) != 0)
+			return -1;
+		/* The second hello a HelloRetryRequest asks for must carry
+		 * the name this one did, or, after one without, is decided as
+		 * if it came first: the handshake records are watched from
+		 * here on (bind_tls_records, which sees this hello again). */
+		c->bind_tls = true;
+		c->bind_unnamed = p.name[0] == '\0';
+		c->ech = p.ech;
+		return 0;
 	}
 	/* Looked at and bound (or nameless): the rest is the tunnel's. */
 	c->bind_watch = false;
@@ -234,7 +274,16 @@ bind_tls_records(struct conn *c, size_t *pass)
 			off += skip;
 			break;
 		case PEEK_REC_HELLO:
-			if (p.name[0] == '\0' || !peek_same_name(&p, c->host, c->ip_literal)) {
+			if (c->bind_unnamed) {
+				/* After a hello without a name: none again, or
+				 * one checked as the first would have been. */
+				if (p.name[0] != '\0') {
+					if (bind_check_name(c, &p, subject) != 0)
+						return -1;
+					c->bind_unnamed = false;
+				}
+			} else if (p.name[0] == '\0' ||
+			           !peek_same_name(&p, c->host, bind_host_literal(c))) {
 				if (bind_refuse(c, &p, 403,
 				                "%s carries a second ClientHello for %s", subject,
 				                p.name[0] != '\0' ? p.name : "no name") != 0)
@@ -313,5 +362,156 @@ bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 	/* The held bytes go from the relay's read callback, from the loop:
 	 * called from here, it could free c under the timer's feet. */
 	bufferevent_trigger(c->down.bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+	return 0;
+}
+
+/* ---- every HTTP/1 request (h1frame.h) ---- */
+
+int
+bind_frame_start(struct conn *c)
+{
+	if (c->frame != NULL)
+		return 0;
+	c->frame = malloc(sizeof(*c->frame));
+	if (c->frame == NULL)
+		return -1;
+	h1frame_init(c->frame);
+	return 0;
+}
+
+void
+bind_frame_free(struct conn *c)
+{
+	if (c->frame == NULL)
+		return;
+	h1frame_clear(c->frame);
+	free(c->frame);
+	c->frame = NULL;
+}
+
+/* A head the framer found: its name must be c's. A head without one
+ * (HTTP/1.0 without Host) lets the server pick the name, so it is only
+ * let through where nothing is bound yet. 0 to go on, -1 after refusing. */
+static int
+bind_frame_head(struct conn *c, const struct peek *p, const char *subject)
+{
+	if (p->name[0] != '\0')
+		return bind_check_name(c, p, subject);
+	if (c->host[0] == '\0')
+		return 0;
+	return bind_refuse(c, p, 400,
+	                   "%s carries a request with no Host nor absolute target: the "
+	                   "server would pick the name, not %s",
+	                   subject, c->host);
+}
+
+/* Whether the answer to a WebSocket upgrade can be told: only for the
+ * first request, before the upstream said anything, on bufferevents (the
+ * answer is read there); a later one is framed on, so a server that
+ * upgrades anyway gets its frames refused as heads. */
+static bool
+bind_may_upgrade(const struct conn *c)
+{
+	return c->relay == NULL && c->up.bev != NULL && c->frame->requests == 0 &&
+	       c->down.bytes == 0 && evbuffer_get_length(bufferevent_get_input(c->up.bev)) == 0;
+}
+
+ssize_t
+bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, void *arg)
+{
+	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->reason)];
+	struct h1frame *f = c->frame;
+	struct http_head h;
+	struct peek p;
+	size_t off = 0, used;
+	bool watch;
+
+	while (off < len) {
+		switch (h1frame_step(f, buf + off, len - off, c->port, &h, &p, &used)) {
+		case H1FRAME_STEP_PASS:
+			if (emit(arg, buf + off, used) != 0)
+				goto fail;
+			break;
+		case H1FRAME_STEP_HOLD:
+			break;
+		case H1FRAME_STEP_WAIT:
+			return (ssize_t)off;
+		case H1FRAME_STEP_HEAD:
+			bind_subject(c, subject, sizeof(subject));
+			if (bind_frame_head(c, &p, subject) != 0)
+				return -1;
+			if (emit(arg, f->out, f->out_len) != 0)
+				goto fail;
+			watch = p.websocket && bind_may_upgrade(c);
+			h1frame_accept(f, watch);
+			if (watch) /* the answer's head, no more, waits to be read */
+				bufferevent_setwatermark(c->up.bev, EV_READ, 0, HTTP_MAX_HEAD);
+			break;
+		case H1FRAME_STEP_BAD:
+			bind_subject(c, subject, sizeof(subject));
+			if (f->why != NULL)
+				str_copy(seen, f->why, sizeof(seen));
+			else
+				peek_reason(&p, seen, sizeof(seen));
+			p.proto = PEEK_PROTO_HTTP; /* the client speaks HTTP: a status */
+			if (bind_refuse(c, &p, f->why != NULL ? 400 : peek_status(&p),
+			                "%s: request %llu: %s", subject,
+			                (unsigned long long)f->requests + 1, seen) != 0)
+				return -1;
+			/* Audit mode: logged; the rest goes unframed, what was
+			 * held of a head first. */
+			if (emit(arg, f->head, f->head_len) != 0 ||
+			    emit(arg, buf + off, len - off) != 0)
+				goto fail;
+			bind_frame_free(c);
+			return (ssize_t)len;
+		}
+		off += used;
+	}
+	return (ssize_t)off;
+fail:
+	conn_tunnel_done(c, "out of memory");
+	return -1;
+}
+
+int
+bind_upgrade_answer(struct conn *c, size_t *pass)
+{
+	struct evbuffer *in = bufferevent_get_input(c->up.bev);
+	size_t len = evbuffer_get_length(in), n = len < HTTP_MAX_HEAD ? len : HTTP_MAX_HEAD;
+	const char *buf = n > 0 ? (const char *)evbuffer_pullup(in, (ssize_t)n) : NULL;
+	struct http_head h;
+	size_t off = 0;
+	bool yes = false;
+
+	*pass = 0;
+	if (n > 0 && buf == NULL) {
+		conn_tunnel_done(c, "out of memory");
+		return -1;
+	}
+	for (;;) {
+		enum http_result r = http_parse_response(buf + off, n - off, &h);
+
+		if (r == HTTP_INCOMPLETE && n < HTTP_MAX_HEAD && !c->up.eof) {
+			*pass = off; /* interim heads go; the rest waits */
+			return 0;
+		}
+		if (r != HTTP_OK)
+			break; /* not an answer we read: no upgrade */
+		if (h.status == 101) {
+			yes = true;
+			break;
+		}
+		if (h.status >= 200)
+			break;
+		off += h.head_len; /* 100, 102, 103: the answer is still to come */
+	}
+	h1frame_upgraded(c->frame, yes);
+	log_debug("proxy: conn %llu: WebSocket upgrade %s", (unsigned long long)c->id,
+	          yes ? "accepted: requests no longer framed" : "declined: framing goes on");
+	if (yes)
+		bind_frame_free(c); /* the name stays; no HTTP/1 follows */
+	bufferevent_setwatermark(c->up.bev, EV_READ, 0, 0);
+	*pass = SIZE_MAX;
 	return 0;
 }

@@ -209,6 +209,7 @@ conn_close(struct conn *c)
 	px->px_n_conns--;
 	upstream_cancel(c);
 	relay_free(c);
+	bind_frame_free(c);
 	conn_half_free(&c->up);
 	conn_half_free(&c->down);
 	if (c->timer != NULL)
@@ -829,9 +830,15 @@ conn_connected(struct conn *c)
 		/* Decided without a name (a cidr rule, a DNS-learned address):
 		 * a ClientHello or head that comes later is still read. */
 		c->bind_watch = true;
-	} else if (c->tls && c->has_name) {
-		/* Every ClientHello on it must carry the SNI decided. */
+	} else if (c->tls) {
+		/* Every ClientHello on it must carry the SNI decided; after
+		 * one without, a named one is decided as if it came first. */
 		c->bind_watch = c->bind_tls = true;
+		c->bind_unnamed = !c->has_name;
+	} else if (bind_frame_start(c) != 0) {
+		/* HTTP/1 with a name: every request on it must carry it. */
+		conn_tunnel_done(c, "out of memory");
+		return;
 	}
 	relay_start(c);
 }

@@ -7,8 +7,10 @@
  *   forward.c   explicit absolute-form HTTP: one exchange at a time
  *   upstream.c  resolution (evdns), the address guard, connect with timeout
  *   relay.c     tunnel bytes both ways: bufferevents, then splice(2)
- *   bind.c      the first bytes after a decision must name what was decided
+ *   bind.c      the first bytes after a decision must name what was decided,
+ *               and so must every ClientHello and HTTP/1 request after them
  *   http.c      request/response heads (pure)   sni.c  ClientHello (pure)
+ *   h1frame.c   a connection's HTTP/1 requests, one after the other (pure)
  */
 #ifndef AIRLOCK_PROXY_CONN_H
 #define AIRLOCK_PROXY_CONN_H
@@ -30,6 +32,7 @@ struct evconnlistener;
 struct evbuffer;
 struct evdns_getaddrinfo_request;
 struct fdres;
+struct h1frame;
 struct relay;
 
 #define PROXY_DEFAULT_MAX_CONNS  8192
@@ -169,6 +172,11 @@ struct conn {
 	bool bind_tls;          /* transparent TLS: every plaintext ClientHello is read */
 	bool bind_ccs;          /* the client sent change_cipher_spec */
 	bool reply_alert;       /* a refusal answers with a TLS alert (bind.c) */
+	/* Owned: the client's HTTP/1 requests, every one framed and its
+	 * name checked (bind.c); NULL on a connection that is not HTTP/1,
+	 * and again once a WebSocket upgrade is answered with 101. */
+	struct h1frame *frame;
+	bool bind_unnamed; /* the first ClientHello watched had no SNI */
 	char method[16];
 	char *url;            /* malloc'd, capped; HTTP only */
 	union conn_addr orig; /* transparent: SO_ORIGINAL_DST */
@@ -268,6 +276,27 @@ int bind_tunnel_read(struct conn *c, size_t *pass);
  * header_timeout_ms ago and is still not complete is refused (-1, c is
  * gone); else 0, with *next_ms lowered to when to look again. */
 int bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms);
+/* Frame the client's requests from where its bytes stand now (a head
+ * must come first): 0, or -1 when out of memory (c untouched). */
+int bind_frame_start(struct conn *c);
+/* The one place c->frame is freed; tolerates none. */
+void bind_frame_free(struct conn *c);
+/* Where the framer puts bytes that may go: emit(arg, p, n) appends them
+ * after what went before; 0, or -1 (then the connection cannot go on). */
+typedef int bind_emit_fn(void *arg, const void *p, size_t n);
+/* Frame buf[0..len), the client's next bytes (c->frame set): each head's
+ * name must be c's (or, on a connection a cidr rule let through without
+ * one, is decided as if it had come first), each run of bytes that may go
+ * is given to emit, in order. Returns the bytes consumed: all of them, or
+ * fewer while a WebSocket upgrade waits for its answer (the rest must
+ * wait where it is); -1 after refusing (c is gone). c->frame may be gone
+ * after (audit mode, the connection no longer framed). */
+ssize_t bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, void *arg);
+/* c->frame waits for the answer to a WebSocket upgrade: look at the
+ * upstream's input (a response head; interim 1xx heads pass). Returns 0
+ * with *pass the upstream bytes that may go (SIZE_MAX once answered:
+ * 101 ends framing, anything else goes back to it), or -1 if c is gone. */
+int bind_upgrade_answer(struct conn *c, size_t *pass);
 
 /* forward.c */
 /* An absolute-form request head (s, h): check, rewrite, decide, connect. */
@@ -330,6 +359,10 @@ void relay_start(struct conn *c);
 void relay_free(struct conn *c);
 /* The queue budget is over / under again: stop / restart the splice
  * relay's reads (the bufferevents' go through conn_half_read). */
+/* A refusal on a spliced connection (bind.c): put a bufferevent back on
+ * c->down for the reply, the splice state freed, if nothing is on its way
+ * to the client. 0, or -1 (nothing changed: a reset is all that fits). */
+int relay_reply_bev(struct conn *c);
 void relay_pause(struct conn *c);
 void relay_resume(struct conn *c);
 

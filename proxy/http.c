@@ -912,3 +912,19 @@ http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, bool *do
 	*done = c->state == CH_DONE;
 	return (ssize_t)i;
 }
+
+uint64_t
+http_chunked_data_left(const struct http_chunked *c)
+{
+	return c->state == CH_DATA ? c->remaining : 0;
+}
+
+void
+http_chunked_skip(struct http_chunked *c, uint64_t n)
+{
+	if (c->state != CH_DATA || n > c->remaining)
+		return;
+	c->remaining -= n;
+	if (c->remaining == 0)
+		c->state = CH_DATA_CR;
+}

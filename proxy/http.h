@@ -197,5 +197,10 @@ void http_chunked_init(struct http_chunked *c);
  * when the body ended), sets *done at its end, or returns -1 on a syntax
  * error or an over-long line. */
 ssize_t http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, bool *done);
+/* Bytes of the current chunk's data still to come, 0 outside one: they
+ * may pass unread (http_chunked_skip) instead of through _feed. */
+uint64_t http_chunked_data_left(const struct http_chunked *c);
+/* n (at most http_chunked_data_left) bytes of chunk data went by unread. */
+void http_chunked_skip(struct http_chunked *c, uint64_t n);
 
 #endif

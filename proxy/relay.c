@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/membudget.h"
 #include "common/util.h"
+#include "proxy/h1frame.h"
 #include "proxy/peek.h"
 
 /* The pipe's size: room for many small segments (each takes a slot of the
@@ -36,6 +37,11 @@
 #define RELAY_ROUNDS    16
 /* The userspace copy, when no pipe can be had (out of descriptors). */
 #define RELAY_COPY_SIZE (64 * 1024)
+/* A framed direction reads what its framer must see (heads, chunk
+ * lines) in reads of at most this; bodies are spliced. What one such read
+ * puts in the medium, with a head held from before (HTTP_MAX_HEAD), fits
+ * an empty pipe or copy buffer. */
+#define RELAY_FRAME_READ (16 * 1024)
 
 /* One direction: from src's socket to dst's socket, through a pipe (or,
  * without one, a buffer of ours) that holds what dst has not taken yet. */
@@ -224,6 +230,76 @@ relay_read_in(struct relay_dir *d, size_t room)
 	return splice(d->src->fd, NULL, d->pipe[1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 }
 
+/* The framer's emit in splice mode: bytes that may go join what d holds,
+ * after it. Only called with room for them (relay_read_framed). */
+static int
+relay_emit_medium(void *arg, const void *p, size_t n)
+{
+	struct relay_dir *d = arg;
+	ssize_t w;
+
+	if (n == 0)
+		return 0;
+	if (d->copy != NULL) {
+		if (d->copy_off + d->held + n > RELAY_COPY_SIZE)
+			return -1;
+		memcpy(d->copy + d->copy_off + d->held, p, n);
+		w = (ssize_t)n;
+	} else {
+		w = write(d->pipe[1], p, n);
+	}
+	if (w > 0) {
+		d->held += (size_t)w;
+		membudget_share_add(&d->q, (size_t)w);
+	}
+	return w == (ssize_t)n ? 0 : -1;
+}
+
+/* Read the client's bytes on a framed connection (c->frame): a body the
+ * framer has counted is spliced as it is, never read; the rest (heads,
+ * chunk lines) is read here and framed (bind_frame), which puts what may
+ * go into the medium. Only with an empty medium, so that always fits: with
+ * bytes held, EAGAIN (read again once they are written). Returns the
+ * bytes read, 0 at EOF, -1 with errno, or -2 when the relay is gone (c
+ * refused, its reply draining, or closed). d->held is kept here. */
+static ssize_t
+relay_read_framed(struct relay_dir *d, size_t room)
+{
+	struct conn *c = d->src->c;
+	uint64_t opaque = h1frame_opaque(c->frame);
+	uint8_t buf[RELAY_FRAME_READ];
+	ssize_t n, k;
+
+	if (opaque > 0) {
+		if (room > opaque)
+			room = (size_t)opaque;
+		n = relay_read_in(d, room);
+		if (n > 0) {
+			h1frame_skip(c->frame, (uint64_t)n);
+			d->held += (size_t)n;
+			membudget_share_add(&d->q, (size_t)n);
+		}
+		return n;
+	}
+	if (d->held > 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	n = recv(d->src->fd, buf, room < sizeof(buf) ? room : sizeof(buf), MSG_DONTWAIT);
+	if (n <= 0)
+		return n;
+	k = bind_frame(c, buf, (size_t)n, relay_emit_medium, d);
+	if (k < 0)
+		return -2;
+	if (k < n) {
+		/* An upgrade's answer is only waited for on bufferevents
+		 * (bind_may_upgrade): bytes cannot be put back. */
+		conn_tunnel_done(c, "request framing lost its place");
+		return -2;
+	}
+	return n;
+}
+
 /* Move what can be moved in one direction: write what is held, read more
  * while there is room, so reading src overlaps a slow dst instead of
  * waiting for it. Returns -1 if the connection was closed (c is gone),
@@ -255,6 +331,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			}
 		}
 		if (relay_wants_read(d)) {
+			bool framed;
 			size_t room;
 
 			if (!relay_has_medium(d) && relay_medium_get(c->px, d) != 0) {
@@ -267,15 +344,22 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			/* Never past the global cap: reading stops at it. */
 			if (room > membudget_room(d->q.b))
 				room = membudget_room(d->q.b);
-			if (room > 0) {
+			framed = d == &r->dir[0] && c->frame != NULL;
+			if (room > 0 && framed) {
+				n = relay_read_framed(d, room);
+				if (n == -2)
+					return -1;
+			} else if (room > 0) {
 				n = relay_read_in(d, room);
 			} else {
 				n = -1;
 				errno = EAGAIN;
 			}
 			if (n > 0) {
-				d->held += (size_t)n;
-				membudget_share_add(&d->q, (size_t)n);
+				if (!framed) {
+					d->held += (size_t)n;
+					membudget_share_add(&d->q, (size_t)n);
+				}
 				progress = true;
 			} else if (n == 0) {
 				d->eof = true;
@@ -358,6 +442,25 @@ relay_resume(struct conn *c)
 	relay_arm_read(&c->relay->dir[1]);
 }
 
+int
+relay_reply_bev(struct conn *c)
+{
+	struct bufferevent *bev;
+
+	if (c->relay == NULL || c->down.bev != NULL)
+		return c->down.bev != NULL ? 0 : -1;
+	/* Bytes on their way to the client: a reply would land inside
+	 * them. A response still to come is dropped with the upstream. */
+	if (c->relay->dir[1].held > 0)
+		return -1;
+	bev = bufferevent_socket_new(c->px->px_base, c->down.fd, 0);
+	if (bev == NULL)
+		return -1;
+	relay_free(c);
+	conn_half_set_bev(&c->down, bev);
+	return 0;
+}
+
 /* Swap the bufferevents for splice. Only called with every buffer empty
  * and neither side at EOF, so no byte is lost or reordered. */
 static void
@@ -394,11 +497,19 @@ relay_to_splice(struct conn *c)
 	relay_arm_read(&r->dir[1]);
 }
 
+/* A WebSocket upgrade waits for its answer: the client's later bytes
+ * wait unread, on bufferevents (bind_upgrade_answer). */
+static bool
+relay_upgrade_wait(const struct conn *c)
+{
+	return c->frame != NULL && c->frame->state == H1FRAME_UPGRADE;
+}
+
 static void
 relay_maybe_splice(struct conn *c)
 {
 	if (c->relay != NULL || c->bind_watch || c->down.eof || c->up.eof || c->down.bev == NULL ||
-	    c->up.bev == NULL)
+	    c->up.bev == NULL || relay_upgrade_wait(c))
 		return;
 	if (evbuffer_get_length(bufferevent_get_input(c->down.bev)) != 0 ||
 	    evbuffer_get_length(bufferevent_get_output(c->down.bev)) != 0 ||
@@ -417,6 +528,9 @@ relay_bev_shut(struct conn *c, struct conn_half *to)
 {
 	if (!to->peer->eof || to->shut || evbuffer_get_length(bufferevent_get_output(to->bev)) != 0)
 		return 0;
+	/* The client's last bytes still wait for an upgrade's answer. */
+	if (to == &c->up && evbuffer_get_length(bufferevent_get_input(c->down.bev)) != 0)
+		return 0;
 	shutdown(to->fd, SHUT_WR);
 	to->shut = true;
 	if (c->down.shut && c->up.shut) {
@@ -424,6 +538,68 @@ relay_bev_shut(struct conn *c, struct conn_half *to)
 		return -1;
 	}
 	return 0;
+}
+
+static int relay_bev_move(struct conn *c, struct conn_half *from);
+
+static int
+relay_emit_bev(void *arg, const void *p, size_t n)
+{
+	return n == 0 ? 0 : evbuffer_add(arg, p, n);
+}
+
+/* The client's bytes on a framed connection, on bufferevents: what the
+ * framer lets go is queued upstream, a head held in pieces stays in the
+ * framer, and while an upgrade waits for its answer the rest stays in
+ * the input, unread. Returns -1 if c is gone, else 0. */
+static int
+relay_bev_frame(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->down.bev);
+	struct evbuffer *out = bufferevent_get_output(c->up.bev);
+	size_t len, n, before;
+	const uint8_t *buf;
+	ssize_t k;
+
+	while (c->frame != NULL && (len = evbuffer_get_length(in)) > 0) {
+		n = len < RELAY_FRAME_READ ? len : RELAY_FRAME_READ;
+		buf = evbuffer_pullup(in, (ssize_t)n);
+		if (buf == NULL) {
+			conn_tunnel_done(c, "out of memory");
+			return -1;
+		}
+		before = evbuffer_get_length(out);
+		k = bind_frame(c, buf, n, relay_emit_bev, out);
+		if (k < 0)
+			return -1;
+		c->up.bytes += evbuffer_get_length(out) - before;
+		evbuffer_drain(in, (size_t)k);
+		if ((size_t)k < n) {
+			conn_half_read(&c->down, false); /* bind_upgrade_answer resumes it */
+			return 0;
+		}
+	}
+	/* No longer framed (upgraded, or audit mode): the rest as it is. */
+	if (c->frame == NULL && evbuffer_get_length(in) > 0)
+		return relay_bev_move(c, &c->down);
+	if (evbuffer_get_length(out) >= CONN_HIGH_WATER)
+		conn_half_read(&c->down, false); /* resumed by relay_bev_write */
+	return 0;
+}
+
+/* The upgrade is answered: the upstream's bytes go on, and so do the
+ * client's that waited. Returns -1 if c is gone, else 0. */
+static int
+relay_bev_answered(struct conn *c)
+{
+	if (relay_bev_move(c, &c->up) != 0)
+		return -1;
+	if (!c->down.eof)
+		conn_half_read(&c->down, true);
+	if (evbuffer_get_length(bufferevent_get_input(c->down.bev)) > 0 &&
+	    relay_bev_move(c, &c->down) != 0)
+		return -1;
+	return relay_bev_shut(c, &c->up);
 }
 
 /* Move what from has read to its peer's output. Returns -1 if the
@@ -441,6 +617,14 @@ relay_bev_move(struct conn *c, struct conn_half *from)
 	 * (bind.c): only what was looked at goes. */
 	if (from == &c->down && c->bind_watch && bind_tunnel_read(c, &pass) != 0)
 		return -1;
+	if (from == &c->down && !c->bind_watch && c->frame != NULL)
+		return relay_bev_frame(c);
+	if (from == &c->up && relay_upgrade_wait(c)) {
+		if (bind_upgrade_answer(c, &pass) != 0)
+			return -1;
+		if (!relay_upgrade_wait(c))
+			return relay_bev_answered(c);
+	}
 	n = evbuffer_get_length(in);
 	if (n > pass)
 		n = pass;
@@ -469,7 +653,7 @@ relay_bev_write(struct bufferevent *bev, void *arg)
 	struct conn_half *to = half_of(c, bev), *from = to->peer;
 
 	conn_touch(c);
-	if (!from->eof)
+	if (!from->eof && !(from == &c->down && relay_upgrade_wait(c)))
 		conn_half_read(from, true);
 	if (relay_bev_shut(c, to) != 0)
 		return;

@@ -316,5 +316,6 @@ def ech_allowed():
     tls_probe("ech-two-names", ["evil.test", "secret.evil.test"], ech=True)
 
 
-{"transparent": transparent, "explicit": explicit, "tunnel": tunnel, "late-cidr": late_cidr,
- "ech-allowed": ech_allowed}[sys.argv[1]]()
+if __name__ == "__main__":  # frames.py imports the TLS probes
+    {"transparent": transparent, "explicit": explicit, "tunnel": tunnel, "late-cidr": late_cidr,
+     "ech-allowed": ech_allowed}[sys.argv[1]]()

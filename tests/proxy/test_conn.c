@@ -605,12 +605,79 @@ test_tunnel_host_same_address(void **state)
 	assert_int_equal(send(fd, head, n, 0), (ssize_t)n);
 	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), n, 3000, &eof), n);
 	assert_memory_equal(buf, head, n);
-	assert_int_equal(send(fd, "more", 4, 0), 4);
-	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), 4, 3000, &eof), 4);
+	/* the next request, the address in its usual spelling */
+	n = (size_t)snprintf(head, sizeof(head), "GET /2 HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n",
+	                     loop_port);
+	assert_int_equal(send(fd, head, n, 0), (ssize_t)n);
+	assert_int_equal(drive_recv(f, srv, buf, sizeof(buf), n, 3000, &eof), n);
+	assert_memory_equal(buf, head, n);
 	close(fd);
 	close(srv);
 	exchange(f, client(f), NULL, 50);
 	assert_non_null(strstr(log_text(f), "\"verdict\":\"allow\""));
+}
+
+/* Every request in the tunnel is framed, not only the first: a body
+ * that holds a head is a body, and goes; the next request, pipelined in
+ * the same write and naming another host, is refused with 421 and none
+ * of it reaches the server; the line names both names. */
+static void
+test_tunnel_second_request(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	static const char fake[] = "GET / HTTP/1.1\r\nHost: b.test\r\n\r\n";
+	char first[256], all[512], buf[512];
+	const char *r;
+	bool eof;
+	size_t n, got;
+
+	n = (size_t)snprintf(
+	        first, sizeof(first),
+	        "POST / HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nContent-Length: %zu\r\n\r\n%s", loop_port,
+	        sizeof(fake) - 1, fake);
+	snprintf(all, sizeof(all), "%sGET / HTTP/1.1\r\nHost: a.test\r\n\r\n", first);
+	r = exchange(f, fd, all, 2000);
+	assert_non_null(strstr(r, "HTTP/1.1 421 Misdirected Request\r\n"));
+	/* at most the first request and its body (the refusal may drop
+	 * them with the upstream), never a byte of the second */
+	got = drive_recv(f, srv, buf, sizeof(buf), sizeof(buf), 300, &eof);
+	assert_true(got <= n);
+	assert_memory_equal(buf, first, got);
+	close(fd);
+	close(srv);
+	assert_int_equal(log_lines(f), 1);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"deny\""));
+	assert_non_null(
+	        strstr(log_text(f), "tunnel to 127.0.0.1 carries a request for Host a.test"));
+}
+
+/* Bytes where the next request must begin that are no request head end
+ * the tunnel: what the framer cannot read is not let through unread. */
+static void
+test_tunnel_unframable(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	char first[256], all[512], buf[512];
+	const char *r;
+	bool eof;
+	size_t n, got;
+
+	n = (size_t)snprintf(
+	        first, sizeof(first),
+	        "POST / HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nTransfer-Encoding: chunked\r\n"
+	        "\r\n3\r\nabc\r\n0\r\n\r\n",
+	        loop_port);
+	snprintf(all, sizeof(all), "%s\x16\x03\x01\x01\x05hello", first);
+	r = exchange(f, fd, all, 2000);
+	assert_non_null(strstr(r, "HTTP/1.1 400 Bad Request\r\n"));
+	got = drive_recv(f, srv, buf, sizeof(buf), sizeof(buf), 300, &eof);
+	assert_true(got <= n);
+	assert_memory_equal(buf, first, got);
+	close(fd);
+	close(srv);
+	assert_non_null(strstr(log_text(f), "request 2: bytes where a request must begin"));
 }
 
 /* A server that speaks first is heard while the client's first bytes are
@@ -1571,6 +1638,10 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_tunnel_host_mismatch, setup_loopback,
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_tunnel_host_same_address, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_second_request, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_unframable, setup_loopback,
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_tunnel_server_first, setup_loopback,
 	                                        teardown_loopback),
