@@ -602,6 +602,26 @@ test_break_garbage(void **state)
 	text_free(&t);
 }
 
+/* An over-long line (the reader skips to its newline) is a break, and
+ * the line count after it stays right. */
+static void
+test_break_too_long(void **state)
+{
+	static char big[ELOG_LINE_MAX + 100];
+	struct outcome o;
+	struct text t;
+
+	(void)state;
+	write_run("t-1", 2);
+	text_read(&t);
+	memset(big, 'x', sizeof(big) - 1);
+	text_insert(&t, 1, big);
+	text_write(&t);
+	text_free(&t);
+	verify(&o);
+	expect_break(&o, 2, "not a log line: longer than 65536 bytes");
+}
+
 /* A break in another run's chain is found while a prev mismatch is
  * still being pinned down: the earlier one is reported. */
 static void
@@ -684,6 +704,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_break_insert, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_break_truncate, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_break_garbage, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_break_too_long, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_break_first_wins, setup, teardown),
 	        cmocka_unit_test(test_checker_counts),
 	};
