@@ -394,10 +394,14 @@ elog_verify_files(char *const *files, int n_files, FILE *out)
 			broken = true;
 	if (broken)
 		return ELOG_VERIFY_BROKEN;
-	fprintf(out, "%llu chain%s hold%s: %llu of %llu lines chained in %d file%s",
-	        (unsigned long long)sum.chains, sum.chains == 1 ? "" : "s",
-	        sum.chains == 1 ? "s" : "", (unsigned long long)sum.chained,
-	        (unsigned long long)sum.lines, n_files, n_files == 1 ? "" : "s");
+	if (sum.chains == 0)
+		fprintf(out, "no chain: %llu lines in %d file%s", (unsigned long long)sum.lines,
+		        n_files, n_files == 1 ? "" : "s");
+	else
+		fprintf(out, "%llu chain%s hold%s: %llu of %llu lines chained in %d file%s",
+		        (unsigned long long)sum.chains, sum.chains == 1 ? "" : "s",
+		        sum.chains == 1 ? "s" : "", (unsigned long long)sum.chained,
+		        (unsigned long long)sum.lines, n_files, n_files == 1 ? "" : "s");
 	if (sum.chains > sum.ended)
 		fprintf(out, "; %llu without task-end (running, killed, or its end removed)",
 		        (unsigned long long)(sum.chains - sum.ended));
