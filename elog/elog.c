@@ -354,7 +354,8 @@ static int
 line_emit(struct elog *log, struct elog_buf *b)
 {
 	if (elog_chain_seal(&log->chain, b) < 0) {
-		snprintf(log->error, sizeof(log->error), "a line could not be hashed for its chain");
+		snprintf(log->error, sizeof(log->error),
+		         "a line could not be hashed for its chain");
 		log_warnx("egress log: %s; log marked failed", log->error);
 		log->failed = true;
 		return -1;

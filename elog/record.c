@@ -159,9 +159,8 @@ static const char *const field_names[N_FIELDS] = {
 };
 
 static const uint8_t field_lens[N_FIELDS] = {
-        2, 4, 4, 4, 2, 4, 7,  4, 6, 8, 10, 11, 3, 6, 3,
-        5, 5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6,  6, 7, 5,
-        3, 4,
+        2, 4, 4, 4, 2, 4,  7, 4, 6, 8,  10, 11, 3, 6, 3, 5,
+        5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6,  6,  7, 5, 3, 4,
 };
 
 static void

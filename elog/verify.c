@@ -67,8 +67,8 @@ elog_verify_stats(const struct elog_verify *v)
 /* The first break ends the check. A prev mismatch still being pinned down
  * lies before anything found after it, so it is the one reported. */
 static int
-brk_at(struct elog_verify *v, struct elog_verify_break *brk, enum elog_break what,
-       uint64_t line, uint64_t other)
+brk_at(struct elog_verify *v, struct elog_verify_break *brk, enum elog_break what, uint64_t line,
+       uint64_t other)
 {
 	memset(brk, 0, sizeof(*brk));
 	if (v->pend.pd_active) {
@@ -408,7 +408,8 @@ elog_verify_files(char *const *files, int n_files, FILE *out)
 	if (sum.budget > 0)
 		fprintf(out, "; %llu spent the log budget", (unsigned long long)sum.budget);
 	if (sum.unchained > 0)
-		fprintf(out, "; %llu lines carry no chain (written before seq and prev), not checked",
+		fprintf(out,
+		        "; %llu lines carry no chain (written before seq and prev), not checked",
 		        (unsigned long long)sum.unchained);
 	fputc('\n', out);
 	return sum.unchained > 0 ? ELOG_VERIFY_UNCHAINED : ELOG_VERIFY_OK;

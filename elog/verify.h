@@ -28,36 +28,36 @@
 
 enum elog_break {
 	ELOG_BREAK_NONE = 0,
-	ELOG_BREAK_GARBAGE,     /* not a log line (JSON, ts, kind, a field's type) */
-	ELOG_BREAK_TOO_LONG,    /* longer than ELOG_LINE_MAX */
-	ELOG_BREAK_CUT,         /* the last line has no newline */
-	ELOG_BREAK_HALF,        /* seq without prev or the reverse, or prev not hex */
-	ELOG_BREAK_NO_START,    /* a chained line before any task-start of its task */
-	ELOG_BREAK_BAD_START,   /* a task-start whose seq is not 0 or prev not the genesis */
-	ELOG_BREAK_SEQ,         /* seq is not one more than the chain's last */
-	ELOG_BREAK_PREV,        /* prev is not the hash of the chain's last line */
-	ELOG_BREAK_CHANGED,     /* this line changed after it was written (the next
-	                         * line's prev does not match it, the one after
-	                         * confirms the next) */
-	ELOG_BREAK_UNCHAINED,   /* a line without seq and prev inside a chain */
+	ELOG_BREAK_GARBAGE,   /* not a log line (JSON, ts, kind, a field's type) */
+	ELOG_BREAK_TOO_LONG,  /* longer than ELOG_LINE_MAX */
+	ELOG_BREAK_CUT,       /* the last line has no newline */
+	ELOG_BREAK_HALF,      /* seq without prev or the reverse, or prev not hex */
+	ELOG_BREAK_NO_START,  /* a chained line before any task-start of its task */
+	ELOG_BREAK_BAD_START, /* a task-start whose seq is not 0 or prev not the genesis */
+	ELOG_BREAK_SEQ,       /* seq is not one more than the chain's last */
+	ELOG_BREAK_PREV,      /* prev is not the hash of the chain's last line */
+	ELOG_BREAK_CHANGED,   /* this line changed after it was written (the next
+	                       * line's prev does not match it, the one after
+	                       * confirms the next) */
+	ELOG_BREAK_UNCHAINED, /* a line without seq and prev inside a chain */
 };
 
 /* The first break: where, what, and the line it is judged against. */
 struct elog_verify_break {
 	enum elog_break what;
-	uint64_t line;  /* the line that breaks the chain */
-	uint64_t other; /* the chain's line it was checked against (0: none) */
+	uint64_t line;      /* the line that breaks the chain */
+	uint64_t other;     /* the chain's line it was checked against (0: none) */
 	uint64_t want, got; /* ELOG_BREAK_SEQ: the seq expected and found */
 	char detail[160];   /* ELOG_BREAK_GARBAGE: why; NO_START: the task */
 };
 
 struct elog_verify_stats {
-	uint64_t lines;      /* lines read */
-	uint64_t chained;    /* lines that belong to a chain and hold */
-	uint64_t unchained;  /* lines from before the chain (no seq, no prev) */
-	uint64_t chains;     /* task-starts that began a chain */
-	uint64_t ended;      /* chains that reached their task-end */
-	uint64_t budget;     /* chains with a log-budget line (detail stopped) */
+	uint64_t lines;     /* lines read */
+	uint64_t chained;   /* lines that belong to a chain and hold */
+	uint64_t unchained; /* lines from before the chain (no seq, no prev) */
+	uint64_t chains;    /* task-starts that began a chain */
+	uint64_t ended;     /* chains that reached their task-end */
+	uint64_t budget;    /* chains with a log-budget line (detail stopped) */
 };
 
 struct elog_verify;

@@ -251,8 +251,8 @@ test_writer_seq_prev(void **state)
 		assert_non_null(strstr(t.line[i], want));
 		if (seq == 0) {
 			assert_non_null(strstr(t.line[i], "\"kind\":\"task-start\""));
-			assert_memory_equal(field_after(t.line[i], "\"prev\":\""), ELOG_CHAIN_GENESIS,
-			                    64);
+			assert_memory_equal(field_after(t.line[i], "\"prev\":\""),
+			                    ELOG_CHAIN_GENESIS, 64);
 		} else {
 			SHA256((const unsigned char *)t.line[i - 1], strlen(t.line[i - 1]), h);
 			elog_sha256_hex(h, hex);
@@ -375,8 +375,9 @@ test_verify_unchained(void **state)
 
 	(void)state;
 	assert_non_null(f);
-	fprintf(f, "{\"ts\":\"2026-11-30T10:24:40.001Z\",\"task\":\"7f3a\",\"kind\":\"task-start\"}\n"
-	           "{\"ts\":\"2026-11-30T10:24:41.001Z\",\"task\":\"7f3a\",\"kind\":\"tcp\"}\n");
+	fprintf(f,
+	        "{\"ts\":\"2026-11-30T10:24:40.001Z\",\"task\":\"7f3a\",\"kind\":\"task-start\"}\n"
+	        "{\"ts\":\"2026-11-30T10:24:41.001Z\",\"task\":\"7f3a\",\"kind\":\"tcp\"}\n");
 	fclose(f);
 	write_run("t-new", 1);
 	verify(&o);
@@ -518,7 +519,8 @@ test_break_insert(void **state)
 	expect_break(&o, 4, "seq 1 where 3 was expected");
 
 	text_delete(&t, 3);
-	text_insert(&t, 3, "{\"ts\":\"2026-11-30T10:24:41.001Z\",\"task\":\"t-1\",\"kind\":\"tcp\"}");
+	text_insert(&t, 3,
+	            "{\"ts\":\"2026-11-30T10:24:41.001Z\",\"task\":\"t-1\",\"kind\":\"tcp\"}");
 	text_write(&t);
 	verify(&o);
 	expect_break(&o, 4, "no seq and prev inside the chain");
@@ -534,16 +536,18 @@ test_break_insert(void **state)
 	/* A forged task-start that does not begin a chain; a prev that is
 	 * no SHA-256. */
 	text_delete(&t, 3);
-	text_insert(&t, 3,
-	            "{\"ts\":\"2026-11-30T10:24:41.001Z\",\"task\":\"forged\",\"kind\":\"task-start\","
-	            "\"seq\":3,\"prev\":\"" ELOG_CHAIN_GENESIS "\"}");
+	text_insert(
+	        &t, 3,
+	        "{\"ts\":\"2026-11-30T10:24:41.001Z\",\"task\":\"forged\",\"kind\":\"task-start\","
+	        "\"seq\":3,\"prev\":\"" ELOG_CHAIN_GENESIS "\"}");
 	text_write(&t);
 	verify(&o);
 	expect_break(&o, 4, "a task-start that does not begin a chain (seq 3");
 	text_delete(&t, 3);
-	text_insert(&t, 3,
-	            "{\"ts\":\"2026-11-30T10:24:41.001Z\",\"task\":\"forged\",\"kind\":\"task-start\","
-	            "\"seq\":0,\"prev\":\"" ELOG_CHAIN_GENESIS "1\"}");
+	text_insert(
+	        &t, 3,
+	        "{\"ts\":\"2026-11-30T10:24:41.001Z\",\"task\":\"forged\",\"kind\":\"task-start\","
+	        "\"seq\":0,\"prev\":\"" ELOG_CHAIN_GENESIS "1\"}");
 	text_write(&t);
 	verify(&o);
 	expect_break(&o, 4, "seq and prev must both be there");
@@ -632,8 +636,8 @@ test_break_first_wins(void **state)
 	struct text t;
 
 	(void)state;
-	a = run_start("t-a"); /* 1 */
-	b = run_start("t-b"); /* 2 */
+	a = run_start("t-a");                          /* 1 */
+	b = run_start("t-b");                          /* 2 */
 	assert_int_equal(elog_event(a, &ev_allow), 0); /* 3 */
 	assert_int_equal(elog_event(a, &ev_allow), 0); /* 4 */
 	assert_int_equal(elog_event(b, &ev_allow), 0); /* 5 */
