@@ -20,24 +20,23 @@
 static void
 usage_log(FILE *out)
 {
-	fprintf(out,
-	        "usage: airlock log show [--denied] [--host GLOB] [--task ID] [--since TIME]\n"
-	        "                        [--json] FILE...\n"
-	        "       airlock log summary [--json] FILE...\n"
-	        "       airlock log suggest [--wildcard-min N] [--name NAME] FILE... > "
-	        "policy.yaml\n"
-	        "       airlock log replay -p POLICY FILE...\n"
-	        "       airlock log verify FILE...\n"
-	        "\n"
-	        "  show     one readable line per event, filtered\n"
-	        "  summary  per destination and per task: attempts, verdicts, bytes, times\n"
-	        "  suggest  the smallest policy that would have allowed what was attempted\n"
-	        "  replay   what would change under another policy (exit 1 if anything)\n"
-	        "  verify   check every line's hash chain; name the first line that breaks it\n"
-	        "\n"
-	        "FILE is an egress log (JSON Lines, docs/log.md), or - for stdin.\n"
-	        "Garbage lines are reported on stderr as FILE:LINE and skipped.\n"
-	        "`airlock log COMMAND --help` describes each command.\n");
+	fprintf(out, "usage: airlock log show [--denied] [--host GLOB] [--task ID] [--since TIME]\n"
+	             "                        [--json] FILE...\n"
+	             "       airlock log summary [--json] FILE...\n"
+	             "       airlock log suggest [--wildcard-min N] [--name NAME] FILE... > "
+	             "policy.yaml\n"
+	             "       airlock log replay -p POLICY FILE...\n"
+	             "       airlock log verify FILE...\n"
+	             "\n"
+	             "  show     one readable line per event, filtered\n"
+	             "  summary  per destination and per task: attempts, verdicts, bytes, times\n"
+	             "  suggest  the smallest policy that would have allowed what was attempted\n"
+	             "  replay   what would change under another policy (exit 1 if anything)\n"
+	             "  verify   check each run's hash chain; name the line that breaks it\n"
+	             "\n"
+	             "FILE is an egress log (JSON Lines, docs/log.md), or - for stdin.\n"
+	             "Garbage lines are reported on stderr as FILE:LINE and skipped.\n"
+	             "`airlock log COMMAND --help` describes each command.\n");
 }
 
 static void
