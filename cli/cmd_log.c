@@ -1,6 +1,7 @@
-/* `airlock log show|summary|suggest|replay FILE...`: reviewing egress logs
- * (docs/log.md, docs/audit.md). The work is in elog/review.h; this file
- * parses flags and maps results to exit statuses. */
+/* `airlock log show|summary|suggest|replay|verify FILE...`: reviewing
+ * egress logs (docs/log.md, docs/audit.md). The work is in elog/review.h
+ * and elog/verify.h; this file parses flags and maps results to exit
+ * statuses. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,10 @@
 #include "cli/cmd.h"
 #include "common/util.h"
 #include "elog/review.h"
+#include "elog/verify.h"
+
+/* log verify: no break, but lines without a chain (older logs). */
+#define EXIT_UNCHAINED 3
 
 static void
 usage_log(FILE *out)
@@ -21,11 +26,13 @@ usage_log(FILE *out)
 	             "       airlock log suggest [--wildcard-min N] [--name NAME] FILE... > "
 	             "policy.yaml\n"
 	             "       airlock log replay -p POLICY FILE...\n"
+	             "       airlock log verify FILE...\n"
 	             "\n"
 	             "  show     one readable line per event, filtered\n"
 	             "  summary  per destination and per task: attempts, verdicts, bytes, times\n"
 	             "  suggest  the smallest policy that would have allowed what was attempted\n"
 	             "  replay   what would change under another policy (exit 1 if anything)\n"
+	             "  verify   check each run's hash chain; name the line that breaks it\n"
 	             "\n"
 	             "FILE is an egress log (JSON Lines, docs/log.md), or - for stdin.\n"
 	             "Garbage lines are reported on stderr as FILE:LINE and skipped.\n"
@@ -103,6 +110,24 @@ usage_replay(FILE *out)
 	             "\n"
 	             "Exit status: 0 nothing would change, 1 something would (or a file\n"
 	             "could not be read), 2 usage error or an invalid policy.\n");
+}
+
+static void
+usage_verify(FILE *out)
+{
+	fprintf(out, "usage: airlock log verify FILE...\n"
+	             "\n"
+	             "Check the hash chain of every run in each FILE: each line's seq is one\n"
+	             "more than the line before it of its task, and its prev is that line's\n"
+	             "SHA-256, from the run's task-start on. For each FILE that breaks, one\n"
+	             "line FILE:LINE: what broke (an edited, missing, inserted or reordered\n"
+	             "line, a line that is not a log line, a cut last line); when none does,\n"
+	             "one summary line. Chains without a task-end (a run still going, killed,\n"
+	             "or whose last lines were removed) are counted in the summary.\n"
+	             "\n"
+	             "Exit status: 0 every chain holds, 1 a chain breaks (or a file could not\n"
+	             "be read), 2 usage error, 3 nothing breaks but some lines carry no\n"
+	             "chain (written before airlock added seq and prev): not checked.\n");
 }
 
 static int
@@ -312,6 +337,38 @@ log_replay(int argc, char **argv)
 	return rc < 0 ? EXIT_USAGE : rc;
 }
 
+static int
+log_verify(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage_verify(stdout);
+			return 0;
+		default:
+			usage_verify(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc)
+		return no_files("verify");
+	switch (elog_verify_files(argv + optind, argc - optind, stdout)) {
+	case ELOG_VERIFY_OK:
+		return 0;
+	case ELOG_VERIFY_UNCHAINED:
+		return EXIT_UNCHAINED;
+	case ELOG_VERIFY_BROKEN:
+		break;
+	}
+	return 1;
+}
+
 int
 cmd_log(int argc, char **argv)
 {
@@ -319,10 +376,8 @@ cmd_log(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} subs[] = {
-	        {"show", log_show},
-	        {"summary", log_summary},
-	        {"suggest", log_suggest},
-	        {"replay", log_replay},
+	        {"show", log_show},     {"summary", log_summary}, {"suggest", log_suggest},
+	        {"replay", log_replay}, {"verify", log_verify},
 	};
 
 	if (argc < 2) {
@@ -348,7 +403,7 @@ cmd_log(int argc, char **argv)
 	}
 	fprintf(stderr,
 	        "airlock: log: unknown command '%s'; expected show, summary, "
-	        "suggest or replay\n",
+	        "suggest, replay or verify\n",
 	        argv[1]);
 	return EXIT_USAGE;
 }

@@ -16,7 +16,7 @@ static const struct {
 	{ "run", cmd_run, "run a command in a sandbox under a policy" },
 	{ "proxy", cmd_proxy, "run the allowlist proxy alone (explicit mode)" },
 	{ "policy", cmd_policy, "check a policy, or test destinations against it" },
-	{ "log", cmd_log, "review egress logs: show, summary, suggest, replay" },
+	{ "log", cmd_log, "review egress logs: show, summary, suggest, replay, verify" },
 	{ "selftest", cmd_selftest, "check that this machine can enforce a sandbox" },
 };
 

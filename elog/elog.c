@@ -1,6 +1,7 @@
 /* The egress log writer (schema v1, docs/log.md). Each line is built in a
- * fixed buffer and handed whole to the sink (elog/sink.h), which never
- * blocks and never leaves a partial line. Around that: the task's totals,
+ * fixed buffer, sealed into the hash chain (elog/chain.h) and handed whole
+ * to the sink (elog/sink.h), which never blocks and never leaves a partial
+ * line; line_emit is the one way out. Around that: the task's totals,
  * the memory of repeated events (elog/agg.h) with its window, and the log
  * budget with the destinations the log names (elog/tab.h). */
 #include "elog/elog.h"
@@ -25,6 +26,7 @@
 #include "elog/agg.h"
 #include "elog/buf.h"
 #include "elog/caps.h"
+#include "elog/chain.h"
 #include "elog/sink.h"
 #include "elog/tab.h"
 
@@ -79,6 +81,9 @@ struct elog {
 	struct event *ev_window; /* closes the aggregation window */
 	struct event *ev_write;  /* the sink's fd is writable again */
 
+	/* seq and prev of the next line (restarted by task-start). */
+	struct elog_chain chain;
+
 	char line[ELOG_LINE_MAX];
 };
 
@@ -117,6 +122,7 @@ elog_open_fd(int fd)
 	}
 	log->agg_window_ms = ELOG_AGG_WINDOW_MS;
 	log->agg_max = ELOG_AGG_MAX;
+	elog_chain_init(&log->chain);
 	return log;
 }
 
@@ -315,9 +321,10 @@ field_u64(struct elog_buf *b, const char *name, uint64_t val)
 	elog_buf_u64(b, val);
 }
 
-/* Close the object. A line that did not fit marks the log failed: a
- * partial record is worse than none, and the caller must stop letting
- * traffic through. Returns 0, or -1 (nothing to write). */
+/* The line's last own field; line_emit closes the object with the chain's
+ * fields, for which room is kept. A line that did not fit marks the log
+ * failed: a partial record is worse than none, and the caller must stop
+ * letting traffic through. Returns 0, or -1 (nothing to write). */
 static int
 line_end(struct elog *log, struct elog_buf *b, struct cuts *cuts)
 {
@@ -330,8 +337,7 @@ line_end(struct elog *log, struct elog_buf *b, struct cuts *cuts)
 		}
 		elog_buf_putc(b, ']');
 	}
-	elog_buf_puts(b, "}\n");
-	if (b->overflow) {
+	if (b->overflow || b->cap - b->len < ELOG_CHAIN_SUFFIX_MAX) {
 		snprintf(log->error, sizeof(log->error), "a line exceeded %d bytes", ELOG_LINE_MAX);
 		log_warnx("egress log: %s; log marked failed", log->error);
 		log->failed = true;
@@ -340,13 +346,23 @@ line_end(struct elog *log, struct elog_buf *b, struct cuts *cuts)
 	return 0;
 }
 
-/* Hand a built line to the sink; what a slow reader had no room for is
- * written when its fd is writable again. */
+/* Seal a built line into the chain and hand it to the sink, in the order
+ * lines are written; what a slow reader had no room for is written when
+ * its fd is writable again. A line that cannot be sealed is not written
+ * and fails the log: an unchained line would break every later one. */
 static int
-line_emit(struct elog *log, const struct elog_buf *b)
+line_emit(struct elog *log, struct elog_buf *b)
 {
+	if (elog_chain_seal(&log->chain, b) < 0) {
+		snprintf(log->error, sizeof(log->error),
+		         "a line could not be hashed for its chain");
+		log_warnx("egress log: %s; log marked failed", log->error);
+		log->failed = true;
+		return -1;
+	}
 	if (elog_sink_write(log->sink, b->data, b->len) < 0)
 		return -1;
+	elog_chain_commit(&log->chain);
 	if (log->ev_write != NULL && elog_sink_queued(log->sink) > 0 &&
 	    !event_pending(log->ev_write, EV_WRITE, NULL))
 		(void)event_add(log->ev_write, NULL);
@@ -521,6 +537,8 @@ budget_admits_line(struct elog *log, const struct elog_event *ev, size_t len)
 
 	if (log->budget == 0)
 		return true;
+	/* The whole line counts, with the chain's fields line_emit adds. */
+	len += elog_chain_suffix_len(&log->chain);
 	if (traffic)
 		k = known_get(log, dest, ev->port, true);
 	if (!log->spent && len <= log->budget - log->spent_bytes) {
@@ -816,6 +834,8 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 		cut_note(&cuts, cut, "command");
 	}
 	field_str(&b, &cuts, "selftest", ts->selftest, CAP_TEXT);
+	/* Each run's chain starts here, also in a file earlier runs wrote. */
+	elog_chain_restart(&log->chain);
 	if (line_end(log, &b, &cuts) < 0 || line_emit(log, &b) < 0)
 		return -1;
 	if (log->human != NULL) {

@@ -1,7 +1,9 @@
 /* The egress log: JSON Lines, schema v1 (docs/log.md). One object per
  * event, written by the supervisor only, each line whole (elog/sink.h:
  * never blocking, never a partial line). Every string the sandbox controls
- * is escaped and capped before it is written.
+ * is escaped and capped before it is written. Every line written ends in
+ * seq and prev, a hash chain from the run's task-start (elog/chain.h);
+ * a line the budget drops is not in it.
  *
  * Volume is bounded twice: events that moved no bytes (DNS queries,
  * refusals) are aggregated, the first written at once and repeats counted

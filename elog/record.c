@@ -144,6 +144,8 @@ enum field {
 	F_TOTALS,
 	F_PACKETS,
 	F_COUNT,
+	F_SEQ,
+	F_PREV,
 	N_FIELDS
 };
 
@@ -153,11 +155,12 @@ static const char *const field_names[N_FIELDS] = {
         "sni",      "method",      "url",    "qtype",         "rcode",      "proto",
         "orig_dst", "answers",     "policy", "policy_sha256", "mode",       "selftest",
         "command",  "exit_status", "signal", "totals",        "packets",    "count",
+        "seq",      "prev",
 };
 
 static const uint8_t field_lens[N_FIELDS] = {
-        2, 4, 4, 4, 2, 4, 7,  4, 6, 8, 10, 11, 3, 6, 3,
-        5, 5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6,  6, 7, 5,
+        2, 4, 4, 4, 2, 4,  7, 4, 6, 8,  10, 11, 3, 6, 3, 5,
+        5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6,  6,  7, 5, 3, 4,
 };
 
 static void
@@ -330,6 +333,9 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog
 	rc |= get_u64(j, idx, F_PACKETS, &rec->packets, &bad);
 	rc |= get_u64(j, idx, F_COUNT, &rec->count, &bad);
 	rc |= get_array_of_str(j, idx, F_ANSWERS, &rec->answers, &bad);
+	rc |= get_u64(j, idx, F_SEQ, &rec->seq, &bad);
+	rec->has_seq = !absent(j, idx[F_SEQ]);
+	rc |= get_str(j, idx, F_PREV, &rec->prev, &bad);
 	if (rc == 0 && strcmp(rec->kind, "task-start") == 0) {
 		rec->type = ELOG_REC_TASK_START;
 		rc |= get_str(j, idx, F_POLICY, &rec->policy, &bad);
@@ -500,17 +506,14 @@ fill(struct elog_reader *r)
 }
 
 int
-elog_reader_next(struct elog_reader *r, struct elog_record *rec)
+elog_reader_line(struct elog_reader *r, struct elog_line *l)
 {
-	char why[160];
-
 	for (;;) {
 		char *line = r->buf + r->start;
 		size_t avail = r->end - r->start;
 		char *nl = memchr(line, '\n', avail);
-		size_t len;
-		bool cut = false;
 
+		memset(l, 0, sizeof(*l));
 		if (nl == NULL) {
 			if (r->skipping) {
 				r->start = r->end; /* drop what we have */
@@ -521,10 +524,10 @@ elog_reader_next(struct elog_reader *r, struct elog_record *rec)
 				continue;
 			}
 			if (avail > ELOG_LINE_MAX) {
-				r->lineno++;
-				report(r, "line longer than 65536 bytes");
 				r->skipping = true;
-				continue;
+				l->lineno = ++r->lineno;
+				l->too_long = true;
+				return 1;
 			}
 			if (!r->eof) {
 				if (fill(r) < 0)
@@ -534,30 +537,54 @@ elog_reader_next(struct elog_reader *r, struct elog_record *rec)
 			if (avail == 0)
 				return 0;
 			/* The last line has no newline: a crashed run. */
-			len = avail;
-			cut = true;
+			l->len = avail;
+			l->cut = true;
 			r->start = r->end;
 		} else {
-			len = (size_t)(nl - line);
-			r->start += len + 1;
+			l->len = (size_t)(nl - line);
+			r->start += l->len + 1;
 			if (r->skipping) {
 				r->skipping = false;
 				continue;
 			}
 		}
-		r->lineno++;
-		if (len > ELOG_LINE_MAX) {
+		l->data = line;
+		l->lineno = ++r->lineno;
+		if (l->len > ELOG_LINE_MAX) {
+			l->data = NULL;
+			l->len = 0;
+			l->too_long = true;
+		}
+		return 1;
+	}
+}
+
+const char *
+elog_reader_path(const struct elog_reader *r)
+{
+	return r->path;
+}
+
+int
+elog_reader_next(struct elog_reader *r, struct elog_record *rec)
+{
+	struct elog_line l;
+	char why[160];
+	int got;
+
+	while ((got = elog_reader_line(r, &l)) > 0) {
+		if (l.too_long) {
 			report(r, "line longer than 65536 bytes");
 			continue;
 		}
-		if (len == 0 || (len == 1 && line[0] == '\r'))
+		if (l.len == 0 || (l.len == 1 && l.data[0] == '\r'))
 			continue; /* blank lines are harmless */
-		if (elog_record_parse(&r->json, line, len, rec, why, sizeof(why)) == 0) {
+		if (elog_record_parse(&r->json, l.data, l.len, rec, why, sizeof(why)) == 0) {
 			rec->file = r->path;
-			rec->lineno = r->lineno;
+			rec->lineno = l.lineno;
 			return 1;
 		}
-		if (cut) {
+		if (l.cut) {
 			char what[240];
 			snprintf(what, sizeof(what), "last line is cut short (a crashed run?): %s",
 			         why);
@@ -566,4 +593,5 @@ elog_reader_next(struct elog_reader *r, struct elog_record *rec)
 			report(r, why);
 		}
 	}
+	return got;
 }

@@ -44,6 +44,10 @@ struct elog_record {
 	int answers;      /* token of the answers array, or -1 */
 	uint64_t packets; /* packet lines: blocked packets the line stands for (0: absent) */
 	uint64_t count;   /* repeats counted: events the line stands for (0: absent, one) */
+	/* The hash chain (elog/chain.h), on every line since it was added. */
+	bool has_seq;
+	uint64_t seq;
+	const char *prev; /* hex SHA-256 of the chain's previous line */
 
 	/* task-start */
 	const char *policy, *policy_sha256, *mode, *selftest;
@@ -64,6 +68,21 @@ struct elog_reader *elog_reader_open(const char *path, char *err, size_t errlen)
 void elog_reader_free(struct elog_reader *r);
 /* Next good record: 1, or 0 at the end, or -1 on a read error (reported). */
 int elog_reader_next(struct elog_reader *r, struct elog_record *rec);
+/* One line as it is in the file, for a reader that judges every line
+ * itself (`airlock log verify`); data is borrowed like a record's. */
+struct elog_line {
+	const char *data; /* without its newline; NULL when too_long */
+	size_t len;
+	uint64_t lineno;
+	bool cut;      /* the file's last line, without its newline */
+	bool too_long; /* longer than ELOG_LINE_MAX: skipped to its end */
+};
+/* Next line, blank and garbage ones included, none reported: 1, or 0 at
+ * the end, or -1 on a read error (reported). Do not mix with
+ * elog_reader_next on one reader. */
+int elog_reader_line(struct elog_reader *r, struct elog_line *l);
+/* The path the reader was opened with ("-" for stdin). */
+const char *elog_reader_path(const struct elog_reader *r);
 /* Lines skipped as garbage so far. */
 uint64_t elog_reader_garbage(const struct elog_reader *r);
 

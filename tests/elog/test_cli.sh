@@ -62,4 +62,16 @@ grep -v '"task":"c2"' "$D/mixed.jsonl" | grep '"verdict":"allow"' >"$SCRATCH/all
 printf 'version: 1\nname: same\nallow:\n  - host: pypi.org\n    ports: [443]\n' >"$SCRATCH/same.yaml"
 "$AIRLOCK" log replay -p "$SCRATCH/same.yaml" "$SCRATCH/allowed.jsonl" >/dev/null 2>&1 && rc=0 || rc=$?
 expect_eq "replay without changes" 0 "$rc"
+# verify: 3 for logs from before the chain, 1 naming the first garbage
+# line, 1 for a missing file, 2 without FILE.
+set +e
+out=$("$AIRLOCK" log verify "$D/audit-pip.jsonl" "$D/packets.jsonl" 2>&1); rc=$?
+expect_eq "verify, unchained logs" 3 "$rc"
+expect_match "verify, unchained summary" '^no chain: 12 lines in 2 files; 12 lines carry no chain' "$out"
+out=$("$AIRLOCK" log verify "$D/mixed.jsonl" 2>&1); rc=$?
+expect_eq "verify, a garbage line" 1 "$rc"
+expect_match "verify, the garbage line named" "^$D/mixed.jsonl:4: not a log line" "$out"
+"$AIRLOCK" log verify "$SCRATCH/missing.jsonl" >/dev/null 2>&1; expect_eq "verify, missing file" 1 $?
+"$AIRLOCK" log verify >/dev/null 2>&1; expect_eq "verify without FILE" 2 $?
+set -e
 echo "log cli: ok"

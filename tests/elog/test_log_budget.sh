@@ -4,7 +4,8 @@
 # on detail stops and counts go on: destinations the log already names keep
 # working (pypi.org over DNS and through the proxy), new ones are refused
 # and told why (DNS REFUSED, the proxy's 503), one log-budget line says so,
-# and the run still ends with a task-end whose totals count every event.
+# and the run still ends with a task-end whose totals count every event;
+# the log's hash chain holds (`airlock log verify`).
 # As root and, when AIRLOCK_TEST_USER is set, as that user.
 . "$(dirname "$0")/../lib.sh"
 . "$TESTS_DIR/lab/lib.sh"
@@ -60,6 +61,10 @@ for role in $roles; do
 	"${LC[@]}" parse "$LOGF" || fail "$role: the log does not parse"
 	/usr/bin/python3 "$TESTS_DIR/lab/check_log.py" --quiet "$LOGF" ||
 		fail "$role: the log does not match docs/log.md"
+	# The events the budget left without a line leave no gap in the chain;
+	# the log-budget line is in it.
+	out=$("$AIRLOCK" log verify "$LOGF") || fail "$role: log verify: $out"
+	expect_match "$role: log verify" '^1 chain holds: .*; 1 spent the log budget$' "$out"
 	echo "$role: log $("${LC[@]}" stat "$LOGF") with --log-budget $BUDGET"
 	expect_eq "$role: one log-budget line" 1 "$("${LC[@]}" lines "$LOGF" 'e["kind"] == "log-budget"')"
 	expect_eq "$role: task-end last" task-end "$(tail -n 1 "$LOGF" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["kind"])')"

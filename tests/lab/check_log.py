@@ -8,12 +8,14 @@ duplicate keys, only documented fields, in the documented order, each of the
 documented type, string caps respected. Per kind: the fields that must be
 there are there and those that do not apply are not. Per task: one
 task-start first, at most one task-end last, and the task-end totals equal
-what the task's connection events add up to.
+what the task's connection events add up to; and where the task's lines
+carry seq and prev, its hash chain holds (docs/log.md, "The hash chain").
 
 Prints one line per problem, "FILE:LINE: what", and exits 1 if there was
 any; 0 and a one-line count otherwise. Independent of airlock's own reader
 (elog/) on purpose: a second reading of the same document.
 """
+import hashlib
 import json
 import re
 import sys
@@ -36,16 +38,20 @@ CONN = [
     ("answers", "a"), ("proto", "s"), ("orig_dst", "s"), ("packets", "n"), ("count", "n"),
     ("truncated", "a"),
 ]
+# The hash chain's fields, last on every line (docs/log.md, "The hash chain").
+CHAIN = [("seq", "n"), ("prev", "s")]
+GENESIS = "0" * 64
+CONN += CHAIN
 # The log budget's one line (docs/log.md, "The log budget").
-BUDGET = [("reason", "s"), ("log_budget", "n")]
+BUDGET = [("reason", "s"), ("log_budget", "n")] + CHAIN
 START = [
     ("airlock", "s"), ("pid", "n"), ("policy", "s"), ("policy_sha256", "s"), ("mode", "s"),
     ("command", "a"), ("selftest", "s"), ("truncated", "a"),
-]
+] + CHAIN
 END = [
     ("exit_status", "n"), ("signal", "n"), ("duration_ms", "n"), ("totals", "o"),
     ("truncated", "a"),
-]
+] + CHAIN
 TOTALS = ("connections", "allowed", "denied", "bytes_up", "bytes_down")
 # In totals only when not 0: the events the log budget left without a line.
 TOTALS_OPTIONAL = ("unlogged",)
@@ -225,6 +231,7 @@ class Checker:
         t = self.tasks.setdefault(task, {"start": 0, "end": 0, "after_end": 0,
                                          "counted": dict.fromkeys(TOTALS, 0), "totals": None,
                                          "first": where})
+        self.check_chain(where, raw[:-1], kind, obj, t)
         if t["end"]:
             t["after_end"] += 1
             self.err(where, f"a {kind} line after the task's task-end")
@@ -239,7 +246,7 @@ class Checker:
             t["totals"] = (where, obj.get("totals"))
         elif kind == "log-budget":
             self.check_fields(where, obj, COMMON + BUDGET)
-            for f, _ in BUDGET:
+            for f in ("reason", "log_budget"):
                 if f not in obj:
                     self.err(where, f"log-budget line without {f}")
         elif kind in CONN_KINDS:
@@ -261,6 +268,30 @@ class Checker:
                     c[k] += obj[k]
         else:
             self.err(where, f"unknown kind {kind!r}")
+
+    def check_chain(self, where, line, kind, obj, t):
+        """seq: 0 at task-start, one more per line of the task; prev: the
+        SHA-256 (hex) of the task's previous line, newline excluded, 64
+        zeros at task-start. A log from before the chain has neither."""
+        has = ("seq" in obj, "prev" in obj)
+        if has == (False, False):
+            if t.get("chain") is not None:
+                self.err(where, "a line without seq and prev in a chained task")
+            return
+        if has != (True, True):
+            return self.err(where, "seq without prev, or prev without seq")
+        seq, prev = obj["seq"], obj["prev"]
+        if kind == "task-start":
+            want = (0, GENESIS)
+        elif t.get("chain") is None:
+            return self.err(where, "a chained line before the task's chained task-start")
+        else:
+            want = t["chain"]
+        if (seq, prev) != want:
+            self.err(where, f"seq {seq!r}, prev {str(prev)[:12]!r}...: the chain wants "
+                            f"seq {want[0]}, prev {want[1][:12]!r}...")
+        nxt = seq + 1 if isinstance(seq, int) and not isinstance(seq, bool) else want[0] + 1
+        t["chain"] = (nxt, hashlib.sha256(line).hexdigest())
 
     @staticmethod
     def events_of(t):

@@ -68,4 +68,22 @@ bad cap "host is 300 bytes, over its cap of 255" "$start" "${tls/\"host\":\"evil
 printf '%s' "$start" >"$SCRATCH/cut.jsonl"
 out=$($CHECK "$SCRATCH/cut.jsonl") && fail "a cut last line is accepted"
 expect_match "cut line" "not terminated" "$out"
-echo "check_log.py accepts docs/log.md's examples and rejects 20 kinds of defect"
+# The hash chain (docs/log.md, "The hash chain"): the examples chained
+# here by a second implementation are accepted; a gap and a changed line
+# are not.
+chain() {
+	/usr/bin/python3 -c '
+import hashlib, sys
+prev, seq = "0" * 64, 0
+for line in sys.stdin.read().splitlines():
+    line = line[:-1] + ",\"seq\":%d,\"prev\":\"%s\"}" % (seq, prev)
+    print(line)
+    prev, seq = hashlib.sha256(line.encode()).hexdigest(), seq + 1
+'
+}
+printf '%s\n' "$start" "$conn" "$tls" "$dns" "$pkt" "$end" | chain >"$SCRATCH/chained.jsonl"
+$CHECK "$SCRATCH/chained.jsonl" >/dev/null || fail "a chained log is rejected: $($CHECK "$SCRATCH/chained.jsonl")"
+mapfile -t ch <"$SCRATCH/chained.jsonl"
+bad chain-gap "the chain wants seq 2" "${ch[0]}" "${ch[1]}" "${ch[3]}" "${ch[4]}"
+bad chain-edit "the chain wants seq 3, prev" "${ch[0]}" "${ch[1]}" "${ch[2]/evil.test/evil.tesT}" "${ch[3]}"
+echo "check_log.py accepts docs/log.md's examples and rejects 22 kinds of defect"

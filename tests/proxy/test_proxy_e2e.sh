@@ -174,6 +174,9 @@ expect_eq "one line per tunnel" 1000 "$(log_count 'e.get("kind") == "connect" an
 	dropped = {"connections": 0, "allowed": 0, "denied": 0, "bytes_up": 0, "bytes_down": 0}
 	for line in open(sys.argv[1]):
 	    e = json.loads(line)
+	    # Rewritten lines are no chain any more (docs/log.md, "The hash chain").
+	    e.pop("seq", None)
+	    e.pop("prev", None)
 	    if e["kind"] == "task-start":
 	        e["selftest"] = "pass"
 	    elif e["kind"] == "task-end":
