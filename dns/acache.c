@@ -12,6 +12,7 @@ struct acache_entry {
 	unsigned a_rcode;
 	uint64_t a_stored_ms, a_expires_ms;
 	size_t a_n;
+	bool a_cname_denied, a_guarded;
 	struct dns_rr *a_rr;
 	char *a_reason;
 	struct acache_entry *a_hnext;
@@ -159,6 +160,8 @@ dns_acache_put(struct dns_acache *c, const char *name, uint16_t qtype, const str
 	e->a_qtype = qtype;
 	e->a_rcode = f->rcode;
 	e->a_n = f->n;
+	e->a_cname_denied = f->cname_denied;
+	e->a_guarded = f->guarded;
 	if (f->n > 0)
 		memcpy(e->a_rr, f->rr, f->n * sizeof(*e->a_rr));
 	e->a_stored_ms = now_ms;
@@ -199,6 +202,8 @@ dns_acache_get(struct dns_acache *c, const char *name, uint16_t qtype, uint64_t 
 	out->n_removed = 0;
 	out->reason = NULL;
 	out->min_ttl = UINT32_MAX;
+	out->cname_denied = e->a_cname_denied;
+	out->guarded = e->a_guarded;
 	for (size_t i = 0; i < e->a_n; i++) {
 		out->rr[i] = e->a_rr[i];
 		out->rr[i].ttl = out->rr[i].ttl > age ? out->rr[i].ttl - age : 0;
