@@ -679,9 +679,9 @@ resolver_lookup_cancel(struct resolver_lookup *l)
 /* ---- the hosts file ---- */
 
 struct hosts_entry {
-	char h_name[DNS_NAME_TEXT_MAX];
-	uint16_t h_type; /* DNS_TYPE_A or DNS_TYPE_AAAA */
-	uint8_t h_addr[16];
+	char he_name[DNS_NAME_TEXT_MAX];
+	uint16_t he_type; /* DNS_TYPE_A or DNS_TYPE_AAAA */
+	uint8_t he_addr[16];
 };
 
 struct resolver_hosts {
@@ -751,10 +751,10 @@ resolver_hosts_parse(const char *text, size_t len)
 			if (wlen < sizeof(word)) {
 				memcpy(word, text + p, wlen);
 				word[wlen] = '\0';
-				if (policy_name_normalize(word, h->e[h->n].h_name,
-				                          sizeof(h->e[h->n].h_name), &why) == 0) {
-					h->e[h->n].h_type = type;
-					memcpy(h->e[h->n].h_addr, addr, 16);
+				if (policy_name_normalize(word, h->e[h->n].he_name,
+				                          sizeof(h->e[h->n].he_name), &why) == 0) {
+					h->e[h->n].he_type = type;
+					memcpy(h->e[h->n].he_addr, addr, 16);
 					h->n++;
 				}
 			}
@@ -789,10 +789,10 @@ resolver_hosts_answer(const struct resolver_hosts *h, const char *name, uint16_t
 	for (size_t i = 0; i < h->n; i++) {
 		struct dns_rr *rr;
 
-		if (!dns_name_eq(h->e[i].h_name, name))
+		if (!dns_name_eq(h->e[i].he_name, name))
 			continue;
 		known = true;
-		if (h->e[i].h_type != qtype || resp->n_an == DNS_MAX_RR)
+		if (h->e[i].he_type != qtype || resp->n_an == DNS_MAX_RR)
 			continue;
 		rr = &resp->an[resp->n_an++];
 		memset(rr, 0, sizeof(*rr));
@@ -800,7 +800,7 @@ resolver_hosts_answer(const struct resolver_hosts *h, const char *name, uint16_t
 		rr->type = qtype;
 		rr->rclass = DNS_CLASS_IN;
 		rr->ttl = RESOLVER_HOSTS_TTL;
-		memcpy(rr->addr, h->e[i].h_addr, 16);
+		memcpy(rr->addr, h->e[i].he_addr, 16);
 	}
 	return known;
 }

@@ -40,7 +40,7 @@ FAKE_PID=$!
 for _ in $(seq 100); do grep -q ready "$LAB_LOG/fakedns.out" 2>/dev/null && break; sleep 0.05; done
 grep -q ready "$LAB_LOG/fakedns.out" || fail "fakedns did not start: $(cat "$LAB_LOG/fakedns.out")"
 stop_fake() { kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; }
-trap 'stop_fake; lab_stop' EXIT
+trap 'rc=$?; stop_fake; (exit $rc); lab_stop' EXIT
 
 POL=$LAB_WORK/resolver.yaml
 cat >"$POL" <<-'YAML'
@@ -120,7 +120,7 @@ cat >>"$LAB/hosts" <<-EOF
 EOF
 printf '%s other.test\n' "$EVIL" >"$LAB_WORK/hosts.alt"
 proxy_probe() { # PORT ARGS-TO-AIRLOCK-PROXY -- PROBE-ARGS
-	local port=$1 pargs=() plog=$LAB_WORK/proxy.jsonl pid up=
+	local port=$1 pargs=() plog=$LAB_LOG/proxy-$1.log pid up=
 	shift
 	while [ "$1" != -- ]; do pargs+=("$1"); shift; done
 	shift
@@ -135,6 +135,7 @@ proxy_probe() { # PORT ARGS-TO-AIRLOCK-PROXY -- PROBE-ARGS
 	in_lab env AIRLOCK_PROBE_PROXY=127.0.0.1:$port /usr/bin/python3 "$PROBE" "$@" 2>&1 || true
 	kill "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
+	grep -v '"task-' "$plog" >&2 || true
 	! grep -q Sanitizer "$LAB_LOG/proxy.out" || fail "sanitizer report: $(cat "$LAB_LOG/proxy.out")"
 }
 out=$(proxy_probe 3199 -- connect hosts-connect hosted.test get hosts-get hosted.test \
