@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define RESOLVER_MAX_PENDING   4096
+#define RESOLVER_MAX_PENDING   8192 /* questions in flight: the listener's and the proxy's */
 #define RESOLVER_ACACHE_SIZE   4096
 #define RESOLVER_UDP_BATCH     64 /* datagrams read per readiness event */
 #define RESOLVER_ID_SPACE      65536
