@@ -70,6 +70,13 @@ expect() { # LABEL REGEX
 	grep -Eq -- "^$1 ($2)\$" <<<"$out" || bad "$1: expected /$2/; got: $(grep -E "^$1 " <<<"$out" || echo nothing)"
 }
 
+# The lab's /etc/hosts is $LAB/hosts (tests/lab/lab.sh exec): airlock run
+# and airlock proxy read it, as the sandbox's own C library does.
+cat >>"$LAB/hosts" <<-EOF
+	$EVIL hosted.test
+	10.1.2.3 private.test
+EOF
+
 # --- airlock run ---------------------------------------------------------
 runs() {
 	(cd "$LAB_WORK" && in_lab "$AIRLOCK" run -p "$POL" --dns-upstream 127.0.0.1:5399 --log "$LOGF" \
@@ -83,7 +90,9 @@ out=$(runs connect connect-1 ok.test connect connect-2 ok.test connect connect-3
 	connect nx-connect nx.test get nx-get nx.test transparent nx-transparent nx.test $EVIL \
 	connect black-connect black.test get black-get black.test \
 	transparent black-transparent black.test $EVIL \
-	transparent rot-transparent rot.test @)
+	transparent rot-transparent rot.test @ \
+	dns run-hosts-dns hosted.test dns run-private-dns private.test \
+	connect run-hosts-connect hosted.test transparent run-hosts-transparent hosted.test @)
 printf '%s\n' "$out"
 ! grep -q Sanitizer <<<"$out" || fail "sanitizer report: $out"
 
@@ -110,14 +119,15 @@ for p in connect get transparent; do
 done
 # 7. The address the listener handed out, though the upstream rotates.
 expect rot-transparent 200
+# 6. /etc/hosts inside airlock run: the listener and the proxy agree with
+# the sandbox's C library, and the guard still removes a private address.
+expect run-hosts-dns "rcode=0 an=1"
+expect run-private-dns "rcode=0 an=0"
+expect run-hosts-connect 200
+expect run-hosts-transparent 200
 
 # --- airlock proxy: /etc/hosts --------------------------------------------
-# The lab's /etc/hosts is $LAB/hosts (tests/lab/lab.sh exec); a second file
-# is given with --hosts-file.
-cat >>"$LAB/hosts" <<-EOF
-	$EVIL hosted.test
-	10.1.2.3 private.test
-EOF
+# A second file is given with --hosts-file.
 printf '%s other.test\n' "$EVIL" >"$LAB_WORK/hosts.alt"
 proxy_probe() { # PORT ARGS-TO-AIRLOCK-PROXY -- PROBE-ARGS
 	local port=$1 pargs=() plog=$LAB_LOG/proxy-$1.log pid up=
