@@ -84,7 +84,9 @@ struct resolver_result {
 typedef void (*resolver_cb)(const struct resolver_result *res, void *arg);
 
 /* Ask q (its qname as sent, qtype, qclass) for the normalised name (the
- * cache key). When the answer is known at once (hosts file, cache, or a
+ * cache key). The caller has decided that the name may be resolved (the
+ * listener's dns_decide, the proxy's policy check); the resolver applies
+ * the policy only to what comes back (CNAME links, the guard). When the answer is known at once (hosts file, cache, or a
  * failure before anything was sent) *now is filled, nothing is kept and
  * NULL is returned: cb is never called from inside this function. Else
  * returns the pending question; cb(res, arg) follows. */

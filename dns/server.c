@@ -10,7 +10,6 @@
 #include "common/log.h"
 #include "common/membudget.h"
 #include "common/util.h"
-#include "dns/acache.h"
 #include "dns/answer.h"
 #include "dns/cache.h"
 #include "dns/msg.h"

@@ -71,7 +71,8 @@ expect() { # LABEL REGEX
 }
 
 # The lab's /etc/hosts is $LAB/hosts (tests/lab/lab.sh exec): airlock run
-# and airlock proxy read it, as the sandbox's own C library does.
+# and airlock proxy read it; the sandbox's own /etc/hosts is generated, so
+# it learns these names through its DNS listener.
 cat >>"$LAB/hosts" <<-EOF
 	$EVIL hosted.test
 	10.1.2.3 private.test
