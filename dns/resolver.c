@@ -48,6 +48,7 @@ struct resolver_req {
 	uint16_t q_id[RESOLVER_TRIES];      /* pending[q_id[i]] == this */
 	size_t q_up[RESOLVER_TRIES];        /* index into cfg.upstream */
 	size_t q_tcp_up;                    /* the upstream q_upbev talks to */
+	bool q_last_round;                  /* the timer runs to the budget's end */
 	struct event *q_timer;
 	struct bufferevent *q_upbev;  /* TCP fallback, after a truncated answer */
 	struct membudget_share q_upq; /* what q_upbev's buffers hold */
@@ -353,12 +354,25 @@ req_timeout(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (q->q_tries < RESOLVER_TRIES && q->q_upbev == NULL) {
-		(void)req_send(q); /* on failure it finished q */
+	if (!q->q_last_round && q->q_tries < RESOLVER_TRIES) {
+		struct timeval tv;
+		uint32_t rest = r->cfg.timeout_ms - r->cfg.timeout_ms / 2;
+
+		if (q->q_upbev == NULL) {
+			(void)req_send(q); /* on failure it finished q */
+			return;
+		}
+		/* Over TCP already: no retry, but the rest of the budget. */
+		q->q_last_round = true;
+		tv.tv_sec = rest / 1000;
+		tv.tv_usec = (rest % 1000) * 1000;
+		evtimer_add(q->q_timer, &tv);
 		return;
 	}
-	sa_str(&r->cfg.upstream[q->q_up[q->q_tries - 1]], up, sizeof(up));
-	snprintf(why, sizeof(why), "upstream %s timed out", up);
+	sa_str(&r->cfg.upstream[q->q_upbev != NULL ? q->q_tcp_up : q->q_up[q->q_tries - 1]], up,
+	       sizeof(up));
+	snprintf(why, sizeof(why), "upstream %s timed out%s", up,
+	         q->q_upbev != NULL ? " (over TCP)" : "");
 	req_finish(q, RESOLVER_TIMEOUT, NULL, why);
 }
 
