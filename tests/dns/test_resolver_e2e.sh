@@ -127,6 +127,17 @@ expect run-private-dns "rcode=0 an=0"
 expect run-hosts-connect 200
 expect run-hosts-transparent 200
 
+# Audit mode: the chain is followed, and the line says enforce would not.
+POL_AUDIT=$LAB_WORK/resolver-audit.yaml
+sed 's/^name: resolver-e2e$/&\nmode: audit/' "$POL" >"$POL_AUDIT"
+grep -q '^mode: audit' "$POL_AUDIT" || fail "could not write $POL_AUDIT"
+out=$(cd "$LAB_WORK" && in_lab "$AIRLOCK" run -p "$POL_AUDIT" --dns-upstream 127.0.0.1:5399 \
+	--log "$LAB_WORK/audit.jsonl" -- /usr/bin/python3 "$PROBE" connect audit-chain chain.test 2>&1) || true
+printf '%s\n' "$out"
+expect audit-chain 200
+grep '"host":"chain.test"' "$LAB_WORK/audit.jsonl" | grep '"kind":"connect"' | grep '"verdict":"audit-deny"' |
+	grep -q 'CNAME to a denied name' || bad "audit: no audit-deny line naming the CNAME: $(grep chain.test "$LAB_WORK/audit.jsonl")"
+
 # --- airlock proxy: /etc/hosts --------------------------------------------
 # A second file is given with --hosts-file.
 printf '%s other.test\n' "$EVIL" >"$LAB_WORK/hosts.alt"
