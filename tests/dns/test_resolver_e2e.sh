@@ -106,6 +106,7 @@ expect chain-get "403 [a-z_]+"
 # 2. Five CONNECTs by name cost one A and one AAAA upstream.
 for i in 1 2 3 4 5; do expect connect-$i 200; done
 n=$(queries ok.test)
+echo "upstream queries for 5 CONNECTs to ok.test: $n"
 [ "$n" -le 2 ] || bad "5 CONNECTs to ok.test cost $n upstream queries (want <= 2, one A + one AAAA)"
 # 3. Forty A records: truncated over UDP, fetched over TCP, for both.
 expect many-dns "rcode=0 an=40"
