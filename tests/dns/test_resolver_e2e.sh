@@ -40,7 +40,9 @@ FAKE_PID=$!
 for _ in $(seq 100); do grep -q ready "$LAB_LOG/fakedns.out" 2>/dev/null && break; sleep 0.05; done
 grep -q ready "$LAB_LOG/fakedns.out" || fail "fakedns did not start: $(cat "$LAB_LOG/fakedns.out")"
 stop_fake() { kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; }
-trap 'rc=$?; stop_fake; (exit $rc); lab_stop' EXIT
+# Without errexit here: the status must reach lab_stop, which tears the lab
+# down (and dumps it on failure).
+trap 'rc=$?; set +e; stop_fake; (exit $rc); lab_stop' EXIT
 
 POL=$LAB_WORK/resolver.yaml
 cat >"$POL" <<-'YAML'
@@ -161,10 +163,12 @@ proxy_probe() { # PORT ARGS-TO-AIRLOCK-PROXY -- PROBE-ARGS
 	grep -v '"task-' "$plog" >&2 || true
 	! grep -q Sanitizer "$LAB_LOG/proxy.out" || fail "sanitizer report: $(cat "$LAB_LOG/proxy.out")"
 }
-out=$(proxy_probe 3199 -- connect hosts-connect hosted.test get hosts-get hosted.test \
+# Not in $(...): proxy_probe's own checks must count.
+proxy_probe 3199 -- connect hosts-connect hosted.test get hosts-get hosted.test \
 	connect hosts-private private.test connect proxy-chain chain.test \
 	connect proxy-black-connect black.test get proxy-black-get black.test \
-	connect proxy-many many.test)
+	connect proxy-many many.test >"$LAB_WORK/probe.out"
+out=$(cat "$LAB_WORK/probe.out")
 printf '%s\n' "$out"
 expect hosts-connect 200
 expect hosts-get "200|404"
@@ -174,7 +178,8 @@ expect proxy-black-connect "504 dns_timeout"
 expect proxy-black-get "504 dns_timeout"
 expect proxy-many 200
 [ "$(queries hosted.test)" = 0 ] || bad "hosted.test is in /etc/hosts, yet it was asked upstream"
-out=$(proxy_probe 3198 --hosts-file "$LAB_WORK/hosts.alt" -- connect alt-hosted hosted.test)
+proxy_probe 3198 --hosts-file "$LAB_WORK/hosts.alt" -- connect alt-hosted hosted.test >"$LAB_WORK/probe.out"
+out=$(cat "$LAB_WORK/probe.out")
 printf '%s\n' "$out"
 expect alt-hosted "502 dns_error"
 [ ${#FAILED[@]} = 0 ] || fail "${#FAILED[@]} checks failed: ${FAILED[*]}"
