@@ -219,6 +219,8 @@ dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_r
 			          sizeof(ip));
 			snprintf(out->removed[out->n_removed], sizeof(out->removed[out->n_removed]),
 			         "%s (%s)", ip, cls);
+			if (!out->guarded)
+				out->first_removed = *rr;
 			out->n_removed++;
 			out->guarded = true;
 			out->reason = "address guard removed answers";

@@ -59,6 +59,7 @@ struct dns_filtered {
 	bool cname_denied;  /* the chain ran through a denied name (in audit
 	                     * mode it was followed anyway) */
 	bool guarded;       /* the address guard removed an address */
+	struct dns_rr first_removed; /* guarded: the first address removed */
 };
 
 /* Filter an upstream response for query q. Returns -1 when the response

@@ -544,6 +544,24 @@ struct resolver_lookup {
 
 static const uint16_t lookup_qtype[2] = {DNS_TYPE_AAAA, DNS_TYPE_A};
 
+/* An A or AAAA record's address as a sockaddr (port 0). */
+static void
+rr_sockaddr(const struct dns_rr *rr, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (rr->type == DNS_TYPE_A) {
+		struct sockaddr_in *s = (struct sockaddr_in *)ss;
+
+		s->sin_family = AF_INET;
+		memcpy(&s->sin_addr, rr->addr, 4);
+	} else {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)ss;
+
+		s->sin6_family = AF_INET6;
+		memcpy(&s->sin6_addr, rr->addr, 16);
+	}
+}
+
 /* Take one family's answer into l. */
 static void
 lookup_take(struct resolver_lookup *l, int i, const struct resolver_result *res)
@@ -557,6 +575,8 @@ lookup_take(struct resolver_lookup *l, int i, const struct resolver_result *res)
 	l->l_rcode[i] = res->f->rcode;
 	l->l_cname[i] = res->f->cname_denied;
 	l->l_guard[i] = res->f->guarded;
+	if (res->f->guarded && l->l_res.refused.ss_family == 0)
+		rr_sockaddr(&res->f->first_removed, &l->l_res.refused);
 	if (res->f->cname_denied && policy_mode(l->l_r->cfg.policy) == POLICY_MODE_AUDIT)
 		l->l_res.audit_cname = true;
 	for (size_t k = 0; k < res->f->n && l->l_n[i] < RESOLVER_MAX_ADDRS / 2; k++) {
@@ -565,18 +585,7 @@ lookup_take(struct resolver_lookup *l, int i, const struct resolver_result *res)
 
 		if (rr->type != lookup_qtype[i])
 			continue;
-		memset(ss, 0, sizeof(*ss));
-		if (rr->type == DNS_TYPE_A) {
-			struct sockaddr_in *s = (struct sockaddr_in *)ss;
-
-			s->sin_family = AF_INET;
-			memcpy(&s->sin_addr, rr->addr, 4);
-		} else {
-			struct sockaddr_in6 *s = (struct sockaddr_in6 *)ss;
-
-			s->sin6_family = AF_INET6;
-			memcpy(&s->sin6_addr, rr->addr, 16);
-		}
+		rr_sockaddr(rr, ss);
 		l->l_n[i]++;
 	}
 }

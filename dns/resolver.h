@@ -114,6 +114,8 @@ struct resolver_addrs {
 	bool audit_cname;
 	size_t n;
 	struct sockaddr_storage addr[RESOLVER_MAX_ADDRS]; /* v6 first, then v4; port 0 */
+	/* RESOLVER_ADDRS_GUARD: the first address the guard removed */
+	struct sockaddr_storage refused;
 	char why[192]; /* what the resolver said, for the refusal ("" if nothing) */
 };
 

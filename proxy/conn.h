@@ -147,6 +147,7 @@ struct conn {
 	struct relay *relay; /* splice state once the tunnel switched */
 	struct resolver_lookup *dnsreq; /* while a lookup is out */
 	int resolve_status;             /* its enum resolver_addrs_status */
+	union conn_addr resolve_refused; /* GUARD: the address the guard removed */
 	bool resolve_audit_cname;       /* audit: it followed a denied CNAME */
 	bool resolve_ready;
 

@@ -232,6 +232,13 @@ take_answer(struct conn *c, const struct resolver_addrs *res)
 	take_addrs(c, res);
 	c->resolve_status = (int)res->status;
 	c->resolve_audit_cname = res->audit_cname;
+	memset(&c->resolve_refused, 0, sizeof(c->resolve_refused));
+	if (res->status == RESOLVER_ADDRS_GUARD) {
+		memcpy(&c->resolve_refused, &res->refused,
+		       res->refused.ss_family == AF_INET6 ? sizeof(c->resolve_refused.in6)
+		                                          : sizeof(c->resolve_refused.in));
+		set_port(&c->resolve_refused, c->port);
+	}
 	if (res->status != RESOLVER_ADDRS_OK)
 		str_copy(c->reason, res->why, sizeof(c->reason));
 	c->resolve_ready = true;
@@ -301,6 +308,12 @@ upstream_take_answer(struct conn *c)
 		conn_refuse(c, 403, "http_request_denied", "%s: %s", c->host, c->reason);
 		return -1;
 	case RESOLVER_ADDRS_GUARD:
+		/* The refused address is the line's ip, as when the guard
+		 * refuses it here (upstream_filter). */
+		if (c->resolve_refused.sa.sa_family != 0) {
+			c->dst = c->resolve_refused;
+			c->has_dst = true;
+		}
 		conn_refuse(c, 403, "destination_ip_prohibited", "%s: %s", c->host, c->reason);
 		return -1;
 	case RESOLVER_ADDRS_TIMEOUT:

@@ -421,6 +421,8 @@ test_hosts_answered_and_guarded(void **state)
 	assert_null(resolver_lookup(f->r, "priv.allowed.test", on_addrs, &s, &now));
 	assert_int_equal(now.status, RESOLVER_ADDRS_GUARD);
 	assert_non_null(strstr(now.why, "10.0.0.5"));
+	assert_int_equal(now.refused.ss_family, AF_INET);
+	assert_int_equal(((struct sockaddr_in *)&now.refused)->sin_addr.s_addr, inet_addr("10.0.0.5"));
 	/* The listener's question gets the same, marked as from the file. */
 	assert_null(resolver_ask(f->r, &q, "host.allowed.test", on_result, &s, &res));
 	assert_int_equal(res.status, RESOLVER_ANSWER);

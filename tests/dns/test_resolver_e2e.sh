@@ -174,6 +174,8 @@ expect hosts-connect 200
 expect hosts-get "200|404"
 expect hosts-private "403 destination_ip_prohibited"
 expect proxy-chain "403 [a-z_]+"
+grep '"host":"private.test"' "$LAB_LOG/proxy-3199.log" | grep -q '"ip":"10.1.2.3"' ||
+	bad "the guard's refusal of private.test does not name 10.1.2.3 as its ip"
 expect proxy-black-connect "504 dns_timeout"
 expect proxy-black-get "504 dns_timeout"
 expect proxy-many 200
