@@ -32,15 +32,18 @@
 #define RESOLVER_TRIES         2
 #define RESOLVER_HOSTS_FILE_MAX (1 << 20) /* bytes of the hosts file read */
 
-/* One question on its way upstream. Each try has its own random id, and
- * every try stays registered until the question ends: a retry never
- * throws away the first try's answer, which may still come. */
-struct resolver_req {
+/* One question on its way upstream, for every asker waiting on the same
+ * name and type (a burst of CONNECTs to one name costs one A and one
+ * AAAA). Each try has its own random id, and every try stays registered
+ * until the question ends: a retry never throws away the first try's
+ * answer, which may still come. */
+struct resolver_question {
 	struct resolver *q_r;
 	struct dns_query q_q;
-	char q_name[DNS_NAME_TEXT_MAX];
-	resolver_cb q_cb;
-	void *q_arg;
+	char q_name[DNS_NAME_TEXT_MAX]; /* lowercase: the in-flight key */
+	struct resolver_req *q_waiters; /* who asked; none once finishing */
+	struct resolver_question *q_hnext; /* in-flight chain */
+	bool q_finishing;                  /* answering its waiters */
 	/* While resolver_ask() sends the first try: where a failure goes,
 	 * so that the callback never runs from inside it. */
 	struct resolver_result *q_sync;
@@ -54,6 +57,16 @@ struct resolver_req {
 	struct membudget_share q_upq; /* what q_upbev's buffers hold */
 };
 
+/* One asker of a question: the handle resolver_ask() returns. */
+struct resolver_req {
+	struct resolver_question *w_q;
+	resolver_cb w_cb;
+	void *w_arg;
+	struct resolver_req *w_next, *w_prev;
+};
+
+#define RESOLVER_INFLIGHT_BUCKETS 1024
+
 struct resolver {
 	struct event_base *base;
 	struct resolver_config cfg;
@@ -63,8 +76,11 @@ struct resolver {
 	void *burst_arg;
 	int up_fd[2]; /* AF_INET, AF_INET6 */
 	struct event *up_ev[2];
-	struct resolver_req **pending; /* RESOLVER_ID_SPACE slots by id */
+	struct resolver_question **pending; /* RESOLVER_ID_SPACE slots by id */
 	size_t n_pending;
+	/* Questions in flight by name and type, to share them. */
+	struct resolver_question *inflight[RESOLVER_INFLIGHT_BUCKETS];
+	uint64_t seed;
 	struct dns_acache *acache;
 	struct resolver_hosts *hosts;
 	/* Scratch for one message at a time (single-threaded): an answer
@@ -76,8 +92,10 @@ struct resolver {
 	char why[512], hitwhy[512];
 };
 
-static void req_free(struct resolver_req *q);
-static int req_send(struct resolver_req *q);
+static void req_free(struct resolver_question *q);
+static void req_unregister(struct resolver_question *q);
+static void inflight_remove(struct resolver_question *q);
+static int req_send(struct resolver_question *q);
 
 /* ---- helpers ---- */
 
@@ -144,18 +162,67 @@ say_why(const struct dns_filtered *f, char *why, size_t len)
 	}
 }
 
+static void
+lower_copy(char *out, const char *in, size_t len)
+{
+	size_t i;
+
+	for (i = 0; in[i] != '\0' && i + 1 < len; i++)
+		out[i] = (in[i] >= 'A' && in[i] <= 'Z') ? (char)(in[i] + 32) : in[i];
+	out[i] = '\0';
+}
+
+/* The in-flight chain of name (any case) and qtype: FNV-1a over the
+ * lowercased name, seeded (the sandbox chooses names under a wildcard). */
+static size_t
+inflight_bucket(const struct resolver *r, const char *name, uint16_t qtype)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ r->seed ^ qtype;
+
+	for (const char *p = name; *p != '\0'; p++) {
+		h ^= (uint8_t)((*p >= 'A' && *p <= 'Z') ? *p + 32 : *p);
+		h *= 0x100000001b3ull;
+	}
+	h ^= h >> 33;
+	return (size_t)h & (RESOLVER_INFLIGHT_BUCKETS - 1);
+}
+
+static void
+inflight_remove(struct resolver_question *q)
+{
+	struct resolver *r = q->q_r;
+	struct resolver_question **pp = &r->inflight[inflight_bucket(r, q->q_name, q->q_q.qtype)];
+
+	while (*pp != NULL && *pp != q)
+		pp = &(*pp)->q_hnext;
+	if (*pp == q)
+		*pp = q->q_hnext;
+	q->q_hnext = NULL;
+}
+
+static void
+waiter_add(struct resolver_question *q, struct resolver_req *w, resolver_cb cb, void *arg)
+{
+	w->w_q = q;
+	w->w_cb = cb;
+	w->w_arg = arg;
+	w->w_prev = NULL;
+	w->w_next = q->q_waiters;
+	if (w->w_next != NULL)
+		w->w_next->w_prev = w;
+	q->q_waiters = w;
+}
+
 /* ---- ending a question ---- */
 
 /* Hand the answer in r->filt (f != NULL) or a failure to the asker and
  * free q. */
 static void
-req_finish(struct resolver_req *q, enum resolver_status st, const struct dns_filtered *f,
+req_finish(struct resolver_question *q, enum resolver_status st, const struct dns_filtered *f,
            const char *reason)
 {
 	struct resolver *r = q->q_r;
 	struct resolver_result res = {.status = st, .f = f};
-	resolver_cb cb = q->q_cb;
-	void *arg = q->q_arg;
 
 	if (f != NULL) {
 		say_why(f, r->why, sizeof(r->why));
@@ -170,21 +237,36 @@ req_finish(struct resolver_req *q, enum resolver_status st, const struct dns_fil
 		str_copy(r->hitwhy, r->why, sizeof(r->hitwhy));
 		res.why = r->hitwhy;
 		*q->q_sync = res;
+		free(q->q_waiters);
+		q->q_waiters = NULL;
 		req_free(q);
 		return;
 	}
+	/* Out of the tables first (no answer or asker reaches it now), then
+	 * each waiter once; a callback may cancel a waiter still queued. */
+	inflight_remove(q);
+	req_unregister(q);
+	q->q_finishing = true;
+	while (q->q_waiters != NULL) {
+		struct resolver_req *w = q->q_waiters;
+
+		q->q_waiters = w->w_next;
+		if (q->q_waiters != NULL)
+			q->q_waiters->w_prev = NULL;
+		w->w_cb(&res, w->w_arg);
+		free(w);
+	}
 	req_free(q);
-	cb(&res, arg);
 }
 
 /* ---- answers ---- */
 
-static void req_to_tcp(struct resolver_req *q, size_t up);
+static void req_to_tcp(struct resolver_question *q, size_t up);
 
 /* One upstream response (UDP from upstream up, or TCP) for q. Returns
  * false when it does not answer q's question (keep waiting). */
 static bool
-req_response(struct resolver_req *q, const uint8_t *msg, size_t len, bool via_tcp, size_t up)
+req_response(struct resolver_question *q, const uint8_t *msg, size_t len, bool via_tcp, size_t up)
 {
 	struct resolver *r = q->q_r;
 	enum dns_err e = dns_response_parse(msg, len, &r->resp);
@@ -235,7 +317,7 @@ tcp_take(struct evbuffer *in, uint8_t *buf, size_t *len)
 static void
 uptcp_read(struct bufferevent *bev, void *arg)
 {
-	struct resolver_req *q = arg;
+	struct resolver_question *q = arg;
 	struct resolver *r = q->q_r;
 	size_t len;
 
@@ -248,7 +330,7 @@ uptcp_read(struct bufferevent *bev, void *arg)
 static void
 uptcp_event(struct bufferevent *bev, short what, void *arg)
 {
-	struct resolver_req *q = arg;
+	struct resolver_question *q = arg;
 
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED)
@@ -259,7 +341,7 @@ uptcp_event(struct bufferevent *bev, short what, void *arg)
 /* The answer from upstream up came back truncated: ask it again over
  * TCP, with the same id, inside what is left of the budget. */
 static void
-req_to_tcp(struct resolver_req *q, size_t up_i)
+req_to_tcp(struct resolver_question *q, size_t up_i)
 {
 	struct resolver *r = q->q_r;
 	const struct sockaddr_storage *up = &r->cfg.upstream[up_i];
@@ -314,7 +396,7 @@ upstream_read(evutil_socket_t fd, short what, void *arg)
 	for (int i = 0; i < RESOLVER_UDP_BATCH; i++) {
 		struct sockaddr_storage from;
 		socklen_t flen = sizeof(from);
-		struct resolver_req *q;
+		struct resolver_question *q;
 		ssize_t n;
 		uint16_t id;
 		int t = -1;
@@ -348,7 +430,7 @@ upstream_read(evutil_socket_t fd, short what, void *arg)
 static void
 req_timeout(evutil_socket_t fd, short what, void *arg)
 {
-	struct resolver_req *q = arg;
+	struct resolver_question *q = arg;
 	struct resolver *r = q->q_r;
 	char up[INET6_ADDRSTRLEN + 16], why[128];
 
@@ -380,7 +462,7 @@ req_timeout(evutil_socket_t fd, short what, void *arg)
  * registered) and arm the timer for its share of the budget. Returns 0,
  * or -1 after finishing q. */
 static int
-req_send(struct resolver_req *q)
+req_send(struct resolver_question *q)
 {
 	struct resolver *r = q->q_r;
 	unsigned t = q->q_tries;
@@ -453,8 +535,10 @@ struct resolver_req *
 resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, resolver_cb cb,
              void *arg, struct resolver_result *now)
 {
-	struct resolver_req *req;
+	struct resolver_question *req;
+	struct resolver_req *w = NULL;
 	const char *why = NULL;
+	size_t b;
 
 	if (r->hosts != NULL && (q->qtype == DNS_TYPE_A || q->qtype == DNS_TYPE_AAAA) &&
 	    resolver_hosts_answer(r->hosts, name, q->qtype, &r->resp)) {
@@ -474,46 +558,87 @@ resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, re
 		now->cached = true;
 		return NULL;
 	}
+	b = inflight_bucket(r, name, q->qtype);
+	for (req = r->inflight[b]; req != NULL; req = req->q_hnext)
+		if (req->q_q.qtype == q->qtype && req->q_q.qclass == q->qclass &&
+		    dns_name_eq(req->q_name, name))
+			break;
+	if (req != NULL) {
+		/* Already asked: wait for the same answer. */
+		if ((w = calloc(1, sizeof(*w))) == NULL) {
+			result_now(now, RESOLVER_FAIL, NULL, "out of memory");
+			return NULL;
+		}
+		waiter_add(req, w, cb, arg);
+		return w;
+	}
 	if (r->cfg.n_upstream == 0 || r->n_pending >= RESOLVER_MAX_PENDING) {
 		result_now(now, RESOLVER_FAIL, NULL,
 		           r->cfg.n_upstream == 0 ? "no upstream resolver configured"
 		                                  : "too many queries in flight");
 		return NULL;
 	}
-	if ((req = calloc(1, sizeof(*req))) == NULL ||
+	if ((req = calloc(1, sizeof(*req))) == NULL || (w = calloc(1, sizeof(*w))) == NULL ||
 	    (req->q_timer = evtimer_new(r->base, req_timeout, req)) == NULL) {
+		free(w);
 		free(req);
 		result_now(now, RESOLVER_FAIL, NULL, "out of memory");
 		return NULL;
 	}
 	req->q_r = r;
 	req->q_q = *q;
-	str_copy(req->q_name, name, sizeof(req->q_name));
-	req->q_cb = cb;
-	req->q_arg = arg;
+	lower_copy(req->q_name, name, sizeof(req->q_name));
+	waiter_add(req, w, cb, arg);
 	r->n_pending++;
+	req->q_hnext = r->inflight[b];
+	r->inflight[b] = req;
 	req->q_sync = now;
 	if (req_send(req) != 0)
-		return NULL; /* req_finish() filled *now and freed req */
+		return NULL; /* req_finish() filled *now and freed req and w */
 	req->q_sync = NULL;
-	return req;
+	return w;
 }
 
 void
-resolver_cancel(struct resolver_req *req)
+resolver_cancel(struct resolver_req *w)
 {
-	if (req != NULL)
-		req_free(req);
+	struct resolver_question *q;
+
+	if (w == NULL)
+		return;
+	q = w->w_q;
+	if (w->w_prev != NULL)
+		w->w_prev->w_next = w->w_next;
+	else
+		q->q_waiters = w->w_next;
+	if (w->w_next != NULL)
+		w->w_next->w_prev = w->w_prev;
+	free(w);
+	/* The last asker gone: nobody wants the answer. */
+	if (q->q_waiters == NULL && !q->q_finishing) {
+		inflight_remove(q);
+		req_free(q);
+	}
 }
 
+/* Off the id table: no answer reaches q any more. */
 static void
-req_free(struct resolver_req *q)
+req_unregister(struct resolver_question *q)
 {
 	struct resolver *r = q->q_r;
 
 	for (unsigned i = 0; i < q->q_tries; i++)
 		if (r->pending[q->q_id[i]] == q)
 			r->pending[q->q_id[i]] = NULL;
+}
+
+static void
+req_free(struct resolver_question *q)
+{
+	struct resolver *r = q->q_r;
+
+	inflight_remove(q);
+	req_unregister(q);
 	r->n_pending--;
 	if (q->q_timer != NULL)
 		event_free(q->q_timer);
@@ -905,6 +1030,7 @@ resolver_new(struct event_base *base, const struct resolver_config *cfg)
 	r->cfg = *cfg;
 	r->cfg.hosts_path = NULL; /* not kept: borrowed only for this call */
 	r->up_fd[0] = r->up_fd[1] = -1;
+	r->seed = ((uint64_t)arc4random() << 32) | arc4random();
 	if (r->cfg.ttl_cap == 0)
 		r->cfg.ttl_cap = RESOLVER_DEFAULT_TTL_CAP;
 	if (r->cfg.timeout_ms == 0)

@@ -294,6 +294,71 @@ test_lookup_then_cached(void **state)
 	assert_int_equal(s.calls, 1);
 }
 
+/* Two askers of one name share its questions; one that leaves does not
+ * take the answer from the other. */
+static void
+test_lookup_shared_in_flight(void **state)
+{
+	struct fixture *f = *state;
+	struct resolver_addrs now;
+	struct seen s1 = {0}, s2 = {0}, s3 = {0};
+	struct dns_query q1, q2, extra;
+	struct resolver_lookup *l1, *l2, *l3;
+
+	l1 = resolver_lookup(f->r, "burst.allowed.test", on_addrs, &s1, &now);
+	l2 = resolver_lookup(f->r, "BURST.allowed.test", on_addrs, &s2, &now);
+	l3 = resolver_lookup(f->r, "burst.allowed.test", on_addrs, &s3, &now);
+	assert_non_null(l1);
+	assert_non_null(l2);
+	assert_non_null(l3);
+	resolver_lookup_cancel(l2);
+	assert_true(upstream_recv(f, &q1, 1000));
+	assert_true(upstream_recv(f, &q2, 1000));
+	/* One A and one AAAA for the three, nothing more (the retry comes
+	 * only after 200 ms). */
+	assert_false(upstream_recv(f, &extra, 50));
+	upstream_answer(f, &q1, DNS_RCODE_NOERROR, NULL,
+	                q1.qtype == DNS_TYPE_A ? "203.0.113.12" : "2001:db8::12");
+	upstream_answer(f, &q2, DNS_RCODE_NOERROR, NULL,
+	                q2.qtype == DNS_TYPE_A ? "203.0.113.12" : "2001:db8::12");
+	wait_called(f, &s3.calls, 1000);
+	wait_called(f, &s1.calls, 1000);
+	assert_int_equal(s1.calls, 1);
+	assert_int_equal(s2.calls, 0);
+	assert_int_equal(s3.calls, 1);
+	assert_int_equal(s1.addrs.status, RESOLVER_ADDRS_OK);
+	assert_int_equal(s1.addrs.n, 2);
+	assert_int_equal(s3.addrs.n, 2);
+}
+
+/* Every asker leaves: the question goes, and its late answer with it. */
+static void
+test_ask_all_cancelled(void **state)
+{
+	struct fixture *f = *state;
+	struct dns_query q = question("left.allowed.test", DNS_TYPE_A), up;
+	struct resolver_result now;
+	struct seen s = {0};
+	struct resolver_req *a, *b;
+
+	a = resolver_ask(f->r, &q, "left.allowed.test", on_result, &s, &now);
+	b = resolver_ask(f->r, &q, "left.allowed.test", on_result, &s, &now);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_true(upstream_recv(f, &up, 1000));
+	resolver_cancel(a);
+	resolver_cancel(b);
+	upstream_answer(f, &up, DNS_RCODE_NOERROR, NULL, "203.0.113.13");
+	/* No retry is sent for a question nobody waits for. */
+	assert_false(upstream_recv(f, &up, 400));
+	assert_int_equal(s.calls, 0);
+	/* And a new asker starts afresh. */
+	a = resolver_ask(f->r, &q, "left.allowed.test", on_result, &s, &now);
+	assert_non_null(a);
+	assert_true(upstream_recv(f, &up, 1000));
+	resolver_cancel(a); /* s is gone after this function */
+}
+
 /* A chain through a denied name gives the proxy nothing to dial. */
 static void
 test_lookup_cname_denied(void **state)
@@ -439,6 +504,8 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_retry_keeps_first_answer, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_lookup_then_cached, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_lookup_cname_denied, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_lookup_shared_in_flight, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_ask_all_cancelled, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_lookup_nxdomain_and_timeout, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_lookup_cancel, setup, teardown),
 	        cmocka_unit_test(test_hosts_parse),
