@@ -13,7 +13,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/util.h>
 
@@ -22,6 +21,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "dns/dns.h"
+#include "dns/resolver.h"
 #include "elog/elog.h"
 #include "nft/hostaddr.h"
 #include "policy/guard.h"
@@ -52,6 +52,8 @@ proxy_usage(FILE *out)
 	        "  -v, --verbose             also a human line per connection on stderr\n"
 	        "      --dns-upstream ADDR   resolver to use (ADDR or ADDR:PORT, repeatable);\n"
 	        "                            default: the nameservers in /etc/resolv.conf\n"
+	        "      --hosts-file FILE     names answered from FILE (hosts(5)) before DNS;\n"
+	        "                            default /etc/hosts, '' for none\n"
 	        "      --audit               allow everything the address guard permits and\n"
 	        "                            log 'audit-deny' for what enforce would refuse\n"
 	        "      --max-conns N         concurrent connections (default 8192)\n"
@@ -113,17 +115,19 @@ proxy_listen_on(const char *spec)
 	return fd;
 }
 
-/* The resolver: --dns-upstream addresses, else /etc/resolv.conf's. */
-static struct evdns_base *
-proxy_resolver(struct event_base *base, char **upstreams, size_t n_up)
+/* The resolver: --dns-upstream addresses, else /etc/resolv.conf's; the
+ * hosts file first, as every other proxy does (docs/proxy.md). */
+static struct resolver *
+proxy_resolver(struct event_base *base, const struct policy *pol, char **upstreams, size_t n_up,
+               const char *hosts_path)
 {
-	struct sockaddr_storage addrs[DNS_MAX_UPSTREAMS];
-	struct evdns_base *dns;
+	struct resolver_config rc = {.policy = pol};
+	struct resolver *r;
 	int n = 0;
 
 	if (n_up > 0) {
 		for (size_t i = 0; i < n_up; i++) {
-			if (dns_upstream_parse(upstreams[i], &addrs[n]) != 0) {
+			if (dns_upstream_parse(upstreams[i], &rc.upstream[n]) != 0) {
 				fprintf(stderr,
 				        "airlock proxy: --dns-upstream '%s': expected ADDR or "
 				        "ADDR:PORT\n",
@@ -133,32 +137,20 @@ proxy_resolver(struct event_base *base, char **upstreams, size_t n_up)
 			n++;
 		}
 	} else {
-		n = dns_upstream_from_resolv_conf("/etc/resolv.conf", addrs, DNS_MAX_UPSTREAMS);
+		n = dns_upstream_from_resolv_conf("/etc/resolv.conf", rc.upstream,
+		                                  DNS_MAX_UPSTREAMS);
 		if (n <= 0) {
 			fprintf(stderr, "airlock proxy: no nameserver in /etc/resolv.conf; use "
 			                "--dns-upstream\n");
 			return NULL;
 		}
 	}
-	/* No /etc/hosts, no search domains: names are resolved as given. */
-	dns = evdns_base_new(base, 0);
-	if (dns == NULL) {
+	rc.n_upstream = (size_t)n;
+	/* No search domains: names are resolved as given. */
+	rc.hosts_path = hosts_path[0] != '\0' ? hosts_path : NULL;
+	if ((r = resolver_new(base, &rc)) == NULL)
 		fprintf(stderr, "airlock proxy: cannot create the resolver\n");
-		return NULL;
-	}
-	for (int i = 0; i < n; i++) {
-		socklen_t sl = addrs[i].ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-		                                              : sizeof(struct sockaddr_in);
-		if (evdns_base_nameserver_sockaddr_add(dns, (struct sockaddr *)&addrs[i], sl, 0) !=
-		    0) {
-			fprintf(stderr, "airlock proxy: cannot use nameserver %d\n", i + 1);
-			evdns_base_free(dns, 0);
-			return NULL;
-		}
-	}
-	evdns_base_set_option(dns, "timeout:", "3");
-	evdns_base_set_option(dns, "attempts:", "2");
-	return dns;
+	return r;
 }
 
 static void
@@ -182,12 +174,14 @@ cmd_proxy(int argc, char **argv)
 	        {"log-budget", required_argument, NULL, 'B'},
 	        {"verbose", no_argument, NULL, 'v'},
 	        {"dns-upstream", required_argument, NULL, 'd'},
+	        {"hosts-file", required_argument, NULL, 'H'},
 	        {"audit", no_argument, NULL, 'a'},
 	        {"max-conns", required_argument, NULL, 'm'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
 	const char *policy_path = NULL, *listen_spec = NULL, *log_path = "-";
+	const char *hosts_path = "/etc/hosts";
 	char *upstreams[DNS_MAX_UPSTREAMS];
 	size_t n_up = 0;
 	bool verbose = false, audit = false;
@@ -196,7 +190,7 @@ cmd_proxy(int argc, char **argv)
 	struct policy_diag diag = {0};
 	struct elog *elog = NULL;
 	struct event_base *base = NULL;
-	struct evdns_base *dns = NULL;
+	struct resolver *dns = NULL;
 	struct proxy *px = NULL;
 	struct guard_hosts *hosts = NULL;
 	struct hostaddr_watch *hostwatch = NULL;
@@ -240,6 +234,9 @@ cmd_proxy(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			upstreams[n_up++] = optarg;
+			break;
+		case 'H':
+			hosts_path = optarg;
 			break;
 		case 'm':
 			if (parse_uint(optarg, 1, 1000000, &max_conns) != 0) {
@@ -317,7 +314,7 @@ cmd_proxy(int argc, char **argv)
 		fprintf(stderr, "airlock proxy: cannot create the event loop\n");
 		goto out;
 	}
-	if ((dns = proxy_resolver(base, upstreams, n_up)) == NULL)
+	if ((dns = proxy_resolver(base, pol, upstreams, n_up, hosts_path)) == NULL)
 		goto out;
 	/* The host's addresses, followed while the proxy runs. */
 	if ((hosts = guard_hosts_new(0)) == NULL) {
@@ -334,11 +331,12 @@ cmd_proxy(int argc, char **argv)
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.policy = pol;
 	cfg.log = elog;
-	cfg.dns = dns;
+	cfg.resolver = dns;
 	cfg.hosts = hosts;
 	cfg.max_conns = (unsigned)max_conns;
 	if ((px = proxy_new(base, &cfg)) == NULL)
 		goto out;
+	resolver_set_limits(dns, proxy_queue_budget(px), proxy_fd_reserve(px));
 	if (proxy_add_listener(px, fd, PROXY_LISTEN_EXPLICIT) != 0) {
 		fd = -1;
 		goto out;
@@ -398,8 +396,7 @@ out:
 		event_free(sigterm);
 	hostaddr_watch_free(hostwatch);
 	guard_hosts_free(hosts);
-	if (dns != NULL)
-		evdns_base_free(dns, 1);
+	resolver_free(dns); /* after the proxy, which borrows it */
 	if (base != NULL)
 		event_base_free(base);
 	fd_close(&fd);

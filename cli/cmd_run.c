@@ -4,7 +4,6 @@
  * network namespace, lets CMD start, and exits with CMD's status. The
  * reference is docs/run.md. */
 #include <errno.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -25,6 +24,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "dns/cache.h"
+#include "dns/resolver.h"
 #include "dns/dns.h"
 #include "elog/elog.h"
 #include "nft/hostaddr.h"
@@ -77,7 +77,7 @@ struct run {
 	struct sbx *sbx;
 	struct sbx_listeners lst;
 	struct event_base *base;
-	struct evdns_base *evdns;
+	struct resolver *resolver; /* the proxy's and the DNS server's */
 	struct dns_cache *cache;
 	struct proxy *proxy;
 	struct dns_server *dns;
@@ -537,18 +537,17 @@ prepare_loop(struct run *r)
 		return -1;
 	}
 	/* The proxy resolves names itself (never trusting the sandbox's
-	 * idea of an address) through the same upstreams as the DNS server. */
-	r->evdns = evdns_base_new(r->base, 0);
-	if (r->evdns == NULL) {
-		log_warnx("evdns: cannot create the resolver");
-		return -1;
-	}
-	for (size_t i = 0; i < r->n_upstream; i++) {
-		socklen_t len = r->upstream[i].ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-		                                                     : sizeof(struct sockaddr_in);
-		if (evdns_base_nameserver_sockaddr_add(r->evdns, (struct sockaddr *)&r->upstream[i],
-		                                       len, 0) != 0) {
-			log_warnx("evdns: cannot add upstream %zu", i);
+	 * idea of an address) through the resolver the DNS server asks too:
+	 * one cache, one CNAME policy, and the host's /etc/hosts, which the
+	 * sandbox sees as well (docs/dns.md, "The hosts file"). */
+	{
+		struct resolver_config rc = {.policy = r->policy,
+		                             .n_upstream = r->n_upstream,
+		                             .hosts_path = "/etc/hosts"};
+
+		memcpy(rc.upstream, r->upstream, sizeof(rc.upstream));
+		if ((r->resolver = resolver_new(r->base, &rc)) == NULL) {
+			log_warnx("DNS: cannot create the resolver");
 			return -1;
 		}
 	}
@@ -575,7 +574,7 @@ prepare_loop(struct run *r)
 	pc.policy = r->policy;
 	pc.log = r->log;
 	pc.cache = r->cache;
-	pc.dns = r->evdns;
+	pc.resolver = r->resolver;
 	pc.hosts = r->hosts;
 	r->proxy = proxy_new(r->base, &pc);
 	if (r->proxy == NULL) {
@@ -587,11 +586,11 @@ prepare_loop(struct run *r)
 	dc.policy = r->policy;
 	dc.log = r->log;
 	dc.cache = r->cache;
-	memcpy(dc.upstream, r->upstream, sizeof(dc.upstream));
-	dc.n_upstream = r->n_upstream;
+	dc.resolver = r->resolver;
 	/* One bound on queued bytes and one descriptor reserve for both. */
 	dc.queue = proxy_queue_budget(r->proxy);
 	dc.fds = proxy_fd_reserve(r->proxy);
+	resolver_set_limits(r->resolver, dc.queue, dc.fds);
 	r->dns = dns_server_new(r->base, &dc);
 	if (r->dns == NULL) {
 		log_warnx("DNS server: cannot start");
@@ -758,8 +757,8 @@ run_free(struct run *r)
 	/* After the proxy, its reader. */
 	hostaddr_watch_free(r->hostwatch);
 	guard_hosts_free(r->hosts);
-	if (r->evdns != NULL)
-		evdns_base_free(r->evdns, 0);
+	/* After the DNS server and the proxy, which borrow it. */
+	resolver_free(r->resolver);
 	if (r->cache != NULL)
 		dns_cache_free(r->cache);
 	if (r->log != NULL)

@@ -147,6 +147,8 @@ dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_r
 	out->n_removed = 0;
 	out->reason = NULL;
 	out->min_ttl = ttl_cap;
+	out->cname_denied = false;
+	out->guarded = false;
 	if (!dns_name_eq(r->qname, q->qname) || r->qtype != q->qtype || r->qclass != q->qclass)
 		return -1;
 	if (rc == DNS_RCODE_NXDOMAIN) {
@@ -180,6 +182,7 @@ dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_r
 
 			if (policy_name_normalize(next->target, norm, sizeof(norm), &why) != 0 ||
 			    dns_name_verdict(p, norm, &rule) == POLICY_DENY) {
+				out->cname_denied = true;
 				/* Audit mode allows what the guard permits, and
 				 * says what enforce mode would have cut. */
 				if (policy_mode(p) == POLICY_MODE_AUDIT) {
@@ -216,7 +219,10 @@ dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_r
 			          sizeof(ip));
 			snprintf(out->removed[out->n_removed], sizeof(out->removed[out->n_removed]),
 			         "%s (%s)", ip, cls);
+			if (!out->guarded)
+				out->first_removed = *rr;
 			out->n_removed++;
+			out->guarded = true;
 			out->reason = "address guard removed answers";
 			continue;
 		}

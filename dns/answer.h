@@ -56,6 +56,10 @@ struct dns_filtered {
 	char removed[DNS_MAX_RR][INET6_ADDRSTRLEN + 32]; /* "ip (class)" */
 	const char *reason; /* static: why records were removed or it failed */
 	uint32_t min_ttl;   /* smallest TTL kept (for the response cache) */
+	bool cname_denied;  /* the chain ran through a denied name (in audit
+	                     * mode it was followed anyway) */
+	bool guarded;       /* the address guard removed an address */
+	struct dns_rr first_removed; /* guarded: the first address removed */
 };
 
 /* Filter an upstream response for query q. Returns -1 when the response

@@ -1,7 +1,10 @@
 /* IP -> name cache: a chained hash table over a fixed array of entries,
  * plus a doubly linked age list (least recently written first) for
  * eviction. Everything is allocated once in dns_cache_new, so a put never
- * allocates and the size bound is exact. */
+ * allocates and the size bound is exact. An entry is one (address, name)
+ * pair, so a shared address keeps every name it was handed out for (up
+ * to DNS_CACHE_NAMES_PER_ADDR); all of an address's entries share its
+ * bucket. */
 #include "dns/cache.h"
 
 #include "common/util.h"
@@ -14,6 +17,8 @@
 #include <sys/random.h>
 
 #define NIL UINT32_MAX
+/* Names kept per address: past it, the address's oldest name goes. */
+#define DNS_CACHE_NAMES_PER_ADDR 16
 
 struct cache_entry {
 	uint8_t ce_family; /* 0 = free */
@@ -21,6 +26,7 @@ struct cache_entry {
 	uint64_t ce_expires; /* seconds, monotonic; expired when now >= */
 	uint32_t ce_hnext;   /* hash chain */
 	uint32_t ce_older, ce_newer;
+	uint64_t ce_stamp; /* order of the puts, for "the last name learned" */
 	char ce_name[DNS_NAME_TEXT_MAX];
 };
 
@@ -33,6 +39,7 @@ struct dns_cache {
 	uint32_t oldest, newest;
 	uint32_t free_list; /* through ce_hnext */
 	uint64_t seed;
+	uint64_t stamp;
 };
 
 struct dns_cache *
@@ -111,14 +118,28 @@ bucket_of(const struct dns_cache *c, uint8_t family, const uint8_t addr[16])
 	return (size_t)h & (c->n_buckets - 1);
 }
 
+/* The entry for (address, name), or NIL. With *oldest and *count, also
+ * the address's oldest entry and how many it has. */
 static uint32_t
-find(const struct dns_cache *c, uint8_t family, const uint8_t addr[16], size_t bucket)
+find(const struct dns_cache *c, uint8_t family, const uint8_t addr[16], size_t bucket,
+     const char *name, uint32_t *oldest, unsigned *count)
 {
-	for (uint32_t i = c->buckets[bucket]; i != NIL; i = c->entries[i].ce_hnext)
-		if (c->entries[i].ce_family == family &&
-		    memcmp(c->entries[i].ce_addr, addr, 16) == 0)
-			return i;
-	return NIL;
+	uint32_t found = NIL;
+
+	*oldest = NIL;
+	*count = 0;
+	for (uint32_t i = c->buckets[bucket]; i != NIL; i = c->entries[i].ce_hnext) {
+		const struct cache_entry *e = &c->entries[i];
+
+		if (e->ce_family != family || memcmp(e->ce_addr, addr, 16) != 0)
+			continue;
+		(*count)++;
+		if (*oldest == NIL || e->ce_stamp < c->entries[*oldest].ce_stamp)
+			*oldest = i;
+		if (found == NIL && dns_name_eq(e->ce_name, name))
+			found = i;
+	}
+	return found;
 }
 
 static void
@@ -175,13 +196,16 @@ dns_cache_put(struct dns_cache *c, const struct sockaddr *sa, const char *name, 
 {
 	uint8_t family, addr[16];
 	size_t b;
-	uint32_t i;
+	uint32_t i, oldest;
+	unsigned count;
 	struct cache_entry *e;
 
 	if (c == NULL || !addr_key(sa, &family, addr))
 		return;
 	b = bucket_of(c, family, addr);
-	i = find(c, family, addr, b);
+	i = find(c, family, addr, b, name, &oldest, &count);
+	if (i == NIL && count >= DNS_CACHE_NAMES_PER_ADDR)
+		i = oldest; /* relabelled: it stays on its chain */
 	if (i != NIL) {
 		age_unlink(c, i);
 	} else {
@@ -204,6 +228,7 @@ dns_cache_put(struct dns_cache *c, const struct sockaddr *sa, const char *name, 
 	e = &c->entries[i];
 	str_copy(e->ce_name, name, sizeof(e->ce_name));
 	e->ce_expires = now_s + ttl;
+	e->ce_stamp = ++c->stamp;
 	age_push_newest(c, i);
 }
 
@@ -211,16 +236,36 @@ const char *
 dns_cache_lookup(struct dns_cache *c, const struct sockaddr *sa, uint64_t now_s)
 {
 	uint8_t family, addr[16];
-	uint32_t i;
+	uint32_t best = NIL;
 
 	if (c == NULL || !addr_key(sa, &family, addr))
 		return NULL;
-	i = find(c, family, addr, bucket_of(c, family, addr));
-	if (i == NIL)
-		return NULL;
-	if (now_s >= c->entries[i].ce_expires) {
-		remove_entry(c, i);
-		return NULL;
+	for (uint32_t i = c->buckets[bucket_of(c, family, addr)], next; i != NIL; i = next) {
+		const struct cache_entry *e = &c->entries[i];
+
+		next = e->ce_hnext;
+		if (e->ce_family != family || memcmp(e->ce_addr, addr, 16) != 0)
+			continue;
+		/* Expired: gone for good, even if the clock were to go back. */
+		if (now_s >= e->ce_expires) {
+			remove_entry(c, i);
+			continue;
+		}
+		if (best == NIL || e->ce_stamp > c->entries[best].ce_stamp)
+			best = i;
 	}
-	return c->entries[i].ce_name;
+	return best != NIL ? c->entries[best].ce_name : NULL;
+}
+
+bool
+dns_cache_told(struct dns_cache *c, const struct sockaddr *sa, const char *name, uint64_t now_s)
+{
+	uint8_t family, addr[16];
+	uint32_t i, oldest;
+	unsigned count;
+
+	if (c == NULL || name == NULL || name[0] == '\0' || !addr_key(sa, &family, addr))
+		return false;
+	i = find(c, family, addr, bucket_of(c, family, addr), name, &oldest, &count);
+	return i != NIL && now_s < c->entries[i].ce_expires;
 }

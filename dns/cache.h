@@ -4,6 +4,7 @@
 #ifndef AIRLOCK_DNS_CACHE_H
 #define AIRLOCK_DNS_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -22,5 +23,10 @@ void dns_cache_put(struct dns_cache *c, const struct sockaddr *sa, const char *n
 /* The name sa was last learned for, or NULL if unknown or expired. The
  * string is borrowed and valid until the next dns_cache_put or free. */
 const char *dns_cache_lookup(struct dns_cache *c, const struct sockaddr *sa, uint64_t now_s);
+
+/* Whether sa was handed out for name (normalised) and its TTL has not
+ * run out: what the sandbox was told, whichever name came last. */
+bool dns_cache_told(struct dns_cache *c, const struct sockaddr *sa, const char *name,
+                    uint64_t now_s);
 
 #endif

@@ -15,6 +15,7 @@ struct policy;
 struct elog;
 struct dns_cache;
 struct dns_server;
+struct resolver;
 
 #define DNS_MAX_UPSTREAMS 4
 
@@ -22,6 +23,10 @@ struct dns_server_config {
 	const struct policy *policy; /* borrowed, outlives the server */
 	struct elog *log;            /* borrowed */
 	struct dns_cache *cache;     /* borrowed; answers are recorded here */
+	/* Borrowed, outlives the server: the resolver shared with the proxy
+	 * (dns/resolver.h). When NULL the server makes its own from the
+	 * four fields below, which are otherwise ignored. */
+	struct resolver *resolver;
 	struct sockaddr_storage upstream[DNS_MAX_UPSTREAMS];
 	size_t n_upstream;
 	uint32_t ttl_cap;    /* seconds; answers' TTLs are capped to it */

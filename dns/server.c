@@ -1,18 +1,19 @@
 /* The DNS listener's event-driven shell around dns/answer.c: UDP and TCP
- * listeners for the sandbox, one nonblocking UDP socket per upstream family
- * (TCP when an answer comes back truncated), random query ids matched
- * against the address they were sent to, a per-query timer, and one egress
- * log line per query. Single-threaded on the supervisor's event base. */
+ * listeners for the sandbox, the questions handed to the one resolver
+ * (dns/resolver.h, shared with the proxy: its cache, CNAME policy, hosts
+ * file and upstream client), the addresses it answered recorded in the
+ * IP -> name cache, and one egress log line per query. Single-threaded
+ * on the supervisor's event base. */
 #include "dns/dns.h"
 
 #include "common/fdres.h"
 #include "common/log.h"
 #include "common/membudget.h"
 #include "common/util.h"
-#include "dns/acache.h"
 #include "dns/answer.h"
 #include "dns/cache.h"
 #include "dns/msg.h"
+#include "dns/resolver.h"
 #include "elog/elog.h"
 #include "policy/policy.h"
 
@@ -30,13 +31,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define DNS_DEFAULT_TTL_CAP    300
-#define DNS_DEFAULT_TIMEOUT_MS 2000
 /* The IP -> name cache keeps an address at least this long, since
  * programs keep using an address well past a short TTL. */
 #define DNS_CACHE_MIN_TTL   60
 #define DNS_MAX_LISTENERS   4
-#define DNS_MAX_PENDING     4096
 #define DNS_MAX_TCP_CONNS   64
 #define DNS_TCP_MAX_PENDING 16 /* queries in flight per connection */
 /* A TCP client is closed this long after its last complete query (or
@@ -45,7 +43,6 @@
 #define DNS_TCP_OUT_MAX     (256 * 1024) /* stop reading above this backlog */
 #define DNS_UDP_BATCH       64           /* datagrams read per readiness event */
 #define DNS_ACCEPT_PAUSE_MS 200          /* pause after EMFILE */
-#define DNS_ACACHE_ENTRIES  4096
 
 struct dns_tcp;
 
@@ -58,20 +55,16 @@ struct dns_client {
 	struct dns_tcp *tcp;
 };
 
-/* A forwarded query waiting for its upstream. */
+/* A forwarded query waiting for the resolver. */
 struct dns_pending {
 	struct dns_server *p_srv;
 	struct dns_query p_q;
 	struct dns_decision p_d;
 	struct dns_client p_client;
 	struct dns_pending *p_tnext, *p_tprev; /* on p_client.tcp's list */
-	uint16_t p_id;                         /* upstream id; pending[p_id] == this */
-	size_t p_up;                           /* index into cfg.upstream */
-	unsigned p_tries;
+	struct dns_pending *p_next, *p_prev;   /* on the server's list */
 	uint64_t p_start_ms;
-	struct event *p_timer;
-	struct bufferevent *p_upbev;  /* TCP fallback to the upstream */
-	struct membudget_share p_upq; /* what p_upbev's buffers hold */
+	struct resolver_req *p_req; /* NULL once answered */
 };
 
 /* A TCP connection from the sandbox. */
@@ -121,26 +114,20 @@ struct dns_server {
 	struct evconnlistener *tcpl[DNS_MAX_LISTENERS];
 	size_t n_tcpl;
 	struct event *accept_timer;
-	int up_fd[2]; /* AF_INET, AF_INET6 */
-	struct event *up_ev[2];
-	struct dns_pending **pending; /* DNS_ID_SPACE slots by upstream id */
-	size_t n_pending;
+	struct resolver *res;      /* cfg.resolver, or res_own */
+	struct resolver *res_own;  /* made from cfg's upstreams when none given */
+	struct dns_pending *pends; /* every query waiting for the resolver */
 	struct dns_tcp *tcps;
 	size_t n_tcps;
 	uint64_t n_malformed;
-	struct dns_acache *acache; /* answers already filtered */
 	/* Scratch space for one message at a time (single-threaded). */
-	uint8_t buf[DNS_MSG_MAX + 2];  /* upstream answers */
 	uint8_t qbuf[DNS_MSG_MAX + 2]; /* queries from the sandbox */
 	uint8_t out[DNS_MSG_MAX + 2];  /* what we send */
-	struct dns_response resp;
 	struct dns_filtered filt;
 	bool batching; /* replies go into batch until the callback ends */
 	struct dns_send_batch batch;
 	struct dns_recv_batch rbatch;
 };
-
-#define DNS_ID_SPACE 65536
 
 static void pending_free(struct dns_pending *p);
 static void tcp_close(struct dns_tcp *t);
@@ -271,59 +258,6 @@ reply_empty(struct dns_server *srv, struct dns_client *c, const struct dns_query
 	client_send(srv, c, srv->out, n);
 }
 
-/* ---- upstream ---- */
-
-static socklen_t
-sa_len(const struct sockaddr_storage *ss)
-{
-	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
-static bool
-sa_equal(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET) {
-		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-
-		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
-	}
-	if (a->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-
-		return x->sin6_port == y->sin6_port &&
-		       memcmp(&x->sin6_addr, &y->sin6_addr, 16) == 0;
-	}
-	return false;
-}
-
-static void
-sa_str(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-	char ip[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
-
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *s = (const void *)ss;
-
-		inet_ntop(AF_INET, &s->sin_addr, ip, sizeof(ip));
-		port = ntohs(s->sin_port);
-		snprintf(buf, len, "%s:%u", ip, port);
-	} else {
-		const struct sockaddr_in6 *s = (const void *)ss;
-
-		inet_ntop(AF_INET6, &s->sin6_addr, ip, sizeof(ip));
-		port = ntohs(s->sin6_port);
-		snprintf(buf, len, "[%s]:%u", ip, port);
-	}
-}
-
-static int
-fam_idx(sa_family_t f)
-{
-	return f == AF_INET6 ? 1 : 0;
-}
 
 /* Send filtered records f to c, record the addresses in the IP -> name
  * cache and log. why is the full reason ("" if none); a non-empty reason
@@ -378,45 +312,46 @@ answer_send(struct dns_server *srv, struct dns_client *c, const struct dns_query
 	log_query(srv, q, d, f->rcode, why[0] != '\0' ? why : NULL, answers, n_answers, start_ms);
 }
 
-/* Finish a forwarded query: reply, cache, log, free. f NULL means failure
- * with rcode SERVFAIL and reason. */
+/* The resolver's result for a query: reply, cache, log. */
 static void
-pending_finish(struct dns_pending *p, const struct dns_filtered *f, const char *reason)
+query_result(struct dns_server *srv, struct dns_client *c, const struct dns_query *q,
+             const struct dns_decision *d, const struct resolver_result *res, uint64_t start_ms)
 {
-	struct dns_server *srv = p->p_srv;
-	char why[512];
+	char ede_text[DNS_EDE_TEXT_MAX + 1];
 
-	if (f == NULL) {
-		char ede_text[DNS_EDE_TEXT_MAX + 1];
-
-		textf(ede_text, sizeof(ede_text), "airlock: %s", reason);
-		reply_empty(srv, &p->p_client, &p->p_q, DNS_RCODE_SERVFAIL,
-		            DNS_EDE_NO_REACHABLE_AUTHORITY, ede_text);
-		log_query(srv, &p->p_q, &p->p_d, DNS_RCODE_SERVFAIL, reason, NULL, 0,
-		          p->p_start_ms);
-		pending_free(p);
+	if (res->status == RESOLVER_ANSWER) {
+		answer_send(srv, c, q, d, res->f, res->why, start_ms);
 		return;
 	}
-	str_copy(why, f->reason != NULL ? f->reason : "", sizeof(why));
-	for (size_t i = 0, off = strlen(why); i < f->n_removed && off < sizeof(why); i++) {
-		int w = snprintf(why + off, sizeof(why) - off, "%s%s", i == 0 ? ": " : ", ",
-		                 f->removed[i]);
-		if (w < 0)
-			break;
-		off += (size_t)w;
-	}
-	if (srv->acache != NULL)
-		(void)dns_acache_put(srv->acache, p->p_d.name, p->p_q.qtype, f,
-		                     why[0] != '\0' ? why : NULL, now_ms());
-	answer_send(srv, &p->p_client, &p->p_q, &p->p_d, f, why, p->p_start_ms);
+	textf(ede_text, sizeof(ede_text), "airlock: %s", res->why);
+	reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, DNS_EDE_NO_REACHABLE_AUTHORITY, ede_text);
+	log_query(srv, q, d, DNS_RCODE_SERVFAIL, res->why, NULL, 0, start_ms);
+}
+
+static void
+pending_answered(const struct resolver_result *res, void *arg)
+{
+	struct dns_pending *p = arg;
+
+	p->p_req = NULL;
+	query_result(p->p_srv, &p->p_client, &p->p_q, &p->p_d, res, p->p_start_ms);
 	pending_free(p);
 }
 
-/* Handle one upstream response (UDP or TCP) for p. Returns false when it
- * does not answer p's question (then keep waiting). */
-static bool pending_response(struct dns_pending *p, const uint8_t *msg, size_t len, bool via_tcp);
+/* The resolver's upstream socket has a burst of answers: gather the UDP
+ * replies and send them together. */
+static void
+resolver_burst(void *arg, bool begin)
+{
+	struct dns_server *srv = arg;
 
-static int pending_send(struct dns_pending *p);
+	if (begin) {
+		srv->batching = true;
+		return;
+	}
+	batch_flush(srv);
+	srv->batching = false;
+}
 
 /* DNS over TCP frames each message with a two-byte length (RFC 1035
  * 4.2.2); upstream answers and sandbox queries are read the same way.
@@ -438,207 +373,6 @@ tcp_take_msg(struct evbuffer *in, uint8_t *buf, size_t *len)
 	evbuffer_remove(in, buf, *len);
 	return true;
 }
-
-static void
-uptcp_read(struct bufferevent *bev, void *arg)
-{
-	struct dns_pending *p = arg;
-	struct dns_server *srv = p->p_srv;
-	size_t len;
-
-	if (!tcp_take_msg(bufferevent_get_input(bev), srv->buf, &len))
-		return;
-	if (!pending_response(p, srv->buf, len, true))
-		pending_finish(p, NULL, "upstream TCP answer does not match the query");
-}
-
-static void
-uptcp_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct dns_pending *p = arg;
-
-	(void)bev;
-	if (what & BEV_EVENT_CONNECTED)
-		return;
-	pending_finish(p, NULL, "upstream TCP connection failed");
-}
-
-static void
-pending_to_tcp(struct dns_pending *p)
-{
-	struct dns_server *srv = p->p_srv;
-	const struct sockaddr_storage *up = &srv->cfg.upstream[p->p_up];
-	size_t qlen;
-	uint8_t hdr[2];
-	int fd;
-
-	qlen = dns_upstream_query(&p->p_q, p->p_id, srv->out, sizeof(srv->out));
-	fd = socket(up->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	/* Connections may have taken every descriptor but the reserve,
-	 * which is there for this. */
-	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && fdres_draw(srv->cfg.fds, 1) == 1)
-		fd = socket(up->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (qlen == 0 || fd < 0) {
-		if (fd >= 0)
-			close(fd);
-		pending_finish(p, NULL, "cannot open upstream TCP socket");
-		return;
-	}
-	p->p_upbev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (p->p_upbev == NULL) {
-		close(fd);
-		pending_finish(p, NULL, "cannot open upstream TCP socket");
-		return;
-	}
-	membudget_share_init(&p->p_upq, srv->cfg.queue);
-	(void)membudget_share_watch(&p->p_upq, p->p_upbev);
-	bufferevent_setcb(p->p_upbev, uptcp_read, NULL, uptcp_event, p);
-	bufferevent_setwatermark(p->p_upbev, EV_READ, 0, DNS_MSG_MAX + 2);
-	hdr[0] = (uint8_t)(qlen >> 8);
-	hdr[1] = (uint8_t)qlen;
-	bufferevent_write(p->p_upbev, hdr, 2);
-	bufferevent_write(p->p_upbev, srv->out, qlen);
-	if (bufferevent_socket_connect(p->p_upbev, (struct sockaddr *)up, (int)sa_len(up)) != 0) {
-		pending_finish(p, NULL, "upstream TCP connect failed");
-		return;
-	}
-	bufferevent_enable(p->p_upbev, EV_READ | EV_WRITE);
-}
-
-static bool
-pending_response(struct dns_pending *p, const uint8_t *msg, size_t len, bool via_tcp)
-{
-	struct dns_server *srv = p->p_srv;
-	enum dns_err e = dns_response_parse(msg, len, &srv->resp);
-
-	if (e != DNS_OK) {
-		/* A truncated UDP answer may be cut mid-record; the question
-		 * is still there, which is all we need to go to TCP. */
-		if (!via_tcp && len >= 4 && (msg[2] & 0x02) && (msg[2] & 0x80)) {
-			pending_to_tcp(p);
-			return true;
-		}
-		log_debug("dns: bad upstream answer for %s: %s", p->p_d.name, dns_err_str(e));
-		return false;
-	}
-	if (dns_filter(srv->cfg.policy, &p->p_q, &srv->resp, srv->cfg.ttl_cap, &srv->filt) != 0)
-		return false;
-	if (!via_tcp && (srv->resp.flags & DNS_FLAG_TC)) {
-		pending_to_tcp(p);
-		return true;
-	}
-	pending_finish(p, &srv->filt, srv->filt.reason);
-	return true;
-}
-
-static void
-pending_timeout(evutil_socket_t fd, short what, void *arg)
-{
-	struct dns_pending *p = arg;
-	struct dns_server *srv = p->p_srv;
-	char up[INET6_ADDRSTRLEN + 16], why[128];
-
-	(void)fd;
-	(void)what;
-	sa_str(&srv->cfg.upstream[p->p_up], up, sizeof(up));
-	if (p->p_tries < 2 && p->p_upbev == NULL) {
-		p->p_up = (p->p_up + 1) % srv->cfg.n_upstream;
-		if (pending_send(p) == 0)
-			return;
-		/* pending_send finished p */
-		return;
-	}
-	snprintf(why, sizeof(why), "upstream %s timed out", up);
-	pending_finish(p, NULL, why);
-}
-
-/* Pick a fresh random id, send the query to p->p_up and arm the timer.
- * Returns 0, or -1 after finishing p with SERVFAIL. */
-static int
-pending_send(struct dns_pending *p)
-{
-	struct dns_server *srv = p->p_srv;
-	const struct sockaddr_storage *up = &srv->cfg.upstream[p->p_up];
-	int fi = fam_idx(up->ss_family);
-	struct timeval tv;
-	uint32_t budget;
-	size_t qlen;
-	char why[160], upstr[INET6_ADDRSTRLEN + 16];
-
-	if (srv->pending[p->p_id] == p)
-		srv->pending[p->p_id] = NULL;
-	for (int tries = 0;; tries++) {
-		uint16_t id = (uint16_t)arc4random();
-
-		if (srv->pending[id] == NULL) {
-			p->p_id = id;
-			break;
-		}
-		if (tries > 64) {
-			pending_finish(p, NULL, "no free query id");
-			return -1;
-		}
-	}
-	srv->pending[p->p_id] = p;
-	p->p_tries++;
-	qlen = dns_upstream_query(&p->p_q, p->p_id, srv->out, sizeof(srv->out));
-	if (srv->up_fd[fi] < 0 || qlen == 0) {
-		pending_finish(p, NULL, "no socket for the upstream's address family");
-		return -1;
-	}
-	if (sendto(srv->up_fd[fi], srv->out, qlen, MSG_DONTWAIT | MSG_NOSIGNAL,
-	           (const struct sockaddr *)up, sa_len(up)) < 0) {
-		sa_str(up, upstr, sizeof(upstr));
-		snprintf(why, sizeof(why), "upstream %s: %s", upstr, strerror(errno));
-		if (p->p_tries < 2 && srv->cfg.n_upstream > 1) {
-			p->p_up = (p->p_up + 1) % srv->cfg.n_upstream;
-			return pending_send(p);
-		}
-		pending_finish(p, NULL, why);
-		return -1;
-	}
-	/* The first try gets half the budget, the retry the rest. */
-	budget = p->p_tries == 1 ? srv->cfg.timeout_ms / 2
-	                         : srv->cfg.timeout_ms - srv->cfg.timeout_ms / 2;
-	tv.tv_sec = budget / 1000;
-	tv.tv_usec = (budget % 1000) * 1000;
-	evtimer_add(p->p_timer, &tv);
-	return 0;
-}
-
-static void
-upstream_read(evutil_socket_t fd, short what, void *arg)
-{
-	struct dns_server *srv = arg;
-
-	(void)what;
-	srv->batching = true;
-	for (int i = 0; i < DNS_UDP_BATCH; i++) {
-		struct sockaddr_storage from;
-		socklen_t flen = sizeof(from);
-		struct dns_pending *p;
-		ssize_t n;
-		uint16_t id;
-
-		n = recvfrom(fd, srv->buf, sizeof(srv->buf), MSG_DONTWAIT, (struct sockaddr *)&from,
-		             &flen);
-		if (n < 0)
-			break;
-		if (n < DNS_HEADER_LEN)
-			continue;
-		id = (uint16_t)(srv->buf[0] << 8 | srv->buf[1]);
-		p = srv->pending[id];
-		/* Only the address we asked may answer (no off-path guesses
-		 * from other senders), and only once we are waiting on UDP. */
-		if (p == NULL || p->p_upbev != NULL ||
-		    !sa_equal(&from, &srv->cfg.upstream[p->p_up]))
-			continue;
-		pending_response(p, srv->buf, (size_t)n, false);
-	}
-	batch_flush(srv);
-	srv->batching = false;
-}
-
 /* ---- queries ---- */
 
 static void
@@ -681,23 +415,18 @@ query_forward(struct dns_server *srv, struct dns_client *c, const struct dns_que
               const struct dns_decision *d, uint64_t start_ms)
 {
 	struct dns_pending *p;
-	struct dns_decision dd = *d;
+	struct resolver_result now;
 
-	if (srv->cfg.n_upstream == 0 || srv->n_pending >= DNS_MAX_PENDING) {
-		const char *why = srv->cfg.n_upstream == 0 ? "no upstream resolver configured"
-		                                           : "too many queries in flight";
-		char text[96];
-
-		snprintf(text, sizeof(text), "airlock: %s", why);
-		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, DNS_EDE_OTHER, text);
-		log_query(srv, q, &dd, DNS_RCODE_SERVFAIL, why, NULL, 0, start_ms);
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, -1, NULL);
+		log_query(srv, q, d, DNS_RCODE_SERVFAIL, "out of memory", NULL, 0, start_ms);
 		return;
 	}
-	if ((p = calloc(1, sizeof(*p))) == NULL ||
-	    (p->p_timer = evtimer_new(srv->base, pending_timeout, p)) == NULL) {
+	p->p_req = resolver_ask(srv->res, q, d->name, pending_answered, p, &now);
+	if (p->p_req == NULL) {
+		/* Known at once: the cache, the hosts file, or a failure. */
 		free(p);
-		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, -1, NULL);
-		log_query(srv, q, &dd, DNS_RCODE_SERVFAIL, "out of memory", NULL, 0, start_ms);
+		query_result(srv, c, q, d, &now, start_ms);
 		return;
 	}
 	p->p_srv = srv;
@@ -705,9 +434,10 @@ query_forward(struct dns_server *srv, struct dns_client *c, const struct dns_que
 	p->p_d = *d;
 	p->p_client = *c;
 	p->p_start_ms = start_ms;
-	/* Spread load: start at a random upstream, retry on the next. */
-	p->p_up = srv->cfg.n_upstream > 1 ? arc4random_uniform((uint32_t)srv->cfg.n_upstream) : 0;
-	srv->n_pending++;
+	p->p_next = srv->pends;
+	if (p->p_next != NULL)
+		p->p_next->p_prev = p;
+	srv->pends = p;
 	if (c->tcp != NULL) {
 		p->p_tnext = c->tcp->t_pending;
 		if (p->p_tnext != NULL)
@@ -715,7 +445,6 @@ query_forward(struct dns_server *srv, struct dns_client *c, const struct dns_que
 		c->tcp->t_pending = p;
 		c->tcp->t_n_pending++;
 	}
-	pending_send(p);
 }
 
 static void
@@ -783,16 +512,9 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg, s
 	case DNS_ACT_PTR:
 		ptr_answer(srv, c, &q, &d, start);
 		return;
-	case DNS_ACT_FORWARD: {
-		const char *why = NULL;
-
-		if (dns_acache_get(srv->acache, d.name, q.qtype, start, &srv->filt, &why) == 0) {
-			answer_send(srv, c, &q, &d, &srv->filt, why != NULL ? why : "", start);
-			return;
-		}
+	case DNS_ACT_FORWARD:
 		query_forward(srv, c, &q, &d, start);
 		return;
-	}
 	}
 }
 
@@ -1097,9 +819,13 @@ pending_free(struct dns_pending *p)
 	struct dns_server *srv = p->p_srv;
 	struct dns_tcp *t = p->p_client.tcp;
 
-	if (srv->pending[p->p_id] == p)
-		srv->pending[p->p_id] = NULL;
-	srv->n_pending--;
+	resolver_cancel(p->p_req);
+	if (p->p_prev != NULL)
+		p->p_prev->p_next = p->p_next;
+	else
+		srv->pends = p->p_next;
+	if (p->p_next != NULL)
+		p->p_next->p_prev = p->p_prev;
 	if (t != NULL) {
 		if (p->p_tprev != NULL)
 			p->p_tprev->p_tnext = p->p_tnext;
@@ -1108,13 +834,6 @@ pending_free(struct dns_pending *p)
 		if (p->p_tnext != NULL)
 			p->p_tnext->p_tprev = p->p_tprev;
 		t->t_n_pending--;
-	}
-	if (p->p_timer != NULL)
-		event_free(p->p_timer);
-	if (p->p_upbev != NULL) {
-		membudget_share_release(&p->p_upq);
-		bufferevent_free(p->p_upbev);
-		fdres_refill(srv->cfg.fds);
 	}
 	free(p);
 	if (t != NULL) {
@@ -1126,36 +845,12 @@ pending_free(struct dns_pending *p)
 	}
 }
 
-static int
-upstream_socket(struct dns_server *srv, int family)
-{
-	int fi = fam_idx((sa_family_t)family);
-	int fd, size = 1 << 20;
-
-	if (srv->up_fd[fi] >= 0)
-		return 0;
-	fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		log_warn("dns: upstream socket (%s)", family == AF_INET6 ? "IPv6" : "IPv4");
-		return -1;
-	}
-	/* Room for bursts of answers; failure only costs retries. */
-	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-	srv->up_fd[fi] = fd;
-	srv->up_ev[fi] = event_new(srv->base, fd, EV_READ | EV_PERSIST, upstream_read, srv);
-	if (srv->up_ev[fi] == NULL || event_add(srv->up_ev[fi], NULL) != 0) {
-		log_warnx("dns: cannot watch the upstream socket");
-		return -1;
-	}
-	return 0;
-}
-
 struct dns_server *
 dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
 {
 	struct dns_server *srv;
 
-	if (cfg->policy == NULL || cfg->n_upstream > DNS_MAX_UPSTREAMS) {
+	if (cfg->policy == NULL || (cfg->resolver == NULL && cfg->n_upstream > DNS_MAX_UPSTREAMS)) {
 		log_warnx("dns: server config needs a policy and at most %d upstreams",
 		          DNS_MAX_UPSTREAMS);
 		return NULL;
@@ -1166,21 +861,24 @@ dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
 	}
 	srv->base = base;
 	srv->cfg = *cfg;
-	srv->up_fd[0] = srv->up_fd[1] = -1;
-	if (srv->cfg.ttl_cap == 0)
-		srv->cfg.ttl_cap = DNS_DEFAULT_TTL_CAP;
-	if (srv->cfg.timeout_ms == 0)
-		srv->cfg.timeout_ms = DNS_DEFAULT_TIMEOUT_MS;
-	srv->pending = calloc(DNS_ID_SPACE, sizeof(*srv->pending));
+	srv->res = cfg->resolver;
+	if (srv->res == NULL) {
+		struct resolver_config rc = {.policy = cfg->policy,
+		                             .n_upstream = cfg->n_upstream,
+		                             .ttl_cap = cfg->ttl_cap,
+		                             .timeout_ms = cfg->timeout_ms};
+
+		memcpy(rc.upstream, cfg->upstream, sizeof(rc.upstream));
+		if ((srv->res = srv->res_own = resolver_new(base, &rc)) == NULL)
+			goto fail;
+		resolver_set_limits(srv->res_own, cfg->queue, cfg->fds);
+	}
+	resolver_set_burst(srv->res, resolver_burst, srv);
 	srv->accept_timer = evtimer_new(base, accept_resume, srv);
-	srv->acache = dns_acache_new(DNS_ACACHE_ENTRIES);
-	if (srv->pending == NULL || srv->accept_timer == NULL || srv->acache == NULL) {
+	if (srv->accept_timer == NULL) {
 		log_warn("dns: server");
 		goto fail;
 	}
-	for (size_t i = 0; i < srv->cfg.n_upstream; i++)
-		if (upstream_socket(srv, srv->cfg.upstream[i].ss_family) != 0)
-			goto fail;
 	if (srv->cfg.queue != NULL) {
 		struct membudget_hooks h = {tcp_queue_pause, tcp_queue_resume, srv};
 
@@ -1265,15 +963,18 @@ dns_server_free(struct dns_server *srv)
 		membudget_remove_user(srv->cfg.queue, srv);
 	while (srv->tcps != NULL)
 		tcp_close(srv->tcps);
-	if (srv->pending != NULL) {
-		/* Queries still in flight are answered and logged too. The
-		 * count ends the scan: the table is 512 KiB, mostly never
-		 * touched, and reading it all would fault every page in. */
-		for (size_t i = 0; i < DNS_ID_SPACE && srv->n_pending > 0; i++)
-			if (srv->pending[i] != NULL)
-				pending_finish(srv->pending[i], NULL, "resolver shutting down");
-		free(srv->pending);
+	/* Queries still in flight are answered and logged too. */
+	while (srv->pends != NULL) {
+		struct dns_pending *p = srv->pends;
+		struct resolver_result res = {.status = RESOLVER_FAIL,
+		                              .why = "resolver shutting down"};
+
+		query_result(srv, &p->p_client, &p->p_q, &p->p_d, &res, p->p_start_ms);
+		pending_free(p);
 	}
+	if (srv->res != NULL)
+		resolver_set_burst(srv->res, NULL, NULL);
+	resolver_free(srv->res_own);
 	if (srv->n_malformed > 0)
 		log_warnx("dns: dropped %llu malformed queries",
 		          (unsigned long long)srv->n_malformed);
@@ -1283,13 +984,7 @@ dns_server_free(struct dns_server *srv)
 	}
 	for (size_t i = 0; i < srv->n_tcpl; i++)
 		evconnlistener_free(srv->tcpl[i]);
-	for (int i = 0; i < 2; i++) {
-		if (srv->up_ev[i] != NULL)
-			event_free(srv->up_ev[i]);
-		fd_close(&srv->up_fd[i]);
-	}
 	if (srv->accept_timer != NULL)
 		event_free(srv->accept_timer);
-	dns_acache_free(srv->acache);
 	free(srv);
 }

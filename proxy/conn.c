@@ -488,6 +488,16 @@ conn_resolved(struct conn *c)
 
 		for (size_t i = 0; i < c->n_addrs; i++)
 			found = found || conn_addr_eq(&c->addrs[i], &c->orig);
+		/* Or the sandbox's own DNS listener handed it out for this
+		 * name within its TTL: servers that rotate their answers give
+		 * the proxy's lookup other addresses. */
+		if (!found && c->px->px_cfg.cache != NULL) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			found = dns_cache_told(c->px->px_cfg.cache, &c->orig.sa, c->host,
+			                       (uint64_t)ts.tv_sec);
+		}
 		c->addrs[0] = c->orig;
 		c->n_addrs = 1;
 		c->next_addr = 0;
@@ -584,7 +594,7 @@ conn_decide_noname(struct conn *c)
 void
 conn_start_resolve(struct conn *c)
 {
-	/* evdns has its own timeouts, but a resolver without a reachable
+	/* The resolver has its own timeouts, but a resolver without a reachable
 	 * nameserver must not hold a client forever. */
 	evtimer_del(c->timer);
 	conn_timer_in(c, c->px->px_cfg.connect_timeout_ms);

@@ -5,7 +5,7 @@
  *   conn.c      the per-connection state machine, decisions, replies, log
  *   sniff.c     transparent: SNI / Host / no name from the first bytes
  *   forward.c   explicit absolute-form HTTP: one exchange at a time
- *   upstream.c  resolution (evdns), the address guard, connect with timeout
+ *   upstream.c  resolution (dns/resolver.h), the address guard, connect with timeout
  *   relay.c     tunnel bytes both ways: bufferevents, then splice(2)
  *   bind.c      the first bytes after a decision must name what was decided,
  *               and so must every ClientHello and HTTP/1 request after them
@@ -30,7 +30,7 @@ struct bufferevent;
 struct event;
 struct evconnlistener;
 struct evbuffer;
-struct evdns_getaddrinfo_request;
+struct resolver_lookup;
 struct fdres;
 struct h1frame;
 struct relay;
@@ -103,7 +103,7 @@ struct proxy {
 enum conn_state {
 	CONN_HEAD,    /* explicit: reading a request head */
 	CONN_SNIFF,   /* transparent: peeking at the first bytes */
-	CONN_RESOLVE, /* waiting for evdns */
+	CONN_RESOLVE, /* waiting for the resolver */
 	CONN_CONNECT, /* waiting for the upstream connect */
 	CONN_TUNNEL,  /* relaying bytes both ways (CONNECT, transparent) */
 	CONN_HTTP,    /* forwarding one request and its response */
@@ -148,10 +148,10 @@ struct conn {
 	struct event *timer;   /* header deadline, sniff wait, idle, reply */
 	uint64_t start_ms, last_ms;
 	struct relay *relay; /* splice state once the tunnel switched */
-	struct evdns_getaddrinfo_request *dnsreq;
-	bool in_resolve_call; /* evdns may answer before it returns */
-	int resolve_err;      /* evdns result stored during that call */
-	struct addrinfo *resolve_res;
+	struct resolver_lookup *dnsreq; /* while a lookup is out */
+	int resolve_status;             /* its enum resolver_addrs_status */
+	union conn_addr resolve_refused; /* GUARD: the address the guard removed */
+	bool resolve_audit_cname;       /* audit: it followed a denied CNAME */
 	bool resolve_ready;
 
 	/* What is being asked, for the decision and the log. */
@@ -315,7 +315,8 @@ void forward_timer(struct conn *c, uint64_t now);
 /* Resolve c->host (or take the literal) into c->addrs, then call
  * conn_resolved(). Returns 0, or -1 after refusing the connection. */
 int upstream_resolve(struct conn *c);
-/* Turn the stored evdns answer into c->addrs; returns 0, or -1 after
+/* Act on the resolver's answer (c->addrs, c->resolve_status and, for a
+ * refusal, c->reason hold it); returns 0, or -1 after
  * refusing (the reply names the resolver's answer). */
 int upstream_take_answer(struct conn *c);
 /* Keep only the addresses the policy's deny cidr rules and the guard

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 struct event_base;
-struct evdns_base;
+struct resolver;
 struct policy;
 struct elog;
 struct dns_cache;
@@ -25,8 +25,12 @@ enum proxy_listener_kind {
 struct proxy_config {
 	const struct policy *policy; /* borrowed, outlives the proxy */
 	struct elog *log;            /* borrowed */
-	struct dns_cache *cache;     /* borrowed, may be NULL */
-	struct evdns_base *dns;      /* borrowed: upstream resolution */
+	/* borrowed, may be NULL: the IP -> name cache of what the sandbox's
+	 * DNS listener answered (dns/cache.h) */
+	struct dns_cache *cache;
+	/* borrowed, outlives the proxy: the resolver the DNS listener uses
+	 * too (dns/resolver.h), with its cache, CNAME policy and hosts */
+	struct resolver *resolver;
 	/* borrowed, outlives the proxy: the host's own addresses, which the
 	 * guard refuses (policy/guard.h; kept current by nft/hostaddr.h) */
 	const struct guard_hosts *hosts;

@@ -1,6 +1,8 @@
 /* Upstream side: resolve in the supervisor (never trusting the sandbox's
- * idea of an address), apply the address guard, connect with a timeout,
- * trying v6 then v4 addresses in turn. */
+ * idea of an address) through the resolver the DNS listener uses too
+ * (dns/resolver.h: one cache, one CNAME policy, one hosts file), apply the
+ * address guard, connect with a timeout, trying v6 then v4 addresses in
+ * turn. */
 #include "proxy/conn.h"
 
 #include <arpa/inet.h>
@@ -11,13 +13,13 @@
 #include <unistd.h>
 
 #include <event2/bufferevent.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 #include <event2/util.h>
 
 #include "common/fdres.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "dns/resolver.h"
 #include "policy/guard.h"
 #include "policy/policy.h"
 
@@ -199,67 +201,71 @@ upstream_mark_audit(struct conn *c, const union conn_addr *a)
 	say_denied(c->reason, sizeof(c->reason), a);
 }
 
-/* Keep v6 first, then v4, each in resolver order, at most CONN_MAX_ADDRS.
- * A mapped v6 answer is taken as the v4 address it is. */
+/* Keep v6 first, then v4 (as the resolver gives them), at most
+ * CONN_MAX_ADDRS, without repeats. A mapped v6 answer is taken as the v4
+ * address it is. */
 static void
-take_addrs(struct conn *c, const struct evutil_addrinfo *res)
+take_addrs(struct conn *c, const struct resolver_addrs *res)
 {
 	c->n_addrs = 0;
-	for (int fam = 0; fam < 2; fam++) {
-		int want = fam == 0 ? AF_INET6 : AF_INET;
+	for (size_t i = 0; i < res->n && c->n_addrs < CONN_MAX_ADDRS; i++) {
+		union conn_addr a;
+		bool dup = false;
 
-		for (const struct evutil_addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-			union conn_addr a;
-			bool dup = false;
-
-			if (ai->ai_family != want || c->n_addrs == CONN_MAX_ADDRS)
-				continue;
-			memset(&a, 0, sizeof(a));
-			memcpy(&a, ai->ai_addr, want == AF_INET6 ? sizeof(a.in6) : sizeof(a.in));
-			conn_addr_unmap(&a);
-			set_port(&a, c->port);
-			for (size_t i = 0; i < c->n_addrs; i++)
-				dup = dup || conn_addr_eq(&c->addrs[i], &a);
-			if (!dup)
-				c->addrs[c->n_addrs++] = a;
-		}
+		memset(&a, 0, sizeof(a));
+		memcpy(&a, &res->addr[i],
+		       res->addr[i].ss_family == AF_INET6 ? sizeof(a.in6) : sizeof(a.in));
+		conn_addr_unmap(&a);
+		set_port(&a, c->port);
+		for (size_t k = 0; k < c->n_addrs; k++)
+			dup = dup || conn_addr_eq(&c->addrs[k], &a);
+		if (!dup)
+			c->addrs[c->n_addrs++] = a;
 	}
 }
 
+/* Store the resolver's answer in c: the addresses, the status and, when
+ * the answer refuses, what the resolver said (for the refusal). */
 static void
-upstream_dns_done(int result, struct evutil_addrinfo *res, void *arg)
+take_answer(struct conn *c, const struct resolver_addrs *res)
+{
+	take_addrs(c, res);
+	c->resolve_status = (int)res->status;
+	c->resolve_audit_cname = res->audit_cname;
+	memset(&c->resolve_refused, 0, sizeof(c->resolve_refused));
+	if (res->status == RESOLVER_ADDRS_GUARD) {
+		memcpy(&c->resolve_refused, &res->refused,
+		       res->refused.ss_family == AF_INET6 ? sizeof(c->resolve_refused.in6)
+		                                          : sizeof(c->resolve_refused.in));
+		set_port(&c->resolve_refused, c->port);
+	}
+	if (res->status != RESOLVER_ADDRS_OK)
+		str_copy(c->reason, res->why, sizeof(c->reason));
+	c->resolve_ready = true;
+}
+
+static void
+upstream_dns_done(const struct resolver_addrs *res, void *arg)
 {
 	struct conn *c = arg;
 
-	/* Cancelled from conn_close(): c is being freed; touch nothing. */
-	if (result == EVUTIL_EAI_CANCEL) {
-		if (res != NULL)
-			evutil_freeaddrinfo(res);
-		return;
-	}
 	c->dnsreq = NULL;
-	c->resolve_err = result;
-	c->resolve_res = res;
-	c->resolve_ready = true;
-	/* Answered inside evdns_getaddrinfo(): the caller takes it from here
-	 * once the call has returned. */
-	if (c->in_resolve_call)
-		return;
+	take_answer(c, res);
 	conn_resolved(c);
 }
 
 int
 upstream_resolve(struct conn *c)
 {
-	struct evutil_addrinfo hints;
+	struct resolver_addrs now;
 	union conn_addr a;
 
 	memset(&a, 0, sizeof(a));
 	c->n_addrs = 0;
 	c->next_addr = 0;
 	c->resolve_ready = false;
-	c->resolve_res = NULL;
-	c->resolve_err = 0;
+	c->resolve_status = RESOLVER_ADDRS_OK;
+	c->resolve_audit_cname = false;
 	if (c->ip_literal) {
 		if (!conn_addr_parse(&a, c->host, c->port)) {
 			conn_refuse(c, 400, "http_request_error", "bad IP literal");
@@ -271,16 +277,11 @@ upstream_resolve(struct conn *c)
 		conn_resolved(c);
 		return 0;
 	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_protocol = IPPROTO_TCP;
-	c->in_resolve_call = true;
-	c->dnsreq =
-	        evdns_getaddrinfo(c->px->px_cfg.dns, c->host, NULL, &hints, upstream_dns_done, c);
-	c->in_resolve_call = false;
-	if (c->resolve_ready) {
-		c->dnsreq = NULL;
+	/* Never calls back from inside: an answer known at once (cache,
+	 * hosts file, a local failure) is in now. */
+	c->dnsreq = resolver_lookup(c->px->px_cfg.resolver, c->host, upstream_dns_done, c, &now);
+	if (c->dnsreq == NULL) {
+		take_answer(c, &now);
 		conn_resolved(c);
 	}
 	return 0;
@@ -289,38 +290,58 @@ upstream_resolve(struct conn *c)
 int
 upstream_take_answer(struct conn *c)
 {
-	int err = c->resolve_err;
-
-	if (c->resolve_res != NULL) {
-		take_addrs(c, c->resolve_res);
-		evutil_freeaddrinfo(c->resolve_res);
-		c->resolve_res = NULL;
-	}
 	if (c->ip_literal)
 		return 0;
-	if (err == EVUTIL_EAI_AGAIN) {
-		conn_refuse(c, 504, "dns_timeout", "resolving %s timed out", c->host);
+	switch ((enum resolver_addrs_status)c->resolve_status) {
+	case RESOLVER_ADDRS_OK:
+		if (c->resolve_audit_cname && c->verdict != NULL &&
+		    strcmp(c->verdict, "allow") == 0) {
+			/* Audit: enforce mode would have refused the chain. */
+			c->verdict = "audit-deny";
+			snprintf(c->reason, sizeof(c->reason), "%s: CNAME to a denied name",
+			         c->host);
+		}
+		return 0;
+	case RESOLVER_ADDRS_CNAME:
+		/* The listener refuses this name's chain; so does the proxy. */
+		c->rule[0] = '\0';
+		conn_refuse(c, 403, "http_request_denied", "%s: %s", c->host, c->reason);
 		return -1;
-	}
-	if (err != 0 || c->n_addrs == 0) {
-		conn_refuse(c, 502, "dns_error", "%s does not resolve (%s)", c->host,
-		            err != 0 ? evutil_gai_strerror(err) : "no addresses");
+	case RESOLVER_ADDRS_GUARD:
+		/* The refused address is the line's ip, as when the guard
+		 * refuses it here (upstream_filter). */
+		if (c->resolve_refused.sa.sa_family != 0) {
+			c->dst = c->resolve_refused;
+			c->has_dst = true;
+		}
+		conn_refuse(c, 403, "destination_ip_prohibited", "%s: %s", c->host, c->reason);
 		return -1;
+	case RESOLVER_ADDRS_TIMEOUT:
+		conn_refuse(c, 504, "dns_timeout", "resolving %s timed out (%s)", c->host,
+		            c->reason);
+		return -1;
+	case RESOLVER_ADDRS_NXDOMAIN:
+		conn_refuse(c, 502, "dns_error", "%s does not resolve (no such name)", c->host);
+		return -1;
+	case RESOLVER_ADDRS_NODATA:
+		conn_refuse(c, 502, "dns_error", "%s does not resolve (no addresses)", c->host);
+		return -1;
+	case RESOLVER_ADDRS_FAIL:
+		break;
 	}
-	return 0;
+	conn_refuse(c, 502, "dns_error", "%s does not resolve (%s)", c->host,
+	            c->reason[0] != '\0' ? c->reason : "resolver failed");
+	return -1;
 }
 
 void
 upstream_cancel(struct conn *c)
 {
 	if (c->dnsreq != NULL) {
-		struct evdns_getaddrinfo_request *r = c->dnsreq;
+		struct resolver_lookup *l = c->dnsreq;
+
 		c->dnsreq = NULL;
-		evdns_getaddrinfo_cancel(r);
-	}
-	if (c->resolve_res != NULL) {
-		evutil_freeaddrinfo(c->resolve_res);
-		c->resolve_res = NULL;
+		resolver_lookup_cancel(l);
 	}
 }
 

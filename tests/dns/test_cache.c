@@ -139,6 +139,45 @@ test_many(void **state)
 	dns_cache_free(NULL);
 }
 
+/* One address handed out for several names keeps each (the transparent
+ * check asks "was this address told for this name?"); the last put is the
+ * name a name-less connection borrows; past 16 names the oldest goes. */
+static void
+test_told_shared_address(void **state)
+{
+	struct dns_cache *c = dns_cache_new(64);
+	struct sockaddr_storage a = addr("203.0.113.20");
+	struct sockaddr_storage b = addr("203.0.113.21");
+	char name[32];
+
+	(void)state;
+	assert_non_null(c);
+	dns_cache_put(c, SA(a), "one.test", 60, 1000);
+	dns_cache_put(c, SA(a), "two.test", 120, 1000);
+	assert_true(dns_cache_told(c, SA(a), "one.test", 1000));
+	assert_true(dns_cache_told(c, SA(a), "TWO.test", 1000));
+	assert_false(dns_cache_told(c, SA(a), "three.test", 1000));
+	assert_false(dns_cache_told(c, SA(b), "one.test", 1000));
+	assert_string_equal(dns_cache_lookup(c, SA(a), 1000), "two.test");
+	/* Each name expires on its own TTL. */
+	assert_false(dns_cache_told(c, SA(a), "one.test", 1060));
+	assert_true(dns_cache_told(c, SA(a), "two.test", 1060));
+	/* Put again: the newest name wins the lookup. */
+	dns_cache_put(c, SA(a), "one.test", 60, 1070);
+	assert_string_equal(dns_cache_lookup(c, SA(a), 1070), "one.test");
+	/* Bounded per address. */
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "n%d.test", i);
+		dns_cache_put(c, SA(b), name, 600, 2000 + (uint64_t)i);
+	}
+	assert_false(dns_cache_told(c, SA(b), "n0.test", 2100));
+	assert_false(dns_cache_told(c, SA(b), "n3.test", 2100));
+	assert_true(dns_cache_told(c, SA(b), "n4.test", 2100));
+	assert_true(dns_cache_told(c, SA(b), "n19.test", 2100));
+	assert_string_equal(dns_cache_lookup(c, SA(b), 2100), "n19.test");
+	dns_cache_free(c);
+}
+
 int
 main(void)
 {
@@ -147,6 +186,7 @@ main(void)
 	        cmocka_unit_test(test_v4_v6_distinct),
 	        cmocka_unit_test(test_update_and_eviction),
 	        cmocka_unit_test(test_many),
+	        cmocka_unit_test(test_told_shared_address),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

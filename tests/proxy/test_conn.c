@@ -23,10 +23,10 @@
 
 #include <cmocka.h>
 #include <event2/bufferevent.h>
-#include <event2/dns.h>
 #include <event2/event.h>
 
 #include "dns/cache.h"
+#include "dns/resolver.h"
 #include "elog/elog.h"
 #include "common/membudget.h"
 #include "common/util.h"
@@ -45,7 +45,7 @@ static const char policy_deny[] = "deny:\n"
 
 struct fixture {
 	struct event_base *base;
-	struct evdns_base *dns;
+	struct resolver *dns;
 	struct policy *pol;
 	struct elog *log;
 	int log_fd; /* a dup of the log's memfd, to read it back */
@@ -76,13 +76,19 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 
 	assert_non_null(f);
 	f->base = event_base_new();
-	f->dns = evdns_base_new(f->base, 0); /* no nameserver: every lookup fails */
 	snprintf(text, sizeof(text), "%s%s%s%s", policy_allow, extra_policy, policy_deny,
 	         extra_deny);
 	f->pol = policy_load_buffer("unit.yaml", text, strlen(text), NULL);
 	assert_non_null(f->pol);
 	if (audit)
 		policy_set_mode(f->pol, POLICY_MODE_AUDIT);
+	{
+		/* No nameserver: every lookup fails. */
+		struct resolver_config rc = {.policy = f->pol};
+
+		f->dns = resolver_new(f->base, &rc);
+		assert_non_null(f->dns);
+	}
 	if (log_path != NULL) {
 		char err[128];
 		f->log = elog_open(log_path, err, sizeof(err));
@@ -100,7 +106,7 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.policy = f->pol;
 	cfg.log = f->log;
-	cfg.dns = f->dns;
+	cfg.resolver = f->dns;
 	cfg.cache = next_cache;
 	cfg.max_conns = max_conns;
 	cfg.header_timeout_ms = header_ms;
@@ -163,7 +169,7 @@ teardown(void **state)
 
 	proxy_free(f->px);
 	guard_hosts_free(f->hosts);
-	evdns_base_free(f->dns, 0);
+	resolver_free(f->dns);
 	event_base_free(f->base);
 	elog_free(f->log);
 	policy_free(f->pol);

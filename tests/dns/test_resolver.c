@@ -1,0 +1,517 @@
+/* The one resolver (dns/resolver.c) over real loopback sockets, no
+ * privileges: the test plays the upstream and drives the event loop. Proves
+ * that a retry keeps accepting the first try's answer, that the shared
+ * cache answers a second lookup with nothing sent upstream, the CNAME
+ * policy and the guard on what the proxy is given, timeouts, NXDOMAIN, and
+ * the hosts file (parsed, answered, guarded). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <cmocka.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "dns/msg.h"
+#include "dns/resolver.h"
+#include "policy/policy.h"
+
+static const char pol_text[] = "version: 1\n"
+                               "name: t\n"
+                               "allow:\n"
+                               "  - host: allowed.test\n"
+                               "  - host: \"*.allowed.test\"\n"
+                               "deny:\n"
+                               "  - host: denied.test\n";
+
+struct fixture {
+	struct policy *pol;
+	struct event_base *base;
+	struct resolver *r;
+	int upstream; /* UDP, the fake upstream */
+	struct sockaddr_in up_addr;
+	struct sockaddr_in peer; /* the resolver's socket, as the upstream saw it */
+	char hosts_path[64];
+};
+
+/* What a callback saw. */
+struct seen {
+	int calls;
+	struct resolver_addrs addrs;
+	enum resolver_status status;
+	unsigned rcode;
+	size_t n;
+};
+
+static int
+udp_bound(struct sockaddr_in *out)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*out = a;
+	return fd;
+}
+
+static int
+setup_hosts(void **state, const char *hosts)
+{
+	static struct fixture f;
+	struct resolver_config cfg = {0};
+
+	memset(&f, 0, sizeof(f));
+	f.pol = policy_load_buffer("t.yaml", pol_text, sizeof(pol_text) - 1, NULL);
+	f.base = event_base_new();
+	if (f.pol == NULL || f.base == NULL)
+		return -1;
+	f.upstream = udp_bound(&f.up_addr);
+	cfg.policy = f.pol;
+	memcpy(&cfg.upstream[0], &f.up_addr, sizeof(f.up_addr));
+	cfg.n_upstream = 1;
+	cfg.timeout_ms = 400;
+	if (hosts != NULL) {
+		int fd;
+
+		str_copy(f.hosts_path, "/tmp/airlock-hosts-XXXXXX", sizeof(f.hosts_path));
+		if ((fd = mkstemp(f.hosts_path)) < 0 ||
+		    write(fd, hosts, strlen(hosts)) != (ssize_t)strlen(hosts))
+			return -1;
+		close(fd);
+		cfg.hosts_path = f.hosts_path;
+	}
+	f.r = resolver_new(f.base, &cfg);
+	if (f.r == NULL)
+		return -1;
+	*state = &f;
+	return 0;
+}
+
+static int
+setup(void **state)
+{
+	return setup_hosts(state, NULL);
+}
+
+static int
+setup_with_hosts(void **state)
+{
+	return setup_hosts(state, "# a comment\n"
+	                          "203.0.113.5 Host.Allowed.Test. alias.allowed.test # trailing\n"
+	                          "10.0.0.5 priv.allowed.test\n"
+	                          "2001:db8::5 host.allowed.test\n"
+	                          "not-an-address bad.allowed.test\n");
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	resolver_free(f->r);
+	close(f->upstream);
+	event_base_free(f->base);
+	policy_free(f->pol);
+	if (f->hosts_path[0] != '\0')
+		unlink(f->hosts_path);
+	return 0;
+}
+
+/* Run the loop until fd is readable or ms pass. */
+static bool
+wait_readable(struct fixture *f, int fd, int ms)
+{
+	uint64_t end = now_ms() + (uint64_t)ms;
+
+	do {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		if (poll(&p, 1, 5) == 1)
+			return true;
+	} while (now_ms() < end);
+	return false;
+}
+
+/* Run the loop until *calls is nonzero or ms pass. */
+static void
+wait_called(struct fixture *f, const int *calls, int ms)
+{
+	uint64_t end = now_ms() + (uint64_t)ms;
+
+	while (*calls == 0 && now_ms() < end) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(2000);
+	}
+}
+
+static bool
+upstream_recv(struct fixture *f, struct dns_query *q, int ms)
+{
+	uint8_t buf[2048];
+	socklen_t plen = sizeof(f->peer);
+	ssize_t n;
+
+	if (!wait_readable(f, f->upstream, ms))
+		return false;
+	n = recvfrom(f->upstream, buf, sizeof(buf), 0, (struct sockaddr *)&f->peer, &plen);
+	assert_true(n > 0);
+	assert_int_equal(dns_query_parse(buf, (size_t)n, q), DNS_OK);
+	return true;
+}
+
+/* Answer q: rcode, an optional CNAME to cname, then A (or AAAA) ip. */
+static void
+upstream_answer(struct fixture *f, const struct dns_query *q, unsigned rcode, const char *cname,
+                const char *ip)
+{
+	uint8_t buf[2048], a[16];
+	struct dns_builder b;
+	const char *owner = q->qname;
+	size_t n;
+
+	dns_build_init(&b, buf, sizeof(buf), q->id,
+	               (uint16_t)(DNS_FLAG_QR | DNS_FLAG_RA | DNS_FLAG_RD | rcode));
+	dns_build_question(&b, q->qname, q->qtype, q->qclass);
+	if (cname != NULL) {
+		dns_build_rr_name(&b, DNS_SEC_AN, q->qname, DNS_TYPE_CNAME, 300, cname);
+		owner = cname;
+	}
+	if (ip != NULL && q->qtype == DNS_TYPE_A && inet_pton(AF_INET, ip, a) == 1)
+		dns_build_rr(&b, DNS_SEC_AN, owner, DNS_TYPE_A, 300, a, 4);
+	if (ip != NULL && q->qtype == DNS_TYPE_AAAA && inet_pton(AF_INET6, ip, a) == 1)
+		dns_build_rr(&b, DNS_SEC_AN, owner, DNS_TYPE_AAAA, 300, a, 16);
+	n = dns_build_finish(&b);
+	assert_true(n > 0);
+	assert_int_equal(sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer,
+	                        sizeof(f->peer)),
+	                 (ssize_t)n);
+}
+
+static void
+on_result(const struct resolver_result *res, void *arg)
+{
+	struct seen *s = arg;
+
+	s->calls++;
+	s->status = res->status;
+	s->rcode = res->f != NULL ? res->f->rcode : 0;
+	s->n = res->f != NULL ? res->f->n : 0;
+}
+
+static void
+on_addrs(const struct resolver_addrs *res, void *arg)
+{
+	struct seen *s = arg;
+
+	s->calls++;
+	s->addrs = *res;
+}
+
+static struct dns_query
+question(const char *name, uint16_t qtype)
+{
+	struct dns_query q = {0};
+
+	str_copy(q.qname, name, sizeof(q.qname));
+	q.qtype = qtype;
+	q.qclass = DNS_CLASS_IN;
+	q.flags = DNS_FLAG_RD;
+	return q;
+}
+
+/* The first try goes unanswered past its half of the budget, the retry is
+ * sent, and then the first try's answer arrives: it is taken. */
+static void
+test_retry_keeps_first_answer(void **state)
+{
+	struct fixture *f = *state;
+	struct dns_query q = question("slow.allowed.test", DNS_TYPE_A), up1, up2;
+	struct resolver_result now;
+	struct seen s = {0};
+	struct resolver_req *req;
+
+	req = resolver_ask(f->r, &q, "slow.allowed.test", on_result, &s, &now);
+	assert_non_null(req);
+	assert_true(upstream_recv(f, &up1, 1000));
+	assert_true(upstream_recv(f, &up2, 1000)); /* the retry, after 200 ms */
+	assert_int_equal(s.calls, 0);
+	assert_int_not_equal(up1.id, up2.id);
+	upstream_answer(f, &up1, DNS_RCODE_NOERROR, NULL, "203.0.113.7");
+	wait_called(f, &s.calls, 1000);
+	assert_int_equal(s.calls, 1);
+	assert_int_equal(s.status, RESOLVER_ANSWER);
+	assert_int_equal(s.rcode, DNS_RCODE_NOERROR);
+	assert_int_equal(s.n, 1);
+	/* The retry's answer, late, goes nowhere. */
+	upstream_answer(f, &up2, DNS_RCODE_NOERROR, NULL, "203.0.113.8");
+	wait_readable(f, f->upstream, 50);
+	assert_int_equal(s.calls, 1);
+}
+
+/* A lookup asks A and AAAA; the next one is answered from the cache. */
+static void
+test_lookup_then_cached(void **state)
+{
+	struct fixture *f = *state;
+	struct resolver_addrs now;
+	struct seen s = {0};
+	struct dns_query q1, q2;
+	struct resolver_lookup *l;
+
+	l = resolver_lookup(f->r, "www.allowed.test", on_addrs, &s, &now);
+	assert_non_null(l);
+	assert_true(upstream_recv(f, &q1, 1000));
+	assert_true(upstream_recv(f, &q2, 1000));
+	upstream_answer(f, &q1, DNS_RCODE_NOERROR, NULL,
+	                q1.qtype == DNS_TYPE_A ? "203.0.113.9" : "2001:db8::9");
+	upstream_answer(f, &q2, DNS_RCODE_NOERROR, NULL,
+	                q2.qtype == DNS_TYPE_A ? "203.0.113.9" : "2001:db8::9");
+	wait_called(f, &s.calls, 1000);
+	assert_int_equal(s.calls, 1);
+	assert_int_equal(s.addrs.status, RESOLVER_ADDRS_OK);
+	assert_int_equal(s.addrs.n, 2);
+	assert_int_equal(s.addrs.addr[0].ss_family, AF_INET6); /* v6 first */
+	assert_int_equal(s.addrs.addr[1].ss_family, AF_INET);
+	/* Again: known at once, nothing sent. */
+	memset(&now, 0, sizeof(now));
+	assert_null(resolver_lookup(f->r, "www.allowed.test", on_addrs, &s, &now));
+	assert_int_equal(now.status, RESOLVER_ADDRS_OK);
+	assert_int_equal(now.n, 2);
+	assert_false(wait_readable(f, f->upstream, 50));
+	assert_int_equal(s.calls, 1);
+}
+
+/* Two askers of one name share its questions; one that leaves does not
+ * take the answer from the other. */
+static void
+test_lookup_shared_in_flight(void **state)
+{
+	struct fixture *f = *state;
+	struct resolver_addrs now;
+	struct seen s1 = {0}, s2 = {0}, s3 = {0};
+	struct dns_query q1, q2, extra;
+	struct resolver_lookup *l1, *l2, *l3;
+
+	l1 = resolver_lookup(f->r, "burst.allowed.test", on_addrs, &s1, &now);
+	l2 = resolver_lookup(f->r, "BURST.allowed.test", on_addrs, &s2, &now);
+	l3 = resolver_lookup(f->r, "burst.allowed.test", on_addrs, &s3, &now);
+	assert_non_null(l1);
+	assert_non_null(l2);
+	assert_non_null(l3);
+	resolver_lookup_cancel(l2);
+	assert_true(upstream_recv(f, &q1, 1000));
+	assert_true(upstream_recv(f, &q2, 1000));
+	/* One A and one AAAA for the three, nothing more (the retry comes
+	 * only after 200 ms). */
+	assert_false(upstream_recv(f, &extra, 50));
+	upstream_answer(f, &q1, DNS_RCODE_NOERROR, NULL,
+	                q1.qtype == DNS_TYPE_A ? "203.0.113.12" : "2001:db8::12");
+	upstream_answer(f, &q2, DNS_RCODE_NOERROR, NULL,
+	                q2.qtype == DNS_TYPE_A ? "203.0.113.12" : "2001:db8::12");
+	wait_called(f, &s3.calls, 1000);
+	wait_called(f, &s1.calls, 1000);
+	assert_int_equal(s1.calls, 1);
+	assert_int_equal(s2.calls, 0);
+	assert_int_equal(s3.calls, 1);
+	assert_int_equal(s1.addrs.status, RESOLVER_ADDRS_OK);
+	assert_int_equal(s1.addrs.n, 2);
+	assert_int_equal(s3.addrs.n, 2);
+}
+
+/* Every asker leaves: the question goes, and its late answer with it. */
+static void
+test_ask_all_cancelled(void **state)
+{
+	struct fixture *f = *state;
+	struct dns_query q = question("left.allowed.test", DNS_TYPE_A), up;
+	struct resolver_result now;
+	struct seen s = {0};
+	struct resolver_req *a, *b;
+
+	a = resolver_ask(f->r, &q, "left.allowed.test", on_result, &s, &now);
+	b = resolver_ask(f->r, &q, "left.allowed.test", on_result, &s, &now);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_true(upstream_recv(f, &up, 1000));
+	resolver_cancel(a);
+	resolver_cancel(b);
+	upstream_answer(f, &up, DNS_RCODE_NOERROR, NULL, "203.0.113.13");
+	/* No retry is sent for a question nobody waits for. */
+	assert_false(upstream_recv(f, &up, 400));
+	assert_int_equal(s.calls, 0);
+	/* And a new asker starts afresh. */
+	a = resolver_ask(f->r, &q, "left.allowed.test", on_result, &s, &now);
+	assert_non_null(a);
+	assert_true(upstream_recv(f, &up, 1000));
+	resolver_cancel(a); /* s is gone after this function */
+}
+
+/* A chain through a denied name gives the proxy nothing to dial. */
+static void
+test_lookup_cname_denied(void **state)
+{
+	struct fixture *f = *state;
+	struct resolver_addrs now;
+	struct seen s = {0};
+	struct dns_query q;
+
+	assert_non_null(resolver_lookup(f->r, "cdn.allowed.test", on_addrs, &s, &now));
+	for (int i = 0; i < 2; i++) {
+		assert_true(upstream_recv(f, &q, 1000));
+		upstream_answer(f, &q, DNS_RCODE_NOERROR, "denied.test",
+		                q.qtype == DNS_TYPE_A ? "203.0.113.10" : "2001:db8::10");
+	}
+	wait_called(f, &s.calls, 1000);
+	assert_int_equal(s.addrs.status, RESOLVER_ADDRS_CNAME);
+	assert_int_equal(s.addrs.n, 0);
+	/* And from the cache, the same. */
+	assert_null(resolver_lookup(f->r, "cdn.allowed.test", on_addrs, &s, &now));
+	assert_int_equal(now.status, RESOLVER_ADDRS_CNAME);
+}
+
+static void
+test_lookup_nxdomain_and_timeout(void **state)
+{
+	struct fixture *f = *state;
+	struct resolver_addrs now;
+	struct seen s = {0};
+	struct dns_query q;
+	uint64_t t0;
+
+	assert_non_null(resolver_lookup(f->r, "nx.allowed.test", on_addrs, &s, &now));
+	for (int i = 0; i < 2; i++) {
+		assert_true(upstream_recv(f, &q, 1000));
+		upstream_answer(f, &q, DNS_RCODE_NXDOMAIN, NULL, NULL);
+	}
+	wait_called(f, &s.calls, 1000);
+	assert_int_equal(s.addrs.status, RESOLVER_ADDRS_NXDOMAIN);
+
+	memset(&s, 0, sizeof(s));
+	t0 = now_ms();
+	assert_non_null(resolver_lookup(f->r, "silent.allowed.test", on_addrs, &s, &now));
+	wait_called(f, &s.calls, 2000);
+	assert_int_equal(s.calls, 1);
+	assert_int_equal(s.addrs.status, RESOLVER_ADDRS_TIMEOUT);
+	/* Within the budget (400 ms), with some slack for a busy machine. */
+	assert_true(now_ms() - t0 < 1500);
+}
+
+/* A cancelled lookup never calls back, and its late answers are ignored. */
+static void
+test_lookup_cancel(void **state)
+{
+	struct fixture *f = *state;
+	struct resolver_addrs now;
+	struct seen s = {0};
+	struct dns_query q;
+	struct resolver_lookup *l;
+
+	l = resolver_lookup(f->r, "gone.allowed.test", on_addrs, &s, &now);
+	assert_non_null(l);
+	assert_true(upstream_recv(f, &q, 1000));
+	resolver_lookup_cancel(l);
+	upstream_answer(f, &q, DNS_RCODE_NOERROR, NULL, "203.0.113.11");
+	wait_readable(f, f->upstream, 600);
+	assert_int_equal(s.calls, 0);
+}
+
+static void
+test_hosts_parse(void **state)
+{
+	static const char text[] = "127.0.0.1 localhost\n"
+	                           "  ::1\tlocalhost ip6-localhost # comment\n"
+	                           "#203.0.113.1 commented.test\n"
+	                           "203.0.113.2 Two.Test. two-alias.test\n"
+	                           "999.1.1.1 bad-address.test\n"
+	                           "203.0.113.3 bad_name..test ok3.test\n"
+	                           "203.0.113.4"; /* no name, no newline */
+	struct resolver_hosts *h = resolver_hosts_parse(text, sizeof(text) - 1);
+	static struct dns_response r;
+	char ip[INET6_ADDRSTRLEN];
+
+	(void)state;
+	assert_non_null(h);
+	assert_true(resolver_hosts_answer(h, "two.test", DNS_TYPE_A, &r));
+	assert_int_equal(r.n_an, 1);
+	inet_ntop(AF_INET, r.an[0].addr, ip, sizeof(ip));
+	assert_string_equal(ip, "203.0.113.2");
+	assert_true(resolver_hosts_answer(h, "two-alias.test", DNS_TYPE_A, &r));
+	/* Known, but not for this type: an empty answer (NODATA). */
+	assert_true(resolver_hosts_answer(h, "two.test", DNS_TYPE_AAAA, &r));
+	assert_int_equal(r.n_an, 0);
+	assert_true(resolver_hosts_answer(h, "ip6-localhost", DNS_TYPE_AAAA, &r));
+	assert_int_equal(r.n_an, 1);
+	assert_true(resolver_hosts_answer(h, "localhost", DNS_TYPE_A, &r));
+	inet_ntop(AF_INET, r.an[0].addr, ip, sizeof(ip));
+	assert_string_equal(ip, "127.0.0.1");
+	assert_true(resolver_hosts_answer(h, "ok3.test", DNS_TYPE_A, &r));
+	assert_false(resolver_hosts_answer(h, "commented.test", DNS_TYPE_A, &r));
+	assert_false(resolver_hosts_answer(h, "bad-address.test", DNS_TYPE_A, &r));
+	assert_false(resolver_hosts_answer(h, "other.test", DNS_TYPE_A, &r));
+	resolver_hosts_free(h);
+	/* Nothing at all is fine too. */
+	h = resolver_hosts_parse("", 0);
+	assert_non_null(h);
+	assert_false(resolver_hosts_answer(h, "two.test", DNS_TYPE_A, &r));
+	resolver_hosts_free(h);
+}
+
+/* Names in the hosts file are answered from it, never upstream, and its
+ * private addresses meet the guard like any answer. */
+static void
+test_hosts_answered_and_guarded(void **state)
+{
+	struct fixture *f = *state;
+	struct resolver_addrs now;
+	struct seen s = {0};
+	struct dns_query q = question("host.allowed.test", DNS_TYPE_A);
+	struct resolver_result res;
+
+	assert_null(resolver_lookup(f->r, "host.allowed.test", on_addrs, &s, &now));
+	assert_int_equal(now.status, RESOLVER_ADDRS_OK);
+	assert_int_equal(now.n, 2);
+	assert_null(resolver_lookup(f->r, "priv.allowed.test", on_addrs, &s, &now));
+	assert_int_equal(now.status, RESOLVER_ADDRS_GUARD);
+	assert_non_null(strstr(now.why, "10.0.0.5"));
+	assert_int_equal(now.refused.ss_family, AF_INET);
+	assert_int_equal(((struct sockaddr_in *)&now.refused)->sin_addr.s_addr, inet_addr("10.0.0.5"));
+	/* The listener's question gets the same, marked as from the file. */
+	assert_null(resolver_ask(f->r, &q, "host.allowed.test", on_result, &s, &res));
+	assert_int_equal(res.status, RESOLVER_ANSWER);
+	assert_true(res.from_hosts);
+	assert_int_equal(res.f->n, 1);
+	assert_false(wait_readable(f, f->upstream, 50));
+	assert_int_equal(s.calls, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(test_retry_keeps_first_answer, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_lookup_then_cached, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_lookup_cname_denied, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_lookup_shared_in_flight, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_ask_all_cancelled, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_lookup_nxdomain_and_timeout, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_lookup_cancel, setup, teardown),
+	        cmocka_unit_test(test_hosts_parse),
+	        cmocka_unit_test_setup_teardown(test_hosts_answered_and_guarded, setup_with_hosts,
+	                                        teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
