@@ -75,7 +75,7 @@ const char *elog_error(const struct elog *log);
  *  - elog_admit() admits only destinations the log already names. */
 #define ELOG_BUDGET_DEFAULT (64ULL * 1024 * 1024)
 /* The reason callers give when elog_admit refuses (one vocabulary). */
-#define ELOG_REASON_BUDGET "egress log budget spent; new destinations are refused"
+#define ELOG_REASON_BUDGET "log-budget" /* VR_LOG_BUDGET's token */
 void elog_set_budget(struct elog *log, uint64_t bytes);
 /* Parse a --log-budget SIZE: whole bytes, or with a binary suffix k, M, G
  * (also KiB, MiB, GiB, any case); "0" is no budget. At most 1 TiB.
@@ -101,7 +101,8 @@ struct elog_event {
 	int port;
 	const char *verdict; /* "allow" | "deny" | "audit-deny" */
 	const char *rule;    /* "file:line" of the deciding rule */
-	const char *reason;  /* why, when denied or failed ("no match", ...) */
+	const char *reason;  /* why, when denied or failed: a token of the one
+	                      * table (policy/verdict.h: "no-rule", ...) */
 	uint64_t bytes_up;   /* sandbox -> upstream */
 	uint64_t bytes_down; /* upstream -> sandbox */
 	uint64_t duration_ms;
@@ -120,6 +121,8 @@ struct elog_event {
 	uint64_t count;       /* a line for repeats (elog_event_agg): how many
 	                       * events it stands for (0: one, field left out) */
 	const char *path;     /* unix: the socket path CMD gave (sandbox-controlled) */
+	const char *detail;   /* with a reason: the sentence for people, naming
+	                       * what was seen ("no rule allows a.test port 443") */
 };
 
 int elog_event(struct elog *log, const struct elog_event *ev);

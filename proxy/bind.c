@@ -35,24 +35,26 @@
  * reads HTTP there), a reset for the rest. Returns -1 (c is gone), or 0
  * in audit mode, where the refusal is only logged and the tunnel goes on. */
 static int __attribute__((format(printf, 4, 5)))
-bind_refuse(struct conn *c, const struct peek *p, int status, const char *fmt, ...)
+bind_refuse(struct conn *c, const struct peek *p, enum verdict_reason reason, const char *fmt,
+            ...)
 {
-	char why[sizeof(c->reason)];
+	char why[sizeof(c->detail)];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	if (policy_mode(c->px->px_cfg.policy) == POLICY_MODE_AUDIT) {
-		c->verdict = "audit-deny";
-		if (c->reason[0] == '\0')
-			str_copy(c->reason, why, sizeof(c->reason));
+		c->verdict = VERDICT_AUDIT_DENY;
+		if (c->why == VR_NONE)
+			conn_set_why(c, reason, why);
 		return 0;
 	}
 	/* The rule allowed the target; what refuses is the binding. */
 	c->rule[0] = '\0';
+	c->verdict = VERDICT_DENY;
 	c->reply_alert = p->proto == PEEK_PROTO_TLS;
-	conn_refuse(c, status, "http_request_denied", "%s", why);
+	conn_refuse(c, reason, "%s", why);
 	return -1;
 }
 
@@ -87,28 +89,32 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 	const char *what = p->proto == PEEK_PROTO_TLS ? "a ClientHello for" : "a request for Host";
 
 	if (c->lkind == PROXY_LISTEN_TRANSPARENT && c->host[0] == '\0') {
-		struct policy_verdict v;
-		char folded[HTTP_HOST_MAX];
+		struct verdict_query q = {.src = VERDICT_SRC_NONE, .addr = &c->orig.sa,
+		                          .port = c->port};
+		struct verdict_result r;
+		char folded[HTTP_HOST_MAX], msg[sizeof(c->detail)];
 		const char *why;
 
 		if (p->ip_literal)
 			return 0; /* an address: the cidr rule's decision stands */
 		if (policy_name_normalize(p->name, folded, sizeof(folded), &why) != 0)
-			return bind_refuse(c, p, 400, "%s carries %s a bad name: %s", subject, what,
-			                   why);
-		policy_match_host(pol, folded, c->port, &v);
-		if (v.action == POLICY_ALLOW)
+			return bind_refuse(c, p, VR_BAD_NAME, "%s carries %s a bad name: %s", subject,
+			                   what, why);
+		/* Decided as if it had come first. */
+		q.claim = folded;
+		verdict_decide(pol, POLICY_MODE_ENFORCE, &q, &r);
+		if (r.verdict == VERDICT_ALLOW)
 			return 0;
-		return bind_refuse(c, p, 403, "%s carries %s %s: %s", subject, what, folded,
-		                   v.action == POLICY_DENY ? "denied by rule"
-		                                           : "no rule allows it");
+		return bind_refuse(c, p, r.reason, "%s carries %s %s: %s", subject, what, folded,
+		                   verdict_message(&r, &q, msg, sizeof(msg)));
 	}
 	if (!peek_same_name(p, c->host, c->lkind == PROXY_LISTEN_EXPLICIT && c->ip_literal))
-		return bind_refuse(c, p, 421, "%s carries %s %s", subject, what, p->name);
+		return bind_refuse(c, p, VR_NAME_CHANGED, "%s carries %s %s", subject, what,
+		                   p->name);
 	if (p->proto == PEEK_PROTO_TLS && p->ech &&
 	    (c->lkind == PROXY_LISTEN_TRANSPARENT || c->ip_literal ||
 	     policy_match_ech(pol, c->host, c->port) == NULL))
-		return bind_refuse(c, p, 421,
+		return bind_refuse(c, p, VR_ECH,
 		                   "%s carries a ClientHello with encrypted_client_hello: the name "
 		                   "served may not be %s; no rule for it has `ech: allow`",
 		                   subject, c->host);
@@ -136,7 +142,7 @@ bind_head(struct conn *c)
 	const uint8_t *buf;
 	struct http_head h;
 	struct peek p;
-	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->reason)];
+	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->detail)];
 
 	if (n == 0) {
 		if (!c->down.eof)
@@ -146,7 +152,7 @@ bind_head(struct conn *c)
 	}
 	buf = evbuffer_pullup(in, (ssize_t)n);
 	if (buf == NULL) {
-		conn_tunnel_done(c, "out of memory");
+		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return -1;
 	}
 	bind_subject(c, subject, sizeof(subject));
@@ -162,7 +168,8 @@ bind_head(struct conn *c)
 		 * of it went up, and none goes. A few bytes that look like
 		 * nothing yet are the opaque tunnel's. */
 		if (p.proto != PEEK_PROTO_UNKNOWN &&
-		    bind_refuse(c, &p, 400, "%s ended inside an incomplete %s", subject,
+		    bind_refuse(c, &p, p.proto == PEEK_PROTO_TLS ? VR_TLS_MALFORMED : VR_BAD_REQUEST,
+		                "%s ended inside an incomplete %s", subject,
 		                p.proto == PEEK_PROTO_TLS ? "ClientHello" : "request head") != 0)
 			return -1;
 		break;
@@ -170,7 +177,7 @@ bind_head(struct conn *c)
 		break;
 	case PEEK_BAD:
 		peek_reason(&p, seen, sizeof(seen));
-		if (bind_refuse(c, &p, peek_status(&p), "%s: %s", subject, seen) != 0)
+		if (bind_refuse(c, &p, peek_why(&p), "%s: %s", subject, seen) != 0)
 			return -1;
 		break;
 	case PEEK_TLS:
@@ -208,12 +215,12 @@ bind_tls_records(struct conn *c, size_t *pass)
 	struct evbuffer *in = bufferevent_get_input(c->down.bev);
 	size_t len = evbuffer_get_length(in), off = 0, skip;
 	const uint8_t *buf = len > 0 ? evbuffer_pullup(in, (ssize_t)len) : NULL;
-	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->reason)];
+	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->detail)];
 	struct peek p;
 
 	*pass = 0;
 	if (len > 0 && buf == NULL) {
-		conn_tunnel_done(c, "out of memory");
+		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return -1;
 	}
 	bind_subject(c, subject, sizeof(subject));
@@ -235,7 +242,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 			break;
 		case PEEK_REC_HELLO:
 			if (p.name[0] == '\0' || !peek_same_name(&p, c->host, c->ip_literal)) {
-				if (bind_refuse(c, &p, 403,
+				if (bind_refuse(c, &p, VR_NAME_CHANGED,
 				                "%s carries a second ClientHello for %s", subject,
 				                p.name[0] != '\0' ? p.name : "no name") != 0)
 					return -1;
@@ -244,7 +251,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 			/* ECH was decided on the first hello (a rule opted in, or
 			 * it had none): a second one may not add it. */
 			if (p.ech && !c->ech) {
-				if (bind_refuse(c, &p, 403,
+				if (bind_refuse(c, &p, VR_ECH,
 				                "%s carries a second ClientHello with "
 				                "encrypted_client_hello; the first had none",
 				                subject) != 0)
@@ -255,8 +262,8 @@ bind_tls_records(struct conn *c, size_t *pass)
 			break;
 		case PEEK_REC_BAD:
 			peek_reason(&p, seen, sizeof(seen));
-			if (bind_refuse(c, &p, 403, "%s: second ClientHello: %s", subject, seen) !=
-			    0)
+			if (bind_refuse(c, &p, VR_TLS_MALFORMED, "%s: second ClientHello: %s", subject,
+			                seen) != 0)
 				return -1;
 			goto over;
 		case PEEK_REC_END:
@@ -304,7 +311,7 @@ bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 	/* Held back until now, so nothing of it went up. In audit mode it
 	 * goes, and the look is over. */
 	bind_subject(c, subject, sizeof(subject));
-	if (bind_refuse(c, &p, 408, "%s: %s within %u ms", subject,
+	if (bind_refuse(c, &p, VR_HEAD_TIMEOUT, "%s: %s within %u ms", subject,
 	                c->bind_tls ? "TLS record not complete" : "first bytes not a complete head",
 	                (unsigned)limit) != 0)
 		return -1;

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 
 #include "common/membudget.h"
+#include "policy/verdict.h"
 #include "proxy/http.h"
 #include "proxy/proxy.h"
 
@@ -107,6 +108,15 @@ enum conn_state {
 	CONN_REPLY,   /* our own reply (403, 502, TLS alert) drains, then close */
 };
 
+/* What the log's kind says the connection is. */
+enum conn_kind {
+	CONN_KIND_NONE = 0, /* nothing asked yet (an explicit client's first bytes) */
+	CONN_KIND_CONNECT,
+	CONN_KIND_HTTP,
+	CONN_KIND_TLS, /* transparent: a ClientHello that named a server */
+	CONN_KIND_TCP, /* transparent: no name */
+};
+
 /* One side of a connection. The half owns fd; bev borrows it. */
 struct conn_half {
 	struct conn *c;
@@ -152,7 +162,7 @@ struct conn {
 	bool resolve_ready;
 
 	/* What is being asked, for the decision and the log. */
-	const char *kind; /* "connect" | "http" | "tls" | "tcp" */
+	enum conn_kind kind;
 	char host[HTTP_HOST_MAX];
 	uint16_t port;
 	bool ip_literal;
@@ -181,9 +191,11 @@ struct conn {
 	uint16_t up_port;
 
 	/* The decision, copied so the policy may go away first. */
-	const char *verdict; /* "allow" | "deny" | "audit-deny" */
+	bool decided; /* verdict is set; a line without one says deny */
+	enum verdict verdict;
 	char rule[128];
-	char reason[320];
+	enum verdict_reason why; /* the log's reason (VR_NONE: none) */
+	char detail[320];        /* its sentence for people (printable ASCII) */
 
 	struct conn_http http;
 };
@@ -239,20 +251,26 @@ void conn_enter_tunnel(struct conn *c);
 /* Called by upstream.c. */
 void conn_resolved(struct conn *c);
 void conn_connected(struct conn *c);
-/* Refuse with an HTTP status / TLS alert / reset as fits the connection,
- * log, drain, close. error is an RFC 9209 Proxy-Status error token. */
-void conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
+/* Refuse for why with the HTTP status and Proxy-Status error its row of
+ * the table gives (policy/verdict.h), a TLS alert or a reset, as fits the
+ * connection; log, drain, close. fmt (NULL: the reason's own sentence)
+ * makes the detail for the log and the client. c is gone. */
+void conn_refuse(struct conn *c, enum verdict_reason why, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* Set the log's reason (VR_NONE: none) and its detail (NULL: the
+ * reason's own sentence), replacing what was there. */
+void conn_set_why(struct conn *c, enum verdict_reason why, const char *detail);
 /* Refuse because the proxy itself is out of something (what: "out of
  * file descriptors"): 503, Proxy-Status proxy_internal_error, the reason
  * "resource limit: ..." — never the destination's fault. c is gone. */
 void conn_refuse_resource(struct conn *c, const char *what);
-/* Called by relay.c when both directions are finished or failed. */
-void conn_tunnel_done(struct conn *c, const char *why);
+/* Called by relay.c when both directions are finished or failed; why
+ * (VR_NONE: none) and detail as for conn_set_why. c is gone. */
+void conn_tunnel_done(struct conn *c, enum verdict_reason why, const char *detail);
 /* One side reset (or failed): close both with a reset (SO_LINGER {1, 0})
  * so the other learns that what it got is cut, never a clean end; why
  * becomes the log's reason unless one is set. c is gone. */
-void conn_abort(struct conn *c, const char *why);
+void conn_abort(struct conn *c, enum verdict_reason why, const char *detail);
 
 /* sniff.c: decide a transparent connection from its first bytes; with
  * timed_out, decide on what is there. */

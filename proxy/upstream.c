@@ -188,15 +188,16 @@ upstream_mark_audit(struct conn *c, const union conn_addr *a)
 	const struct policy *p = c->px->px_cfg.policy;
 	struct policy_verdict v;
 
-	if (policy_mode(p) != POLICY_MODE_AUDIT ||
-	    (c->verdict != NULL && strcmp(c->verdict, "allow") != 0))
+	if (policy_mode(p) != POLICY_MODE_AUDIT || (c->decided && c->verdict != VERDICT_ALLOW))
 		return;
 	policy_match_addr(p, &a->sa, c->port, &v);
 	if (v.action != POLICY_DENY)
 		return;
-	c->verdict = "audit-deny";
+	c->decided = true;
+	c->verdict = VERDICT_AUDIT_DENY;
 	str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
-	say_denied(c->reason, sizeof(c->reason), a);
+	c->why = VR_RULE_DENY;
+	say_denied(c->detail, sizeof(c->detail), a);
 }
 
 /* Keep v6 first, then v4, each in resolver order, at most CONN_MAX_ADDRS.
@@ -262,7 +263,7 @@ upstream_resolve(struct conn *c)
 	c->resolve_err = 0;
 	if (c->ip_literal) {
 		if (!conn_addr_parse(&a, c->host, c->port)) {
-			conn_refuse(c, 400, "http_request_error", "bad IP literal");
+			conn_refuse(c, VR_BAD_NAME, "bad IP literal");
 			return -1;
 		}
 		c->addrs[0] = a;
@@ -299,11 +300,11 @@ upstream_take_answer(struct conn *c)
 	if (c->ip_literal)
 		return 0;
 	if (err == EVUTIL_EAI_AGAIN) {
-		conn_refuse(c, 504, "dns_timeout", "resolving %s timed out", c->host);
+		conn_refuse(c, VR_DNS_TIMEOUT, "resolving %s timed out", c->host);
 		return -1;
 	}
 	if (err != 0 || c->n_addrs == 0) {
-		conn_refuse(c, 502, "dns_error", "%s does not resolve (%s)", c->host,
+		conn_refuse(c, VR_DNS_ERROR, "%s does not resolve (%s)", c->host,
 		            err != 0 ? evutil_gai_strerror(err) : "no addresses");
 		return -1;
 	}
@@ -404,13 +405,13 @@ upstream_next(struct conn *c, int err, bool timeout)
 	conn_half_free(&c->up);
 	conn_addr_str(&c->dst, ip, sizeof(ip));
 	if (timeout)
-		conn_refuse(c, 504, "connection_timeout", "connecting to %s port %u timed out", ip,
+		conn_refuse(c, VR_CONNECT_TIMEOUT, "connecting to %s port %u timed out", ip,
 		            (unsigned)c->port);
 	else if (err == ECONNREFUSED)
-		conn_refuse(c, 502, "connection_refused", "%s port %u refused the connection", ip,
+		conn_refuse(c, VR_CONNECT_REFUSED, "%s port %u refused the connection", ip,
 		            (unsigned)c->port);
 	else
-		conn_refuse(c, 502, "destination_ip_unroutable", "connecting to %s port %u: %s", ip,
+		conn_refuse(c, VR_UNREACHABLE, "connecting to %s port %u: %s", ip,
 		            (unsigned)c->port, strerror(err));
 	return false;
 }
