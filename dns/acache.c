@@ -14,6 +14,7 @@ struct acache_entry {
 	size_t a_n;
 	struct dns_rr *a_rr;
 	char *a_reason;
+	enum verdict_reason a_why;
 	struct acache_entry *a_hnext;
 	struct acache_entry *a_older, *a_newer;
 };
@@ -158,6 +159,7 @@ dns_acache_put(struct dns_acache *c, const char *name, uint16_t qtype, const str
 	str_copy(e->a_name, lname, sizeof(e->a_name));
 	e->a_qtype = qtype;
 	e->a_rcode = f->rcode;
+	e->a_why = f->why;
 	e->a_n = f->n;
 	if (f->n > 0)
 		memcpy(e->a_rr, f->rr, f->n * sizeof(*e->a_rr));
@@ -197,7 +199,8 @@ dns_acache_get(struct dns_acache *c, const char *name, uint16_t qtype, uint64_t 
 	out->rcode = e->a_rcode;
 	out->n = e->a_n;
 	out->n_removed = 0;
-	out->reason = NULL;
+	out->why = e->a_why;
+	out->detail = NULL;
 	out->min_ttl = UINT32_MAX;
 	for (size_t i = 0; i < e->a_n; i++) {
 		out->rr[i] = e->a_rr[i];

@@ -164,8 +164,8 @@ textf(char *buf, size_t len, const char *fmt, ...)
 
 static void
 log_query(struct dns_server *srv, const struct dns_query *q, const struct dns_decision *d,
-          unsigned rcode, const char *reason, const char *const *answers, size_t n_answers,
-          uint64_t start_ms)
+          unsigned rcode, enum verdict_reason why, const char *detail, const char *const *answers,
+          size_t n_answers, uint64_t start_ms)
 {
 	struct elog_event ev = {0};
 	char tbuf[16];
@@ -175,9 +175,12 @@ log_query(struct dns_server *srv, const struct dns_query *q, const struct dns_de
 	ev.kind = "dns";
 	ev.host = d->name;
 	ev.port = -1;
-	ev.verdict = d->verdict;
+	ev.verdict = verdict_str(d->verdict);
 	ev.rule = d->rule;
-	ev.reason = reason;
+	if (why != VR_NONE) {
+		ev.reason = verdict_reason_token(why);
+		ev.detail = detail != NULL ? detail : verdict_reason_text(why);
+	}
 	ev.qtype = dns_type_str(q->qtype, tbuf, sizeof(tbuf));
 	ev.rcode = dns_rcode_str(rcode);
 	ev.answers = answers;
@@ -375,13 +378,15 @@ answer_send(struct dns_server *srv, struct dns_client *c, const struct dns_query
 	n = dns_reply(q, f, f->rcode, ede, ede >= 0 ? ede_text : NULL, client_limit(c, q), srv->out,
 	              sizeof(srv->out));
 	client_send(srv, c, srv->out, n);
-	log_query(srv, q, d, f->rcode, why[0] != '\0' ? why : NULL, answers, n_answers, start_ms);
+	log_query(srv, q, d, f->rcode, why[0] != '\0' ? f->why : VR_NONE, why, answers, n_answers,
+	          start_ms);
 }
 
 /* Finish a forwarded query: reply, cache, log, free. f NULL means failure
  * with rcode SERVFAIL and reason. */
 static void
-pending_finish(struct dns_pending *p, const struct dns_filtered *f, const char *reason)
+pending_finish(struct dns_pending *p, const struct dns_filtered *f, enum verdict_reason fail,
+               const char *reason)
 {
 	struct dns_server *srv = p->p_srv;
 	char why[512];
@@ -392,12 +397,12 @@ pending_finish(struct dns_pending *p, const struct dns_filtered *f, const char *
 		textf(ede_text, sizeof(ede_text), "airlock: %s", reason);
 		reply_empty(srv, &p->p_client, &p->p_q, DNS_RCODE_SERVFAIL,
 		            DNS_EDE_NO_REACHABLE_AUTHORITY, ede_text);
-		log_query(srv, &p->p_q, &p->p_d, DNS_RCODE_SERVFAIL, reason, NULL, 0,
+		log_query(srv, &p->p_q, &p->p_d, DNS_RCODE_SERVFAIL, fail, reason, NULL, 0,
 		          p->p_start_ms);
 		pending_free(p);
 		return;
 	}
-	str_copy(why, f->reason != NULL ? f->reason : "", sizeof(why));
+	str_copy(why, f->detail != NULL ? f->detail : "", sizeof(why));
 	for (size_t i = 0, off = strlen(why); i < f->n_removed && off < sizeof(why); i++) {
 		int w = snprintf(why + off, sizeof(why) - off, "%s%s", i == 0 ? ": " : ", ",
 		                 f->removed[i]);
@@ -449,7 +454,7 @@ uptcp_read(struct bufferevent *bev, void *arg)
 	if (!tcp_take_msg(bufferevent_get_input(bev), srv->buf, &len))
 		return;
 	if (!pending_response(p, srv->buf, len, true))
-		pending_finish(p, NULL, "upstream TCP answer does not match the query");
+		pending_finish(p, NULL, VR_DNS_UPSTREAM, "upstream TCP answer does not match the query");
 }
 
 static void
@@ -460,7 +465,7 @@ uptcp_event(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED)
 		return;
-	pending_finish(p, NULL, "upstream TCP connection failed");
+	pending_finish(p, NULL, VR_DNS_UPSTREAM, "upstream TCP connection failed");
 }
 
 static void
@@ -481,13 +486,13 @@ pending_to_tcp(struct dns_pending *p)
 	if (qlen == 0 || fd < 0) {
 		if (fd >= 0)
 			close(fd);
-		pending_finish(p, NULL, "cannot open upstream TCP socket");
+		pending_finish(p, NULL, VR_DNS_UPSTREAM, "cannot open upstream TCP socket");
 		return;
 	}
 	p->p_upbev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (p->p_upbev == NULL) {
 		close(fd);
-		pending_finish(p, NULL, "cannot open upstream TCP socket");
+		pending_finish(p, NULL, VR_DNS_UPSTREAM, "cannot open upstream TCP socket");
 		return;
 	}
 	membudget_share_init(&p->p_upq, srv->cfg.queue);
@@ -499,7 +504,7 @@ pending_to_tcp(struct dns_pending *p)
 	bufferevent_write(p->p_upbev, hdr, 2);
 	bufferevent_write(p->p_upbev, srv->out, qlen);
 	if (bufferevent_socket_connect(p->p_upbev, (struct sockaddr *)up, (int)sa_len(up)) != 0) {
-		pending_finish(p, NULL, "upstream TCP connect failed");
+		pending_finish(p, NULL, VR_DNS_UPSTREAM, "upstream TCP connect failed");
 		return;
 	}
 	bufferevent_enable(p->p_upbev, EV_READ | EV_WRITE);
@@ -527,7 +532,7 @@ pending_response(struct dns_pending *p, const uint8_t *msg, size_t len, bool via
 		pending_to_tcp(p);
 		return true;
 	}
-	pending_finish(p, &srv->filt, srv->filt.reason);
+	pending_finish(p, &srv->filt, VR_NONE, NULL);
 	return true;
 }
 
@@ -549,7 +554,7 @@ pending_timeout(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	snprintf(why, sizeof(why), "upstream %s timed out", up);
-	pending_finish(p, NULL, why);
+	pending_finish(p, NULL, VR_DNS_TIMEOUT, why);
 }
 
 /* Pick a fresh random id, send the query to p->p_up and arm the timer.
@@ -575,7 +580,7 @@ pending_send(struct dns_pending *p)
 			break;
 		}
 		if (tries > 64) {
-			pending_finish(p, NULL, "no free query id");
+			pending_finish(p, NULL, VR_RESOURCE, "no free query id");
 			return -1;
 		}
 	}
@@ -583,7 +588,7 @@ pending_send(struct dns_pending *p)
 	p->p_tries++;
 	qlen = dns_upstream_query(&p->p_q, p->p_id, srv->out, sizeof(srv->out));
 	if (srv->up_fd[fi] < 0 || qlen == 0) {
-		pending_finish(p, NULL, "no socket for the upstream's address family");
+		pending_finish(p, NULL, VR_DNS_UPSTREAM, "no socket for the upstream's address family");
 		return -1;
 	}
 	if (sendto(srv->up_fd[fi], srv->out, qlen, MSG_DONTWAIT | MSG_NOSIGNAL,
@@ -594,7 +599,7 @@ pending_send(struct dns_pending *p)
 			p->p_up = (p->p_up + 1) % srv->cfg.n_upstream;
 			return pending_send(p);
 		}
-		pending_finish(p, NULL, why);
+		pending_finish(p, NULL, VR_DNS_UPSTREAM, why);
 		return -1;
 	}
 	/* The first try gets half the budget, the retry the rest. */
@@ -665,15 +670,14 @@ ptr_answer(struct dns_server *srv, struct dns_client *c, const struct dns_query 
 		str_copy(f->rr[0].target, name, sizeof(f->rr[0].target));
 		n = dns_reply(q, f, 0, -1, NULL, client_limit(c, q), srv->out, sizeof(srv->out));
 		client_send(srv, c, srv->out, n);
-		log_query(srv, q, d, DNS_RCODE_NOERROR, "answered from the IP cache", answers, 1,
-		          start_ms);
+		log_query(srv, q, d, DNS_RCODE_NOERROR, VR_DNS_PTR, NULL, answers, 1, start_ms);
 		return;
 	}
-	d->verdict = "deny";
+	d->verdict = VERDICT_DENY;
 	reply_empty(srv, c, q, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED,
 	            "airlock: no allowed name is known for this address");
-	log_query(srv, q, d, DNS_RCODE_NXDOMAIN, "reverse lookup of an unknown address", NULL, 0,
-	          start_ms);
+	log_query(srv, q, d, DNS_RCODE_NXDOMAIN, VR_DNS_REVERSE,
+	          "reverse lookup of an unknown address", NULL, 0, start_ms);
 }
 
 static void
@@ -690,14 +694,17 @@ query_forward(struct dns_server *srv, struct dns_client *c, const struct dns_que
 
 		snprintf(text, sizeof(text), "airlock: %s", why);
 		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, DNS_EDE_OTHER, text);
-		log_query(srv, q, &dd, DNS_RCODE_SERVFAIL, why, NULL, 0, start_ms);
+		log_query(srv, q, &dd, DNS_RCODE_SERVFAIL,
+		          srv->cfg.n_upstream == 0 ? VR_DNS_UPSTREAM : VR_RESOURCE, why, NULL, 0,
+		          start_ms);
 		return;
 	}
 	if ((p = calloc(1, sizeof(*p))) == NULL ||
 	    (p->p_timer = evtimer_new(srv->base, pending_timeout, p)) == NULL) {
 		free(p);
 		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, -1, NULL);
-		log_query(srv, q, &dd, DNS_RCODE_SERVFAIL, "out of memory", NULL, 0, start_ms);
+		log_query(srv, q, &dd, DNS_RCODE_SERVFAIL, VR_RESOURCE, "out of memory", NULL, 0,
+		          start_ms);
 		return;
 	}
 	p->p_srv = srv;
@@ -756,11 +763,11 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg, s
 	/* Once the log budget is spent, only names the log already has. */
 	if (d.action != DNS_ACT_DENY && srv->cfg.log != NULL &&
 	    !elog_admit(srv->cfg.log, d.name, -1)) {
-		d.verdict = "deny";
+		d.verdict = VERDICT_DENY;
 		d.rule = NULL;
-		reply_empty(srv, c, &q, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED,
-		            "airlock: " ELOG_REASON_BUDGET);
-		log_query(srv, &q, &d, DNS_RCODE_REFUSED, ELOG_REASON_BUDGET, NULL, 0, start);
+		textf(text, sizeof(text), "airlock: %s", verdict_reason_text(VR_LOG_BUDGET));
+		reply_empty(srv, c, &q, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED, text);
+		log_query(srv, &q, &d, DNS_RCODE_REFUSED, VR_LOG_BUDGET, NULL, NULL, 0, start);
 		return;
 	}
 	switch (d.action) {
@@ -769,16 +776,16 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg, s
 			textf(text, sizeof(text), "airlock: %s denied by policy '%s' (%s)", d.name,
 			      policy_name(srv->cfg.policy), d.rule);
 		else
-			textf(text, sizeof(text), "airlock: %s %s of policy '%s'", d.name, d.reason,
+			textf(text, sizeof(text), "airlock: %s (policy '%s')", d.detail,
 			      policy_name(srv->cfg.policy));
 		reply_empty(srv, c, &q, d.rcode, DNS_EDE_BLOCKED, text);
-		log_query(srv, &q, &d, d.rcode, d.reason, NULL, 0, start);
+		log_query(srv, &q, &d, d.rcode, d.why, d.detail, NULL, 0, start);
 		return;
 	case DNS_ACT_LOCAL:
 		/* Say why the answer is empty, for whoever debugs it. */
-		textf(text, sizeof(text), "airlock: %s", d.reason);
+		textf(text, sizeof(text), "airlock: %s", d.detail);
 		reply_empty(srv, c, &q, d.rcode, DNS_EDE_BLOCKED, text);
-		log_query(srv, &q, &d, d.rcode, d.reason, NULL, 0, start);
+		log_query(srv, &q, &d, d.rcode, d.why, d.detail, NULL, 0, start);
 		return;
 	case DNS_ACT_PTR:
 		ptr_answer(srv, c, &q, &d, start);
@@ -1271,7 +1278,8 @@ dns_server_free(struct dns_server *srv)
 		 * touched, and reading it all would fault every page in. */
 		for (size_t i = 0; i < DNS_ID_SPACE && srv->n_pending > 0; i++)
 			if (srv->pending[i] != NULL)
-				pending_finish(srv->pending[i], NULL, "resolver shutting down");
+				pending_finish(srv->pending[i], NULL, VR_DNS_UPSTREAM,
+				               "resolver shutting down");
 		free(srv->pending);
 	}
 	if (srv->n_malformed > 0)

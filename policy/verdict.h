@@ -109,6 +109,7 @@ enum verdict {
 	X(DNS_QTYPE, "dns-type", "", 0, 0, "query type not forwarded")                          \
 	X(CNAME_DENIED, "cname-denied", "", 0, 0, "CNAME to a denied name")                     \
 	X(DNS_UPSTREAM, "dns-upstream-failed", "", 0, 0, "upstream failed")                     \
+	X(DNS_PTR, "dns-ptr-learned", "", 0, 0, "answered from the IP cache")                   \
 	/* the kernel and the unix socket gate */                                               \
 	X(FIREWALL, "firewall", "", 0, 0, "blocked by the sandbox firewall")                    \
 	X(UNIX_NOT_LISTED, "unix-not-listed", "", 0, 0,                                         \
