@@ -112,6 +112,9 @@ enum verdict {
 	X(DNS_PTR, "dns-ptr-learned", "", 0, 0, "answered from the IP cache")                   \
 	/* the kernel and the unix socket gate */                                               \
 	X(FIREWALL, "firewall", "", 0, 0, "blocked by the sandbox firewall")                    \
+	X(FIREWALL_OVERFLOW, "firewall-overflow", "", 0, 0, "too many blocked destinations")    \
+	X(FIREWALL_OVERRUN, "firewall-overrun", "", 0, 0,                                       \
+	  "blocked packets lost: NFLOG socket overrun")                                         \
 	X(UNIX_NOT_LISTED, "unix-not-listed", "", 0, 0,                                         \
 	  "a socket of the host that the policy's unix: list does not name")
 
