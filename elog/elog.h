@@ -74,8 +74,6 @@ const char *elog_error(const struct elog *log);
  *    destination reached is still named;
  *  - elog_admit() admits only destinations the log already names. */
 #define ELOG_BUDGET_DEFAULT (64ULL * 1024 * 1024)
-/* The reason callers give when elog_admit refuses (one vocabulary). */
-#define ELOG_REASON_BUDGET "log-budget" /* VR_LOG_BUDGET's token */
 void elog_set_budget(struct elog *log, uint64_t bytes);
 /* Parse a --log-budget SIZE: whole bytes, or with a binary suffix k, M, G
  * (also KiB, MiB, GiB, any case); "0" is no budget. At most 1 TiB.
@@ -85,7 +83,7 @@ int elog_parse_size(const char *s, uint64_t *out);
  * DNS) go ahead, as far as the log is concerned? Always while the budget
  * is not spent (and the destination is remembered); afterwards only
  * destinations admitted or named before. The caller refuses with
- * ELOG_REASON_BUDGET otherwise. */
+ * VR_LOG_BUDGET (policy/verdict.h) otherwise. */
 bool elog_admit(struct elog *log, const char *dest, int port);
 /* True once the budget is spent. */
 bool elog_budget_spent(const struct elog *log);
