@@ -92,7 +92,7 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 		struct verdict_query q = {.src = VERDICT_SRC_NONE, .addr = &c->orig.sa,
 		                          .port = c->port};
 		struct verdict_result r;
-		char folded[HTTP_HOST_MAX], msg[sizeof(c->detail)];
+		char folded[HTTP_HOST_MAX];
 		const char *why;
 
 		if (p->ip_literal)
@@ -105,8 +105,10 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 		verdict_decide(pol, POLICY_MODE_ENFORCE, &q, &r);
 		if (r.verdict == VERDICT_ALLOW)
 			return 0;
-		return bind_refuse(c, p, r.reason, "%s carries %s %s: %s", subject, what, folded,
-		                   verdict_message(&r, &q, msg, sizeof(msg)));
+		return bind_refuse(c, p, r.reason, "%s carries %s %s: %s%s%s", subject, what, folded,
+		                   r.reason == VR_RULE_DENY ? "denied by rule " : "",
+		                   r.reason == VR_RULE_DENY && r.rule != NULL ? r.rule : "",
+		                   r.reason == VR_RULE_DENY ? "" : verdict_reason_text(r.reason));
 	}
 	if (!peek_same_name(p, c->host, c->lkind == PROXY_LISTEN_EXPLICIT && c->ip_literal))
 		return bind_refuse(c, p, VR_NAME_CHANGED, "%s carries %s %s", subject, what,
