@@ -204,9 +204,14 @@ struct conn {
 void conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind);
 /* The one teardown: logs (once), frees both halves, the relay, timers. */
 void conn_close(struct conn *c);
-/* The only place c->state changes (logged at debug level). */
+/* The only place c->state changes (logged at debug level). Entering s
+ * sets what runs in it: the callbacks and watermarks of the halves conn.c
+ * serves in s, and c->timer armed for s's limit (none for CONN_CONNECT,
+ * whose upstream has its own). A tunnel's callbacks are the relay's
+ * (relay_start), the connect's upstream ones upstream.c's. */
 void conn_enter(struct conn *c, enum conn_state s);
-/* (Re)arm c->timer to fire in ms; what it means depends on the state. */
+/* Re-arm c->timer within the current state (a deadline moved, a look
+ * started); what it means depends on the state. */
 void conn_timer_in(struct conn *c, uint64_t ms);
 /* Write the egress log line for this connection or exchange, once. */
 void conn_log(struct conn *c);
@@ -246,7 +251,7 @@ void conn_start_resolve(struct conn *c);
 /* Explicit: parse the request head buffered so far and act on it. */
 void conn_head_read(struct conn *c);
 void conn_touch(struct conn *c);
-/* Enter the tunnel state with the idle timer running (relay.c). */
+/* conn_enter(c, CONN_TUNNEL): the idle timer runs (relay.c). */
 void conn_enter_tunnel(struct conn *c);
 /* Called by upstream.c. */
 void conn_resolved(struct conn *c);
