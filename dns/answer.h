@@ -30,12 +30,12 @@ enum dns_action {
 struct dns_decision {
 	enum dns_action action;
 	enum verdict verdict;
-	const char *rule;                 /* borrowed from the policy; NULL if none */
-	enum verdict_reason why;          /* the log's reason; VR_NONE if none */
+	const char *rule;                    /* borrowed from the policy; NULL if none */
+	enum verdict_reason why;             /* the log's reason; VR_NONE if none */
 	char detail[DNS_NAME_TEXT_MAX + 64]; /* its sentence ("" with VR_NONE) */
-	unsigned rcode;                   /* for DENY and LOCAL */
-	char name[DNS_NAME_TEXT_MAX];     /* normalised qname ("." for the root) */
-	struct sockaddr_storage ptr_addr; /* for DNS_ACT_PTR */
+	unsigned rcode;                      /* for DENY and LOCAL */
+	char name[DNS_NAME_TEXT_MAX];        /* normalised qname ("." for the root) */
+	struct sockaddr_storage ptr_addr;    /* for DNS_ACT_PTR */
 };
 
 /* Decide what to do with a parsed query (docs/dns.md has the table). */
@@ -56,8 +56,8 @@ struct dns_filtered {
 	struct dns_rr rr[DNS_MAX_RR];
 	size_t n_removed;
 	char removed[DNS_MAX_RR][INET6_ADDRSTRLEN + 32]; /* "ip (class)" */
-	enum verdict_reason why; /* why records were removed or it failed */
-	const char *detail;      /* static: its sentence; NULL with VR_NONE */
+	enum verdict_reason why;                         /* why records were removed or it failed */
+	const char *detail; /* static: its sentence; NULL with VR_NONE */
 	uint32_t min_ttl;   /* smallest TTL kept (for the response cache) */
 };
 

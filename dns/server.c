@@ -454,7 +454,8 @@ uptcp_read(struct bufferevent *bev, void *arg)
 	if (!tcp_take_msg(bufferevent_get_input(bev), srv->buf, &len))
 		return;
 	if (!pending_response(p, srv->buf, len, true))
-		pending_finish(p, NULL, VR_DNS_UPSTREAM, "upstream TCP answer does not match the query");
+		pending_finish(p, NULL, VR_DNS_UPSTREAM,
+		               "upstream TCP answer does not match the query");
 }
 
 static void
@@ -588,7 +589,8 @@ pending_send(struct dns_pending *p)
 	p->p_tries++;
 	qlen = dns_upstream_query(&p->p_q, p->p_id, srv->out, sizeof(srv->out));
 	if (srv->up_fd[fi] < 0 || qlen == 0) {
-		pending_finish(p, NULL, VR_DNS_UPSTREAM, "no socket for the upstream's address family");
+		pending_finish(p, NULL, VR_DNS_UPSTREAM,
+		               "no socket for the upstream's address family");
 		return -1;
 	}
 	if (sendto(srv->up_fd[fi], srv->out, qlen, MSG_DONTWAIT | MSG_NOSIGNAL,

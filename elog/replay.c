@@ -102,7 +102,8 @@ decide(const struct policy *p, const struct elog_record *r, const char **why)
 		if (by_name && q.src != VERDICT_SRC_LEARNED) {
 			policy_match_addr(p, (struct sockaddr *)&dial, q.port, &av);
 			if (av.action == POLICY_DENY) {
-				*why = av.where != NULL ? av.where : verdict_reason_token(VR_RULE_DENY);
+				*why = av.where != NULL ? av.where
+				                        : verdict_reason_token(VR_RULE_DENY);
 				return false;
 			}
 		}

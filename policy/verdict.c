@@ -15,7 +15,7 @@ struct reason_row {
 	unsigned flags;
 };
 
-#define VERDICT_REASON_ROW(e, tok, err, st, fl, txt)                                            \
+#define VERDICT_REASON_ROW(e, tok, err, st, fl, txt)                                               \
 	[VR_##e] = {.token = tok, .error = err, .text = txt, .status = st, .flags = fl},
 static const struct reason_row reasons[VR_COUNT] = {VERDICT_REASONS(VERDICT_REASON_ROW)};
 #undef VERDICT_REASON_ROW
@@ -116,8 +116,8 @@ verdict_same_name(const char *a, const char *b)
 
 /* The rules on a name (or an IP literal, which only cidr rules match). */
 static void
-match_name(const struct policy *p, const struct verdict_query *q, const char *name,
-           bool ip_literal, struct policy_verdict *v)
+match_name(const struct policy *p, const struct verdict_query *q, const char *name, bool ip_literal,
+           struct policy_verdict *v)
 {
 	if (q->src == VERDICT_SRC_DNS) {
 		policy_match_name(p, name, v);
@@ -202,10 +202,10 @@ verdict_decide(const struct policy *p, enum policy_mode mode, const struct verdi
 	if (out->verdict == VERDICT_ALLOW && q->ech && q->src != VERDICT_SRC_DNS) {
 		/* The SNI is only the outer name: the rule must say that the
 		 * hidden one may be anything this server serves. */
-		const char *ech_rule =
-		        name == NULL || q->ip_literal || out->by_learned || q->src == VERDICT_SRC_NONE
-		                ? NULL
-		                : policy_match_ech(p, name, q->port);
+		const char *ech_rule = name == NULL || q->ip_literal || out->by_learned ||
+		                                       q->src == VERDICT_SRC_NONE
+		                               ? NULL
+		                               : policy_match_ech(p, name, q->port);
 
 		if (ech_rule != NULL) {
 			out->rule = ech_rule;
@@ -235,7 +235,8 @@ verdict_message(const struct verdict_result *r, const struct verdict_query *q, c
 	const char *name = r->by_learned ? q->learned : q->name;
 
 	if (q->addr != NULL && q->addr->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)q->addr)->sin_addr, ip, sizeof(ip));
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)q->addr)->sin_addr, ip,
+		          sizeof(ip));
 	else if (q->addr != NULL && q->addr->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)q->addr)->sin6_addr, ip,
 		          sizeof(ip));
@@ -255,7 +256,8 @@ verdict_message(const struct verdict_result *r, const struct verdict_query *q, c
 		break;
 	case VR_NO_RULE:
 		if (q->src == VERDICT_SRC_DNS)
-			snprintf(out, outlen, "no rule allows %s on any port", name != NULL ? name : "?");
+			snprintf(out, outlen, "no rule allows %s on any port",
+			         name != NULL ? name : "?");
 		else if (name != NULL)
 			snprintf(out, outlen, "no rule allows %s%s port %u%s",
 			         q->ip_literal ? "address " : "", name, (unsigned)q->port,
@@ -267,10 +269,11 @@ verdict_message(const struct verdict_result *r, const struct verdict_query *q, c
 			         ip, (unsigned)q->port);
 		break;
 	case VR_ECH:
-		snprintf(out, outlen,
-		         "ClientHello has encrypted_client_hello: the name served may not be %s; no "
-		         "rule for it has `ech: allow`",
-		         name != NULL ? name : "the one it names");
+		snprintf(
+		        out, outlen,
+		        "ClientHello has encrypted_client_hello: the name served may not be %s; no "
+		        "rule for it has `ech: allow`",
+		        name != NULL ? name : "the one it names");
 		break;
 	case VR_NAME_CHANGED:
 		snprintf(out, outlen, "decided for %s, then the bytes name %s",

@@ -36,86 +36,86 @@ enum verdict {
  * gets an alert and a transparent non-HTTP one a reset whatever they say.
  * Reasons that end an allowed connection (timeouts, closes) have status 0:
  * nothing is answered. */
-#define VERDICT_REASONS(X)                                                                      \
-	X(NONE, "", "", 0, 0, "")                                                               \
-	/* the policy */                                                                        \
-	X(RULE_DENY, "denied-by-rule", "http_request_denied", 403, VR_DENIES,                   \
-	  "a deny rule matches")                                                                \
-	X(NO_RULE, "no-rule", "http_request_denied", 403, VR_DENIES, "no rule allows it")       \
-	X(ECH, "ech-not-allowed", "http_request_denied", 403, VR_DENIES,                        \
-	  "ClientHello has encrypted_client_hello and no rule for the name has `ech: allow`")   \
-	X(NAME_CHANGED, "name-changed", "http_request_denied", 421, VR_DENIES | VR_NORULE,       \
-	  "later bytes name another destination than the one decided")                          \
-	X(GUARD, "address-guard", "destination_ip_prohibited", 403, VR_DENIES | VR_NORULE,      \
-	  "the address guard refuses the address")                                              \
-	X(NOT_AT_ADDRESS, "name-not-at-address", "destination_ip_prohibited", 403,              \
-	  VR_DENIES | VR_NORULE, "the name does not resolve to the original destination")       \
-	X(LOG_BUDGET, "log-budget", "connection_limit_reached", 503, VR_DENIES | VR_NORULE,     \
-	  "egress log budget spent; new destinations are refused")                              \
-	/* what the bytes are */                                                                \
-	X(BAD_REQUEST, "bad-request", "http_request_error", 400, 0, "malformed request")        \
-	X(BAD_NAME, "bad-name", "http_request_error", 400, VR_DENIES, "not a valid name")       \
-	X(HEAD_TOO_LARGE, "head-too-large", "http_request_error", 431, 0,                       \
-	  "request head over a limit")                                                          \
-	X(FRAMING, "ambiguous-framing", "http_request_error", 400, 0,                           \
-	  "the message's length or routing is ambiguous")                                       \
-	X(UPGRADE, "upgrade-refused", "http_request_error", 400, 0,                             \
-	  "only websocket upgrades are let through")                                            \
-	X(HEAD_TIMEOUT, "head-timeout", "http_request_error", 408, 0,                           \
-	  "request head not complete in time")                                                  \
-	X(TLS_MALFORMED, "tls-malformed", "tls_protocol_error", 403, 0,                         \
-	  "malformed or incomplete ClientHello")                                                \
-	X(SNI_MANY, "sni-many-names", "tls_protocol_error", 403, VR_DENIES,                     \
-	  "ClientHello server_name lists more than one name")                                   \
-	/* the way there */                                                                     \
-	X(DNS_ERROR, "dns-error", "dns_error", 502, 0, "the name does not resolve")             \
-	X(DNS_TIMEOUT, "dns-timeout", "dns_timeout", 504, 0, "resolving the name timed out")    \
-	X(CONNECT_TIMEOUT, "connect-timeout", "connection_timeout", 504, 0,                     \
-	  "connecting timed out")                                                               \
-	X(CONNECT_REFUSED, "connect-refused", "connection_refused", 502, 0,                     \
-	  "the destination refused the connection")                                             \
-	X(UNREACHABLE, "unreachable", "destination_ip_unroutable", 502, 0,                      \
-	  "the destination cannot be reached")                                                  \
-	X(UPSTREAM_PROTOCOL, "upstream-protocol-error", "http_protocol_error", 502, 0,          \
-	  "malformed response from upstream")                                                   \
-	X(UPSTREAM_HEAD_TOO_LARGE, "upstream-head-too-large",                                   \
-	  "http_response_header_section_size", 502, 0, "response head too large")               \
-	X(UPSTREAM_CLOSED, "upstream-closed", "connection_terminated", 502, 0,                  \
-	  "upstream closed the connection")                                                     \
-	X(UPSTREAM_RESET, "upstream-reset", "connection_terminated", 502, 0,                    \
-	  "upstream connection reset")                                                          \
-	X(UPSTREAM_ERROR, "upstream-error", "connection_terminated", 502, 0,                    \
-	  "upstream connection error")                                                          \
-	X(RESPONSE_TIMEOUT, "response-timeout", "http_response_timeout", 504, 0,                \
-	  "no response from upstream in time")                                                  \
-	/* how an allowed connection ended */                                                   \
-	X(CLIENT_CLOSED, "client-closed", "", 0, 0, "client closed the connection")             \
-	X(CLIENT_RESET, "client-reset", "", 0, 0, "client connection reset")                    \
-	X(CLIENT_ERROR, "client-error", "", 0, 0, "client connection error")                    \
-	X(IDLE_TIMEOUT, "idle-timeout", "", 0, 0, "idle timeout")                               \
-	/* the proxy itself */                                                                  \
-	X(TOO_MANY_CONNS, "too-many-connections", "connection_limit_reached", 503, VR_DENIES,   \
-	  "too many connections")                                                               \
-	X(RESOURCE, "resource-limit", "proxy_internal_error", 503, 0,                           \
-	  "out of a resource of the proxy's own")                                               \
-	X(LOG_FAILED, "log-failed", "proxy_internal_error", 503, VR_DENIES,                     \
-	  "the egress log cannot be written")                                                   \
-	X(NO_ORIG_DST, "no-original-destination", "proxy_internal_error", 0, VR_DENIES,         \
-	  "no original destination (not redirected by nftables?)")                              \
-	/* the DNS listener */                                                                  \
-	X(DNS_CLASS, "dns-class", "", 0, 0, "query class is not IN")                            \
-	X(DNS_REVERSE, "dns-reverse", "", 0, 0, "reverse zone: only PTR of learned addresses")  \
-	X(DNS_ANY, "dns-any", "", 0, 0, "ANY is not answered")                                  \
-	X(DNS_QTYPE, "dns-type", "", 0, 0, "query type not forwarded")                          \
-	X(CNAME_DENIED, "cname-denied", "", 0, 0, "CNAME to a denied name")                     \
-	X(DNS_UPSTREAM, "dns-upstream-failed", "", 0, 0, "upstream failed")                     \
-	X(DNS_PTR, "dns-ptr-learned", "", 0, 0, "answered from the IP cache")                   \
-	/* the kernel and the unix socket gate */                                               \
-	X(FIREWALL, "firewall", "", 0, 0, "blocked by the sandbox firewall")                    \
-	X(FIREWALL_OVERFLOW, "firewall-overflow", "", 0, 0, "too many blocked destinations")    \
-	X(FIREWALL_OVERRUN, "firewall-overrun", "", 0, 0,                                       \
-	  "blocked packets lost: NFLOG socket overrun")                                         \
-	X(UNIX_NOT_LISTED, "unix-not-listed", "", 0, 0,                                         \
+#define VERDICT_REASONS(X)                                                                         \
+	X(NONE, "", "", 0, 0, "")                                                                  \
+	/* the policy */                                                                           \
+	X(RULE_DENY, "denied-by-rule", "http_request_denied", 403, VR_DENIES,                      \
+	  "a deny rule matches")                                                                   \
+	X(NO_RULE, "no-rule", "http_request_denied", 403, VR_DENIES, "no rule allows it")          \
+	X(ECH, "ech-not-allowed", "http_request_denied", 403, VR_DENIES,                           \
+	  "ClientHello has encrypted_client_hello and no rule for the name has `ech: allow`")      \
+	X(NAME_CHANGED, "name-changed", "http_request_denied", 421, VR_DENIES | VR_NORULE,         \
+	  "later bytes name another destination than the one decided")                             \
+	X(GUARD, "address-guard", "destination_ip_prohibited", 403, VR_DENIES | VR_NORULE,         \
+	  "the address guard refuses the address")                                                 \
+	X(NOT_AT_ADDRESS, "name-not-at-address", "destination_ip_prohibited", 403,                 \
+	  VR_DENIES | VR_NORULE, "the name does not resolve to the original destination")          \
+	X(LOG_BUDGET, "log-budget", "connection_limit_reached", 503, VR_DENIES | VR_NORULE,        \
+	  "egress log budget spent; new destinations are refused")                                 \
+	/* what the bytes are */                                                                   \
+	X(BAD_REQUEST, "bad-request", "http_request_error", 400, 0, "malformed request")           \
+	X(BAD_NAME, "bad-name", "http_request_error", 400, VR_DENIES, "not a valid name")          \
+	X(HEAD_TOO_LARGE, "head-too-large", "http_request_error", 431, 0,                          \
+	  "request head over a limit")                                                             \
+	X(FRAMING, "ambiguous-framing", "http_request_error", 400, 0,                              \
+	  "the message's length or routing is ambiguous")                                          \
+	X(UPGRADE, "upgrade-refused", "http_request_error", 400, 0,                                \
+	  "only websocket upgrades are let through")                                               \
+	X(HEAD_TIMEOUT, "head-timeout", "http_request_error", 408, 0,                              \
+	  "request head not complete in time")                                                     \
+	X(TLS_MALFORMED, "tls-malformed", "tls_protocol_error", 403, 0,                            \
+	  "malformed or incomplete ClientHello")                                                   \
+	X(SNI_MANY, "sni-many-names", "tls_protocol_error", 403, VR_DENIES,                        \
+	  "ClientHello server_name lists more than one name")                                      \
+	/* the way there */                                                                        \
+	X(DNS_ERROR, "dns-error", "dns_error", 502, 0, "the name does not resolve")                \
+	X(DNS_TIMEOUT, "dns-timeout", "dns_timeout", 504, 0, "resolving the name timed out")       \
+	X(CONNECT_TIMEOUT, "connect-timeout", "connection_timeout", 504, 0,                        \
+	  "connecting timed out")                                                                  \
+	X(CONNECT_REFUSED, "connect-refused", "connection_refused", 502, 0,                        \
+	  "the destination refused the connection")                                                \
+	X(UNREACHABLE, "unreachable", "destination_ip_unroutable", 502, 0,                         \
+	  "the destination cannot be reached")                                                     \
+	X(UPSTREAM_PROTOCOL, "upstream-protocol-error", "http_protocol_error", 502, 0,             \
+	  "malformed response from upstream")                                                      \
+	X(UPSTREAM_HEAD_TOO_LARGE, "upstream-head-too-large", "http_response_header_section_size", \
+	  502, 0, "response head too large")                                                       \
+	X(UPSTREAM_CLOSED, "upstream-closed", "connection_terminated", 502, 0,                     \
+	  "upstream closed the connection")                                                        \
+	X(UPSTREAM_RESET, "upstream-reset", "connection_terminated", 502, 0,                       \
+	  "upstream connection reset")                                                             \
+	X(UPSTREAM_ERROR, "upstream-error", "connection_terminated", 502, 0,                       \
+	  "upstream connection error")                                                             \
+	X(RESPONSE_TIMEOUT, "response-timeout", "http_response_timeout", 504, 0,                   \
+	  "no response from upstream in time")                                                     \
+	/* how an allowed connection ended */                                                      \
+	X(CLIENT_CLOSED, "client-closed", "", 0, 0, "client closed the connection")                \
+	X(CLIENT_RESET, "client-reset", "", 0, 0, "client connection reset")                       \
+	X(CLIENT_ERROR, "client-error", "", 0, 0, "client connection error")                       \
+	X(IDLE_TIMEOUT, "idle-timeout", "", 0, 0, "idle timeout")                                  \
+	/* the proxy itself */                                                                     \
+	X(TOO_MANY_CONNS, "too-many-connections", "connection_limit_reached", 503, VR_DENIES,      \
+	  "too many connections")                                                                  \
+	X(RESOURCE, "resource-limit", "proxy_internal_error", 503, 0,                              \
+	  "out of a resource of the proxy's own")                                                  \
+	X(LOG_FAILED, "log-failed", "proxy_internal_error", 503, VR_DENIES,                        \
+	  "the egress log cannot be written")                                                      \
+	X(NO_ORIG_DST, "no-original-destination", "proxy_internal_error", 0, VR_DENIES,            \
+	  "no original destination (not redirected by nftables?)")                                 \
+	/* the DNS listener */                                                                     \
+	X(DNS_CLASS, "dns-class", "", 0, 0, "query class is not IN")                               \
+	X(DNS_REVERSE, "dns-reverse", "", 0, 0, "reverse zone: only PTR of learned addresses")     \
+	X(DNS_ANY, "dns-any", "", 0, 0, "ANY is not answered")                                     \
+	X(DNS_QTYPE, "dns-type", "", 0, 0, "query type not forwarded")                             \
+	X(CNAME_DENIED, "cname-denied", "", 0, 0, "CNAME to a denied name")                        \
+	X(DNS_UPSTREAM, "dns-upstream-failed", "", 0, 0, "upstream failed")                        \
+	X(DNS_PTR, "dns-ptr-learned", "", 0, 0, "answered from the IP cache")                      \
+	/* the kernel and the unix socket gate */                                                  \
+	X(FIREWALL, "firewall", "", 0, 0, "blocked by the sandbox firewall")                       \
+	X(FIREWALL_OVERFLOW, "firewall-overflow", "", 0, 0, "too many blocked destinations")       \
+	X(FIREWALL_OVERRUN, "firewall-overrun", "", 0, 0,                                          \
+	  "blocked packets lost: NFLOG socket overrun")                                            \
+	X(UNIX_NOT_LISTED, "unix-not-listed", "", 0, 0,                                            \
 	  "a socket of the host that the policy's unix: list does not name")
 
 #define VERDICT_REASON_ENUM(e, tok, err, st, fl, text) VR_##e,

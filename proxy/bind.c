@@ -35,8 +35,7 @@
  * reads HTTP there), a reset for the rest. Returns -1 (c is gone), or 0
  * in audit mode, where the refusal is only logged and the tunnel goes on. */
 static int __attribute__((format(printf, 4, 5)))
-bind_refuse(struct conn *c, const struct peek *p, enum verdict_reason reason, const char *fmt,
-            ...)
+bind_refuse(struct conn *c, const struct peek *p, enum verdict_reason reason, const char *fmt, ...)
 {
 	char why[sizeof(c->detail)];
 	va_list ap;
@@ -89,8 +88,8 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 	const char *what = p->proto == PEEK_PROTO_TLS ? "a ClientHello for" : "a request for Host";
 
 	if (c->lkind == PROXY_LISTEN_TRANSPARENT && c->host[0] == '\0') {
-		struct verdict_query q = {.src = VERDICT_SRC_NONE, .addr = &c->orig.sa,
-		                          .port = c->port};
+		struct verdict_query q = {
+		        .src = VERDICT_SRC_NONE, .addr = &c->orig.sa, .port = c->port};
 		struct verdict_result r;
 		char folded[HTTP_HOST_MAX];
 		const char *why;
@@ -98,15 +97,15 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 		if (p->ip_literal)
 			return 0; /* an address: the cidr rule's decision stands */
 		if (policy_name_normalize(p->name, folded, sizeof(folded), &why) != 0)
-			return bind_refuse(c, p, VR_BAD_NAME, "%s carries %s a bad name: %s", subject,
-			                   what, why);
+			return bind_refuse(c, p, VR_BAD_NAME, "%s carries %s a bad name: %s",
+			                   subject, what, why);
 		/* Decided as if it had come first. */
 		q.claim = folded;
 		verdict_decide(pol, POLICY_MODE_ENFORCE, &q, &r);
 		if (r.verdict == VERDICT_ALLOW)
 			return 0;
-		return bind_refuse(c, p, r.reason, "%s carries %s %s: %s%s%s", subject, what, folded,
-		                   r.reason == VR_RULE_DENY ? "denied by rule " : "",
+		return bind_refuse(c, p, r.reason, "%s carries %s %s: %s%s%s", subject, what,
+		                   folded, r.reason == VR_RULE_DENY ? "denied by rule " : "",
 		                   r.reason == VR_RULE_DENY && r.rule != NULL ? r.rule : "",
 		                   r.reason == VR_RULE_DENY ? "" : verdict_reason_text(r.reason));
 	}
@@ -170,7 +169,8 @@ bind_head(struct conn *c)
 		 * of it went up, and none goes. A few bytes that look like
 		 * nothing yet are the opaque tunnel's. */
 		if (p.proto != PEEK_PROTO_UNKNOWN &&
-		    bind_refuse(c, &p, p.proto == PEEK_PROTO_TLS ? VR_TLS_MALFORMED : VR_BAD_REQUEST,
+		    bind_refuse(c, &p,
+		                p.proto == PEEK_PROTO_TLS ? VR_TLS_MALFORMED : VR_BAD_REQUEST,
 		                "%s ended inside an incomplete %s", subject,
 		                p.proto == PEEK_PROTO_TLS ? "ClientHello" : "request head") != 0)
 			return -1;
@@ -264,8 +264,8 @@ bind_tls_records(struct conn *c, size_t *pass)
 			break;
 		case PEEK_REC_BAD:
 			peek_reason(&p, seen, sizeof(seen));
-			if (bind_refuse(c, &p, VR_TLS_MALFORMED, "%s: second ClientHello: %s", subject,
-			                seen) != 0)
+			if (bind_refuse(c, &p, VR_TLS_MALFORMED, "%s: second ClientHello: %s",
+			                subject, seen) != 0)
 				return -1;
 			goto over;
 		case PEEK_REC_END:

@@ -993,8 +993,7 @@ conn_original_dst(int fd, union conn_addr *out)
  * before the close, which would otherwise be a reset that can destroy the
  * reply on its way. A transparent one gets a reset. */
 static void
-conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind,
-                  enum verdict_reason why)
+conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, enum verdict_reason why)
 {
 #define CONN_BUSY_BODY "airlock: too many connections; retry.\n"
 	static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"

@@ -400,7 +400,8 @@ forward_upstream_event(struct conn *c, short what)
 		 * the client that what it got is cut, also when the body has
 		 * no length and a close would read as its end. */
 		conn_abort(c,
-		           EVUTIL_SOCKET_ERROR() == ECONNRESET ? VR_UPSTREAM_RESET : VR_UPSTREAM_ERROR,
+		           EVUTIL_SOCKET_ERROR() == ECONNRESET ? VR_UPSTREAM_RESET
+		                                               : VR_UPSTREAM_ERROR,
 		           NULL);
 		return;
 	}

@@ -242,7 +242,8 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			if (n < 0) {
 				/* dst is gone: the other side learns it from a
 				 * reset, not from a FIN that would read as an end. */
-				conn_abort(c, d->dst == &c->up ? VR_UPSTREAM_ERROR : VR_CLIENT_ERROR,
+				conn_abort(c,
+				           d->dst == &c->up ? VR_UPSTREAM_ERROR : VR_CLIENT_ERROR,
 				           d->dst == &c->up ? "upstream write failed"
 				                            : "client write failed");
 				return -1;

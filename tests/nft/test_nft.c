@@ -995,7 +995,8 @@ test_nflog_aggregate_bounded(void **state)
 	assert_int_equal(count_str(log, "\n"), 2 * NFLOG_AGG_MAX_DESTS + 1);
 	assert_int_equal(count_str(log, "; 1 more packets since the last line"),
 	                 NFLOG_AGG_MAX_DESTS);
-	assert_int_equal(count_str(log, "\"verdict\":\"deny\",\"reason\":\"firewall-overflow\""), 1);
+	assert_int_equal(count_str(log, "\"verdict\":\"deny\",\"reason\":\"firewall-overflow\""),
+	                 1);
 	assert_int_equal(count_str(log, "\"detail\":\"too many blocked "
 	                                "destinations; 17952 packets not itemised\""),
 	                 1);

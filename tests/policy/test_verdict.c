@@ -13,18 +13,18 @@
 #include "policy/verdict.h"
 #include "tests/policy/util.h"
 
-static const char *const yaml = "version: 1\n"                   /* 1 */
-                                "allow:\n"                       /* 2 */
-                                "  - host: pypi.org\n"           /* 3 */
-                                "  - host: ech.test\n"           /* 4 */
-                                "    ech: allow\n"               /* 5 */
-                                "  - cidr: 203.0.113.0/24\n"     /* 6 */
-                                "    ports: [22]\n"              /* 7 */
-                                "  - cidr: 198.51.100.0/24\n"    /* 8 */
-                                "    ports: [443]\n"             /* 9 */
-                                "deny:\n"                        /* 10 */
-                                "  - host: upload.pypi.org\n"    /* 11 */
-                                "  - cidr: 198.51.100.66/32\n";  /* 12 */
+static const char *const yaml = "version: 1\n"                  /* 1 */
+                                "allow:\n"                      /* 2 */
+                                "  - host: pypi.org\n"          /* 3 */
+                                "  - host: ech.test\n"          /* 4 */
+                                "    ech: allow\n"              /* 5 */
+                                "  - cidr: 203.0.113.0/24\n"    /* 6 */
+                                "    ports: [22]\n"             /* 7 */
+                                "  - cidr: 198.51.100.0/24\n"   /* 8 */
+                                "    ports: [443]\n"            /* 9 */
+                                "deny:\n"                       /* 10 */
+                                "  - host: upload.pypi.org\n"   /* 11 */
+                                "  - cidr: 198.51.100.66/32\n"; /* 12 */
 
 struct vcase {
 	const char *what;
@@ -48,8 +48,8 @@ struct vcase {
 #define A POLICY_MODE_AUDIT
 
 static const struct vcase cases[] = {
-        {"CONNECT allowed", E, VERDICT_SRC_CONNECT, "pypi.org", false, NULL, 443, NULL, false,
-         NULL, VERDICT_ALLOW, VR_NONE, "t.yaml:3", NULL},
+        {"CONNECT allowed", E, VERDICT_SRC_CONNECT, "pypi.org", false, NULL, 443, NULL, false, NULL,
+         VERDICT_ALLOW, VR_NONE, "t.yaml:3", NULL},
         {"CONNECT no rule", E, VERDICT_SRC_CONNECT, "evil.test", false, NULL, 443, NULL, false,
          NULL, VERDICT_DENY, VR_NO_RULE, NULL, "no rule allows evil.test port 443"},
         {"SNI no rule", E, VERDICT_SRC_SNI, "evil.test", false, NULL, 443, NULL, false, NULL,
@@ -98,19 +98,19 @@ static const struct vcase cases[] = {
         {"IP literal CONNECT, same address spelt mapped", E, VERDICT_SRC_CONNECT, "203.0.113.9",
          true, NULL, 22, NULL, false, "::ffff:203.0.113.9", VERDICT_ALLOW, VR_NONE, "t.yaml:6",
          NULL},
-        {"cidr, later name decided: denied", E, VERDICT_SRC_NONE, NULL, false, "198.51.100.5",
-         443, NULL, false, "evil.test", VERDICT_DENY, VR_NO_RULE, NULL,
+        {"cidr, later name decided: denied", E, VERDICT_SRC_NONE, NULL, false, "198.51.100.5", 443,
+         NULL, false, "evil.test", VERDICT_DENY, VR_NO_RULE, NULL,
          "no rule allows evil.test port 443"},
-        {"cidr, later name decided: allowed", E, VERDICT_SRC_NONE, NULL, false, "198.51.100.5",
-         443, NULL, false, "pypi.org", VERDICT_ALLOW, VR_NONE, "t.yaml:3", NULL},
+        {"cidr, later name decided: allowed", E, VERDICT_SRC_NONE, NULL, false, "198.51.100.5", 443,
+         NULL, false, "pypi.org", VERDICT_ALLOW, VR_NONE, "t.yaml:3", NULL},
         {"cidr, later address literal stands", E, VERDICT_SRC_NONE, NULL, false, "198.51.100.5",
          443, NULL, false, "192.0.2.1", VERDICT_ALLOW, VR_NONE, "t.yaml:8", NULL},
         {"DNS allowed on some port", E, VERDICT_SRC_DNS, "pypi.org", false, NULL, 0, NULL, false,
          NULL, VERDICT_ALLOW, VR_NONE, "t.yaml:3", NULL},
         {"DNS no rule", E, VERDICT_SRC_DNS, "evil.test", false, NULL, 0, NULL, false, NULL,
          VERDICT_DENY, VR_NO_RULE, NULL, "no rule allows evil.test on any port"},
-        {"DNS deny rule, audit", A, VERDICT_SRC_DNS, "upload.pypi.org", false, NULL, 0, NULL,
-         false, NULL, VERDICT_AUDIT_DENY, VR_RULE_DENY, "t.yaml:11",
+        {"DNS deny rule, audit", A, VERDICT_SRC_DNS, "upload.pypi.org", false, NULL, 0, NULL, false,
+         NULL, VERDICT_AUDIT_DENY, VR_RULE_DENY, "t.yaml:11",
          "upload.pypi.org: denied by rule t.yaml:11"},
 };
 
@@ -142,7 +142,8 @@ test_cases(void **state)
 		    (k->rule != NULL && strcmp(k->rule, r.rule) != 0) ||
 		    (k->message != NULL && strstr(msg, k->message) == NULL))
 			fail_msg("%s: got %s %s rule %s \"%s\"", k->what, verdict_str(r.verdict),
-			         verdict_reason_token(r.reason), r.rule != NULL ? r.rule : "-", msg);
+			         verdict_reason_token(r.reason), r.rule != NULL ? r.rule : "-",
+			         msg);
 	}
 }
 
@@ -171,7 +172,8 @@ test_table(void **state)
 		assert_true(t[0] != '\0');
 		/* tokens are lowercase words joined by '-' */
 		for (const char *c = t; *c != '\0'; c++)
-			assert_true((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-');
+			assert_true((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+			            *c == '-');
 		assert_int_equal(verdict_reason_parse(t), i);
 		assert_true(verdict_reason_text((enum verdict_reason)i)[0] != '\0');
 		/* an HTTP status comes with a Proxy-Status error */

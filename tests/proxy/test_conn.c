@@ -776,8 +776,7 @@ test_response_timeout(void **state)
 	assert_body_length(r);
 	close(fd);
 	exchange(f, client(f), NULL, 50);
-	assert_non_null(
-	        strstr(log_text(f), "\"reason\":\"response-timeout\""));
+	assert_non_null(strstr(log_text(f), "\"reason\":\"response-timeout\""));
 	assert_non_null(
 	        strstr(log_text(f), "\"detail\":\"no response from upstream within 300 ms\""));
 }
@@ -1449,8 +1448,7 @@ test_no_fd_for_upstream(void **state)
 	assert_non_null(strstr(r, "error=proxy_internal_error"));
 	assert_non_null(strstr(r, "resource limit: out of file descriptors"));
 	close(fd);
-	assert_non_null(
-	        strstr(log_text(f), "\"reason\":\"resource-limit\""));
+	assert_non_null(strstr(log_text(f), "\"reason\":\"resource-limit\""));
 	assert_non_null(
 	        strstr(log_text(f), "\"detail\":\"resource limit: out of file descriptors\""));
 	/* Descriptors back: served again. */
