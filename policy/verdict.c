@@ -277,7 +277,7 @@ verdict_message(const struct verdict_result *r, const struct verdict_query *q, c
 		break;
 	case VR_NAME_CHANGED:
 		snprintf(out, outlen, "decided for %s, then the bytes name %s",
-		         q->name != NULL ? q->name : ip, q->claim != NULL ? q->claim : "?");
+		         name != NULL ? name : ip, q->claim != NULL ? q->claim : "?");
 		break;
 	default:
 		snprintf(out, outlen, "%s", verdict_reason_text(r->reason));

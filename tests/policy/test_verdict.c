@@ -87,7 +87,7 @@ static const struct vcase cases[] = {
          "pypi.org", false, NULL, VERDICT_DENY, VR_RULE_DENY, "t.yaml:12", NULL},
         {"learned, later ClientHello for another", E, VERDICT_SRC_LEARNED, NULL, false,
          "192.0.2.10", 443, "pypi.org", false, "evil.test", VERDICT_DENY, VR_NAME_CHANGED, NULL,
-         "decided for"},
+         "decided for pypi.org, then the bytes name evil.test"},
         {"CONNECT, tunnel names the same (case, dot)", E, VERDICT_SRC_CONNECT, "pypi.org", false,
          NULL, 443, NULL, false, "PyPI.org.", VERDICT_ALLOW, VR_NONE, "t.yaml:3", NULL},
         {"CONNECT, tunnel names another", E, VERDICT_SRC_CONNECT, "pypi.org", false, NULL, 443,
