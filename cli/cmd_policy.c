@@ -11,6 +11,7 @@
 #include "cli/cmd.h"
 #include "common/util.h"
 #include "policy/policy.h"
+#include "policy/verdict.h"
 
 static void
 usage_policy(FILE *out)
@@ -21,7 +22,7 @@ usage_policy(FILE *out)
 	             "  check   load each policy; print valid and a summary of what it allows,\n"
 	             "          or every error as FILE:LINE:COLUMN; warn about upload sinks\n"
 	             "  test    print allow or deny for each destination, with the deciding\n"
-	             "          rule as FILE:LINE (or 'no match')\n"
+	             "          rule as FILE:LINE and/or the reason (no-rule, ...)\n"
 	             "\n"
 	             "FILE is a path or a preset name (pypi, npm, none, ...).\n"
 	             "Exit status: 0 all valid / all allowed, 1 an invalid policy or a\n"
@@ -52,8 +53,10 @@ usage_test(FILE *out)
 	fprintf(out, "usage: airlock policy test [--policy-dir DIR] FILE HOST[:PORT]...\n"
 	             "\n"
 	             "For each destination print one line:\n"
-	             "  allow|deny DESTINATION RULE\n"
-	             "where RULE is the deciding rule as FILE:LINE, or 'no match' (deny).\n"
+	             "  allow|deny DESTINATION RULE [REASON]\n"
+	             "where RULE is the deciding rule as FILE:LINE and REASON the egress\n"
+	             "log's reason for a denial (denied-by-rule, no-rule, bad-name: ...);\n"
+	             "a denial no rule decided prints the REASON alone.\n"
 	             "HOST is a DNS name, an IPv4 address, or [IPv6]; PORT defaults to 443.\n"
 	             "IP addresses only match cidr rules. The result is what the rules say;\n"
 	             "a policy in audit mode (see 'check') would let a denied one through\n"
@@ -246,28 +249,33 @@ cmd_test(int argc, char **argv)
 	for (int i = first + 1; i < argc; i++) {
 		char host[512], name[256];
 		struct sockaddr_storage ss;
-		struct policy_verdict v;
+		/* What the proxy decides for CONNECT HOST:PORT, under the
+		 * rules whatever the policy's mode (verdict.h). */
+		struct verdict_query q = {.src = VERDICT_SRC_CONNECT, .name = name};
+		struct verdict_result r;
 		uint16_t port;
 		const char *why = NULL;
 		bool v6 = false;
 
 		parse_dest(argv[i], host, sizeof(host), &port, &why);
+		q.port = port;
 		if (sockaddr_set(&ss, 0, host, port) != 0) {
-			policy_match_addr(p, (struct sockaddr *)&ss, port, &v);
 			str_copy(name, host, sizeof(name));
+			q.ip_literal = true;
+			q.addr = (struct sockaddr *)&ss;
 			v6 = ss.ss_family == AF_INET6;
-		} else if (policy_name_normalize(host, name, sizeof(name), &why) == 0) {
-			policy_match_host(p, name, port, &v);
-		} else {
+		} else if (policy_name_normalize(host, name, sizeof(name), &why) != 0) {
 			/* A name no policy could match: deny, and say why. */
-			printf("deny %s invalid name: %s\n", argv[i], why);
+			printf("deny %s %s: %s\n", argv[i], verdict_reason_token(VR_BAD_NAME), why);
 			status = 1;
 			continue;
 		}
-		printf("%s %s%s%s:%u %s\n", v.action == POLICY_ALLOW ? "allow" : "deny",
-		       v6 ? "[" : "", name, v6 ? "]" : "", port,
-		       v.where != NULL ? v.where : "no match");
-		if (v.action != POLICY_ALLOW)
+		verdict_decide(p, POLICY_MODE_ENFORCE, &q, &r);
+		printf("%s %s%s%s:%u %s%s%s\n", verdict_str(r.verdict), v6 ? "[" : "", name,
+		       v6 ? "]" : "", port, r.rule != NULL ? r.rule : "",
+		       r.rule != NULL && r.reason != VR_NONE ? " " : "",
+		       verdict_reason_token(r.reason));
+		if (r.verdict != VERDICT_ALLOW)
 			status = 1;
 	}
 	policy_free(p);

@@ -30,6 +30,7 @@
 #include "nft/hostaddr.h"
 #include "nft/nflog.h"
 #include "policy/policy.h"
+#include "policy/verdict.h"
 #include "proxy/proxy.h"
 #include "sandbox/env.h"
 #include "sandbox/opts.h"
@@ -425,9 +426,10 @@ drain_gate(struct run *r)
 		e.verdict = ugate_verdict_name((enum ugate_verdict)ev.verdict);
 		if (ev.allow >= 0 && (size_t)ev.allow < r->n_unix_allow)
 			e.rule = r->unix_allow[ev.allow].where;
-		else
-			e.reason =
-			        "a socket of the host that the policy's unix: list does not name";
+		else {
+			e.reason = verdict_reason_token(VR_UNIX_NOT_LISTED);
+			e.detail = verdict_reason_text(VR_UNIX_NOT_LISTED);
+		}
 		e.method = ugate_op_name((enum ugate_op)ev.op);
 		e.proto = sock_type_name(ev.sock_type);
 		/* A datagram flood to one host socket is one line and a count. */

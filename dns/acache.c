@@ -17,6 +17,7 @@ struct acache_entry {
 	uint16_t a_removed_type;
 	struct dns_rr *a_rr;
 	char *a_reason;
+	enum verdict_reason a_why;
 	struct acache_entry *a_hnext;
 	struct acache_entry *a_older, *a_newer;
 };
@@ -161,6 +162,7 @@ dns_acache_put(struct dns_acache *c, const char *name, uint16_t qtype, const str
 	str_copy(e->a_name, lname, sizeof(e->a_name));
 	e->a_qtype = qtype;
 	e->a_rcode = f->rcode;
+	e->a_why = f->why;
 	e->a_n = f->n;
 	e->a_cname_denied = f->cname_denied;
 	e->a_guarded = f->guarded;
@@ -206,7 +208,8 @@ dns_acache_get(struct dns_acache *c, const char *name, uint16_t qtype, uint64_t 
 	out->rcode = e->a_rcode;
 	out->n = e->a_n;
 	out->n_removed = 0;
-	out->reason = NULL;
+	out->why = e->a_why;
+	out->detail = NULL;
 	out->min_ttl = UINT32_MAX;
 	out->cname_denied = e->a_cname_denied;
 	out->guarded = e->a_guarded;

@@ -30,14 +30,23 @@ ends_with(const char *s, const char *suffix)
 	return ls >= lx && dns_name_eq(s + ls - lx, suffix);
 }
 
+/* Say why with the reason's own sentence. */
+static void
+dns_why(struct dns_decision *d, enum verdict_reason why)
+{
+	d->why = why;
+	str_copy(d->detail, verdict_reason_text(why), sizeof(d->detail));
+}
+
 void
 dns_decide(const struct policy *p, const struct dns_query *q, struct dns_decision *d)
 {
+	struct verdict_query vq = {.src = VERDICT_SRC_DNS};
+	struct verdict_result r;
 	const char *why = NULL;
-	int action;
 
 	memset(d, 0, sizeof(*d));
-	d->verdict = "deny";
+	d->verdict = VERDICT_DENY;
 	d->rcode = DNS_RCODE_REFUSED;
 	if (q->qname[0] == '\0') {
 		str_copy(d->name, ".", sizeof(d->name));
@@ -45,13 +54,14 @@ dns_decide(const struct policy *p, const struct dns_query *q, struct dns_decisio
 		str_copy(d->name, q->qname, sizeof(d->name));
 		d->action = DNS_ACT_DENY;
 		d->rcode = DNS_RCODE_NXDOMAIN;
-		d->reason = why != NULL ? why : "invalid name";
+		d->why = VR_BAD_NAME;
+		str_copy(d->detail, why != NULL ? why : "invalid name", sizeof(d->detail));
 		return;
 	}
 	if (q->qclass != DNS_CLASS_IN) {
 		d->action = DNS_ACT_LOCAL;
 		d->rcode = DNS_RCODE_NOTIMP;
-		d->reason = "query class is not IN";
+		dns_why(d, VR_DNS_CLASS);
 		return;
 	}
 	/* Reverse lookups never go upstream: the only addresses the sandbox
@@ -60,25 +70,26 @@ dns_decide(const struct policy *p, const struct dns_query *q, struct dns_decisio
 	    dns_name_eq(d->name, "in-addr.arpa") || dns_name_eq(d->name, "ip6.arpa")) {
 		if (q->qtype == DNS_TYPE_PTR && dns_reverse_parse(d->name, &d->ptr_addr) == 0) {
 			d->action = DNS_ACT_PTR;
-			d->verdict = "allow";
+			d->verdict = VERDICT_ALLOW;
 			return;
 		}
 		d->action = DNS_ACT_DENY;
 		d->rcode = DNS_RCODE_NXDOMAIN;
-		d->reason = "reverse zone: only PTR of learned addresses";
+		dns_why(d, VR_DNS_REVERSE);
 		return;
 	}
-	action = q->qname[0] == '\0' ? POLICY_NO_MATCH : dns_name_verdict(p, d->name, &d->rule);
-	if (action == POLICY_ALLOW) {
-		d->verdict = "allow";
-	} else {
-		d->reason = action == POLICY_DENY ? "denied by rule" : "not in allowlist";
-		if (policy_mode(p) != POLICY_MODE_AUDIT) {
-			d->action = DNS_ACT_DENY;
-			d->rcode = DNS_RCODE_NXDOMAIN;
-			return;
-		}
-		d->verdict = "audit-deny";
+	/* The root is no name a rule can allow. */
+	vq.name = q->qname[0] == '\0' ? "." : d->name;
+	verdict_decide(p, policy_mode(p), &vq, &r);
+	d->verdict = r.verdict;
+	d->rule = r.rule;
+	d->why = r.reason;
+	if (r.reason != VR_NONE)
+		verdict_message(&r, &vq, d->detail, sizeof(d->detail));
+	if (r.verdict == VERDICT_DENY) {
+		d->action = DNS_ACT_DENY;
+		d->rcode = DNS_RCODE_NXDOMAIN;
+		return;
 	}
 	switch (q->qtype) {
 	case DNS_TYPE_A:
@@ -91,7 +102,7 @@ dns_decide(const struct policy *p, const struct dns_query *q, struct dns_decisio
 		 * large public resolvers answer. */
 		d->action = DNS_ACT_LOCAL;
 		d->rcode = DNS_RCODE_NOTIMP;
-		d->reason = "ANY is not answered";
+		dns_why(d, VR_DNS_ANY);
 		return;
 	default:
 		/* HTTPS/SVCB would hand out ECH keys and alternative endpoints,
@@ -99,7 +110,7 @@ dns_decide(const struct policy *p, const struct dns_query *q, struct dns_decisio
 		 * needs: an empty NOERROR makes clients fall back to A/AAAA. */
 		d->action = DNS_ACT_LOCAL;
 		d->rcode = DNS_RCODE_NOERROR;
-		d->reason = "query type not forwarded";
+		dns_why(d, VR_DNS_QTYPE);
 		return;
 	}
 }
@@ -145,7 +156,8 @@ dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_r
 
 	out->n = 0;
 	out->n_removed = 0;
-	out->reason = NULL;
+	out->why = VR_NONE;
+	out->detail = NULL;
 	out->min_ttl = ttl_cap;
 	out->cname_denied = false;
 	out->guarded = false;
@@ -157,7 +169,8 @@ dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_r
 	}
 	if (rc != DNS_RCODE_NOERROR) {
 		out->rcode = DNS_RCODE_SERVFAIL;
-		out->reason = "upstream failed";
+		out->why = VR_DNS_UPSTREAM;
+		out->detail = verdict_reason_text(VR_DNS_UPSTREAM);
 		return 0;
 	}
 	out->rcode = DNS_RCODE_NOERROR;
@@ -185,11 +198,12 @@ dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_r
 				out->cname_denied = true;
 				/* Audit mode allows what the guard permits, and
 				 * says what enforce mode would have cut. */
+				out->why = VR_CNAME_DENIED;
 				if (policy_mode(p) == POLICY_MODE_AUDIT) {
-					out->reason = "audit: CNAME to a denied name";
+					out->detail = "audit: CNAME to a denied name";
 				} else {
 					out->n = 0;
-					out->reason = "CNAME to a denied name";
+					out->detail = verdict_reason_text(VR_CNAME_DENIED);
 					return 0;
 				}
 			}
@@ -223,7 +237,8 @@ dns_filter(const struct policy *p, const struct dns_query *q, const struct dns_r
 				out->first_removed = *rr;
 			out->n_removed++;
 			out->guarded = true;
-			out->reason = "address guard removed answers";
+			out->why = VR_GUARD;
+			out->detail = "address guard removed answers";
 			continue;
 		}
 		out->rr[out->n] = *rr;

@@ -7,6 +7,7 @@
 #define AIRLOCK_DNS_ANSWER_H
 
 #include "dns/msg.h"
+#include "policy/verdict.h"
 
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -28,12 +29,13 @@ enum dns_action {
 
 struct dns_decision {
 	enum dns_action action;
-	const char *verdict;              /* "allow" | "deny" | "audit-deny" */
-	const char *rule;                 /* borrowed from the policy; NULL if none */
-	const char *reason;               /* static text; NULL if none */
-	unsigned rcode;                   /* for DENY and LOCAL */
-	char name[DNS_NAME_TEXT_MAX];     /* normalised qname ("." for the root) */
-	struct sockaddr_storage ptr_addr; /* for DNS_ACT_PTR */
+	enum verdict verdict;
+	const char *rule;                    /* borrowed from the policy; NULL if none */
+	enum verdict_reason why;             /* the log's reason; VR_NONE if none */
+	char detail[DNS_NAME_TEXT_MAX + 64]; /* its sentence ("" with VR_NONE) */
+	unsigned rcode;                      /* for DENY and LOCAL */
+	char name[DNS_NAME_TEXT_MAX];        /* normalised qname ("." for the root) */
+	struct sockaddr_storage ptr_addr;    /* for DNS_ACT_PTR */
 };
 
 /* Decide what to do with a parsed query (docs/dns.md has the table). */
@@ -54,7 +56,8 @@ struct dns_filtered {
 	struct dns_rr rr[DNS_MAX_RR];
 	size_t n_removed;
 	char removed[DNS_MAX_RR][INET6_ADDRSTRLEN + 32]; /* "ip (class)" */
-	const char *reason; /* static: why records were removed or it failed */
+	enum verdict_reason why;                         /* why records were removed or it failed */
+	const char *detail; /* static: its sentence; NULL with VR_NONE */
 	uint32_t min_ttl;   /* smallest TTL kept (for the response cache) */
 	bool cname_denied;  /* the chain ran through a denied name (in audit
 	                     * mode it was followed anyway) */

@@ -152,7 +152,7 @@ fam_idx(sa_family_t f)
 static void
 say_why(const struct dns_filtered *f, char *why, size_t len)
 {
-	str_copy(why, f->reason != NULL ? f->reason : "", len);
+	str_copy(why, f->detail != NULL ? f->detail : "", len);
 	for (size_t i = 0, off = strlen(why); i < f->n_removed && off < len; i++) {
 		int w = snprintf(why + off, len - off, "%s%s", i == 0 ? ": " : ", ", f->removed[i]);
 
@@ -289,7 +289,7 @@ req_response(struct resolver_question *q, const uint8_t *msg, size_t len, bool v
 	}
 	if (r->filt.rcode == DNS_RCODE_SERVFAIL)
 		req_finish(q, RESOLVER_FAIL, NULL,
-		           r->filt.reason != NULL ? r->filt.reason : "upstream failed");
+		           r->filt.detail != NULL ? r->filt.detail : "upstream failed");
 	else
 		req_finish(q, RESOLVER_ANSWER, &r->filt, NULL);
 	return true;

@@ -151,8 +151,8 @@ textf(char *buf, size_t len, const char *fmt, ...)
 
 static void
 log_query(struct dns_server *srv, const struct dns_query *q, const struct dns_decision *d,
-          unsigned rcode, const char *reason, const char *const *answers, size_t n_answers,
-          uint64_t start_ms)
+          unsigned rcode, enum verdict_reason why, const char *detail, const char *const *answers,
+          size_t n_answers, uint64_t start_ms)
 {
 	struct elog_event ev = {0};
 	char tbuf[16];
@@ -162,9 +162,12 @@ log_query(struct dns_server *srv, const struct dns_query *q, const struct dns_de
 	ev.kind = "dns";
 	ev.host = d->name;
 	ev.port = -1;
-	ev.verdict = d->verdict;
+	ev.verdict = verdict_str(d->verdict);
 	ev.rule = d->rule;
-	ev.reason = reason;
+	if (why != VR_NONE) {
+		ev.reason = verdict_reason_token(why);
+		ev.detail = detail != NULL ? detail : verdict_reason_text(why);
+	}
 	ev.qtype = dns_type_str(q->qtype, tbuf, sizeof(tbuf));
 	ev.rcode = dns_rcode_str(rcode);
 	ev.answers = answers;
@@ -309,7 +312,8 @@ answer_send(struct dns_server *srv, struct dns_client *c, const struct dns_query
 	n = dns_reply(q, f, f->rcode, ede, ede >= 0 ? ede_text : NULL, client_limit(c, q), srv->out,
 	              sizeof(srv->out));
 	client_send(srv, c, srv->out, n);
-	log_query(srv, q, d, f->rcode, why[0] != '\0' ? why : NULL, answers, n_answers, start_ms);
+	log_query(srv, q, d, f->rcode, why[0] != '\0' ? f->why : VR_NONE, why, answers, n_answers,
+	          start_ms);
 }
 
 /* The resolver's result for a query: reply, cache, log. */
@@ -325,7 +329,9 @@ query_result(struct dns_server *srv, struct dns_client *c, const struct dns_quer
 	}
 	textf(ede_text, sizeof(ede_text), "airlock: %s", res->why);
 	reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, DNS_EDE_NO_REACHABLE_AUTHORITY, ede_text);
-	log_query(srv, q, d, DNS_RCODE_SERVFAIL, res->why, NULL, 0, start_ms);
+	log_query(srv, q, d, DNS_RCODE_SERVFAIL,
+	          res->status == RESOLVER_TIMEOUT ? VR_DNS_TIMEOUT : VR_DNS_UPSTREAM, res->why, NULL,
+	          0, start_ms);
 }
 
 static void
@@ -399,15 +405,14 @@ ptr_answer(struct dns_server *srv, struct dns_client *c, const struct dns_query 
 		str_copy(f->rr[0].target, name, sizeof(f->rr[0].target));
 		n = dns_reply(q, f, 0, -1, NULL, client_limit(c, q), srv->out, sizeof(srv->out));
 		client_send(srv, c, srv->out, n);
-		log_query(srv, q, d, DNS_RCODE_NOERROR, "answered from the IP cache", answers, 1,
-		          start_ms);
+		log_query(srv, q, d, DNS_RCODE_NOERROR, VR_DNS_PTR, NULL, answers, 1, start_ms);
 		return;
 	}
-	d->verdict = "deny";
+	d->verdict = VERDICT_DENY;
 	reply_empty(srv, c, q, DNS_RCODE_NXDOMAIN, DNS_EDE_BLOCKED,
 	            "airlock: no allowed name is known for this address");
-	log_query(srv, q, d, DNS_RCODE_NXDOMAIN, "reverse lookup of an unknown address", NULL, 0,
-	          start_ms);
+	log_query(srv, q, d, DNS_RCODE_NXDOMAIN, VR_DNS_REVERSE,
+	          "reverse lookup of an unknown address", NULL, 0, start_ms);
 }
 
 static void
@@ -419,7 +424,8 @@ query_forward(struct dns_server *srv, struct dns_client *c, const struct dns_que
 
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, -1, NULL);
-		log_query(srv, q, d, DNS_RCODE_SERVFAIL, "out of memory", NULL, 0, start_ms);
+		log_query(srv, q, d, DNS_RCODE_SERVFAIL, VR_RESOURCE, "out of memory", NULL, 0,
+		          start_ms);
 		return;
 	}
 	p->p_req = resolver_ask(srv->res, q, d->name, pending_answered, p, &now);
@@ -485,11 +491,11 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg, s
 	/* Once the log budget is spent, only names the log already has. */
 	if (d.action != DNS_ACT_DENY && srv->cfg.log != NULL &&
 	    !elog_admit(srv->cfg.log, d.name, -1)) {
-		d.verdict = "deny";
+		d.verdict = VERDICT_DENY;
 		d.rule = NULL;
-		reply_empty(srv, c, &q, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED,
-		            "airlock: " ELOG_REASON_BUDGET);
-		log_query(srv, &q, &d, DNS_RCODE_REFUSED, ELOG_REASON_BUDGET, NULL, 0, start);
+		textf(text, sizeof(text), "airlock: %s", verdict_reason_text(VR_LOG_BUDGET));
+		reply_empty(srv, c, &q, DNS_RCODE_REFUSED, DNS_EDE_PROHIBITED, text);
+		log_query(srv, &q, &d, DNS_RCODE_REFUSED, VR_LOG_BUDGET, NULL, NULL, 0, start);
 		return;
 	}
 	switch (d.action) {
@@ -498,16 +504,16 @@ handle_query(struct dns_server *srv, struct dns_client *c, const uint8_t *msg, s
 			textf(text, sizeof(text), "airlock: %s denied by policy '%s' (%s)", d.name,
 			      policy_name(srv->cfg.policy), d.rule);
 		else
-			textf(text, sizeof(text), "airlock: %s %s of policy '%s'", d.name, d.reason,
+			textf(text, sizeof(text), "airlock: %s (policy '%s')", d.detail,
 			      policy_name(srv->cfg.policy));
 		reply_empty(srv, c, &q, d.rcode, DNS_EDE_BLOCKED, text);
-		log_query(srv, &q, &d, d.rcode, d.reason, NULL, 0, start);
+		log_query(srv, &q, &d, d.rcode, d.why, d.detail, NULL, 0, start);
 		return;
 	case DNS_ACT_LOCAL:
 		/* Say why the answer is empty, for whoever debugs it. */
-		textf(text, sizeof(text), "airlock: %s", d.reason);
+		textf(text, sizeof(text), "airlock: %s", d.detail);
 		reply_empty(srv, c, &q, d.rcode, DNS_EDE_BLOCKED, text);
-		log_query(srv, &q, &d, d.rcode, d.reason, NULL, 0, start);
+		log_query(srv, &q, &d, d.rcode, d.why, d.detail, NULL, 0, start);
 		return;
 	case DNS_ACT_PTR:
 		ptr_answer(srv, c, &q, &d, start);

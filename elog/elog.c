@@ -445,6 +445,10 @@ human_event(struct elog *log, const struct elog_event *ev, const struct timespec
 	if (ev->reason != NULL) {
 		elog_buf_putc(&h, ' ');
 		elog_buf_safe_text(&h, ev->reason, 200);
+		if (ev->detail != NULL) {
+			elog_buf_puts(&h, ": ");
+			elog_buf_safe_text(&h, ev->detail, 200);
+		}
 	} else if (ev->rule != NULL) {
 		elog_buf_putc(&h, ' ');
 		elog_buf_safe_text(&h, ev->rule, 200);
@@ -641,6 +645,7 @@ event_write(struct elog *log, const struct elog_event *ev)
 	field_str(&b, &cuts, "path", ev->path, CAP_NAME);
 	if (ev->count > 0)
 		field_u64(&b, "count", ev->count);
+	field_str(&b, &cuts, "detail", ev->detail, CAP_RULE);
 	if (line_end(log, &b, &cuts) < 0)
 		return -1;
 	if (!budget_admits_line(log, ev, b.len))

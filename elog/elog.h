@@ -76,8 +76,6 @@ const char *elog_error(const struct elog *log);
  *    destination reached is still named;
  *  - elog_admit() admits only destinations the log already names. */
 #define ELOG_BUDGET_DEFAULT (64ULL * 1024 * 1024)
-/* The reason callers give when elog_admit refuses (one vocabulary). */
-#define ELOG_REASON_BUDGET "egress log budget spent; new destinations are refused"
 void elog_set_budget(struct elog *log, uint64_t bytes);
 /* Parse a --log-budget SIZE: whole bytes, or with a binary suffix k, M, G
  * (also KiB, MiB, GiB, any case); "0" is no budget. At most 1 TiB.
@@ -87,7 +85,7 @@ int elog_parse_size(const char *s, uint64_t *out);
  * DNS) go ahead, as far as the log is concerned? Always while the budget
  * is not spent (and the destination is remembered); afterwards only
  * destinations admitted or named before. The caller refuses with
- * ELOG_REASON_BUDGET otherwise. */
+ * VR_LOG_BUDGET (policy/verdict.h) otherwise. */
 bool elog_admit(struct elog *log, const char *dest, int port);
 /* True once the budget is spent. */
 bool elog_budget_spent(const struct elog *log);
@@ -103,7 +101,8 @@ struct elog_event {
 	int port;
 	const char *verdict; /* "allow" | "deny" | "audit-deny" */
 	const char *rule;    /* "file:line" of the deciding rule */
-	const char *reason;  /* why, when denied or failed ("no match", ...) */
+	const char *reason;  /* why, when denied or failed: a token of the one
+	                      * table (policy/verdict.h: "no-rule", ...) */
 	uint64_t bytes_up;   /* sandbox -> upstream */
 	uint64_t bytes_down; /* upstream -> sandbox */
 	uint64_t duration_ms;
@@ -122,6 +121,8 @@ struct elog_event {
 	uint64_t count;       /* a line for repeats (elog_event_agg): how many
 	                       * events it stands for (0: one, field left out) */
 	const char *path;     /* unix: the socket path CMD gave (sandbox-controlled) */
+	const char *detail;   /* with a reason: the sentence for people, naming
+	                       * what was seen ("no rule allows a.test port 443") */
 };
 
 int elog_event(struct elog *log, const struct elog_event *ev);

@@ -1,9 +1,10 @@
 /* `airlock log replay -p POLICY`: what-if. Every logged event is decided
  * again under a candidate policy, the same way the supervisor decides
- * (policy_match_host for names, policy_match_name for DNS questions,
- * policy_match_addr for addresses, and on the dialled address the deny
- * cidr rules and the address guard), and every destination whose outcome
- * would change is listed with its counts. */
+ * (verdict_decide, then on the dialled address the deny cidr rules and
+ * the address guard), and every destination whose outcome would change is
+ * listed with its counts. The old rule or reason is shown as logged: a
+ * log from before the reason tokens (policy/verdict.h) says "no match"
+ * where a new one says "no-rule", and both read the same. */
 #include "elog/review.h"
 
 #include <arpa/inet.h>
@@ -19,6 +20,7 @@
 #include "elog/strmap.h"
 #include "policy/guard.h"
 #include "policy/policy.h"
+#include "policy/verdict.h"
 
 struct change {
 	char *dest;
@@ -41,45 +43,42 @@ guarded(const struct policy *p, const struct sockaddr_storage *ss, uint16_t port
 	return guard_classify(sa) != GUARD_PUBLIC && !policy_cidr_allows(p, sa, port);
 }
 
-/* Decide one event under p. Returns true when it would be allowed; *why
- * gets the deciding rule or a reason (static or borrowed from p). */
+/* Decide one event under p, with the proxy's and the DNS listener's one
+ * decision (verdict_decide) and then, as the proxy does after resolving,
+ * the deny cidr rules and the address guard on the dialled address.
+ * Returns true when it would be allowed; *why gets the deciding rule or
+ * the reason's token (static or borrowed from p). */
 static bool
 decide(const struct policy *p, const struct elog_record *r, const char **why)
 {
-	struct sockaddr_storage ss;
-	struct policy_verdict v = {.action = POLICY_NO_MATCH};
-	bool dns = strcmp(r->kind, "dns") == 0;
-	uint16_t port = r->port >= 0 ? (uint16_t)r->port : 0;
+	struct sockaddr_storage ss, dial;
+	struct verdict_query q = {.port = r->port >= 0 ? (uint16_t)r->port : 0};
+	struct verdict_result v;
+	bool dns = strcmp(r->kind, "dns") == 0, by_name = false;
+	bool has_dial = !dns && r->ip != NULL && elog_parse_addr(r->ip, &dial);
+	char name[256];
 
 	if (r->host != NULL && !elog_parse_addr(r->host, &ss)) {
-		char name[256];
 		const char *bad;
 
 		if (policy_name_normalize(r->host, name, sizeof(name), &bad) < 0) {
-			*why = "invalid name";
+			*why = verdict_reason_token(VR_BAD_NAME);
 			return false;
 		}
-		/* A DNS query has no port: the resolver answers a name some
-		 * port of which is allowed (policy_match_name, dns/answer.c). */
-		if (dns || r->port < 0)
-			policy_match_name(p, name, &v);
-		else
-			policy_match_host(p, name, port, &v);
-		if (v.action == POLICY_ALLOW && !dns && r->ip != NULL &&
-		    elog_parse_addr(r->ip, &ss)) {
-			struct policy_verdict av;
-
-			/* As the proxy: a deny cidr rule refuses the address
-			 * an allowed name resolved to. */
-			policy_match_addr(p, (struct sockaddr *)&ss, port, &av);
-			if (av.action == POLICY_DENY) {
-				*why = av.where != NULL ? av.where : "deny rule";
-				return false;
-			}
-			if (guarded(p, &ss, port)) {
-				*why = "address guard";
-				return false;
-			}
+		by_name = true;
+		if (dns || r->port < 0) {
+			/* A DNS query has no port: the resolver answers a name
+			 * some port of which is allowed. */
+			q.src = VERDICT_SRC_DNS;
+			q.name = name;
+		} else if (strcmp(r->kind, "tcp") == 0 && has_dial) {
+			/* A name-less connection the DNS answers named. */
+			q.src = VERDICT_SRC_LEARNED;
+			q.addr = (struct sockaddr *)&dial;
+			q.learned = name;
+		} else {
+			q.src = VERDICT_SRC_CONNECT;
+			q.name = name;
 		}
 	} else {
 		const char *a = r->host != NULL ? r->host : r->ip;
@@ -88,19 +87,36 @@ decide(const struct policy *p, const struct elog_record *r, const char **why)
 			*why = "no destination";
 			return false;
 		}
-		policy_match_addr(p, (struct sockaddr *)&ss, port, &v);
-		/* The proxy dials an address literal through the same guard:
-		 * a catch-all cidr allows it but opens no guarded range. */
-		if (v.action == POLICY_ALLOW && guarded(p, &ss, port)) {
-			*why = "address guard";
+		q.src = VERDICT_SRC_NONE;
+		q.addr = (struct sockaddr *)&ss;
+		dial = ss;
+		has_dial = true;
+	}
+	verdict_decide(p, POLICY_MODE_ENFORCE, &q, &v);
+	if (v.verdict == VERDICT_ALLOW && has_dial) {
+		struct policy_verdict av;
+
+		/* As the proxy: a deny cidr rule refuses the address an
+		 * allowed name resolved to; the guard refuses a guarded one
+		 * (address literals too: a catch-all cidr opens none). */
+		if (by_name && q.src != VERDICT_SRC_LEARNED) {
+			policy_match_addr(p, (struct sockaddr *)&dial, q.port, &av);
+			if (av.action == POLICY_DENY) {
+				*why = av.where != NULL ? av.where
+				                        : verdict_reason_token(VR_RULE_DENY);
+				return false;
+			}
+		}
+		if (guarded(p, &dial, q.port)) {
+			*why = verdict_reason_token(VR_GUARD);
 			return false;
 		}
 	}
-	if (v.action == POLICY_ALLOW) {
-		*why = v.where != NULL ? v.where : "allow";
+	if (v.verdict == VERDICT_ALLOW) {
+		*why = v.rule != NULL ? v.rule : "allow";
 		return true;
 	}
-	*why = v.action == POLICY_DENY ? (v.where != NULL ? v.where : "deny rule") : "no match";
+	*why = v.rule != NULL ? v.rule : verdict_reason_token(v.reason);
 	return false;
 }
 

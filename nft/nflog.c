@@ -7,6 +7,7 @@
  * Every byte read here comes from packets the sandboxed process built, so
  * the parser is pure, bounded and fuzzed (tests/fuzz/fuzz_nflog.c). */
 #include "nft/nflog.h"
+#include "policy/verdict.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -52,6 +53,7 @@
 /* Largest table a caller may ask for. */
 #define NFLOG_AGG_MAX_DESTS_LIMIT (1u << 20)
 
+/* The reasons' sentences, as the one table has them (policy/verdict.h). */
 #define NFLOG_REASON_BLOCKED  "blocked by the sandbox firewall"
 #define NFLOG_REASON_OVERFLOW "too many blocked destinations"
 #define NFLOG_REASON_OVERRUN  "blocked packets lost: NFLOG socket overrun"
@@ -476,8 +478,8 @@ dest_hash(const struct nflog_reader *r, const struct nflog_packet *pkt)
 /* One packet line; packets is the number of blocked packets it stands
  * for (0 for the overrun lines, which count reports the kernel lost). */
 static void
-nflog_write(struct nflog_reader *r, const char *ip, int port, const char *proto, const char *reason,
-            uint64_t packets)
+nflog_write(struct nflog_reader *r, const char *ip, int port, const char *proto,
+            enum verdict_reason why, const char *detail, uint64_t packets)
 {
 	struct elog_event ev;
 
@@ -486,7 +488,8 @@ nflog_write(struct nflog_reader *r, const char *ip, int port, const char *proto,
 	ev.ip = ip;
 	ev.port = port;
 	ev.verdict = "deny";
-	ev.reason = reason;
+	ev.reason = verdict_reason_token(why);
+	ev.detail = detail;
 	ev.proto = proto;
 	ev.packets = packets;
 	(void)elog_event(r->nr_log, &ev);
@@ -502,7 +505,7 @@ nflog_write_count(struct nflog_reader *r, const struct nflog_dest *d)
 	snprintf(reason, sizeof(reason),
 	         NFLOG_REASON_BLOCKED "; %" PRIu64 " more packets since the last line",
 	         d->nd_count);
-	nflog_write(r, d->nd_dst, d->nd_dport, d->nd_proto, reason, d->nd_count);
+	nflog_write(r, d->nd_dst, d->nd_dport, d->nd_proto, VR_FIREWALL, reason, d->nd_count);
 }
 
 static void
@@ -548,7 +551,7 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 	*bucket = (int32_t)r->nr_ndests;
 	r->nr_ndests++;
 	/* The first packet to a destination is written now. */
-	nflog_write(r, pkt->dst, pkt->dport, pkt->proto, NFLOG_REASON_BLOCKED, 1);
+	nflog_write(r, pkt->dst, pkt->dport, pkt->proto, VR_FIREWALL, NFLOG_REASON_BLOCKED, 1);
 	nflog_arm(r);
 }
 
@@ -560,7 +563,7 @@ nflog_log_overrun(struct nflog_reader *r)
 		return;
 	}
 	r->nr_overrun_logged = true;
-	nflog_write(r, NULL, -1, NULL, NFLOG_REASON_OVERRUN, 0);
+	nflog_write(r, NULL, -1, NULL, VR_FIREWALL_OVERRUN, NFLOG_REASON_OVERRUN, 0);
 	nflog_arm(r);
 }
 
@@ -603,14 +606,14 @@ nflog_flush(struct nflog_reader *r, bool final)
 		snprintf(reason, sizeof(reason),
 		         NFLOG_REASON_OVERFLOW "; %" PRIu64 " packets not itemised",
 		         r->nr_overflow);
-		nflog_write(r, NULL, -1, NULL, reason, r->nr_overflow);
+		nflog_write(r, NULL, -1, NULL, VR_FIREWALL_OVERFLOW, reason, r->nr_overflow);
 		r->nr_overflow = 0;
 	}
 	if (r->nr_overruns > 0) {
 		snprintf(reason, sizeof(reason),
 		         NFLOG_REASON_OVERRUN "; %" PRIu64 " more times since the last line",
 		         r->nr_overruns);
-		nflog_write(r, NULL, -1, NULL, reason, 0);
+		nflog_write(r, NULL, -1, NULL, VR_FIREWALL_OVERRUN, reason, 0);
 		r->nr_overruns = 0;
 	}
 	r->nr_overrun_logged = false;

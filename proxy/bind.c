@@ -44,18 +44,18 @@
  * reads HTTP there), a reset for the rest. Returns -1 (c is gone), or 0
  * in audit mode, where the refusal is only logged and the tunnel goes on. */
 static int __attribute__((format(printf, 4, 5)))
-bind_refuse(struct conn *c, const struct peek *p, int status, const char *fmt, ...)
+bind_refuse(struct conn *c, const struct peek *p, enum verdict_reason reason, const char *fmt, ...)
 {
-	char why[sizeof(c->reason)];
+	char why[sizeof(c->detail)];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	if (policy_mode(c->px->px_cfg.policy) == POLICY_MODE_AUDIT) {
-		c->verdict = "audit-deny";
-		if (c->reason[0] == '\0')
-			str_copy(c->reason, why, sizeof(c->reason));
+		c->verdict = VERDICT_AUDIT_DENY;
+		if (c->why == VR_NONE)
+			conn_set_why(c, reason, why);
 		return 0;
 	}
 	/* The rule allowed the target; what refuses is the binding. */
@@ -64,13 +64,14 @@ bind_refuse(struct conn *c, const struct peek *p, int status, const char *fmt, .
 		/* Spliced already (a later request), and bytes are on their
 		 * way to the client: a reply would land inside them, so both
 		 * sides are reset. */
-		c->verdict = "deny";
-		str_copy(c->reason, why, sizeof(c->reason));
-		conn_abort(c, NULL);
+		c->verdict = VERDICT_DENY;
+		conn_set_why(c, reason, why);
+		conn_abort(c, reason, why);
 		return -1;
 	}
+	c->verdict = VERDICT_DENY;
 	c->reply_alert = p->proto == PEEK_PROTO_TLS;
-	conn_refuse(c, status, "http_request_denied", "%s", why);
+	conn_refuse(c, reason, "%s", why);
 	return -1;
 }
 
@@ -115,31 +116,37 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 	const char *what = p->proto == PEEK_PROTO_TLS ? "a ClientHello for" : "a request for Host";
 
 	if (c->lkind == PROXY_LISTEN_TRANSPARENT && c->host[0] == '\0') {
-		struct policy_verdict v;
+		struct verdict_query q = {
+		        .src = VERDICT_SRC_NONE, .addr = &c->orig.sa, .port = c->port};
+		struct verdict_result r;
 		char folded[HTTP_HOST_MAX];
 		const char *why;
 
 		if (p->ip_literal)
 			return 0; /* an address: the cidr rule's decision stands */
 		if (policy_name_normalize(p->name, folded, sizeof(folded), &why) != 0)
-			return bind_refuse(c, p, 400, "%s carries %s a bad name: %s", subject, what,
-			                   why);
-		policy_match_host(pol, folded, c->port, &v);
-		if (v.action == POLICY_ALLOW) {
+			return bind_refuse(c, p, VR_BAD_NAME, "%s carries %s a bad name: %s",
+			                   subject, what, why);
+		/* Decided as if it had come first. */
+		q.claim = folded;
+		verdict_decide(pol, POLICY_MODE_ENFORCE, &q, &r);
+		if (r.verdict == VERDICT_ALLOW) {
 			/* Decided for it now: later names must be it. */
 			str_copy(c->host, folded, sizeof(c->host));
 			return 0;
 		}
-		return bind_refuse(c, p, 403, "%s carries %s %s: %s", subject, what, folded,
-		                   v.action == POLICY_DENY ? "denied by rule"
-		                                           : "no rule allows it");
+		return bind_refuse(c, p, r.reason, "%s carries %s %s: %s%s%s", subject, what,
+		                   folded, r.reason == VR_RULE_DENY ? "denied by rule " : "",
+		                   r.reason == VR_RULE_DENY && r.rule != NULL ? r.rule : "",
+		                   r.reason == VR_RULE_DENY ? "" : verdict_reason_text(r.reason));
 	}
 	if (!peek_same_name(p, c->host, bind_host_literal(c)))
-		return bind_refuse(c, p, 421, "%s carries %s %s", subject, what, p->name);
+		return bind_refuse(c, p, VR_NAME_CHANGED, "%s carries %s %s", subject, what,
+		                   p->name);
 	if (p->proto == PEEK_PROTO_TLS && p->ech &&
 	    (c->lkind == PROXY_LISTEN_TRANSPARENT || c->ip_literal ||
 	     policy_match_ech(pol, c->host, c->port) == NULL))
-		return bind_refuse(c, p, 421,
+		return bind_refuse(c, p, VR_ECH,
 		                   "%s carries a ClientHello with encrypted_client_hello: the name "
 		                   "served may not be %s; no rule for it has `ech: allow`",
 		                   subject, c->host);
@@ -167,7 +174,7 @@ bind_head(struct conn *c)
 	const uint8_t *buf;
 	struct http_head h;
 	struct peek p;
-	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->reason)];
+	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->detail)];
 
 	if (n == 0) {
 		if (!c->down.eof)
@@ -177,7 +184,7 @@ bind_head(struct conn *c)
 	}
 	buf = evbuffer_pullup(in, (ssize_t)n);
 	if (buf == NULL) {
-		conn_tunnel_done(c, "out of memory");
+		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return -1;
 	}
 	bind_subject(c, subject, sizeof(subject));
@@ -193,7 +200,9 @@ bind_head(struct conn *c)
 		 * of it went up, and none goes. A few bytes that look like
 		 * nothing yet are the opaque tunnel's. */
 		if (p.proto != PEEK_PROTO_UNKNOWN &&
-		    bind_refuse(c, &p, 400, "%s ended inside an incomplete %s", subject,
+		    bind_refuse(c, &p,
+		                p.proto == PEEK_PROTO_TLS ? VR_TLS_MALFORMED : VR_BAD_REQUEST,
+		                "%s ended inside an incomplete %s", subject,
 		                p.proto == PEEK_PROTO_TLS ? "ClientHello" : "request head") != 0)
 			return -1;
 		break;
@@ -201,14 +210,14 @@ bind_head(struct conn *c)
 		break;
 	case PEEK_BAD:
 		peek_reason(&p, seen, sizeof(seen));
-		if (bind_refuse(c, &p, peek_status(&p), "%s: %s", subject, seen) != 0)
+		if (bind_refuse(c, &p, peek_why(&p), "%s: %s", subject, seen) != 0)
 			return -1;
 		break;
 	case PEEK_HTTP:
 		/* Every request from this one on is framed and its name
 		 * checked (bind_frame, which sees this head again). */
 		if (bind_frame_start(c) != 0) {
-			conn_tunnel_done(c, "out of memory");
+			conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 			return -1;
 		}
 		break;
@@ -216,7 +225,7 @@ bind_head(struct conn *c)
 		if (p.name[0] != '\0' && bind_check_name(c, &p, subject) != 0)
 			return -1;
 		if (p.name[0] == '\0' && p.ech &&
-		    bind_refuse(c, &p, 403,
+		    bind_refuse(c, &p, VR_ECH,
 		                "%s carries a ClientHello with encrypted_client_hello and no "
 		                "server_name: the name is hidden",
 		                subject) != 0)
@@ -248,12 +257,12 @@ bind_tls_records(struct conn *c, size_t *pass)
 	struct evbuffer *in = bufferevent_get_input(c->down.bev);
 	size_t len = evbuffer_get_length(in), off = 0, skip;
 	const uint8_t *buf = len > 0 ? evbuffer_pullup(in, (ssize_t)len) : NULL;
-	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->reason)];
+	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->detail)];
 	struct peek p;
 
 	*pass = 0;
 	if (len > 0 && buf == NULL) {
-		conn_tunnel_done(c, "out of memory");
+		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return -1;
 	}
 	bind_subject(c, subject, sizeof(subject));
@@ -284,7 +293,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 				}
 			} else if (p.name[0] == '\0' ||
 			           !peek_same_name(&p, c->host, bind_host_literal(c))) {
-				if (bind_refuse(c, &p, 403,
+				if (bind_refuse(c, &p, VR_NAME_CHANGED,
 				                "%s carries a second ClientHello for %s", subject,
 				                p.name[0] != '\0' ? p.name : "no name") != 0)
 					return -1;
@@ -293,7 +302,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 			/* ECH was decided on the first hello (a rule opted in, or
 			 * it had none): a second one may not add it. */
 			if (p.ech && !c->ech) {
-				if (bind_refuse(c, &p, 403,
+				if (bind_refuse(c, &p, VR_ECH,
 				                "%s carries a second ClientHello with "
 				                "encrypted_client_hello; the first had none",
 				                subject) != 0)
@@ -304,8 +313,8 @@ bind_tls_records(struct conn *c, size_t *pass)
 			break;
 		case PEEK_REC_BAD:
 			peek_reason(&p, seen, sizeof(seen));
-			if (bind_refuse(c, &p, 403, "%s: second ClientHello: %s", subject, seen) !=
-			    0)
+			if (bind_refuse(c, &p, VR_TLS_MALFORMED, "%s: second ClientHello: %s",
+			                subject, seen) != 0)
 				return -1;
 			goto over;
 		case PEEK_REC_END:
@@ -353,7 +362,7 @@ bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 	/* Held back until now, so nothing of it went up. In audit mode it
 	 * goes, and the look is over. */
 	bind_subject(c, subject, sizeof(subject));
-	if (bind_refuse(c, &p, 408, "%s: %s within %u ms", subject,
+	if (bind_refuse(c, &p, VR_HEAD_TIMEOUT, "%s: %s within %u ms", subject,
 	                c->bind_tls ? "TLS record not complete" : "first bytes not a complete head",
 	                (unsigned)limit) != 0)
 		return -1;
@@ -399,7 +408,7 @@ bind_frame_head(struct conn *c, const struct peek *p, const char *subject)
 		return bind_check_name(c, p, subject);
 	if (c->host[0] == '\0')
 		return 0;
-	return bind_refuse(c, p, 400,
+	return bind_refuse(c, p, VR_BAD_NAME,
 	                   "%s carries a request with no Host nor absolute target: the "
 	                   "server would pick the name, not %s",
 	                   subject, c->host);
@@ -419,7 +428,7 @@ bind_may_upgrade(const struct conn *c)
 ssize_t
 bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, void *arg)
 {
-	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->reason)];
+	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->detail)];
 	struct h1frame *f = c->frame;
 	struct http_head h;
 	struct peek p;
@@ -454,7 +463,7 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 			else
 				peek_reason(&p, seen, sizeof(seen));
 			p.proto = PEEK_PROTO_HTTP; /* the client speaks HTTP: a status */
-			if (bind_refuse(c, &p, f->why != NULL ? 400 : peek_status(&p),
+			if (bind_refuse(c, &p, f->why != NULL ? f->vr : peek_why(&p),
 			                "%s: request %llu: %s", subject,
 			                (unsigned long long)f->requests + 1, seen) != 0)
 				return -1;
@@ -470,7 +479,7 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 	}
 	return (ssize_t)off;
 fail:
-	conn_tunnel_done(c, "out of memory");
+	conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 	return -1;
 }
 
@@ -486,7 +495,7 @@ bind_upgrade_answer(struct conn *c, size_t *pass)
 
 	*pass = 0;
 	if (n > 0 && buf == NULL) {
-		conn_tunnel_done(c, "out of memory");
+		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return -1;
 	}
 	for (;;) {

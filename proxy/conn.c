@@ -43,13 +43,98 @@ static void conn_up_write(struct bufferevent *bev, void *arg);
 static void conn_up_event(struct bufferevent *bev, short what, void *arg);
 static void conn_timer(evutil_socket_t fd, short what, void *arg);
 
-/* The only place the state changes. */
+static const char *const conn_kind_names[] = {
+        [CONN_KIND_NONE] = "unknown", [CONN_KIND_CONNECT] = "connect", [CONN_KIND_HTTP] = "http",
+        [CONN_KIND_TLS] = "tls",      [CONN_KIND_TCP] = "tcp",
+};
+
+/* How long a connection may stay in state s before conn_timer() acts
+ * (0: no timer; the upstream's connect has its own, upstream.c). */
+static uint64_t
+conn_state_timeout(const struct conn *c, enum conn_state s)
+{
+	const struct proxy_config *cfg = &c->px->px_cfg;
+
+	switch (s) {
+	case CONN_HEAD:
+		return cfg->header_timeout_ms;
+	case CONN_SNIFF:
+		/* A silent client is taken for a server-speaks-first one. */
+		return PROXY_SNIFF_SILENT_MS < cfg->header_timeout_ms ? PROXY_SNIFF_SILENT_MS
+		                                                      : cfg->header_timeout_ms;
+	case CONN_RESOLVE:
+		/* The resolver has its own timeouts (dns/resolver.h); this
+		 * one bounds the whole wait, whatever the resolver does. */
+		return cfg->connect_timeout_ms;
+	case CONN_CONNECT:
+		return 0;
+	case CONN_TUNNEL:
+		return cfg->idle_timeout_ms;
+	case CONN_HTTP:
+		/* Until the response head (forward_timer). */
+		return cfg->response_timeout_ms;
+	case CONN_REPLY:
+		return CONN_REPLY_MS;
+	}
+	return 0;
+}
+
+/* The only place the state changes. Entering a state sets what runs in
+ * it: the timer (conn_state_timeout), the callbacks of the halves this
+ * file serves and their watermarks. Two states keep other owners' setup:
+ * the connect's upstream callbacks are upstream.c's (set with the
+ * bufferevent), and a tunnel's are the relay's (relay_start, which enters
+ * CONN_TUNNEL first). */
 void
 conn_enter(struct conn *c, enum conn_state s)
 {
+	uint64_t ms = conn_state_timeout(c, s);
+	struct bufferevent *down = c->down.bev, *up = c->up.bev;
+
 	log_debug("conn %llu: %s -> %s", (unsigned long long)c->id, conn_state_names[c->state],
 	          conn_state_names[s]);
 	c->state = s;
+	evtimer_del(c->timer);
+	if (ms > 0)
+		conn_timer_in(c, ms);
+	if (down == NULL)
+		return;
+	switch (s) {
+	case CONN_HEAD:
+		bufferevent_setcb(down, conn_down_read, conn_down_write, conn_down_event, c);
+		bufferevent_setwatermark(down, EV_READ, 0, HTTP_MAX_HEAD + 1);
+		/* A kept-alive upstream is watched between requests. */
+		if (up != NULL)
+			bufferevent_setcb(up, conn_up_read, conn_up_write, conn_up_event, c);
+		break;
+	case CONN_SNIFF:
+		bufferevent_setcb(down, conn_down_read, conn_down_write, conn_down_event, c);
+		bufferevent_setwatermark(down, EV_READ, 0, SNI_MAX_INPUT);
+		break;
+	case CONN_RESOLVE:
+	case CONN_CONNECT:
+		/* The client's early bytes wait in its input, bounded by the
+		 * head's or the sniffer's mark. */
+		break;
+	case CONN_HTTP:
+		bufferevent_setcb(down, conn_down_read, conn_down_write, conn_down_event, c);
+		bufferevent_setwatermark(down, EV_READ, 0, 0);
+		/* Each side's write callback fires once half its queue has
+		 * gone, to refill it before it runs dry. */
+		bufferevent_setwatermark(down, EV_WRITE, CONN_HIGH_WATER / 2, 0);
+		if (up != NULL) {
+			bufferevent_setcb(up, conn_up_read, conn_up_write, conn_up_event, c);
+			bufferevent_setwatermark(up, EV_WRITE, CONN_HIGH_WATER / 2, 0);
+		}
+		break;
+	case CONN_TUNNEL:
+		break;
+	case CONN_REPLY:
+		bufferevent_setcb(down, conn_down_read, conn_down_write, conn_down_event, c);
+		bufferevent_setwatermark(down, EV_WRITE, 0, 0);
+		bufferevent_setwatermark(down, EV_READ, 0, 0);
+		break;
+	}
 }
 
 void
@@ -64,8 +149,6 @@ void
 conn_enter_tunnel(struct conn *c)
 {
 	conn_enter(c, CONN_TUNNEL);
-	evtimer_del(c->timer);
-	conn_timer_in(c, c->px->px_cfg.idle_timeout_ms);
 }
 
 void
@@ -86,7 +169,7 @@ conn_log(struct conn *c)
 		return;
 	c->logged = true;
 	memset(&ev, 0, sizeof(ev));
-	ev.kind = c->kind;
+	ev.kind = conn_kind_names[c->kind];
 	ev.host = c->host[0] != '\0' ? c->host : NULL;
 	ev.port = c->port != 0 ? c->port : -1;
 	if (c->has_dst) {
@@ -104,9 +187,12 @@ conn_log(struct conn *c)
 		         o, (unsigned)c->port);
 		ev.orig_dst = orig;
 	}
-	ev.verdict = c->verdict != NULL ? c->verdict : "deny";
+	ev.verdict = c->decided ? verdict_str(c->verdict) : "deny";
 	ev.rule = c->rule[0] != '\0' ? c->rule : NULL;
-	ev.reason = c->reason[0] != '\0' ? c->reason : NULL;
+	if (c->why != VR_NONE) {
+		ev.reason = verdict_reason_token(c->why);
+		ev.detail = c->detail[0] != '\0' ? c->detail : NULL;
+	}
 	ev.bytes_up = c->up.bytes;
 	ev.bytes_down = c->down.bytes;
 	ev.duration_ms = now_ms() - c->start_ms;
@@ -203,7 +289,7 @@ conn_close(struct conn *c)
 
 	/* An explicit client that connected and left without a byte asked
 	 * for nothing: no line. Everything else gets exactly one. */
-	if (!c->logged && (c->lkind == PROXY_LISTEN_TRANSPARENT || c->kind != NULL))
+	if (!c->logged && (c->lkind == PROXY_LISTEN_TRANSPARENT || c->kind != CONN_KIND_NONE))
 		conn_log(c);
 	TAILQ_REMOVE(&px->px_conns, c, entry);
 	px->px_n_conns--;
@@ -275,40 +361,50 @@ conn_finish(struct conn *c)
 	relay_free(c);
 	conn_half_free(&c->up);
 	conn_enter(c, CONN_REPLY);
-	bufferevent_setcb(c->down.bev, conn_down_read, conn_down_write, conn_down_event, c);
-	bufferevent_setwatermark(c->down.bev, EV_WRITE, 0, 0);
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
 	bufferevent_enable(c->down.bev, EV_WRITE);
 	conn_half_read(&c->down, true);
-	evtimer_del(c->timer);
-	conn_timer_in(c, CONN_REPLY_MS);
 	if (evbuffer_get_length(bufferevent_get_output(c->down.bev)) == 0)
 		conn_down_write(c->down.bev, c);
 }
 
 void
-conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
+conn_set_why(struct conn *c, enum verdict_reason why, const char *detail)
+{
+	c->why = why;
+	str_copy(c->detail, detail != NULL ? detail : verdict_reason_text(why), sizeof(c->detail));
+	safe_text(c->detail);
+}
+
+void
+conn_refuse(struct conn *c, enum verdict_reason why, const char *fmt, ...)
 {
 	char body[512], head[1024];
+	const char *token = verdict_reason_token(why);
+	unsigned flags = verdict_reason_flags(why);
+	int status = verdict_reason_status(why), hl, bl;
 	va_list ap;
-	bool policy_denial = strcmp(error, "http_request_denied") == 0 ||
-	                     strcmp(error, "destination_ip_prohibited") == 0 ||
-	                     strcmp(error, "connection_limit_reached") == 0;
-	int hl, bl;
 
-	va_start(ap, fmt);
-	vsnprintf(body, sizeof(body), fmt, ap); /* fmt's args may be c->reason */
-	va_end(ap);
-	str_copy(c->reason, body, sizeof(c->reason));
-	safe_text(c->reason);
-	if (policy_denial || c->verdict == NULL)
-		c->verdict = "deny";
+	if (fmt != NULL) {
+		va_start(ap, fmt);
+		vsnprintf(body, sizeof(body), fmt, ap); /* fmt's args may be c->detail */
+		va_end(ap);
+	} else {
+		str_copy(body, verdict_reason_text(why), sizeof(body));
+	}
+	/* The refusal is the cause, whatever was said before it. */
+	c->why = why;
+	str_copy(c->detail, body, sizeof(c->detail));
+	safe_text(c->detail);
+	if ((flags & VR_DENIES) || !c->decided) {
+		c->verdict = VERDICT_DENY;
+		c->decided = true;
+	}
 	/* A rule allowed the name; something else refused it: the rule is
 	 * not the reason, so it is not reported as one. */
-	if (strcmp(error, "destination_ip_prohibited") == 0)
+	if (flags & VR_NORULE)
 		c->rule[0] = '\0';
-	log_info("conn %llu: %s %s:%u: %s", (unsigned long long)c->id, c->verdict, c->host,
-	         (unsigned)c->port, c->reason);
+	log_info("conn %llu: %s %s:%u: %s: %s", (unsigned long long)c->id, verdict_str(c->verdict),
+	         c->host, (unsigned)c->port, token, c->detail);
 	if (c->down.bev == NULL) {
 		conn_close(c);
 		return;
@@ -322,23 +418,22 @@ conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
 		conn_finish(c);
 		return;
 	}
-	if (c->lkind == PROXY_LISTEN_TRANSPARENT &&
-	    (c->kind == NULL || strcmp(c->kind, "http") != 0)) {
+	if (status == 0 || (c->lkind == PROXY_LISTEN_TRANSPARENT && c->kind != CONN_KIND_HTTP)) {
 		conn_reset(c);
 		return;
 	}
 	bl = snprintf(body, sizeof(body), "airlock: %s %s port %u: %s\n",
 	              status == 403 || status == 421 ? "denied" : "cannot reach",
-	              c->host[0] != '\0' ? c->host : "?", (unsigned)c->port, c->reason);
+	              c->host[0] != '\0' ? c->host : "?", (unsigned)c->port, c->detail);
 	if (bl < 0 || (size_t)bl >= sizeof(body))
 		bl = (int)strlen(body);
 	hl = snprintf(head, sizeof(head),
 	              "HTTP/1.1 %d %s\r\n"
 	              "Content-Type: text/plain; charset=utf-8\r\n"
 	              "Content-Length: %d\r\n"
-	              "Proxy-Status: airlock; error=%s; details=\"%s\"\r\n"
+	              "Proxy-Status: airlock; error=%s; details=\"%s: %s\"\r\n"
 	              "Connection: close\r\n\r\n",
-	              status, status_text(status), bl, error, c->reason);
+	              status, status_text(status), bl, verdict_reason_error(why), token, c->detail);
 	if (hl < 0 || (size_t)hl >= sizeof(head))
 		hl = (int)strlen(head);
 	conn_log(c);
@@ -351,27 +446,27 @@ void
 conn_refuse_resource(struct conn *c, const char *what)
 {
 	/* proxy_internal_error: RFC 9209 has no finer token for a limit of
-	 * the proxy's own; the details and the log's reason name it. */
-	conn_refuse(c, 503, "proxy_internal_error", "resource limit: %s", what);
+	 * the proxy's own; the details and the log's detail name it. */
+	conn_refuse(c, VR_RESOURCE, "resource limit: %s", what);
 }
 
 void
-conn_tunnel_done(struct conn *c, const char *why)
+conn_tunnel_done(struct conn *c, enum verdict_reason why, const char *detail)
 {
-	if (why != NULL && c->reason[0] == '\0')
-		str_copy(c->reason, why, sizeof(c->reason));
+	if (c->why == VR_NONE)
+		conn_set_why(c, why, detail);
 	conn_close(c);
 }
 
 void
-conn_abort(struct conn *c, const char *why)
+conn_abort(struct conn *c, enum verdict_reason why, const char *detail)
 {
 	struct linger lg = {1, 0};
 
-	if (why != NULL && c->reason[0] == '\0')
-		str_copy(c->reason, why, sizeof(c->reason));
+	if (c->why == VR_NONE)
+		conn_set_why(c, why, detail);
 	log_debug("proxy: conn %llu: %s; resetting both sides", (unsigned long long)c->id,
-	          c->reason);
+	          c->detail);
 	if (c->down.fd >= 0)
 		(void)setsockopt(c->down.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	if (c->up.fd >= 0)
@@ -397,9 +492,32 @@ conn_admit(struct conn *c)
 	}
 	if (elog_admit(c->px->px_cfg.log, dest, c->port))
 		return true;
-	c->rule[0] = '\0'; /* no rule refused it */
-	conn_refuse(c, 503, "connection_limit_reached", "%s", ELOG_REASON_BUDGET);
+	conn_refuse(c, VR_LOG_BUDGET, NULL); /* no rule refused it: the rule goes */
 	return false;
+}
+
+/* How c's name was learned, for the decision. */
+static enum verdict_source
+conn_source(const struct conn *c)
+{
+	if (c->lkind == PROXY_LISTEN_EXPLICIT)
+		return c->kind == CONN_KIND_CONNECT ? VERDICT_SRC_CONNECT : VERDICT_SRC_ABSOLUTE;
+	return c->tls ? VERDICT_SRC_SNI : VERDICT_SRC_HOST;
+}
+
+/* Copy the decision r of q into c: the verdict, the rule, and the reason
+ * with its sentence (the policy may go away before c does). */
+static void
+conn_take(struct conn *c, const struct verdict_result *r, const struct verdict_query *q)
+{
+	c->decided = true;
+	c->verdict = r->verdict;
+	str_copy(c->rule, r->rule != NULL ? r->rule : "", sizeof(c->rule));
+	if (r->reason != VR_NONE) {
+		c->why = r->reason;
+		verdict_message(r, q, c->detail, sizeof(c->detail));
+		safe_text(c->detail);
+	}
 }
 
 /* Policy on c->host (a normalised name or an IP literal) and c->port.
@@ -408,48 +526,27 @@ bool
 conn_decide_name(struct conn *c)
 {
 	const struct policy *p = c->px->px_cfg.policy;
-	struct policy_verdict v;
-	bool ech_refused = false;
+	struct verdict_query q = {
+	        .src = conn_source(c),
+	        .name = c->host,
+	        .ip_literal = c->ip_literal,
+	        .port = c->port,
+	        .ech = c->ech,
+	};
+	struct verdict_result r;
+	union conn_addr a;
 
 	if (c->ip_literal) {
-		union conn_addr a;
-
 		(void)conn_addr_parse(&a, c->host, c->port); /* checked by the parser */
-		policy_match_addr(p, &a.sa, c->port, &v);
-	} else {
-		policy_match_host(p, c->host, c->port, &v);
+		q.addr = &a.sa;
 	}
-	str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
-	if (v.action == POLICY_ALLOW && c->ech) {
-		/* The SNI is only the outer name: the rule must say that the
-		 * hidden one may be anything this server serves. */
-		const char *ech_rule = c->ip_literal ? NULL : policy_match_ech(p, c->host, c->port);
-
-		ech_refused = ech_rule == NULL;
-		if (ech_rule != NULL)
-			str_copy(c->rule, ech_rule, sizeof(c->rule));
+	verdict_decide(p, policy_mode(p), &q, &r);
+	conn_take(c, &r, &q);
+	if (r.verdict == VERDICT_DENY) {
+		conn_refuse(c, r.reason, "%s", c->detail);
+		return false;
 	}
-	if (v.action == POLICY_ALLOW && !ech_refused) {
-		c->verdict = "allow";
-		return conn_admit(c);
-	}
-	if (ech_refused)
-		snprintf(c->reason, sizeof(c->reason),
-		         "ClientHello has encrypted_client_hello: the name served may not be "
-		         "%.200s; no rule for it has `ech: allow`",
-		         c->host);
-	else if (v.action == POLICY_DENY)
-		snprintf(c->reason, sizeof(c->reason), "denied by rule");
-	else
-		snprintf(c->reason, sizeof(c->reason), "no rule allows %s%s port %u",
-		         c->ip_literal ? "address " : "", c->host, (unsigned)c->port);
-	if (policy_mode(p) == POLICY_MODE_AUDIT) {
-		c->verdict = "audit-deny";
-		return conn_admit(c);
-	}
-	c->verdict = "deny";
-	conn_refuse(c, 403, "http_request_denied", "%s", c->reason);
-	return false;
+	return conn_admit(c);
 }
 
 /* Set c->host from an untrusted name: IP literal, or a normalised DNS
@@ -505,15 +602,16 @@ conn_resolved(struct conn *c)
 			c->dst = c->orig;
 			c->has_dst = true;
 			if (policy_mode(c->px->px_cfg.policy) != POLICY_MODE_AUDIT) {
-				c->verdict = "deny";
-				conn_refuse(c, 403, "destination_ip_prohibited",
+				conn_refuse(c, VR_NOT_AT_ADDRESS,
 				            "%s does not resolve to the original destination",
 				            c->tls ? "SNI" : "Host");
 				return;
 			}
-			c->verdict = "audit-deny";
-			str_copy(c->reason, "name does not resolve to the original destination",
-			         sizeof(c->reason));
+			c->verdict = VERDICT_AUDIT_DENY;
+			c->why = VR_NOT_AT_ADDRESS;
+			snprintf(c->detail, sizeof(c->detail),
+			         "%s does not resolve to the original destination",
+			         c->tls ? "SNI" : "Host");
 		}
 	}
 	if (upstream_filter(c, why, sizeof(why), &deny_rule, &refused) == 0) {
@@ -523,13 +621,12 @@ conn_resolved(struct conn *c)
 		c->has_dst = true;
 		if (deny_rule != NULL) {
 			str_copy(c->rule, deny_rule, sizeof(c->rule));
-			conn_refuse(c, 403, "http_request_denied", "%s", why);
+			conn_refuse(c, VR_RULE_DENY, "%s", why);
 		} else {
-			conn_refuse(c, 403, "destination_ip_prohibited", "%s", why);
+			conn_refuse(c, VR_GUARD, "%s", why);
 		}
 		return;
 	}
-	evtimer_del(c->timer);
 	conn_enter(c, CONN_CONNECT);
 	upstream_connect(c);
 }
@@ -541,44 +638,25 @@ void
 conn_decide_noname(struct conn *c)
 {
 	const struct policy *p = c->px->px_cfg.policy;
-	struct policy_verdict v;
-	const char *name = NULL;
+	struct verdict_query q = {.src = VERDICT_SRC_LEARNED, .addr = &c->orig.sa, .port = c->port};
+	struct verdict_result r;
 	struct timespec ts;
 
-	/* No name: host stays empty unless DNS taught us one; the log's ip
+	/* No name: host stays empty unless DNS taught us one (and it
+	 * decided: a cidr rule on the address comes first); the log's ip
 	 * field carries the address. */
 	c->host[0] = '\0';
-	policy_match_addr(p, &c->orig.sa, c->port, &v);
-	/* Only an address no rule speaks of may borrow a name from DNS: a
-	 * cidr deny must win over any name that address also serves. */
-	if (v.action == POLICY_NO_MATCH && c->px->px_cfg.cache != NULL) {
+	if (c->px->px_cfg.cache != NULL) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		name = dns_cache_lookup(c->px->px_cfg.cache, &c->orig.sa, (uint64_t)ts.tv_sec);
-		if (name != NULL) {
-			str_copy(c->host, name, sizeof(c->host));
-			policy_match_host(p, c->host, c->port, &v);
-		}
+		q.learned = dns_cache_lookup(c->px->px_cfg.cache, &c->orig.sa, (uint64_t)ts.tv_sec);
 	}
-	str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
-	if (v.action == POLICY_ALLOW) {
-		c->verdict = "allow";
-	} else {
-		if (v.action == POLICY_DENY)
-			str_copy(c->reason, "denied by rule", sizeof(c->reason));
-		else if (name != NULL)
-			snprintf(c->reason, sizeof(c->reason), "no rule allows %s port %u", name,
-			         (unsigned)c->port);
-		else
-			str_copy(c->reason,
-			         "no name; address not allowed by a cidr rule nor learned "
-			         "from DNS for an allowed name",
-			         sizeof(c->reason));
-		if (policy_mode(p) != POLICY_MODE_AUDIT) {
-			c->verdict = "deny";
-			conn_refuse(c, 403, "http_request_denied", "%s", c->reason);
-			return;
-		}
-		c->verdict = "audit-deny";
+	verdict_decide(p, policy_mode(p), &q, &r);
+	if (r.by_learned)
+		str_copy(c->host, q.learned, sizeof(c->host));
+	conn_take(c, &r, &q);
+	if (r.verdict == VERDICT_DENY) {
+		conn_refuse(c, r.reason, "%s", c->detail);
+		return;
 	}
 	if (!conn_admit(c))
 		return;
@@ -594,11 +672,7 @@ conn_decide_noname(struct conn *c)
 void
 conn_start_resolve(struct conn *c)
 {
-	/* The resolver has its own timeouts, but a resolver without a reachable
-	 * nameserver must not hold a client forever. */
-	evtimer_del(c->timer);
-	conn_timer_in(c, c->px->px_cfg.connect_timeout_ms);
-	conn_enter(c, CONN_RESOLVE);
+	conn_enter(c, CONN_RESOLVE); /* arms the resolve timeout */
 	upstream_resolve(c);
 }
 
@@ -622,14 +696,14 @@ conn_connect_request(struct conn *c, const char *s, const struct http_head *h)
 	struct http_authority a;
 	const char *why = NULL;
 
-	c->kind = "connect";
+	c->kind = CONN_KIND_CONNECT;
 	if (http_parse_authority(s + h->target.off, h->target.len, true, 0, &a) != 0) {
-		conn_refuse(c, 400, "http_request_error", "CONNECT needs host:port");
+		conn_refuse(c, VR_BAD_REQUEST, "CONNECT needs host:port");
 		return;
 	}
 	c->port = a.port;
 	if (conn_set_host(c, a.host, a.ip_literal, &why) != 0) {
-		conn_refuse(c, 400, "http_request_error", "bad host name: %s", why);
+		conn_refuse(c, VR_BAD_NAME, "bad host name: %s", why);
 		return;
 	}
 	evbuffer_drain(bufferevent_get_input(c->down.bev), h->head_len);
@@ -648,13 +722,13 @@ conn_head_read(struct conn *c)
 
 	if (len == 0)
 		return;
-	if (c->kind == NULL)
-		c->kind = "http"; /* bytes arrived: this is now an attempt */
+	if (c->kind == CONN_KIND_NONE)
+		c->kind = CONN_KIND_HTTP; /* bytes arrived: this is now an attempt */
 	/* A kept-alive client's next request is not served once the log has
 	 * failed: it could not be recorded. */
 	if (elog_failed(c->px->px_cfg.log)) {
 		proxy_log_failed(c->px);
-		conn_refuse(c, 503, "proxy_internal_error", "the egress log cannot be written");
+		conn_refuse(c, VR_LOG_FAILED, NULL);
 		return;
 	}
 	s = (const char *)evbuffer_pullup(in, (ssize_t)n);
@@ -662,7 +736,7 @@ conn_head_read(struct conn *c)
 	if (r == HTTP_INCOMPLETE)
 		return;
 	if (r != HTTP_OK) {
-		conn_refuse(c, r == HTTP_BAD_SYNTAX ? 400 : 431, "http_request_error", "%s",
+		conn_refuse(c, r == HTTP_BAD_SYNTAX ? VR_BAD_REQUEST : VR_HEAD_TOO_LARGE, "%s",
 		            http_result_str(r));
 		return;
 	}
@@ -750,11 +824,9 @@ conn_down_event(struct bufferevent *bev, short what, void *arg)
 			return;
 		}
 	}
-	if (c->reason[0] == '\0')
-		str_copy(c->reason,
-		         (what & BEV_EVENT_ERROR) ? "client connection error"
-		                                  : "client closed the connection",
-		         sizeof(c->reason));
+	if (c->why == VR_NONE)
+		conn_set_why(c, (what & BEV_EVENT_ERROR) ? VR_CLIENT_ERROR : VR_CLIENT_CLOSED,
+		             NULL);
 	conn_close(c);
 }
 
@@ -803,7 +875,7 @@ conn_up_event(struct bufferevent *bev, short what, void *arg)
 		forward_upstream_event(c, what);
 		return;
 	}
-	str_copy(c->reason, "upstream closed", sizeof(c->reason));
+	conn_set_why(c, VR_UPSTREAM_CLOSED, NULL);
 	conn_close(c);
 }
 
@@ -815,8 +887,9 @@ conn_connected(struct conn *c)
 	(void)setsockopt(c->up.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	str_copy(c->up_host, c->host, sizeof(c->up_host));
 	c->up_port = c->port;
-	bufferevent_setcb(c->up.bev, conn_up_read, conn_up_write, conn_up_event, c);
-	if (c->lkind == PROXY_LISTEN_EXPLICIT && strcmp(c->kind, "http") == 0) {
+	/* The callbacks come with the state entered next: CONN_HTTP's
+	 * (forward_start) or the tunnel's (relay_start). */
+	if (c->lkind == PROXY_LISTEN_EXPLICIT && c->kind == CONN_KIND_HTTP) {
 		forward_start(c);
 		return;
 	}
@@ -847,7 +920,7 @@ conn_connected(struct conn *c)
 		c->bind_unnamed = !c->has_name;
 	} else if (bind_frame_start(c) != 0) {
 		/* HTTP/1 with a name: every request on it must carry it. */
-		conn_tunnel_done(c, "out of memory");
+		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return;
 	}
 	relay_start(c);
@@ -868,7 +941,7 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 			conn_close(c);
 			return;
 		}
-		conn_refuse(c, 408, "http_request_error", "request head not complete within %u ms",
+		conn_refuse(c, VR_HEAD_TIMEOUT, "request head not complete within %u ms",
 		            (unsigned)c->px->px_cfg.header_timeout_ms);
 		return;
 	case CONN_SNIFF:
@@ -887,7 +960,7 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 		uint64_t next;
 
 		if (now - c->last_ms >= idle) {
-			str_copy(c->reason, "idle timeout", sizeof(c->reason));
+			conn_set_why(c, VR_IDLE_TIMEOUT, NULL);
 			conn_close(c);
 			return;
 		}
@@ -902,7 +975,7 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	case CONN_RESOLVE:
 		upstream_cancel(c);
-		conn_refuse(c, 504, "dns_timeout", "resolving %s took longer than %u ms", c->host,
+		conn_refuse(c, VR_DNS_TIMEOUT, "resolving %s took longer than %u ms", c->host,
 		            (unsigned)c->px->px_cfg.connect_timeout_ms);
 		return;
 	default:
@@ -937,7 +1010,7 @@ conn_original_dst(int fd, union conn_addr *out)
  * before the close, which would otherwise be a reset that can destroy the
  * reply on its way. A transparent one gets a reset. */
 static void
-conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, const char *why)
+conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, enum verdict_reason why)
 {
 #define CONN_BUSY_BODY "airlock: too many connections; retry.\n"
 	static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
@@ -973,7 +1046,8 @@ conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, const
 	ev.kind = kind == PROXY_LISTEN_EXPLICIT ? "connect" : "tcp";
 	ev.port = -1;
 	ev.verdict = "deny";
-	ev.reason = why;
+	ev.reason = verdict_reason_token(why);
+	ev.detail = verdict_reason_text(why);
 	if (elog_event_agg(px->px_cfg.log, &ev) != 0)
 		proxy_log_failed(px);
 }
@@ -987,20 +1061,20 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 
 	if (elog_failed(px->px_cfg.log)) {
 		proxy_log_failed(px);
-		conn_refuse_early(px, fd, kind, "egress log failed");
+		conn_refuse_early(px, fd, kind, VR_LOG_FAILED);
 		return;
 	}
 	if (px->px_n_conns >= px->px_cfg.max_conns) {
 		log_warnx("proxy: %u connections open (the limit); refusing a new one",
 		          px->px_n_conns);
-		conn_refuse_early(px, fd, kind, "too many connections");
+		conn_refuse_early(px, fd, kind, VR_TOO_MANY_CONNS);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		/* Refused, but still one line: every attempt is recorded. */
 		log_warn("proxy: allocating a connection");
-		conn_refuse_early(px, fd, kind, "out of memory");
+		conn_refuse_early(px, fd, kind, VR_RESOURCE);
 		return;
 	}
 	c->px = px;
@@ -1023,16 +1097,14 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 		conn_half_set_bev(&c->down, bev);
 	if (c->timer == NULL || c->down.bev == NULL) {
 		log_warnx("proxy: cannot set up a connection");
-		c->kind = "tcp";
+		c->kind = CONN_KIND_TCP;
 		conn_close(c);
 		return;
 	}
-	bufferevent_setcb(c->down.bev, conn_down_read, conn_down_write, conn_down_event, c);
 	if (kind == PROXY_LISTEN_TRANSPARENT) {
 		if (conn_original_dst(fd, &c->orig) != 0) {
-			c->kind = "tcp";
-			str_copy(c->reason, "no original destination (not redirected by nftables?)",
-			         sizeof(c->reason));
+			c->kind = CONN_KIND_TCP;
+			conn_set_why(c, VR_NO_ORIG_DST, NULL);
 			log_warn("proxy: SO_ORIGINAL_DST");
 			conn_reset(c);
 			return;
@@ -1040,19 +1112,13 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 		c->has_orig = true;
 		c->port = ntohs(c->orig.sa.sa_family == AF_INET6 ? c->orig.in6.sin6_port
 		                                                 : c->orig.in.sin_port);
-		bufferevent_setwatermark(c->down.bev, EV_READ, 0, SNI_MAX_INPUT);
-		conn_timer_in(c, PROXY_SNIFF_SILENT_MS < px->px_cfg.header_timeout_ms
-		                         ? PROXY_SNIFF_SILENT_MS
-		                         : px->px_cfg.header_timeout_ms);
-	} else {
-		bufferevent_setwatermark(c->down.bev, EV_READ, 0, HTTP_MAX_HEAD + 1);
-		conn_timer_in(c, px->px_cfg.header_timeout_ms);
 	}
+	conn_enter(c, c->state); /* its callbacks, read mark and first timer */
 	if (!fdres_refill(px->px_fds)) {
 		/* The descriptor just accepted was the last one free: none is
 		 * left for this connection's upstream (the reserve is not for
 		 * it). Said as what it is, and accepting pauses. */
-		c->kind = kind == PROXY_LISTEN_EXPLICIT ? "connect" : "tcp";
+		c->kind = kind == PROXY_LISTEN_EXPLICIT ? CONN_KIND_CONNECT : CONN_KIND_TCP;
 		proxy_fd_starved(px);
 		conn_refuse_resource(c, "out of file descriptors");
 		return;

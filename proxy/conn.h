@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 
 #include "common/membudget.h"
+#include "policy/verdict.h"
 #include "proxy/http.h"
 #include "proxy/proxy.h"
 
@@ -110,6 +111,15 @@ enum conn_state {
 	CONN_REPLY,   /* our own reply (403, 502, TLS alert) drains, then close */
 };
 
+/* What the log's kind says the connection is. */
+enum conn_kind {
+	CONN_KIND_NONE = 0, /* nothing asked yet (an explicit client's first bytes) */
+	CONN_KIND_CONNECT,
+	CONN_KIND_HTTP,
+	CONN_KIND_TLS, /* transparent: a ClientHello that named a server */
+	CONN_KIND_TCP, /* transparent: no name */
+};
+
 /* One side of a connection. The half owns fd; bev borrows it. */
 struct conn_half {
 	struct conn *c;
@@ -152,10 +162,11 @@ struct conn {
 	int resolve_status;             /* its enum resolver_addrs_status */
 	union conn_addr resolve_refused; /* GUARD: the address the guard removed */
 	bool resolve_audit_cname;       /* audit: it followed a denied CNAME */
+	char resolve_why[192];          /* a refusal: what the resolver said */
 	bool resolve_ready;
 
 	/* What is being asked, for the decision and the log. */
-	const char *kind; /* "connect" | "http" | "tls" | "tcp" */
+	enum conn_kind kind;
 	char host[HTTP_HOST_MAX];
 	uint16_t port;
 	bool ip_literal;
@@ -189,9 +200,11 @@ struct conn {
 	uint16_t up_port;
 
 	/* The decision, copied so the policy may go away first. */
-	const char *verdict; /* "allow" | "deny" | "audit-deny" */
+	bool decided; /* verdict is set; a line without one says deny */
+	enum verdict verdict;
 	char rule[128];
-	char reason[320];
+	enum verdict_reason why; /* the log's reason (VR_NONE: none) */
+	char detail[320];        /* its sentence for people (printable ASCII) */
 
 	struct conn_http http;
 };
@@ -200,9 +213,14 @@ struct conn {
 void conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind);
 /* The one teardown: logs (once), frees both halves, the relay, timers. */
 void conn_close(struct conn *c);
-/* The only place c->state changes (logged at debug level). */
+/* The only place c->state changes (logged at debug level). Entering s
+ * sets what runs in it: the callbacks and watermarks of the halves conn.c
+ * serves in s, and c->timer armed for s's limit (none for CONN_CONNECT,
+ * whose upstream has its own). A tunnel's callbacks are the relay's
+ * (relay_start), the connect's upstream ones upstream.c's. */
 void conn_enter(struct conn *c, enum conn_state s);
-/* (Re)arm c->timer to fire in ms; what it means depends on the state. */
+/* Re-arm c->timer within the current state (a deadline moved, a look
+ * started); what it means depends on the state. */
 void conn_timer_in(struct conn *c, uint64_t ms);
 /* Write the egress log line for this connection or exchange, once. */
 void conn_log(struct conn *c);
@@ -242,25 +260,31 @@ void conn_start_resolve(struct conn *c);
 /* Explicit: parse the request head buffered so far and act on it. */
 void conn_head_read(struct conn *c);
 void conn_touch(struct conn *c);
-/* Enter the tunnel state with the idle timer running (relay.c). */
+/* conn_enter(c, CONN_TUNNEL): the idle timer runs (relay.c). */
 void conn_enter_tunnel(struct conn *c);
 /* Called by upstream.c. */
 void conn_resolved(struct conn *c);
 void conn_connected(struct conn *c);
-/* Refuse with an HTTP status / TLS alert / reset as fits the connection,
- * log, drain, close. error is an RFC 9209 Proxy-Status error token. */
-void conn_refuse(struct conn *c, int status, const char *error, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
+/* Refuse for why with the HTTP status and Proxy-Status error its row of
+ * the table gives (policy/verdict.h), a TLS alert or a reset, as fits the
+ * connection; log, drain, close. fmt (NULL: the reason's own sentence)
+ * makes the detail for the log and the client. c is gone. */
+void conn_refuse(struct conn *c, enum verdict_reason why, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* Set the log's reason (VR_NONE: none) and its detail (NULL: the
+ * reason's own sentence), replacing what was there. */
+void conn_set_why(struct conn *c, enum verdict_reason why, const char *detail);
 /* Refuse because the proxy itself is out of something (what: "out of
  * file descriptors"): 503, Proxy-Status proxy_internal_error, the reason
  * "resource limit: ..." — never the destination's fault. c is gone. */
 void conn_refuse_resource(struct conn *c, const char *what);
-/* Called by relay.c when both directions are finished or failed. */
-void conn_tunnel_done(struct conn *c, const char *why);
+/* Called by relay.c when both directions are finished or failed; why
+ * (VR_NONE: none) and detail as for conn_set_why. c is gone. */
+void conn_tunnel_done(struct conn *c, enum verdict_reason why, const char *detail);
 /* One side reset (or failed): close both with a reset (SO_LINGER {1, 0})
  * so the other learns that what it got is cut, never a clean end; why
  * becomes the log's reason unless one is set. c is gone. */
-void conn_abort(struct conn *c, const char *why);
+void conn_abort(struct conn *c, enum verdict_reason why, const char *detail);
 
 /* sniff.c: decide a transparent connection from its first bytes; with
  * timed_out, decide on what is there. */
@@ -316,7 +340,7 @@ void forward_timer(struct conn *c, uint64_t now);
  * conn_resolved(). Returns 0, or -1 after refusing the connection. */
 int upstream_resolve(struct conn *c);
 /* Act on the resolver's answer (c->addrs, c->resolve_status and, for a
- * refusal, c->reason hold it); returns 0, or -1 after
+ * refusal, c->resolve_why hold it); returns 0, or -1 after
  * refusing (the reply names the resolver's answer). */
 int upstream_take_answer(struct conn *c);
 /* Keep only the addresses the policy's deny cidr rules and the guard

@@ -48,15 +48,15 @@ forward_request(struct conn *c, const char *s, const struct http_head *h)
 	ssize_t n;
 	int hi;
 
-	c->kind = "http";
+	c->kind = CONN_KIND_HTTP;
 	if (http_parse_absolute(s + h->target.off, h->target.len, &a, &path, &plen) != 0) {
-		conn_refuse(c, 400, "http_request_error",
+		conn_refuse(c, VR_BAD_REQUEST,
 		            "the request target must be absolute-form http://host/path");
 		return;
 	}
 	c->port = a.port;
 	if (conn_set_host(c, a.host, a.ip_literal, &why) != 0) {
-		conn_refuse(c, 400, "http_request_error", "bad host name: %s", why);
+		conn_refuse(c, VR_BAD_NAME, "bad host name: %s", why);
 		return;
 	}
 	hi = http_find_header(s, h, "host", 0);
@@ -65,19 +65,19 @@ forward_request(struct conn *c, const char *s, const struct http_head *h)
 		    http_parse_authority(s + h->headers[hi].value.off, h->headers[hi].value.len,
 		                         false, 80, &ha) != 0 ||
 		    strcmp(ha.host, a.host) != 0 || ha.port != a.port) {
-			conn_refuse(c, 400, "http_request_error",
+			conn_refuse(c, VR_BAD_REQUEST,
 			            "the Host header disagrees with the request target");
 			return;
 		}
 	}
 	if (http_request_framing(s, h, &ht->req_framing, &ht->req_left) != 0) {
-		conn_refuse(c, 400, "http_request_error",
+		conn_refuse(c, VR_FRAMING,
 		            "the request body's length is ambiguous "
 		            "(Content-Length/Transfer-Encoding)");
 		return;
 	}
 	if ((framing = http_connection_framing(s, h)) != NULL) {
-		conn_refuse(c, 400, "http_request_error", HTTP_CONNECTION_FRAMING_WHY, framing);
+		conn_refuse(c, VR_FRAMING, HTTP_CONNECTION_FRAMING_WHY, framing);
 		return;
 	}
 	if (a.port == 80)
@@ -89,12 +89,12 @@ forward_request(struct conn *c, const char *s, const struct http_head *h)
 	forward_head_free(c);
 	ht->out_head = malloc(HTTP_MAX_HEAD + 512);
 	if (ht->out_head == NULL) {
-		conn_refuse(c, 503, "proxy_internal_error", "out of memory");
+		conn_refuse(c, VR_RESOURCE, "out of memory");
 		return;
 	}
 	n = http_rewrite_request(s, h, path, plen, hosthdr, ht->out_head, HTTP_MAX_HEAD + 512);
 	if (n < 0) {
-		conn_refuse(c, 431, "http_request_error", "request head too large");
+		conn_refuse(c, VR_HEAD_TOO_LARGE, "request head too large");
 		return;
 	}
 	/* The head waits here for the connect, queued as much as any byte
@@ -146,19 +146,17 @@ forward_next(struct conn *c)
 	/* Ready for the next request on this connection: a fresh exchange
 	 * and, later, a fresh log line. */
 	c->logged = false;
-	c->kind = NULL;
-	c->verdict = NULL;
-	c->rule[0] = c->reason[0] = c->method[0] = c->host[0] = '\0';
+	c->kind = CONN_KIND_NONE;
+	c->decided = false;
+	c->why = VR_NONE;
+	c->rule[0] = c->detail[0] = c->method[0] = c->host[0] = '\0';
 	c->port = 0;
 	free(c->url);
 	c->url = NULL;
 	c->up.bytes = c->down.bytes = 0;
 	c->start_ms = now_ms();
 	conn_enter(c, CONN_HEAD);
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, HTTP_MAX_HEAD + 1);
 	conn_half_read(&c->down, true);
-	evtimer_del(c->timer);
-	conn_timer_in(c, c->px->px_cfg.header_timeout_ms);
 	conn_head_read(c);
 }
 
@@ -218,13 +216,13 @@ forward_pump_request(struct conn *c)
 		if (took < 0) {
 			/* Part of the request is already upstream: this
 			 * connection is beyond repair. */
-			str_copy(c->reason, "malformed chunked request body", sizeof(c->reason));
+			conn_set_why(c, VR_BAD_REQUEST, "malformed chunked request body");
 			conn_close(c);
 			return;
 		}
 		ht->req_done = ht->req_framing == HTTP_BODY_LENGTH ? ht->req_left == 0 : done;
 		if (conn_queue_move(out, in, n) != 0) {
-			str_copy(c->reason, "out of memory", sizeof(c->reason));
+			conn_set_why(c, VR_RESOURCE, "out of memory");
 			conn_close(c);
 			return;
 		}
@@ -260,20 +258,18 @@ forward_response_head(struct conn *c)
 		    http_response_framing(s, &h, ht->head_request, &ht->resp_framing,
 		                          &ht->resp_left) != 0 ||
 		    h.status == 101) {
-			conn_refuse(c, 502, "http_protocol_error",
-			            "malformed response from upstream");
+			conn_refuse(c, VR_UPSTREAM_PROTOCOL, "malformed response from upstream");
 			return -1;
 		}
 		if ((framing = http_connection_framing(s, &h)) != NULL) {
-			conn_refuse(c, 502, "http_protocol_error",
+			conn_refuse(c, VR_UPSTREAM_PROTOCOL,
 			            "response refused: " HTTP_CONNECTION_FRAMING_WHY, framing);
 			return -1;
 		}
 		if (h.status >= 100 && h.status < 200) {
 			ol = http_rewrite_response(s, &h, false, out, sizeof(out));
 			if (ol < 0) {
-				conn_refuse(c, 502, "http_response_header_section_size",
-				            "response head too large");
+				conn_refuse(c, VR_UPSTREAM_HEAD_TOO_LARGE, NULL);
 				return -1;
 			}
 			bufferevent_write(c->down.bev, out, (size_t)ol);
@@ -292,8 +288,7 @@ forward_response_head(struct conn *c)
 		close = ht->client_close;
 		ol = http_rewrite_response(s, &h, close, out, sizeof(out));
 		if (ol < 0) {
-			conn_refuse(c, 502, "http_response_header_section_size",
-			            "response head too large");
+			conn_refuse(c, VR_UPSTREAM_HEAD_TOO_LARGE, NULL);
 			return -1;
 		}
 		bufferevent_write(c->down.bev, out, (size_t)ol);
@@ -342,8 +337,7 @@ forward_pump_response(struct conn *c)
 			 * (the client, told by the close, sees it short). */
 			if (ht->resp_framing == HTTP_BODY_CLOSE)
 				break;
-			str_copy(c->reason, "upstream closed during the response",
-			         sizeof(c->reason));
+			conn_set_why(c, VR_UPSTREAM_CLOSED, "upstream closed during the response");
 			conn_close(c);
 			return;
 		}
@@ -351,12 +345,12 @@ forward_pump_response(struct conn *c)
 		if (took == 0)
 			return;
 		if (took < 0) {
-			str_copy(c->reason, "malformed chunked response body", sizeof(c->reason));
+			conn_set_why(c, VR_UPSTREAM_PROTOCOL, "malformed chunked response body");
 			conn_close(c);
 			return;
 		}
 		if (conn_queue_move(out, in, n) != 0) {
-			str_copy(c->reason, "out of memory", sizeof(c->reason));
+			conn_set_why(c, VR_RESOURCE, "out of memory");
 			conn_close(c);
 			return;
 		}
@@ -375,15 +369,9 @@ forward_start(struct conn *c)
 {
 	struct conn_http *ht = &c->http;
 
+	/* Callbacks, watermarks and the response timeout (forward_timer)
+	 * come with the state. */
 	conn_enter(c, CONN_HTTP);
-	/* Until the response head: the response timeout (forward_timer). */
-	evtimer_del(c->timer);
-	conn_timer_in(c, c->px->px_cfg.response_timeout_ms);
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
-	/* Each side's write callback fires once half its queue has gone, to
-	 * refill it before it runs dry. */
-	bufferevent_setwatermark(c->down.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
-	bufferevent_setwatermark(c->up.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
 	bufferevent_enable(c->down.bev, EV_WRITE);
 	conn_half_read(&c->down, true);
 	bufferevent_write(c->up.bev, ht->out_head, ht->out_len);
@@ -401,7 +389,7 @@ forward_upstream_event(struct conn *c, short what)
 	struct conn_http *ht = &c->http;
 
 	if (!ht->resp_head_done && c->down.bytes == 0) {
-		conn_refuse(c, 502, "connection_terminated",
+		conn_refuse(c, VR_UPSTREAM_CLOSED,
 		            (what & BEV_EVENT_ERROR)
 		                    ? "upstream connection failed before responding"
 		                    : "upstream closed the connection before responding");
@@ -411,8 +399,10 @@ forward_upstream_event(struct conn *c, short what)
 		/* A reset (or another error) mid-response: only a reset tells
 		 * the client that what it got is cut, also when the body has
 		 * no length and a close would read as its end. */
-		conn_abort(c, EVUTIL_SOCKET_ERROR() == ECONNRESET ? "upstream connection reset"
-		                                                  : "upstream connection error");
+		conn_abort(c,
+		           EVUTIL_SOCKET_ERROR() == ECONNRESET ? VR_UPSTREAM_RESET
+		                                               : VR_UPSTREAM_ERROR,
+		           NULL);
 		return;
 	}
 	/* A FIN. What the origin sent before it may still wait in the
@@ -424,7 +414,7 @@ forward_upstream_event(struct conn *c, short what)
 	if (ht->resp_framing == HTTP_BODY_CLOSE)
 		ht->client_close = true;
 	if (!ht->resp_head_done) {
-		str_copy(c->reason, "upstream closed during the response", sizeof(c->reason));
+		conn_set_why(c, VR_UPSTREAM_CLOSED, "upstream closed during the response");
 		conn_close(c);
 		return;
 	}
@@ -442,11 +432,10 @@ forward_timer(struct conn *c, uint64_t now)
 		return;
 	}
 	if (!c->http.resp_head_done) {
-		conn_refuse(c, 504, "http_response_timeout",
-		            "no response from upstream within %u ms",
+		conn_refuse(c, VR_RESPONSE_TIMEOUT, "no response from upstream within %u ms",
 		            (unsigned)cfg->response_timeout_ms);
 		return;
 	}
-	str_copy(c->reason, "idle timeout", sizeof(c->reason));
+	conn_set_why(c, VR_IDLE_TIMEOUT, NULL);
 	conn_close(c);
 }

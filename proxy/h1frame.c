@@ -20,8 +20,9 @@ h1frame_clear(struct h1frame *f)
 }
 
 static enum h1frame_step
-frame_bad(struct h1frame *f, const char *why)
+frame_bad(struct h1frame *f, enum verdict_reason vr, const char *why)
 {
+	f->vr = vr;
 	f->why = why;
 	return H1FRAME_STEP_BAD;
 }
@@ -52,7 +53,7 @@ frame_head(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t port, str
 		/* The head was not complete within what was held before. */
 		if (p->len <= old) {
 			f->head_len = old;
-			return frame_bad(f, "request head framing lost");
+			return frame_bad(f, VR_FRAMING, "request head framing lost");
 		}
 		*used = p->len - old;
 		f->head_len = old > 0 ? p->len : 0;
@@ -61,7 +62,7 @@ frame_head(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t port, str
 		/* peek_parse() refused what cannot be framed: this holds. */
 		if (http_request_framing(f->out, h, &f->next, &f->next_len) != 0) {
 			f->head_len = old;
-			return frame_bad(f, "request body framing is ambiguous");
+			return frame_bad(f, VR_FRAMING, "request body framing is ambiguous");
 		}
 		return H1FRAME_STEP_HEAD;
 	case PEEK_MORE:
@@ -69,11 +70,11 @@ frame_head(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t port, str
 			break;
 		if (old + take >= HTTP_MAX_HEAD) {
 			f->head_len = old;
-			return frame_bad(f, "request head not complete within its size limit");
+			return frame_bad(f, VR_HEAD_TOO_LARGE, "request head not complete within its size limit");
 		}
 		if (old == 0) {
 			if (f->head == NULL && (f->head = malloc(HTTP_MAX_HEAD)) == NULL)
-				return frame_bad(f, "out of memory for a request head");
+				return frame_bad(f, VR_RESOURCE, "out of memory for a request head");
 			memcpy(f->head, buf, take);
 			f->head_len = take;
 		}
@@ -89,7 +90,7 @@ frame_head(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t port, str
 		break;
 	}
 	f->head_len = old;
-	return frame_bad(f, "bytes where a request must begin are not an HTTP/1 request head");
+	return frame_bad(f, VR_BAD_REQUEST, "bytes where a request must begin are not an HTTP/1 request head");
 }
 
 enum h1frame_step
@@ -98,6 +99,7 @@ h1frame_step(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t default
 {
 	*used = 0;
 	f->why = NULL;
+	f->vr = VR_NONE;
 	memset(p, 0, sizeof(*p));
 	if (len == 0)
 		return H1FRAME_STEP_PASS;
@@ -116,7 +118,7 @@ h1frame_step(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t default
 		ssize_t n = http_chunked_feed(&f->chunks, buf, len, &done);
 
 		if (n < 0)
-			return frame_bad(f, "malformed chunked request body (a chunk size, "
+			return frame_bad(f, VR_FRAMING, "malformed chunked request body (a chunk size, "
 			                    "extension or trailer line)");
 		if (done)
 			f->state = H1FRAME_HEAD;

@@ -17,6 +17,8 @@
 #ifndef AIRLOCK_PROXY_H1FRAME_H
 #define AIRLOCK_PROXY_H1FRAME_H
 
+#include "policy/verdict.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +48,7 @@ struct h1frame {
 	const char *out;
 	size_t out_len;
 	const char *why; /* H1FRAME_STEP_BAD not from peek_parse: what (static) */
+	enum verdict_reason vr; /* and its reason */
 };
 
 enum h1frame_step {

@@ -236,6 +236,35 @@ peek_status(const struct peek *p)
 	return 400;
 }
 
+enum verdict_reason
+peek_why(const struct peek *p)
+{
+	switch (p->error) {
+	case PEEK_OK:
+		return VR_NONE;
+	case PEEK_TLS_MALFORMED:
+	case PEEK_TLS_TOO_LARGE:
+		return VR_TLS_MALFORMED;
+	case PEEK_TLS_MANY_NAMES:
+		return VR_SNI_MANY;
+	case PEEK_HTTP_HEAD:
+		return p->http == HTTP_TOO_LARGE || p->http == HTTP_TOO_MANY_HEADERS
+		               ? VR_HEAD_TOO_LARGE
+		               : VR_BAD_REQUEST;
+	case PEEK_HTTP_TARGET:
+	case PEEK_HTTP_HOST:
+	case PEEK_HTTP_MANY_HOSTS:
+	case PEEK_HTTP_MISMATCH:
+		return VR_BAD_REQUEST;
+	case PEEK_HTTP_FRAMING:
+	case PEEK_HTTP_CONNECTION:
+		return VR_FRAMING;
+	case PEEK_HTTP_UPGRADE:
+		return VR_UPGRADE;
+	}
+	return VR_BAD_REQUEST;
+}
+
 /* An address literal as 16 bytes, IPv4 as its IPv4-mapped IPv6 form.
  * Brackets are not part of it (peek and the policy keep them off). */
 static bool

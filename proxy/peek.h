@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "policy/verdict.h"
 #include "proxy/http.h"
 #include "proxy/sni.h"
 
@@ -127,5 +128,7 @@ bool peek_same_name(const struct peek *p, const char *name, bool ip_literal);
 /* The HTTP status that refuses a PEEK_BAD head: 431 for a head or field
  * count over the limits, else 400. */
 int peek_status(const struct peek *p);
+/* The reason of the one table (policy/verdict.h) for a PEEK_BAD answer. */
+enum verdict_reason peek_why(const struct peek *p);
 
 #endif

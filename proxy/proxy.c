@@ -53,8 +53,8 @@ proxy_close_all(evutil_socket_t fd, short what, void *arg)
 		next = TAILQ_NEXT(c, entry);
 		if (c->state == CONN_REPLY)
 			continue;
-		if (c->reason[0] == '\0')
-			str_copy(c->reason, "egress log failed", sizeof(c->reason));
+		if (c->why == VR_NONE)
+			conn_set_why(c, VR_LOG_FAILED, NULL);
 		conn_close(c);
 	}
 }

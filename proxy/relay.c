@@ -70,12 +70,12 @@ static void relay_bev_write(struct bufferevent *bev, void *arg);
 static void relay_bev_event(struct bufferevent *bev, short what, void *arg);
 
 /* The log's reason for a failed read from one side. */
-static const char *
+static enum verdict_reason
 relay_why(bool upstream, int err)
 {
 	if (err == ECONNRESET)
-		return upstream ? "upstream connection reset" : "client connection reset";
-	return upstream ? "upstream connection error" : "client connection error";
+		return upstream ? VR_UPSTREAM_RESET : VR_CLIENT_RESET;
+	return upstream ? VR_UPSTREAM_ERROR : VR_CLIENT_ERROR;
 }
 
 static struct conn_half *
@@ -294,7 +294,7 @@ relay_read_framed(struct relay_dir *d, size_t room)
 	if (k < n) {
 		/* An upgrade's answer is only waited for on bufferevents
 		 * (bind_may_upgrade): bytes cannot be put back. */
-		conn_tunnel_done(c, "request framing lost its place");
+		conn_tunnel_done(c, VR_FRAMING, "request framing lost its place");
 		return -2;
 	}
 	return n;
@@ -318,8 +318,10 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			if (n < 0) {
 				/* dst is gone: the other side learns it from a
 				 * reset, not from a FIN that would read as an end. */
-				conn_abort(c, d->dst == &c->up ? "upstream write failed"
-				                               : "client write failed");
+				conn_abort(c,
+				           d->dst == &c->up ? VR_UPSTREAM_ERROR : VR_CLIENT_ERROR,
+				           d->dst == &c->up ? "upstream write failed"
+				                            : "client write failed");
 				return -1;
 			}
 			if (n > 0) {
@@ -335,7 +337,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			size_t room;
 
 			if (!relay_has_medium(d) && relay_medium_get(c->px, d) != 0) {
-				conn_tunnel_done(c, "out of memory");
+				conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 				return -1;
 			}
 			if (d->copy != NULL && d->held == 0)
@@ -367,7 +369,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 				progress = true;
 			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
 				/* A reset is passed on as a reset. */
-				conn_abort(c, relay_why(d->src == &c->up, errno));
+				conn_abort(c, relay_why(d->src == &c->up, errno), NULL);
 				return -1;
 			} else if (d->held > 0) {
 				/* src empty or the pipe's slots full: either way
@@ -388,7 +390,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			event_del(d->ev_read);
 			event_del(d->ev_write);
 			if (r->dir[0].done && r->dir[1].done) {
-				conn_tunnel_done(c, NULL);
+				conn_tunnel_done(c, VR_NONE, NULL);
 				return -1;
 			}
 			return 0;
@@ -534,7 +536,7 @@ relay_bev_shut(struct conn *c, struct conn_half *to)
 	shutdown(to->fd, SHUT_WR);
 	to->shut = true;
 	if (c->down.shut && c->up.shut) {
-		conn_tunnel_done(c, NULL);
+		conn_tunnel_done(c, VR_NONE, NULL);
 		return -1;
 	}
 	return 0;
@@ -565,7 +567,7 @@ relay_bev_frame(struct conn *c)
 		n = len < RELAY_FRAME_READ ? len : RELAY_FRAME_READ;
 		buf = evbuffer_pullup(in, (ssize_t)n);
 		if (buf == NULL) {
-			conn_tunnel_done(c, "out of memory");
+			conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 			return -1;
 		}
 		before = evbuffer_get_length(out);
@@ -630,7 +632,7 @@ relay_bev_move(struct conn *c, struct conn_half *from)
 		n = pass;
 	to->bytes += n;
 	if (conn_queue_move(out, in, n) != 0) {
-		conn_tunnel_done(c, "out of memory");
+		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return -1;
 	}
 	if (evbuffer_get_length(out) >= CONN_HIGH_WATER)
@@ -676,7 +678,7 @@ relay_bev_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	}
 	/* A reset (or another error) is passed on as a reset. */
-	conn_abort(c, relay_why(from == &c->up, EVUTIL_SOCKET_ERROR()));
+	conn_abort(c, relay_why(from == &c->up, EVUTIL_SOCKET_ERROR()), NULL);
 }
 
 void

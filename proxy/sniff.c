@@ -19,23 +19,23 @@
 static void
 sniff_refuse(struct conn *c, const char *s, const struct http_head *h, const struct peek *p)
 {
-	char why[sizeof(c->reason)];
+	char why[sizeof(c->detail)];
 	const char *ignored;
 
 	peek_reason(p, why, sizeof(why));
 	if (p->proto == PEEK_PROTO_TLS) {
 		/* "tls" lines carry an SNI; a refused hello names none. */
 		c->tls = true;
-		c->kind = "tcp";
-		conn_refuse(c, 403, "tls_protocol_error", "%s", why);
+		c->kind = CONN_KIND_TCP;
+		conn_refuse(c, peek_why(p), "%s", why);
 		return;
 	}
-	c->kind = "http";
+	c->kind = CONN_KIND_HTTP;
 	if (p->error != PEEK_HTTP_HEAD)
 		conn_set_method_url(c, s, h);
 	if (p->name[0] != '\0' && conn_set_host(c, p->name, p->ip_literal, &ignored) != 0)
 		c->host[0] = '\0';
-	conn_refuse(c, peek_status(p), "http_request_error", "%s", why);
+	conn_refuse(c, peek_why(p), "%s", why);
 }
 
 void
@@ -51,7 +51,7 @@ sniff_decide(struct conn *c, bool timed_out)
 	if (n == 0) {
 		if (!timed_out)
 			return;
-		c->kind = "tcp";
+		c->kind = CONN_KIND_TCP;
 		conn_decide_noname(c);
 		return;
 	}
@@ -61,22 +61,21 @@ sniff_decide(struct conn *c, bool timed_out)
 			return;
 		if (p.proto == PEEK_PROTO_TLS) {
 			c->tls = true;
-			c->kind = "tcp";
-			conn_refuse(c, 403, "tls_protocol_error", "incomplete ClientHello");
+			c->kind = CONN_KIND_TCP;
+			conn_refuse(c, VR_TLS_MALFORMED, "incomplete ClientHello");
 		} else if (p.proto == PEEK_PROTO_HTTP) {
 			/* HTTP, but not a head we can read in time: refused
 			 * like a bad one. */
-			c->kind = "http";
-			conn_refuse(c, 408, "http_request_error",
-			            "request head not complete in time");
+			c->kind = CONN_KIND_HTTP;
+			conn_refuse(c, VR_HEAD_TIMEOUT, "request head not complete in time");
 		} else {
-			c->kind = "tcp";
+			c->kind = CONN_KIND_TCP;
 			conn_decide_noname(c);
 		}
 		return;
 	case PEEK_OTHER:
 		/* Not HTTP/1 nor TLS: a protocol we cannot name. */
-		c->kind = "tcp";
+		c->kind = CONN_KIND_TCP;
 		conn_decide_noname(c);
 		return;
 	case PEEK_BAD:
@@ -88,11 +87,11 @@ sniff_decide(struct conn *c, bool timed_out)
 		 * still answers it with a TLS alert. */
 		c->tls = true;
 		c->ech = p.ech;
-		c->kind = p.name[0] != '\0' ? "tls" : "tcp";
+		c->kind = p.name[0] != '\0' ? CONN_KIND_TLS : CONN_KIND_TCP;
 		if (p.name[0] == '\0') {
 			if (p.ech) {
 				/* No outer name, so no rule to opt in. */
-				conn_refuse(c, 403, "http_request_denied",
+				conn_refuse(c, VR_ECH,
 				            "ClientHello carries encrypted_client_hello and no "
 				            "server_name: the name is hidden");
 				return;
@@ -102,19 +101,19 @@ sniff_decide(struct conn *c, bool timed_out)
 		}
 		c->has_name = true;
 		if (conn_set_host(c, p.name, p.ip_literal, &why) != 0) {
-			conn_refuse(c, 403, "http_request_denied", "bad SNI name: %s", why);
+			conn_refuse(c, VR_BAD_NAME, "bad SNI name: %s", why);
 			return;
 		}
 		break;
 	case PEEK_HTTP:
-		c->kind = "http";
+		c->kind = CONN_KIND_HTTP;
 		conn_set_method_url(c, (const char *)buf, &h);
 		if (p.name[0] == '\0') {
 			conn_decide_noname(c);
 			return;
 		}
 		if (conn_set_host(c, p.name, p.ip_literal, &why) != 0) {
-			conn_refuse(c, 400, "http_request_error", "bad host name: %s", why);
+			conn_refuse(c, VR_BAD_NAME, "bad host name: %s", why);
 			return;
 		}
 		c->has_name = true;

@@ -190,15 +190,16 @@ upstream_mark_audit(struct conn *c, const union conn_addr *a)
 	const struct policy *p = c->px->px_cfg.policy;
 	struct policy_verdict v;
 
-	if (policy_mode(p) != POLICY_MODE_AUDIT ||
-	    (c->verdict != NULL && strcmp(c->verdict, "allow") != 0))
+	if (policy_mode(p) != POLICY_MODE_AUDIT || (c->decided && c->verdict != VERDICT_ALLOW))
 		return;
 	policy_match_addr(p, &a->sa, c->port, &v);
 	if (v.action != POLICY_DENY)
 		return;
-	c->verdict = "audit-deny";
+	c->decided = true;
+	c->verdict = VERDICT_AUDIT_DENY;
 	str_copy(c->rule, v.where != NULL ? v.where : "", sizeof(c->rule));
-	say_denied(c->reason, sizeof(c->reason), a);
+	c->why = VR_RULE_DENY;
+	say_denied(c->detail, sizeof(c->detail), a);
 }
 
 /* Keep v6 first, then v4 (as the resolver gives them), at most
@@ -239,8 +240,9 @@ take_answer(struct conn *c, const struct resolver_addrs *res)
 		                                          : sizeof(c->resolve_refused.in));
 		set_port(&c->resolve_refused, c->port);
 	}
+	c->resolve_why[0] = '\0';
 	if (res->status != RESOLVER_ADDRS_OK)
-		str_copy(c->reason, res->why, sizeof(c->reason));
+		str_copy(c->resolve_why, res->why, sizeof(c->resolve_why));
 	c->resolve_ready = true;
 }
 
@@ -268,7 +270,7 @@ upstream_resolve(struct conn *c)
 	c->resolve_audit_cname = false;
 	if (c->ip_literal) {
 		if (!conn_addr_parse(&a, c->host, c->port)) {
-			conn_refuse(c, 400, "http_request_error", "bad IP literal");
+			conn_refuse(c, VR_BAD_NAME, "bad IP literal");
 			return -1;
 		}
 		c->addrs[0] = a;
@@ -294,18 +296,18 @@ upstream_take_answer(struct conn *c)
 		return 0;
 	switch ((enum resolver_addrs_status)c->resolve_status) {
 	case RESOLVER_ADDRS_OK:
-		if (c->resolve_audit_cname && c->verdict != NULL &&
-		    strcmp(c->verdict, "allow") == 0) {
+		if (c->resolve_audit_cname && c->decided && c->verdict == VERDICT_ALLOW) {
 			/* Audit: enforce mode would have refused the chain. */
-			c->verdict = "audit-deny";
-			snprintf(c->reason, sizeof(c->reason), "%s: CNAME to a denied name",
+			c->verdict = VERDICT_AUDIT_DENY;
+			c->why = VR_CNAME_DENIED;
+			snprintf(c->detail, sizeof(c->detail), "%s: CNAME to a denied name",
 			         c->host);
 		}
 		return 0;
 	case RESOLVER_ADDRS_CNAME:
 		/* The listener refuses this name's chain; so does the proxy. */
 		c->rule[0] = '\0';
-		conn_refuse(c, 403, "http_request_denied", "%s: %s", c->host, c->reason);
+		conn_refuse(c, VR_CNAME_DENIED, "%s: %s", c->host, c->resolve_why);
 		return -1;
 	case RESOLVER_ADDRS_GUARD:
 		/* The refused address is the line's ip, as when the guard
@@ -314,23 +316,23 @@ upstream_take_answer(struct conn *c)
 			c->dst = c->resolve_refused;
 			c->has_dst = true;
 		}
-		conn_refuse(c, 403, "destination_ip_prohibited", "%s: %s", c->host, c->reason);
+		conn_refuse(c, VR_GUARD, "%s: %s", c->host, c->resolve_why);
 		return -1;
 	case RESOLVER_ADDRS_TIMEOUT:
-		conn_refuse(c, 504, "dns_timeout", "resolving %s timed out (%s)", c->host,
-		            c->reason);
+		conn_refuse(c, VR_DNS_TIMEOUT, "resolving %s timed out (%s)", c->host,
+		            c->resolve_why);
 		return -1;
 	case RESOLVER_ADDRS_NXDOMAIN:
-		conn_refuse(c, 502, "dns_error", "%s does not resolve (no such name)", c->host);
+		conn_refuse(c, VR_DNS_ERROR, "%s does not resolve (no such name)", c->host);
 		return -1;
 	case RESOLVER_ADDRS_NODATA:
-		conn_refuse(c, 502, "dns_error", "%s does not resolve (no addresses)", c->host);
+		conn_refuse(c, VR_DNS_ERROR, "%s does not resolve (no addresses)", c->host);
 		return -1;
 	case RESOLVER_ADDRS_FAIL:
 		break;
 	}
-	conn_refuse(c, 502, "dns_error", "%s does not resolve (%s)", c->host,
-	            c->reason[0] != '\0' ? c->reason : "resolver failed");
+	conn_refuse(c, VR_DNS_ERROR, "%s does not resolve (%s)", c->host,
+	            c->resolve_why[0] != '\0' ? c->resolve_why : "resolver failed");
 	return -1;
 }
 
@@ -425,13 +427,13 @@ upstream_next(struct conn *c, int err, bool timeout)
 	conn_half_free(&c->up);
 	conn_addr_str(&c->dst, ip, sizeof(ip));
 	if (timeout)
-		conn_refuse(c, 504, "connection_timeout", "connecting to %s port %u timed out", ip,
+		conn_refuse(c, VR_CONNECT_TIMEOUT, "connecting to %s port %u timed out", ip,
 		            (unsigned)c->port);
 	else if (err == ECONNREFUSED)
-		conn_refuse(c, 502, "connection_refused", "%s port %u refused the connection", ip,
+		conn_refuse(c, VR_CONNECT_REFUSED, "%s port %u refused the connection", ip,
 		            (unsigned)c->port);
 	else
-		conn_refuse(c, 502, "destination_ip_unroutable", "connecting to %s port %u: %s", ip,
+		conn_refuse(c, VR_UNREACHABLE, "connecting to %s port %u: %s", ip,
 		            (unsigned)c->port, strerror(err));
 	return false;
 }

@@ -148,7 +148,7 @@ expect_re "evil status" 'status: NXDOMAIN' "$out"
 expect_re "evil EDE" 'EDE: 15 \(Blocked\).*evil\.test denied by policy .dnstest.' "$out"
 out=$(q nothere.test A)
 expect_re "unlisted status" 'status: NXDOMAIN' "$out"
-expect_re "unlisted EDE" 'EDE: 15 \(Blocked\).*not in allowlist' "$out"
+expect_re "unlisted EDE" 'EDE: 15 \(Blocked\).*no rule allows' "$out"
 out=$(q +noedns nothere.test A)
 expect_re "no EDNS: plain NXDOMAIN" 'status: NXDOMAIN' "$out"
 if grep -q 'EDE' <<<"$out"; then fail "EDE without OPT: $out"; fi

@@ -96,7 +96,7 @@ test_decide(void **state)
 	q = mkq("Allowed.TEST", DNS_TYPE_A, false);
 	dns_decide(pol, &q, &d);
 	assert_int_equal(d.action, DNS_ACT_FORWARD);
-	assert_string_equal(d.verdict, "allow");
+	assert_int_equal(d.verdict, VERDICT_ALLOW);
 	assert_string_equal(d.name, "allowed.test");
 	assert_non_null(d.rule);
 
@@ -114,9 +114,9 @@ test_decide(void **state)
 	q = mkq("nothere.test", DNS_TYPE_A, false);
 	dns_decide(pol, &q, &d);
 	assert_int_equal(d.action, DNS_ACT_DENY);
-	assert_string_equal(d.verdict, "deny");
+	assert_int_equal(d.verdict, VERDICT_DENY);
 	assert_null(d.rule);
-	assert_string_equal(d.reason, "not in allowlist");
+	assert_int_equal(d.why, VR_NO_RULE);
 
 	/* A name resolves when any port is open for it: 80, 22, 8443 or
 	 * 5432 alone will do. */
@@ -132,7 +132,7 @@ test_decide(void **state)
 	q = mkq("db.test", DNS_TYPE_A, false);
 	dns_decide(pol, &q, &d);
 	assert_int_equal(d.action, DNS_ACT_FORWARD);
-	assert_string_equal(d.verdict, "allow");
+	assert_int_equal(d.verdict, VERDICT_ALLOW);
 	assert_string_equal(d.rule, "t.yaml:13");
 	/* The deny takes 80 and 443; 5432 stays open. */
 	q = mkq("half.test", DNS_TYPE_AAAA, false);
@@ -145,19 +145,20 @@ test_decide(void **state)
 	dns_decide(pol, &q, &d);
 	assert_int_equal(d.action, DNS_ACT_DENY);
 	assert_int_equal(d.rcode, DNS_RCODE_NXDOMAIN);
-	assert_string_equal(d.verdict, "deny");
-	assert_string_equal(d.reason, "denied by rule");
+	assert_int_equal(d.verdict, VERDICT_DENY);
+	assert_int_equal(d.why, VR_RULE_DENY);
 	assert_string_equal(d.rule, "t.yaml:27");
 	/* Bad labels never reach the allow wildcard. */
 	q = mkq("-x-.allowed.test", DNS_TYPE_A, false);
 	dns_decide(pol, &q, &d);
 	assert_int_equal(d.action, DNS_ACT_DENY);
 	assert_int_equal(d.rcode, DNS_RCODE_NXDOMAIN);
-	assert_string_equal(d.reason, "label starts or ends with a hyphen");
+	assert_int_equal(d.why, VR_BAD_NAME);
+	assert_string_equal(d.detail, "label starts or ends with a hyphen");
 	q = mkq("1.0x7f", DNS_TYPE_A, false);
 	dns_decide(pol, &q, &d);
 	assert_int_equal(d.action, DNS_ACT_DENY);
-	assert_string_equal(d.reason, "not in allowlist");
+	assert_int_equal(d.why, VR_NO_RULE);
 
 	/* Types. */
 	q = mkq("allowed.test", DNS_TYPE_TXT, false);
@@ -186,7 +187,7 @@ test_decide(void **state)
 	q = mkq("evil.test", DNS_TYPE_A, false);
 	dns_decide(audit, &q, &d);
 	assert_int_equal(d.action, DNS_ACT_FORWARD);
-	assert_string_equal(d.verdict, "audit-deny");
+	assert_int_equal(d.verdict, VERDICT_AUDIT_DENY);
 	q = mkq("root-is-denied", DNS_TYPE_A, false);
 	q.qname[0] = '\0';
 	dns_decide(pol, &q, &d);
@@ -258,7 +259,7 @@ test_filter_guard(void **state)
 	assert_string_equal(filt.removed[0], "127.0.0.1 (loopback)");
 	assert_string_equal(filt.removed[1], "169.254.169.254 (link-local)");
 	assert_string_equal(filt.removed[2], "10.1.1.1 (private)");
-	assert_non_null(filt.reason);
+	assert_int_equal(filt.why, VR_GUARD);
 
 	/* A guarded address that a cidr rule opens on some port (any, not
 	 * just 443, 80 or 22) is kept; one whose every allowed port a deny
@@ -372,11 +373,13 @@ test_filter_chain(void **state)
 	add_a(&resp, "evil.test", "203.0.113.66", 20);
 	assert_int_equal(dns_filter(pol, &q, &resp, 300, &filt), 0);
 	assert_int_equal(filt.n, 0);
-	assert_string_equal(filt.reason, "CNAME to a denied name");
+	assert_int_equal(filt.why, VR_CNAME_DENIED);
+	assert_string_equal(filt.detail, "CNAME to a denied name");
 	/* Audit mode follows it, and says so. */
 	assert_int_equal(dns_filter(audit, &q, &resp, 300, &filt), 0);
 	assert_int_equal(filt.n, 2);
-	assert_string_equal(filt.reason, "audit: CNAME to a denied name");
+	assert_int_equal(filt.why, VR_CNAME_DENIED);
+	assert_string_equal(filt.detail, "audit: CNAME to a denied name");
 
 	/* So does a chain into a name whose every allowed port is denied;
 	 * one into a name open only on 5432 is followed. */
@@ -385,13 +388,14 @@ test_filter_chain(void **state)
 	add_a(&resp, "closed.test", "203.0.113.67", 20);
 	assert_int_equal(dns_filter(pol, &q, &resp, 300, &filt), 0);
 	assert_int_equal(filt.n, 0);
-	assert_string_equal(filt.reason, "CNAME to a denied name");
+	assert_int_equal(filt.why, VR_CNAME_DENIED);
+	assert_string_equal(filt.detail, "CNAME to a denied name");
 	resp_init(&q, 0);
 	add_cname(&resp, "www.allowed.test", "db.test");
 	add_a(&resp, "db.test", "203.0.113.68", 20);
 	assert_int_equal(dns_filter(pol, &q, &resp, 300, &filt), 0);
 	assert_int_equal(filt.n, 2);
-	assert_null(filt.reason);
+	assert_int_equal(filt.why, VR_NONE);
 
 	/* A CNAME loop ends after DNS_MAX_CHAIN links. */
 	resp_init(&q, 0);

@@ -56,7 +56,7 @@ expect_dns_never_saw "denied names" 'evil\.test'
 expect_logged "allowed query logged" 'e.get("kind") == "dns" and e.get("host") == "pypi.org" and e.get("verdict") == "allow" and "'"$LAB_PYPI_V4"'" in e.get("answers", [])'
 expect_logged "denied query logged" 'e.get("kind") == "dns" and e.get("host") == "evil.test" and e.get("verdict") == "deny" and e.get("rcode") == "NXDOMAIN"'
 expect_logged "tunnel logged" 'e.get("kind") == "dns" and e.get("host") == "c2vjcmv0.exfil.evil.test" and e.get("qtype") == "TXT"'
-expect_logged "rebinding logged" 'e.get("kind") == "dns" and e.get("host") == "rebind-loopback.test" and "127.0.0.1 (loopback)" in e.get("reason", "")'
-expect_logged "metadata logged" 'e.get("kind") == "dns" and e.get("host") == "rebind-metadata.test" and "link-local" in e.get("reason", "")'
+expect_logged "rebinding logged" 'e.get("kind") == "dns" and e.get("host") == "rebind-loopback.test" and "127.0.0.1 (loopback)" in e.get("detail", "")'
+expect_logged "metadata logged" 'e.get("kind") == "dns" and e.get("host") == "rebind-metadata.test" and "link-local" in e.get("detail", "")'
 expect_canaries_silent "dns"
 echo "ok"

@@ -541,7 +541,7 @@ test_replay(void **state)
 	                 1);
 	assert_non_null(strstr(s, "allowed before, denied now:\n"
 	                          "  registry.npmjs.org:443 "));
-	assert_non_null(strstr(s, "1 event   was: policies/npm.yaml:5  now: no match\n"));
+	assert_non_null(strstr(s, "1 event   was: policies/npm.yaml:5  now: no-rule\n"));
 	assert_non_null(strstr(s, "denied before, allowed now:\n"));
 	assert_non_null(strstr(s, "  203.0.113.9:22 "));
 	assert_non_null(strstr(s, "  evil.test:80 "));

@@ -409,7 +409,8 @@ check_reader(int nfd)
 		out[n] = '\0';
 	CHECK(n > 0 && memchr(out, '\n', (size_t)n) == out + n - 1 &&
 	              strstr(out, "\"ip\":\"192.0.2.55\",\"port\":7777,\"verdict\":\"deny\","
-	                          "\"reason\":\"blocked by the sandbox firewall; 50 more packets "
+	                          "\"reason\":\"firewall\"") != NULL &&
+	              strstr(out, "\"detail\":\"blocked by the sandbox firewall; 50 more packets "
 	                          "since the last line\"") != NULL,
 	      "freeing nflog_reader writes one line with their count: %.*s", n > 0 ? (int)n - 1 : 0,
 	      out);

@@ -875,7 +875,7 @@ test_nflog_aggregate(void **state)
 	/* One line per destination at once, each packet's own. */
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 4);
-	assert_int_equal(count_str(log, "\"reason\":\"blocked by the sandbox firewall\""), 4);
+	assert_int_equal(count_str(log, "\"detail\":\"blocked by the sandbox firewall\"}"), 4);
 	assert_int_equal(count_str(log, "\"ip\":\"203.0.113.7\",\"port\":9999,"), 2);
 	assert_int_equal(count_str(log, "\"ip\":\"203.0.113.7\",\"port\":9998,"), 1);
 	assert_int_equal(count_str(log, "\"ip\":\"2001:db8::7\",\"port\":53,"), 1);
@@ -889,13 +889,16 @@ test_nflog_aggregate(void **state)
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 7);
 	assert_non_null(strstr(log, "\"ip\":\"203.0.113.7\",\"port\":9998,\"verdict\":\"deny\","
-	                            "\"reason\":\"blocked by the sandbox firewall; 2 more packets "
+	                            "\"reason\":\"firewall\""));
+	assert_non_null(strstr(log, "\"detail\":\"blocked by the sandbox firewall; 2 more packets "
 	                            "since the last line\""));
 	assert_non_null(strstr(log, "\"ip\":\"203.0.113.7\",\"port\":9999,\"verdict\":\"deny\","
-	                            "\"reason\":\"blocked by the sandbox firewall; 99 more packets "
+	                            "\"reason\":\"firewall\""));
+	assert_non_null(strstr(log, "\"detail\":\"blocked by the sandbox firewall; 99 more packets "
 	                            "since the last line\""));
 	assert_non_null(strstr(log, "\"ip\":\"2001:db8::7\",\"port\":53,\"verdict\":\"deny\","
-	                            "\"reason\":\"blocked by the sandbox firewall; 49 more packets "
+	                            "\"reason\":\"firewall\""));
+	assert_non_null(strstr(log, "\"detail\":\"blocked by the sandbox firewall; 49 more packets "
 	                            "since the last line\""));
 	/* The single TCP packet needs no second line. */
 	assert_int_equal(count_str(log, "more packets"), 3);
@@ -925,11 +928,12 @@ test_nflog_aggregate_window(void **state)
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 2);
 	assert_non_null(strstr(log, "\"ip\":\"198.51.100.9\",\"port\":443,\"verdict\":\"deny\","
-	                            "\"reason\":\"blocked by the sandbox firewall; 19 more packets "
+	                            "\"reason\":\"firewall\""));
+	assert_non_null(strstr(log, "\"detail\":\"blocked by the sandbox firewall; 19 more packets "
 	                            "since the last line\""));
 	/* The counts as numbers too: 1 on the first line, 19 on this one. */
-	assert_non_null(strstr(log, "\"proto\":\"udp\",\"packets\":1,\"seq\":"));
-	assert_non_null(strstr(log, "\"proto\":\"udp\",\"packets\":19,\"seq\":"));
+	assert_non_null(strstr(log, "\"proto\":\"udp\",\"packets\":1,\"detail\""));
+	assert_non_null(strstr(log, "\"proto\":\"udp\",\"packets\":19,\"detail\""));
 	free(log);
 
 	/* Forgotten: its next packet is written at once again. */
@@ -937,7 +941,7 @@ test_nflog_aggregate_window(void **state)
 	agg_send(&a);
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 3);
-	assert_int_equal(count_str(log, "\"reason\":\"blocked by the sandbox firewall\""), 2);
+	assert_int_equal(count_str(log, "\"detail\":\"blocked by the sandbox firewall\"}"), 2);
 	free(log);
 
 	/* Nothing left to count: freeing writes nothing more. */
@@ -991,13 +995,15 @@ test_nflog_aggregate_bounded(void **state)
 	assert_int_equal(count_str(log, "\n"), 2 * NFLOG_AGG_MAX_DESTS + 1);
 	assert_int_equal(count_str(log, "; 1 more packets since the last line"),
 	                 NFLOG_AGG_MAX_DESTS);
-	assert_int_equal(count_str(log, "\"verdict\":\"deny\",\"reason\":\"too many blocked "
+	assert_int_equal(count_str(log, "\"verdict\":\"deny\",\"reason\":\"firewall-overflow\""),
+	                 1);
+	assert_int_equal(count_str(log, "\"detail\":\"too many blocked "
 	                                "destinations; 17952 packets not itemised\""),
 	                 1);
-	assert_int_equal(count_str(log, "\"packets\":17952,\"seq\":"), 1);
+	assert_int_equal(count_str(log, "\"packets\":17952,\"detail\""), 1);
 	/* Every packet is counted once: 1024 first lines and 1024 count
 	 * lines of 1 each, and the rest on the overflow line. */
-	assert_int_equal(count_str(log, "\"packets\":1,\"seq\":"), 2 * NFLOG_AGG_MAX_DESTS);
+	assert_int_equal(count_str(log, "\"packets\":1,\"detail\""), 2 * NFLOG_AGG_MAX_DESTS);
 	assert_int_equal(sum_packets(log), 2 * 10000);
 	free(log);
 	agg_close(&a);
@@ -1026,9 +1032,10 @@ test_nflog_aggregate_small_table(void **state)
 	assert_int_equal(event_base_dispatch(a.base), 0);
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 3);
-	assert_non_null(strstr(log,
-	                       "\"kind\":\"packet\",\"verdict\":\"deny\",\"reason\":\"too many "
-	                       "blocked destinations; 10 packets not itemised\""));
+	assert_non_null(strstr(log, "\"kind\":\"packet\",\"verdict\":\"deny\","
+	                            "\"reason\":\"firewall-overflow\""));
+	assert_non_null(strstr(log, "\"detail\":\"too many "
+	                            "blocked destinations; 10 packets not itemised\""));
 	free(log);
 	agg_close(&a);
 }

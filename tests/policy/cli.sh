@@ -55,7 +55,8 @@ st=0; out=$("$AIRLOCK" policy check "$SCRATCH/p.yaml" "$SCRATCH/bad.yaml" 2>/dev
 expect_eq "check of good+bad" 1 "$st"
 expect_match "good one reported" "$SCRATCH/p.yaml: valid" "$out"
 
-# test: one line per destination, allow/deny first, rule or 'no match'
+# test: one line per destination, allow/deny first, then the rule and/or
+# the log's reason token
 out=$("$AIRLOCK" policy test "$SCRATCH/p.yaml" pypi.org files.pythonhosted.org:443 203.0.113.9:22 \
 	'[2001:db8::5]:80' PyPI.org.) || fail "all-allowed test: exit $?"
 expect_eq "allowed lines" "allow pypi.org:443 $SCRATCH/p.yaml:4
@@ -67,13 +68,13 @@ allow pypi.org:443 $SCRATCH/p.yaml:4" "$out"
 st=0; out=$("$AIRLOCK" policy test "$SCRATCH/p.yaml" pypi.org:8080 upload.pypi.org evil.test:80 \
 	pythonhosted.org 203.0.113.9 '[2001:db9::1]:443' 'bücher.de') || st=$?
 expect_eq "a denial exits 1" 1 "$st"
-expect_eq "denied lines" "deny pypi.org:8080 no match
-deny upload.pypi.org:443 $SCRATCH/p.yaml:12
-deny evil.test:80 no match
-deny pythonhosted.org:443 no match
-deny 203.0.113.9:443 no match
-deny [2001:db9::1]:443 no match
-deny bücher.de invalid name: non-ASCII name; write it as punycode (xn--...)" "$out"
+expect_eq "denied lines" "deny pypi.org:8080 no-rule
+deny upload.pypi.org:443 $SCRATCH/p.yaml:12 denied-by-rule
+deny evil.test:80 no-rule
+deny pythonhosted.org:443 no-rule
+deny 203.0.113.9:443 no-rule
+deny [2001:db9::1]:443 no-rule
+deny bücher.de bad-name: non-ASCII name; write it as punycode (xn--...)" "$out"
 
 # test against an invalid policy: exit 1 and the errors
 st=0; "$AIRLOCK" policy test "$SCRATCH/bad.yaml" pypi.org >/dev/null 2>&1 || st=$?

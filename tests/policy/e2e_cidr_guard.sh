@@ -42,9 +42,9 @@ for m in name-allowed "public-literal 200" "metadata 403" rebind-refused; do
 done
 expect_canaries_silent "under cidr 0.0.0.0/0"
 expect_logged "metadata literal refused by the guard" \
-	'e.get("ip") == "169.254.169.254" and e.get("verdict") == "deny" and "address guard" in (e.get("reason") or "")'
+	'e.get("ip") == "169.254.169.254" and e.get("verdict") == "deny" and e.get("reason") == "address-guard"'
 expect_logged "metadata answer removed from DNS" \
-	'e.get("kind") == "dns" and e.get("host") == "rebind-metadata.test" and "169.254.169.254" in (e.get("reason") or "")'
+	'e.get("kind") == "dns" and e.get("host") == "rebind-metadata.test" and "169.254.169.254" in (e.get("detail") or "")'
 
 # A rule that names the metadata address opens it (the canary answers).
 NARROW=$LAB_WORK/narrow.yaml

@@ -183,7 +183,7 @@ check_logged() {
 		next4) ip=$LAB_NEXT_V4 ;; next6) ip=$LAB_NEXT_V6 ;;
 		esac
 		expect_logged "$what, phase $n: $name refused as the host's" \
-			"e.get('host') == '$name.test' and e.get('verdict') == 'deny' and e.get('reason') == '$ip is one of this host\\'s addresses'"
+			"e.get('host') == '$name.test' and e.get('verdict') == 'deny' and e.get('reason') == 'address-guard' and e.get('detail') == '$ip is one of this host\\'s addresses'"
 	done
 }
 

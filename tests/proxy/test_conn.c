@@ -266,7 +266,8 @@ test_denied_by_rule(void **state)
 
 	assert_non_null(strstr(r, "HTTP/1.1 403 Forbidden\r\n"));
 	assert_non_null(strstr(
-	        r, "Proxy-Status: airlock; error=http_request_denied; details=\"denied by rule\""));
+	        r, "Proxy-Status: airlock; error=http_request_denied; details=\"denied-by-rule: "
+	           "x.d.test port 443: denied by rule unit.yaml:"));
 	assert_non_null(strstr(r, "denied x.d.test port 443"));
 	close(fd);
 	assert_int_equal(log_lines(f), 1);
@@ -848,8 +849,9 @@ test_response_timeout(void **state)
 	assert_body_length(r);
 	close(fd);
 	exchange(f, client(f), NULL, 50);
+	assert_non_null(strstr(log_text(f), "\"reason\":\"response-timeout\""));
 	assert_non_null(
-	        strstr(log_text(f), "\"reason\":\"no response from upstream within 300 ms\""));
+	        strstr(log_text(f), "\"detail\":\"no response from upstream within 300 ms\""));
 }
 
 /* A listener whose accept queue is full drops SYNs: the proxy's connect
@@ -1026,7 +1028,7 @@ fake_transparent(struct fixture *f, const char *ip, uint16_t port, int *peer)
 	c->orig.in.sin_port = htons(port);
 	c->has_orig = true;
 	c->port = port;
-	c->kind = "tcp";
+	c->kind = CONN_KIND_TCP;
 	TAILQ_INSERT_TAIL(&f->px->px_conns, c, entry);
 	f->px->px_n_conns++;
 	*peer = sp[1];
@@ -1051,7 +1053,7 @@ test_noname_cidr_deny_beats_dns_cache(void **state)
 	}
 	assert_int_equal(log_lines(f), 1);
 	assert_non_null(strstr(log_text(f), "\"verdict\":\"deny\""));
-	assert_non_null(strstr(log_text(f), "\"reason\":\"denied by rule\""));
+	assert_non_null(strstr(log_text(f), "\"reason\":\"denied-by-rule\""));
 	/* the deny rule is the last line of the policy */
 	snprintf(want_rule, sizeof(want_rule), "\"rule\":\"unit.yaml:%d\"", 12);
 	assert_non_null(strstr(log_text(f), want_rule));
@@ -1097,7 +1099,8 @@ resolved_conn(struct fixture *f, const char *const *ips, size_t n)
 	assert_non_null(c);
 	c->px = f->px;
 	c->port = 443;
-	c->verdict = "allow";
+	c->decided = true;
+	c->verdict = VERDICT_ALLOW;
 	str_copy(c->host, "a.test", sizeof(c->host));
 	str_copy(c->rule, "unit.yaml:4", sizeof(c->rule));
 	for (size_t i = 0; i < n; i++) {
@@ -1148,7 +1151,7 @@ test_resolved_addr_in_deny_cidr(void **state)
 	snprintf(want, sizeof(want), "unit.yaml:%d", deny_cidr_line());
 	assert_non_null(rule);
 	assert_string_equal(rule, want);
-	assert_string_equal(c->verdict, "allow");
+	assert_int_equal(c->verdict, VERDICT_ALLOW);
 	assert_string_equal(c->rule, "unit.yaml:4");
 	free(c);
 
@@ -1187,13 +1190,14 @@ test_resolved_addr_in_deny_cidr_audit(void **state)
 	conn_addr_str(&c->addrs[1], ip, sizeof(ip));
 	assert_string_equal(ip, "203.0.113.7");
 	upstream_mark_audit(c, &c->addrs[0]);
-	assert_string_equal(c->verdict, "allow");
+	assert_int_equal(c->verdict, VERDICT_ALLOW);
 	assert_string_equal(c->rule, "unit.yaml:4");
 	upstream_mark_audit(c, &c->addrs[1]);
-	assert_string_equal(c->verdict, "audit-deny");
+	assert_int_equal(c->verdict, VERDICT_AUDIT_DENY);
 	snprintf(want, sizeof(want), "unit.yaml:%d", deny_cidr_line());
 	assert_string_equal(c->rule, want);
-	assert_string_equal(c->reason, "203.0.113.7 is denied by a cidr rule");
+	assert_int_equal(c->why, VR_RULE_DENY);
+	assert_string_equal(c->detail, "203.0.113.7 is denied by a cidr rule");
 	free(c);
 }
 
@@ -1517,8 +1521,9 @@ test_no_fd_for_upstream(void **state)
 	assert_non_null(strstr(r, "error=proxy_internal_error"));
 	assert_non_null(strstr(r, "resource limit: out of file descriptors"));
 	close(fd);
+	assert_non_null(strstr(log_text(f), "\"reason\":\"resource-limit\""));
 	assert_non_null(
-	        strstr(log_text(f), "\"reason\":\"resource limit: out of file descriptors\""));
+	        strstr(log_text(f), "\"detail\":\"resource limit: out of file descriptors\""));
 	/* Descriptors back: served again. */
 	fd = client(f);
 	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", dead_port);

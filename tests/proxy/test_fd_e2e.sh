@@ -44,7 +44,7 @@ out=$( (ulimit -S -n 1024 && airlock_lab "$POL" -- "$LAB_PYTHON" \
 echo "8000 tunnels: $out"
 [ "$out" = "ok 8000" ] || FAILS+=("8,000 tunnels under ulimit -S -n 1024: $out")
 n=$(log_count 'e.get("kind") == "connect" and e.get("port") == 7 and e.get("verdict") == "allow" and "reason" not in e')
-n502=$(log_count 'e.get("kind") == "connect" and ("unroutable" in e.get("reason", "") or "Too many open files" in e.get("reason", ""))')
+n502=$(log_count 'e.get("kind") == "connect" and ("unroutable" in e.get("detail", "") or "Too many open files" in e.get("detail", ""))')
 echo "8000 tunnels: $n clean log lines, $n502 lines blaming the destination for descriptors"
 [ "$n502" = 0 ] || FAILS+=("8,000 tunnels: $n502 log lines blame the destination")
 ! grep -q Sanitizer "$LAB_LOG/run1.err" || fail "sanitizer report: $(head -n 20 "$LAB_LOG/run1.err")"
@@ -77,11 +77,11 @@ print(" ".join(f"[{k}]x{v}" for k, v in o.items()
 	FAILS+=("starved: DNS over TCP did not answer: $(field "$out" cmd_out)")
 [ "$(field "$out" echoed)" = "$ok" ] ||
 	FAILS+=("starved: established tunnels failed under the limit: $(field "$out" echo_failed)")
-n502=$(log_count 'e.get("kind") == "connect" and ("unroutable" in e.get("reason", "") or "Too many open files" in e.get("reason", ""))')
+n502=$(log_count 'e.get("kind") == "connect" and ("unroutable" in e.get("detail", "") or "Too many open files" in e.get("detail", ""))')
 [ "$n502" = 0 ] || FAILS+=("starved: $n502 log lines blame the destination for descriptors")
-nkilled=$(log_count 'e.get("kind") == "connect" and "file descriptors" in e.get("reason", "") and e.get("bytes_down", 0) > 0')
+nkilled=$(log_count 'e.get("kind") == "connect" and "file descriptors" in e.get("detail", "") and e.get("bytes_down", 0) > 0')
 [ "$nkilled" = 0 ] || FAILS+=("starved: $nkilled established tunnels were closed for want of descriptors")
-nres=$(log_count 'e.get("kind") == "connect" and e.get("reason", "").startswith("resource limit")')
+nres=$(log_count 'e.get("kind") == "connect" and e.get("detail", "").startswith("resource limit")')
 echo "starved: $nres log lines say resource limit"
 ! grep -q Sanitizer "$LAB_LOG/run2.err" || fail "sanitizer report: $(head -n 20 "$LAB_LOG/run2.err")"
 

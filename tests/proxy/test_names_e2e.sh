@@ -92,31 +92,31 @@ expect_logged "odd method read as a request" \
 expect_logged "long method read as a request" \
 	"e.get(\"method\", \"\").startswith(\"PROPFIND\") and e.get(\"host\") == \"secret.evil.test\" and e.get(\"verdict\") == \"deny\""
 expect_logged "bare LF refused as malformed" \
-	"$shared and e.get(\"kind\") == \"http\" and e.get(\"verdict\") == \"deny\" and \"bare LF\" in e.get(\"reason\", \"\")"
+	"$shared and e.get(\"kind\") == \"http\" and e.get(\"verdict\") == \"deny\" and \"bare LF\" in e.get(\"detail\", \"\")"
 expect_logged "absolute target disagreeing with Host" \
-	"$shared and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\") and \"evil.test\" in e.get(\"reason\", \"\") and \"Host\" in e.get(\"reason\", \"\")"
+	"$shared and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"detail\", \"\") and \"evil.test\" in e.get(\"detail\", \"\") and \"Host\" in e.get(\"detail\", \"\")"
 expect_logged "absolute target checked like Host" \
 	"$shared and e.get(\"kind\") == \"http\" and e.get(\"host\") == \"secret.evil.test\" and e.get(\"url\") == \"http://secret.evil.test/\" and e.get(\"verdict\") == \"deny\""
 expect_logged "two server names" \
-	"$shared and e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and \"server_name\" in e.get(\"reason\", \"\") and \"secret.evil.test\" in e.get(\"reason\", \"\")"
+	"$shared and e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and \"server_name\" in e.get(\"detail\", \"\") and \"secret.evil.test\" in e.get(\"detail\", \"\")"
 expect_logged "ECH refused" \
-	"$shared and e.get(\"sni\") == \"evil.test\" and e.get(\"verdict\") == \"deny\" and \"encrypted_client_hello\" in e.get(\"reason\", \"\")"
+	"$shared and e.get(\"sni\") == \"evil.test\" and e.get(\"verdict\") == \"deny\" and \"encrypted_client_hello\" in e.get(\"detail\", \"\")"
 expect_logged "h2c refused" \
-	"$shared and e.get(\"kind\") == \"http\" and e.get(\"verdict\") == \"deny\" and \"h2c\" in e.get(\"reason\", \"\")"
+	"$shared and e.get(\"kind\") == \"http\" and e.get(\"verdict\") == \"deny\" and \"h2c\" in e.get(\"detail\", \"\")"
 expect_logged "Connection: Content-Length refused (transparent)" \
-	"$shared and e.get(\"method\") == \"POST\" and e.get(\"verdict\") == \"deny\" and \"Content-Length\" in e.get(\"reason\", \"\")"
+	"$shared and e.get(\"method\") == \"POST\" and e.get(\"verdict\") == \"deny\" and \"Content-Length\" in e.get(\"detail\", \"\")"
 expect_logged "late ClientHello on a DNS-learned connection, naming another name" \
-	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"decided for evil.test carries a ClientHello for secret.evil.test\" in e.get(\"reason\", \"\")"
+	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"decided for evil.test carries a ClientHello for secret.evil.test\" in e.get(\"detail\", \"\")"
 expect_logged "late request on a DNS-learned connection, naming another host" \
-	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"decided for evil.test carries a request for Host secret.evil.test\" in e.get(\"reason\", \"\")"
+	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"decided for evil.test carries a request for Host secret.evil.test\" in e.get(\"detail\", \"\")"
 expect_logged "second ClientHello (after HelloRetryRequest) naming another server" \
-	"$shared and e.get(\"sni\") == \"evil.test\" and e.get(\"verdict\") == \"deny\" and \"second ClientHello for secret.evil.test\" in e.get(\"reason\", \"\")"
+	"$shared and e.get(\"sni\") == \"evil.test\" and e.get(\"verdict\") == \"deny\" and \"second ClientHello for secret.evil.test\" in e.get(\"detail\", \"\")"
 expect_logged "Connection: Content-Length refused (explicit)" \
-	"e.get(\"method\") == \"POST\" and e.get(\"url\") == \"http://evil.test/\" and e.get(\"verdict\") == \"deny\" and \"Content-Length\" in e.get(\"reason\", \"\")"
+	"e.get(\"method\") == \"POST\" and e.get(\"url\") == \"http://evil.test/\" and e.get(\"verdict\") == \"deny\" and \"Content-Length\" in e.get(\"detail\", \"\")"
 expect_logged "Connection: Host refused (explicit)" \
-	"e.get(\"url\") == \"http://evil.test/\" and e.get(\"verdict\") == \"deny\" and \"Host\" in e.get(\"reason\", \"\") and \"Connection\" in e.get(\"reason\", \"\")"
+	"e.get(\"url\") == \"http://evil.test/\" and e.get(\"verdict\") == \"deny\" and \"Host\" in e.get(\"detail\", \"\") and \"Connection\" in e.get(\"detail\", \"\")"
 expect_logged "response Connection: Content-Length refused" \
-	"e.get(\"port\") == 8081 and e.get(\"verdict\") == \"allow\" and \"Content-Length\" in e.get(\"reason\", \"\") and \"response\" in e.get(\"reason\", \"\")"
+	"e.get(\"port\") == 8081 and e.get(\"verdict\") == \"allow\" and \"Content-Length\" in e.get(\"detail\", \"\") and \"response\" in e.get(\"detail\", \"\")"
 
 # Inside an allowed CONNECT tunnel (item 1): the first ClientHello or
 # request head must name the CONNECT target, however late or split it
@@ -147,13 +147,13 @@ for p in tunnel-sni tunnel-sni-late tunnel-sni-split tunnel-sni-address tunnel-h
 	expect_probe "$p" refused
 done
 expect_logged "tunnel ClientHello naming another server" \
-	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"evil.test\" and e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\") and \"ClientHello\" in e.get(\"reason\", \"\")"
+	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"evil.test\" and e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"detail\", \"\") and \"ClientHello\" in e.get(\"detail\", \"\")"
 expect_logged "tunnel request naming another host" \
-	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"evil.test\" and e.get(\"port\") == 80 and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\") and \"Host\" in e.get(\"reason\", \"\")"
+	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"evil.test\" and e.get(\"port\") == 80 and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"detail\", \"\") and \"Host\" in e.get(\"detail\", \"\")"
 expect_logged "tunnel to an address, ClientHello naming a server" \
-	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"reason\", \"\")"
+	"e.get(\"kind\") == \"connect\" and e.get(\"host\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"secret.evil.test\" in e.get(\"detail\", \"\")"
 expect_logged "late ClientHello on a cidr-allowed connection, decided on its name" \
-	"e.get(\"kind\") == \"tcp\" and e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"secret.evil.test: denied by rule\" in e.get(\"reason\", \"\")"
+	"e.get(\"kind\") == \"tcp\" and e.get(\"ip\") == \"203.0.113.66\" and e.get(\"verdict\") == \"deny\" and \"secret.evil.test: denied by rule\" in e.get(\"detail\", \"\")"
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 
 # With `ech: allow` on the rule the same ECH hello goes through; two names

@@ -88,12 +88,12 @@ expect_logged "v6 address logged" 'e.get("host") == "pypi.org" and e.get("ip") =
 # --- denied: rule, no match; 403 + Proxy-Status + body + log line ---
 hdr=$(pcurl -i http://secret.evil.test/ 2>&1 || true)
 expect_re "deny rule: 403" '^HTTP/1.1 403' "$hdr"
-expect_re "deny rule: Proxy-Status" 'Proxy-Status: airlock; error=http_request_denied; details="denied by rule"' "$hdr"
+expect_re "deny rule: Proxy-Status" 'Proxy-Status: airlock; error=http_request_denied; details="denied-by-rule: ' "$hdr"
 expect_re "deny rule: body names host and port" 'denied secret.evil.test port 80' "$hdr"
 expect_logged "deny rule logged" 'e.get("host") == "secret.evil.test" and e.get("verdict") == "deny" and e.get("rule", "").endswith("proxy-policy.yaml:15")'
 out=$(pcurl -s -o /dev/null -w '%{http_code}' https://evil.test/ 2>&1 || true)
 expect_re "no match: CONNECT gets 403" '403' "$out"
-expect_logged "no match logged" 'e.get("kind") == "connect" and e.get("host") == "evil.test" and e.get("verdict") == "deny" and "no rule allows" in e.get("reason", "")'
+expect_logged "no match logged" 'e.get("kind") == "connect" and e.get("host") == "evil.test" and e.get("verdict") == "deny" and e.get("reason") == "no-rule" and "no rule allows" in e.get("detail", "")'
 hdr=$(pcurl -i http://pypi.org:8080/ 2>&1 || true)
 expect_re "port not allowed" '^HTTP/1.1 403' "$hdr"
 # IP literals are matched against cidr rules only: the name's rule does not count
@@ -106,8 +106,8 @@ for n in rebind-loopback.test rebind-metadata.test rebind-host.test; do
 	expect_re "$n refused" '^HTTP/1.1 403' "$hdr"
 	expect_re "$n: Proxy-Status" 'error=destination_ip_prohibited' "$hdr"
 done
-expect_logged "metadata guard logged" 'e.get("host") == "rebind-metadata.test" and e.get("verdict") == "deny" and "link-local" in e.get("reason", "")'
-expect_logged "own address logged" 'e.get("host") == "rebind-host.test" and "this host" in e.get("reason", "")'
+expect_logged "metadata guard logged" 'e.get("host") == "rebind-metadata.test" and e.get("verdict") == "deny" and "link-local" in e.get("detail", "")'
+expect_logged "own address logged" 'e.get("host") == "rebind-host.test" and "this host" in e.get("detail", "")'
 expect_canaries_silent "guard"
 
 # --- upstream failures: dns_error 502, connection_refused 502 ---
@@ -143,7 +143,7 @@ expect_eq "CONNECT without a port" "HTTP/1.1 400 Bad Request" "$(raw 'CONNECT py
 big=$(head -c 20000 /dev/zero | tr '\0' a)
 expect_eq "head over 16 KiB" "HTTP/1.1 431 Request Header Fields Too Large" \
 	"$(raw "GET http://pypi.org/ HTTP/1.1\r\nX: $big\r\n\r\n")"
-expect_logged "malformed logged" 'e.get("verdict") == "deny" and e.get("reason") == "malformed request head"'
+expect_logged "malformed logged" 'e.get("verdict") == "deny" and e.get("reason") == "bad-request" and e.get("detail") == "malformed request head"'
 out=$(pcurl https://pypi.org/simple/labpkg/) || fail "proxy still serving after hostile input"
 
 # --- 1,000 tunnels open at once, through to an echo server ---

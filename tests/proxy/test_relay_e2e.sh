@@ -81,7 +81,7 @@ rc=$(curl_rc "http://$T/eof/300000")
 rc=$(curl_rc -p "http://$T/eof/300000")
 [ "$rc" = 0 ] || FAILS+=("clean end in a tunnel: curl exit $rc: $(cat "$LAB_WORK/curl.err")")
 sleep 0.3
-n=$(grep -c '"reason":"upstream connection reset"' "$LOGF" || true)
+n=$(grep -c '"reason":"upstream-reset"' "$LOGF" || true)
 echo "log lines naming the upstream reset: $n"
 [ "$n" -ge 6 ] || FAILS+=("the log names the upstream reset on $n of 6 lines: $(grep -i reset "$LOGF" | head -n 3)")
 
@@ -123,7 +123,7 @@ for p in /rst/300000 /rst/10 /rstlen/300000; do
 done
 echo "$out" | grep -q "^transparent /eof/300000: curl exit 0:" ||
 	FAILS+=("transparent: a clean end is not clean: $(echo "$out" | grep "transparent /eof")")
-n=$(grep -c '"reason":"upstream connection reset"' "$LOGF" || true)
+n=$(grep -c '"reason":"upstream-reset"' "$LOGF" || true)
 [ "$n" -ge 3 ] || FAILS+=("transparent: the log names the upstream reset on $n of 3 lines")
 
 ! grep -q Sanitizer "$LAB_LOG/busy.out" || fail "sanitizer report: $(head -n 20 "$LAB_LOG/busy.out")"

@@ -98,14 +98,14 @@ done
 
 expect_logged "tls allowed" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("verdict") == "allow" and e.get("ip") == "198.51.100.10"'
 expect_logged "tls over IPv6 (IP6T_SO_ORIGINAL_DST)" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("verdict") == "allow" and e.get("ip") == "2001:db8:1::10"'
-expect_logged "SNI spoof logged with both" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("ip") == "203.0.113.66" and e.get("verdict") == "deny" and "does not resolve to the original destination" in e.get("reason", "")'
+expect_logged "SNI spoof logged with both" 'e.get("kind") == "tls" and e.get("sni") == "pypi.org" and e.get("ip") == "203.0.113.66" and e.get("verdict") == "deny" and "does not resolve to the original destination" in e.get("detail", "")'
 expect_logged "Host spoof logged" 'e.get("kind") == "http" and e.get("host") == "pypi.org" and e.get("ip") == "203.0.113.66" and e.get("verdict") == "deny"'
 expect_logged "denied SNI logged" 'e.get("kind") == "tls" and e.get("sni") == "evil.test" and e.get("verdict") == "deny"'
-expect_logged "CONNECT to an allowed name inside a deny cidr" 'e.get("kind") == "connect" and e.get("host") == "evil.test" and e.get("port") == 8443 and e.get("ip") in ("203.0.113.66", "2001:db8:66::66") and e.get("verdict") == "deny" and "is denied by a cidr rule" in e.get("reason", "") and e.get("rule", "").endswith((":9", ":11"))'
-expect_logged "SNI of an allowed name inside a deny cidr" 'e.get("kind") == "tls" and e.get("sni") == "evil.test" and e.get("port") == 8443 and e.get("verdict") == "deny" and "is denied by a cidr rule" in e.get("reason", "")'
+expect_logged "CONNECT to an allowed name inside a deny cidr" 'e.get("kind") == "connect" and e.get("host") == "evil.test" and e.get("port") == 8443 and e.get("ip") in ("203.0.113.66", "2001:db8:66::66") and e.get("verdict") == "deny" and "is denied by a cidr rule" in e.get("detail", "") and e.get("rule", "").endswith((":9", ":11"))'
+expect_logged "SNI of an allowed name inside a deny cidr" 'e.get("kind") == "tls" and e.get("sni") == "evil.test" and e.get("port") == 8443 and e.get("verdict") == "deny" and "is denied by a cidr rule" in e.get("detail", "")'
 expect_logged "learned tcp logged" 'e.get("kind") == "tcp" and e.get("host") == "pypi.org" and e.get("port") == 7 and e.get("verdict") == "allow"'
 expect_logged "unknown tcp logged" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 4444 and e.get("verdict") == "deny"'
-expect_logged "cidr deny beats the DNS cache" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 8443 and e.get("verdict") == "deny" and e.get("reason") == "denied by rule" and "host" not in e'
+expect_logged "cidr deny beats the DNS cache" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 8443 and e.get("verdict") == "deny" and e.get("reason") == "denied-by-rule" and "host" not in e'
 expect_canaries_silent "transparent"
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 echo "ok"
