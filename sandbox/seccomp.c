@@ -161,7 +161,7 @@ add_family_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 static int
 add_notify_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 {
-	struct scmp_arg_cmp a = SCMP_A4(SCMP_CMP_NE, 0);
+	struct scmp_arg_cmp a = {.arg = 4, .op = SCMP_CMP_NE, .datum_a = 0, .datum_b = 0};
 
 	/* A filter of CMD's own with a listener would get these
 	 * notifications instead (the newest filter returning USER_NOTIF

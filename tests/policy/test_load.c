@@ -643,8 +643,8 @@ test_unix(void **state)
 	             "[/run/user/1000/ssh-agent.socket], got nothing (write [] for none)");
 	{
 		static const char *const want[] = {
-		        "t.yaml:3:5: unix: 'run/x.sock' is not an absolute path; write the "
-		        "socket's full path on the host, like /run/user/1000/ssh-agent.socket",
+		        ("t.yaml:3:5: unix: 'run/x.sock' is not an absolute path; write the "
+		         "socket's full path on the host, like /run/user/1000/ssh-agent.socket"),
 		        "t.yaml:4:5: unix: expected the absolute path of a socket, got a mapping",
 		        "t.yaml:5:5: unix: expected the absolute path of a socket, got nothing",
 		};
