@@ -103,7 +103,7 @@ printf '%s\n' "$out"
 expect chain-dns "rcode=0 an=0|rcode=3 an=0"
 expect chain-connect "403 [a-z_]+"
 expect chain-get "403 [a-z_]+"
-[ "$(log_count 'e.get("kind") in ("connect", "http") and e.get("host") == "chain.test" and e.get("verdict") == "deny" and "CNAME" in e.get("reason", "")')" -gt 0 ] ||
+[ "$(log_count 'e.get("kind") in ("connect", "http") and e.get("host") == "chain.test" and e.get("verdict") == "deny" and e.get("reason") == "cname-denied" and "CNAME" in e.get("detail", "")')" -gt 0 ] ||
 	bad "no deny line naming the CNAME for chain.test"
 # 2. Five CONNECTs by name cost one A and one AAAA upstream.
 for i in 1 2 3 4 5; do expect connect-$i 200; done

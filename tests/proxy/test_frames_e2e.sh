@@ -70,19 +70,19 @@ done
 
 # Each refusal is a deny line whose reason names the decided name and the
 # one the request carried.
-both='"evil.test" in e.get("reason", "") and "secret.evil.test" in e.get("reason", "")'
+both='"evil.test" in e.get("detail", "") and "secret.evil.test" in e.get("detail", "")'
 expect_logged "a kept-alive request for another Host (transparent)" \
-	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"port\") == 8082 and e.get(\"kind\") == \"http\" and e.get(\"verdict\") == \"deny\" and \"decided for evil.test carries a request for Host secret.evil.test\" in e.get(\"reason\", \"\")"
+	"e.get(\"ip\") == \"203.0.113.66\" and e.get(\"port\") == 8082 and e.get(\"kind\") == \"http\" and e.get(\"verdict\") == \"deny\" and e.get(\"reason\") == \"name-changed\" and \"decided for evil.test carries a request for Host secret.evil.test\" in e.get(\"detail\", \"\")"
 expect_logged "a request for another Host in a CONNECT tunnel" \
-	"e.get(\"kind\") == \"connect\" and e.get(\"port\") == 8082 and e.get(\"verdict\") == \"deny\" and \"tunnel to evil.test carries a request for Host secret.evil.test\" in e.get(\"reason\", \"\")"
+	"e.get(\"kind\") == \"connect\" and e.get(\"port\") == 8082 and e.get(\"verdict\") == \"deny\" and e.get(\"reason\") == \"name-changed\" and \"tunnel to evil.test carries a request for Host secret.evil.test\" in e.get(\"detail\", \"\")"
 expect_logged "a request without Host on a bound connection" \
-	"e.get(\"port\") == 8082 and e.get(\"verdict\") == \"deny\" and \"no Host\" in e.get(\"reason\", \"\")"
+	"e.get(\"port\") == 8082 and e.get(\"verdict\") == \"deny\" and \"no Host\" in e.get(\"detail\", \"\")"
 expect_logged "h2c on a later request" \
-	"e.get(\"port\") == 8082 and e.get(\"verdict\") == \"deny\" and \"request 2\" in e.get(\"reason\", \"\") and \"h2c\" in e.get(\"reason\", \"\")"
+	"e.get(\"port\") == 8082 and e.get(\"verdict\") == \"deny\" and \"request 2\" in e.get(\"detail\", \"\") and \"h2c\" in e.get(\"detail\", \"\")"
 expect_logged "Content-Length and Transfer-Encoding on a later request" \
-	"e.get(\"port\") == 8082 and e.get(\"verdict\") == \"deny\" and \"request 2\" in e.get(\"reason\", \"\")"
+	"e.get(\"port\") == 8082 and e.get(\"verdict\") == \"deny\" and \"request 2\" in e.get(\"detail\", \"\")"
 expect_logged "a second ClientHello naming a server after one without" \
-	"e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and $both and \"ClientHello\" in e.get(\"reason\", \"\")"
+	"e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and $both and \"ClientHello\" in e.get(\"detail\", \"\")"
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 
 # After a ClientHello without SNI on an address a cidr rule allows, the
@@ -107,7 +107,7 @@ expect_probe cidr-hrr-unnamed-then-denied refused
 expect_probe cidr-hrr-unnamed-then-unlisted refused
 [ "$bad" = 0 ] || fail "probes above"
 expect_logged "a second ClientHello after one without, on a cidr-allowed address: denied by rule" \
-	"e.get(\"kind\") == \"tcp\" and e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and \"ClientHello for secret.evil.test: denied by rule\" in e.get(\"reason\", \"\")"
+	"e.get(\"kind\") == \"tcp\" and e.get(\"port\") == 443 and e.get(\"verdict\") == \"deny\" and \"ClientHello for secret.evil.test: denied by rule\" in e.get(\"detail\", \"\")"
 
 # The origin read the allowed name, and never the denied one.
 if grep -Ei 'host=secret\.evil\.test|target=http://secret|h2c upgraded' "$ORIGIN_LOG"; then
