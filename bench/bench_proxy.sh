@@ -19,14 +19,14 @@
 # AIRLOCK_BASE a second airlock build (airlock-base) in the same rounds,
 # for the cost of a change as a ratio.
 #
-# Measures, each over ROUNDS (5) rounds that alternate between the
+# Measures, each over ROUNDS (7) rounds that alternate between the
 # contenders (the order rotating each round), reported as the median round
 # (and the best):
 #   tunnels/s   new CONNECT tunnels with a small response (bench-proxy
 #               rate: 50 concurrent clients, at most 20,000 tunnels or 15 s)
 #   TLS/s       the same with a full TLS handshake (SNI = the name, the
 #               certificate verified) and a GET inside each tunnel (at most
-#               10,000 or 15 s)
+#               5,000 or 15 s)
 #   1 GiB       one transfer through a tunnel of a file held in memory
 # and the proxy's CPU time (and the DNS server's) per tunnel; then the RSS
 # of each proxy with 10,000 idle tunnels open (bench-proxy idle; fewer if
@@ -61,9 +61,9 @@ ulimit -n "$(ulimit -Hn)"
 RATE_CONC=${RATE_CONC:-50}
 RATE_COUNT=${RATE_COUNT:-20000}
 RATE_SECONDS=${RATE_SECONDS:-15}
-TLS_COUNT=${TLS_COUNT:-10000}
+TLS_COUNT=${TLS_COUNT:-5000}
 TLS_SECONDS=${TLS_SECONDS:-15}
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-7}
 IDLE_N=${IDLE_N:-10000}
 # Each idle tunnel is two sockets in the proxy; leave room for the rest.
 MAX_IDLE=$(( ($(ulimit -n) - 200) / 2 ))
@@ -406,24 +406,30 @@ for n in "${NAMES[@]}"; do
 		"$t ($(figures TLS "$n" | best)) | $(ratio "$t" "$direct_tls") | $tc |" \
 		"$b ($(figures BULK "$n" | best)) | $(ratio "$b" "$direct_bulk" "%.2f") | $bc | $idle |"
 done
+# Same-round ratios too: two contenders in one round ran seconds apart, so
+# a burst of load elsewhere is more likely to have moved both. "a/b in
+# array": the median of the rounds' ratios, and each round's.
+per_round() {
+	local -n a=$1
+	local r x out=""
+	for r in $(seq "$ROUNDS"); do
+		x=$(ratio "${a["$2 $r"]:--}" "${a["$3 $r"]:--}" "%.3f")
+		out="$out $x"
+	done
+	echo "$(echo $out | tr ' ' '\n' | grep -v '^-$' | median) (rounds:$out)"
+}
+echo
+echo "same-round ratios, median of the rounds (each round in brackets):"
+echo "  airlock / squid, tunnels/s: $(per_round RATE airlock squid)"
+echo "  squid / airlock, proxy CPU per tunnel: $(per_round RCPU squid airlock)"
+echo "  airlock / direct, TLS tunnels/s: $(per_round TLS airlock direct)"
 if [ -n "$AIRLOCK_BASE" ]; then
-	# Same-round ratios too: the two builds ran in the same round, minutes
-	# apart at most, so a burst of load elsewhere moves both.
-	per_round() {
-		local -n a=$1
-		local r out=""
-		for r in $(seq "$ROUNDS"); do
-			out="$out $(ratio "${a["airlock $r"]:--}" "${a["airlock-base $r"]:--}" "%.3f")"
-		done
-		echo "$out"
-	}
-	echo
-	echo "airlock ($AIRLOCK) against airlock-base ($AIRLOCK_BASE), medians; per round in brackets:"
-	echo "  tunnels/s $(ratio "$(med RATE airlock)" "$(med RATE airlock-base)" "%.3f") ($(per_round RATE) )"
-	echo "  TLS tunnels/s $(ratio "$(med TLS airlock)" "$(med TLS airlock-base)" "%.3f") ($(per_round TLS) )"
-	echo "  proxy CPU per tunnel $(ratio "$(med RCPU airlock)" "$(med RCPU airlock-base)" "%.3f") ($(per_round RCPU) )"
-	echo "  proxy CPU per TLS tunnel $(ratio "$(med TCPU airlock)" "$(med TCPU airlock-base)" "%.3f") ($(per_round TCPU) )"
-	echo "  1 GiB MiB/s $(ratio "$(med BULK airlock)" "$(med BULK airlock-base)" "%.3f") ($(per_round BULK) )"
+	echo "airlock ($AIRLOCK) / airlock-base ($AIRLOCK_BASE):"
+	echo "  tunnels/s: $(per_round RATE airlock airlock-base)"
+	echo "  TLS tunnels/s: $(per_round TLS airlock airlock-base)"
+	echo "  proxy CPU per tunnel: $(per_round RCPU airlock airlock-base)"
+	echo "  proxy CPU per TLS tunnel: $(per_round TCPU airlock airlock-base)"
+	echo "  1 GiB MiB/s: $(per_round BULK airlock airlock-base)"
 fi
 # What the proxies logged, as a check that they did what was asked: the
 # verdicts, and one TLS tunnel's line (its sni is what the binding read).
@@ -431,5 +437,5 @@ echo
 for n in airlock ${AIRLOCK_BASE:+airlock-base}; do
 	echo "$n egress log: $(wc -l <"$S/$n.jsonl") lines;" \
 		$(grep -o '"verdict":"[^"]*"' "$S/$n.jsonl" | sort | uniq -c | tr -s ' \n' ' ')
-	grep ':18443\|"port":18443' "$S/$n.jsonl" | tail -1
+	grep '"port":18443' "$S/$n.jsonl" | tail -1
 done
