@@ -6,6 +6,10 @@
 #
 #   sudo [AIRLOCK_BASE=/path/to/other/airlock] bench/bench_proxy.sh [BUILD_DIR]
 #
+# Sizes: ROUNDS, RATE_COUNT, RATE_SECONDS, TLS_COUNT, TLS_SECONDS, IDLE_N,
+# BIG_BYTES; CONTENDERS (default all: "direct airlock airlock-base squid
+# tinyproxy") picks some. BENCH_TRACE=1 traces the script.
+#
 # Clients connect BY NAME, as they do in use: the origin is
 # origin.bench.test, answered by a dnsmasq in the namespace (127.0.0.1:53,
 # also the namespace's /etc/resolv.conf); every proxy resolves it there
@@ -285,8 +289,18 @@ cpu_tree() {
 	echo $((total * TICK_MS))
 }
 
-NAMES=(direct airlock ${AIRLOCK_BASE:+airlock-base} squid tinyproxy)
-PROXIES=(airlock ${AIRLOCK_BASE:+airlock-base} squid tinyproxy)
+# CONTENDERS picks some, e.g. "airlock airlock-base" for many quick
+# rounds of two builds alone.
+read -r -a NAMES <<<"${CONTENDERS:-direct airlock ${AIRLOCK_BASE:+airlock-base} squid tinyproxy}"
+PROXIES=()
+for n in "${NAMES[@]}"; do
+	case $n in
+	direct | airlock | squid | tinyproxy) ;;
+	airlock-base) [ -n "$AIRLOCK_BASE" ] || { echo "airlock-base needs AIRLOCK_BASE" >&2; exit 1; } ;;
+	*) echo "CONTENDERS: unknown '$n'" >&2; exit 1 ;;
+	esac
+	[ "$n" = direct ] || PROXIES+=("$n")
+done
 declare -A ADDR=([direct]=direct [airlock]=127.0.0.1:3128 [airlock-base]=127.0.0.1:3131
 	[squid]=127.0.0.1:3129 [tinyproxy]=127.0.0.1:3130)
 declare -A PID=([airlock]=$AIRLOCK_PID [airlock-base]=${BASE_PID:-0} [squid]=$SQUID_PID
