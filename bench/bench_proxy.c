@@ -229,8 +229,8 @@ client_done(const struct client *c)
 {
 	return c->status_len >= 12 && (memcmp(c->status, "HTTP/1.1 200", 12) == 0 ||
 	                               memcmp(c->status, "HTTP/1.0 200", 12) == 0)
-	           ? 1
-	           : -1;
+	               ? 1
+	               : -1;
 }
 
 /* Starts TLS on the tunnel (or the direct connection), or sends the GET. */
@@ -323,9 +323,7 @@ client_step(int ep, struct client *c, uint32_t events)
 		client_watch(ep, c, EPOLLIN);
 		return 0;
 	}
-	if (c->state != C_TUNNEL_REPLY && c->state != C_BODY)
-		return client_tls(ep, c);
-	if (c->state == C_BODY && c->ssl != NULL)
+	if (c->ssl != NULL) /* set from the handshake to the end */
 		return client_tls(ep, c);
 	for (;;) {
 		if (c->state == C_TUNNEL_REPLY) {
@@ -522,9 +520,12 @@ cmd_idle(int argc, char **argv)
 		int rl;
 		struct timeval tv = {10, 0};
 
+		buf[0] = '\0';
 		fds[i] = dial(&sa, 0);
-		if (fds[i] < 0)
+		if (fds[i] < 0) {
+			fprintf(stderr, "idle: tunnel %d: connect: %s\n", i, strerror(errno));
 			break;
+		}
 		setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		rl = snprintf(buf, sizeof(buf), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", argv[3],
 		              argv[3]);
@@ -536,8 +537,11 @@ cmd_idle(int argc, char **argv)
 			if (strstr(buf, "\r\n\r\n") != NULL)
 				break;
 		}
-		if (got < 12 || strncmp(buf + 9, "200", 3) != 0)
+		if (got < 12 || strncmp(buf + 9, "200", 3) != 0) {
+			fprintf(stderr, "idle: tunnel %d: CONNECT answered '%.40s' (%s)\n", i, buf,
+			        got == 0 ? strerror(errno) : "");
 			break;
+		}
 		rl = (int)strlen(IDLE_HELLO);
 		if (send(fds[i], IDLE_HELLO, (size_t)rl, MSG_NOSIGNAL) != rl)
 			break;

@@ -380,7 +380,7 @@ echo "--- idle tunnels: CONNECT $ORIGIN:18081, one line echoed, held"
 for n in "${PROXIES[@]}"; do
 	sleep 1
 	before=$(rss_tree "${PID[$n]}")
-	"$BP" idle "${ADDR[$n]}" $ORIGIN:18081 "$IDLE_N" 30 >"$S/idle.out" &
+	"$BP" idle "${ADDR[$n]}" $ORIGIN:18081 "$IDLE_N" 30 >"$S/idle.out" 2>"$S/idle.err" &
 	ip=$!
 	for _ in $(seq 600); do grep -q idle-ready "$S/idle.out" && break; sleep 0.2; done
 	sleep 1
@@ -390,6 +390,10 @@ for n in "${PROXIES[@]}"; do
 	wait $ip 2>/dev/null || true
 	per=$(awk -v a="$after" -v b="$before" -v n="${ok:-0}" 'BEGIN { if (n > 0) printf "%.2f", (a - b) / n; else print "n/a" }')
 	echo "$n: idle tunnels $ok, RSS $before KiB -> $after KiB, $per KiB per tunnel"
+	if [ "${ok:-0}" -lt "$IDLE_N" ]; then
+		kill -0 "${PID[$n]}" 2>/dev/null && alive=running || alive="not running"
+		echo "  ($n is $alive; the client: $(tr '\n' ' ' <"$S/idle.err" | head -c 300))"
+	fi
 	IDLE[$n]="${ok:-0} $per"
 done
 
@@ -452,4 +456,5 @@ for n in airlock ${AIRLOCK_BASE:+airlock-base}; do
 	echo "$n egress log: $(wc -l <"$S/$n.jsonl") lines;" \
 		$(grep -o '"verdict":"[^"]*"' "$S/$n.jsonl" | sort | uniq -c | tr -s ' \n' ' ')
 	grep '"port":18443' "$S/$n.jsonl" | tail -1
+	grep -v '"verdict":"allow"' "$S/$n.jsonl" | head -5
 done
