@@ -163,7 +163,8 @@ CONF
 nginx -c "$S/nginx.conf" &
 PIDS+=($!)
 "$BP" echo $ORIGIN_IP:18081 >"$S/echo.out" &
-PIDS+=($!)
+ECHO_PID=$!
+PIDS+=($ECHO_PID)
 
 # --- the proxies, each allowing exactly the origin's name, ports 18080,
 # 18081 and 18443 ---
@@ -395,6 +396,14 @@ for n in "${PROXIES[@]}"; do
 		echo "  ($n is $alive; the client: $(tr '\n' ' ' <"$S/idle.err" | head -c 300))"
 	fi
 	IDLE[$n]="${ok:-0} $per"
+	# The next proxy's tunnels need the echo server's descriptors back:
+	# wait (bounded) until this proxy has closed its side of every tunnel.
+	for _ in $(seq 300); do
+		[ "$(ls /proc/$ECHO_PID/fd | wc -l)" -gt 50 ] || break
+		sleep 0.1
+	done
+	left=$(ls /proc/$ECHO_PID/fd | wc -l)
+	[ "$left" -le 50 ] || echo "  ($n still holds $((left - 5)) tunnels to the echo server after 30 s)"
 done
 
 # The figures of contender $2 in array $1, one per counted round.
