@@ -33,6 +33,12 @@ struct resolver_lookup;
 #define RESOLVER_HOSTS_TTL 60
 /* Addresses a resolver_lookup() hands on at most (v6 and v4 together). */
 #define RESOLVER_MAX_ADDRS 16
+/* Askers that may wait on one question in flight; the next one fails at
+ * once (a flood of one name costs 64 waiters, not one per query). */
+#define RESOLVER_MAX_WAITERS 64
+/* Upstream TCP fallbacks (truncated or case-mismatched answers) open at
+ * once; a question that would need one more fails. */
+#define RESOLVER_MAX_TCP 64
 
 struct resolver_config {
 	const struct policy *policy; /* borrowed, outlives the resolver */
