@@ -215,8 +215,9 @@ test_forward_spoof_guard(void **state)
 	n = mkquery(buf, sizeof(buf), 0x1111, "WWW.Allowed.Test", true);
 	assert_int_equal(send(f->client, buf, n, 0), (ssize_t)n);
 	upstream_recv(f, &uq, &from);
-	/* Our upstream query: new id, RD, EDNS, name lowercased. */
-	assert_string_equal(uq.qname, "www.allowed.test");
+	/* Our upstream query: new id, RD, EDNS, the name in a case of its
+	 * own (0x20), which the answers below echo. */
+	assert_true(dns_name_eq(uq.qname, "www.allowed.test"));
 	assert_true(uq.flags & DNS_FLAG_RD);
 	assert_true(uq.has_opt);
 
@@ -317,7 +318,7 @@ test_truncated_goes_tcp(void **state)
 	n = (size_t)(hdr[0] << 8 | hdr[1]);
 	assert_int_equal(recv(c, buf, n, MSG_WAITALL), (ssize_t)n);
 	assert_int_equal(dns_query_parse(buf, n, &tq), DNS_OK);
-	assert_string_equal(tq.qname, "big.allowed.test");
+	assert_true(dns_name_eq(tq.qname, "big.allowed.test"));
 	n = mkanswer(buf + 2, sizeof(buf) - 2, &tq, 0, ips, 3);
 	buf[0] = (uint8_t)(n >> 8);
 	buf[1] = (uint8_t)n;
