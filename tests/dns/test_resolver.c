@@ -732,6 +732,67 @@ test_case_randomised(void **state)
 	assert_true(now.cached);
 }
 
+/* Every question in flight may need a TCP fallback, each a descriptor:
+ * RESOLVER_MAX_TCP are open at once and the next question that needs one
+ * fails at once, saying why. */
+static void
+test_tcp_fallbacks_bounded(void **state)
+{
+	struct fixture *f = *state;
+	const int N = RESOLVER_MAX_TCP + 8;
+	struct seen s[RESOLVER_MAX_TCP + 8];
+	struct resolver_req *w[RESOLVER_MAX_TCP + 8];
+	int one = 1, l, failed = 0, waiting = 0;
+	struct sockaddr_in ta = f->up_addr;
+
+	memset(s, 0, sizeof(s));
+	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	assert_int_equal(bind(l, (struct sockaddr *)&ta, sizeof(ta)), 0);
+	assert_int_equal(listen(l, 256), 0); /* connections wait in the backlog */
+	for (int i = 0; i < N; i++) {
+		char name[64];
+		struct dns_query q;
+		struct resolver_result now;
+
+		snprintf(name, sizeof(name), "t%d.allowed.test", i);
+		q = question(name, DNS_TYPE_A);
+		w[i] = resolver_ask(f->r, &q, name, on_result, &s[i], &now);
+		assert_non_null(w[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		struct dns_query up;
+		uint8_t buf[512];
+		struct dns_builder b;
+		size_t n;
+
+		assert_true(upstream_recv(f, &up, 1000));
+		dns_build_init(&b, buf, sizeof(buf), up.id,
+		               (uint16_t)(DNS_FLAG_QR | DNS_FLAG_RA | DNS_FLAG_RD | DNS_FLAG_TC));
+		dns_build_question(&b, up.qname, up.qtype, up.qclass);
+		n = dns_build_finish(&b);
+		assert_int_equal(sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer,
+		                        sizeof(f->peer)),
+		                 (ssize_t)n);
+	}
+	for (int k = 0; k < 50; k++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(2000);
+	}
+	for (int i = 0; i < N; i++) {
+		if (s[i].calls == 0) {
+			waiting++;
+			resolver_cancel(w[i]);
+		} else if (s[i].status == RESOLVER_FAIL && strstr(s[i].why, "too many upstream TCP")) {
+			failed++;
+		}
+	}
+	print_message("%d truncated answers: %d over TCP, %d refused\n", N, waiting, failed);
+	close(l);
+	assert_int_equal(waiting, RESOLVER_MAX_TCP);
+	assert_int_equal(failed, N - RESOLVER_MAX_TCP);
+}
+
 int
 main(void)
 {
@@ -747,6 +808,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_waiters_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_finish_why_per_waiter, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_case_randomised, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_tcp_fallbacks_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_hosts_other_types_nodata, setup_with_hosts,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_hosts_answered_and_guarded, setup_with_hosts,
