@@ -44,7 +44,7 @@ struct resolver_question {
 	struct dns_query q_q;
 	char q_name[DNS_NAME_TEXT_MAX]; /* lowercase: the in-flight and cache key */
 	struct resolver_req *q_waiters; /* who asked; none once finishing */
-	unsigned q_n_waiters;           /* at most RESOLVER_MAX_WAITERS */
+	unsigned q_n_capped;            /* resolver_ask()'s waiters: RESOLVER_MAX_WAITERS */
 	struct resolver_question *q_hnext; /* in-flight chain */
 	bool q_finishing;                  /* answering its waiters */
 	/* While resolver_ask() sends the first try: where a failure goes,
@@ -66,6 +66,7 @@ struct resolver_req {
 	resolver_cb w_cb;
 	void *w_arg;
 	struct resolver_req *w_next, *w_prev;
+	bool w_capped; /* counted in q_n_capped */
 };
 
 #define RESOLVER_INFLIGHT_BUCKETS 1024
@@ -229,9 +230,11 @@ case_randomise(char *name)
 }
 
 static void
-waiter_add(struct resolver_question *q, struct resolver_req *w, resolver_cb cb, void *arg)
+waiter_add(struct resolver_question *q, struct resolver_req *w, resolver_cb cb, void *arg,
+           bool capped)
 {
-	q->q_n_waiters++;
+	w->w_capped = capped;
+	q->q_n_capped += capped;
 	w->w_q = q;
 	w->w_cb = cb;
 	w->w_arg = arg;
@@ -584,9 +587,12 @@ result_now(struct resolver_result *now, enum resolver_status st, const struct dn
 	now->why = why;
 }
 
-struct resolver_req *
-resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, resolver_cb cb,
-             void *arg, struct resolver_result *now)
+/* resolver_ask(); capped: the asker counts against RESOLVER_MAX_WAITERS
+ * (the listener's queries cost the sandbox nothing; the proxy's lookups
+ * each hold a connection, bounded by the proxy's own limits). */
+static struct resolver_req *
+ask(struct resolver *r, const struct dns_query *q, const char *name, resolver_cb cb, void *arg,
+    struct resolver_result *now, bool capped)
 {
 	struct resolver_question *req;
 	struct resolver_req *w = NULL;
@@ -622,7 +628,7 @@ resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, re
 	if (req != NULL) {
 		/* Already asked: wait for the same answer, up to a point (a
 		 * listener flooded with one name, a new id each time). */
-		if (req->q_n_waiters >= RESOLVER_MAX_WAITERS) {
+		if (capped && req->q_n_capped >= RESOLVER_MAX_WAITERS) {
 			result_now(now, RESOLVER_FAIL, NULL, "too many queries for this name in flight");
 			return NULL;
 		}
@@ -630,7 +636,7 @@ resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, re
 			result_now(now, RESOLVER_FAIL, NULL, "out of memory");
 			return NULL;
 		}
-		waiter_add(req, w, cb, arg);
+		waiter_add(req, w, cb, arg, capped);
 		return w;
 	}
 	if (r->cfg.n_upstream == 0 || r->n_pending >= RESOLVER_MAX_PENDING) {
@@ -650,7 +656,7 @@ resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, re
 	req->q_q = *q;
 	case_randomise(req->q_q.qname);
 	lower_copy(req->q_name, name, sizeof(req->q_name));
-	waiter_add(req, w, cb, arg);
+	waiter_add(req, w, cb, arg, capped);
 	r->n_pending++;
 	req->q_hnext = r->inflight[b];
 	r->inflight[b] = req;
@@ -659,6 +665,13 @@ resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, re
 		return NULL; /* req_finish() filled *now and freed req and w */
 	req->q_sync = NULL;
 	return w;
+}
+
+struct resolver_req *
+resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, resolver_cb cb,
+             void *arg, struct resolver_result *now)
+{
+	return ask(r, q, name, cb, arg, now, true);
 }
 
 void
@@ -675,8 +688,8 @@ resolver_cancel(struct resolver_req *w)
 		q->q_waiters = w->w_next;
 	if (w->w_next != NULL)
 		w->w_next->w_prev = w->w_prev;
+	q->q_n_capped -= w->w_capped;
 	free(w);
-	q->q_n_waiters--;
 	/* The last asker gone: nobody wants the answer. */
 	if (q->q_waiters == NULL && !q->q_finishing) {
 		inflight_remove(q);
@@ -865,7 +878,7 @@ resolver_lookup(struct resolver *r, const char *name, resolver_addrs_cb cb, void
 		q.qclass = DNS_CLASS_IN;
 		q.flags = DNS_FLAG_RD;
 		q.udp_size = DNS_UDP_MIN;
-		l->l_req[i] = resolver_ask(r, &q, name, cbs[i], l, &res);
+		l->l_req[i] = ask(r, &q, name, cbs[i], l, &res, false);
 		if (l->l_req[i] == NULL)
 			lookup_take(l, i, &res);
 	}

@@ -793,6 +793,45 @@ test_tcp_fallbacks_bounded(void **state)
 	assert_int_equal(failed, N - RESOLVER_MAX_TCP);
 }
 
+/* The cap is on the listener's askers: the proxy's lookups (each holding a
+ * connection the proxy bounds) all wait on the same question, and the
+ * listener still gets its RESOLVER_MAX_WAITERS beside them. */
+static void
+test_waiters_cap_spares_lookups(void **state)
+{
+	struct fixture *f = *state;
+	enum { L = 200 };
+	static struct resolver_lookup *l[L];
+	struct dns_query q = question("burst.allowed.test", DNS_TYPE_A);
+	struct resolver_addrs now;
+	struct resolver_result res;
+	struct seen s = {0}, sa = {0};
+	int asked = 0;
+
+	for (int i = 0; i < L; i++) {
+		l[i] = resolver_lookup(f->r, "burst.allowed.test", on_addrs, &s, &now);
+		assert_non_null(l[i]);
+	}
+	while (resolver_ask(f->r, &q, "burst.allowed.test", on_result, &sa, &res) != NULL)
+		asked++;
+	assert_int_equal(asked, RESOLVER_MAX_WAITERS);
+	assert_int_equal(res.status, RESOLVER_FAIL);
+	for (int i = 0; i < 2; i++) {
+		struct dns_query up;
+
+		assert_true(upstream_recv(f, &up, 1000));
+		upstream_answer(f, &up, DNS_RCODE_NOERROR, NULL,
+		                up.qtype == DNS_TYPE_A ? "203.0.113.40" : "2001:db8::40");
+	}
+	for (int k = 0; k < 100 && s.calls < L; k++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(2000);
+	}
+	assert_int_equal(s.calls, L);
+	assert_int_equal(s.addrs.status, RESOLVER_ADDRS_OK);
+	assert_int_equal(sa.calls, RESOLVER_MAX_WAITERS);
+}
+
 int
 main(void)
 {
@@ -807,6 +846,7 @@ main(void)
 	        cmocka_unit_test(test_hosts_parse),
 	        cmocka_unit_test_setup_teardown(test_waiters_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_finish_why_per_waiter, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_waiters_cap_spares_lookups, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_case_randomised, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_tcp_fallbacks_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_hosts_other_types_nodata, setup_with_hosts,
