@@ -42,9 +42,9 @@ struct resolver_question {
 	/* The question as it goes upstream: its name in a random mix of
 	 * cases (0x20), which a UDP answer must echo exactly. */
 	struct dns_query q_q;
-	char q_name[DNS_NAME_TEXT_MAX]; /* lowercase: the in-flight and cache key */
-	struct resolver_req *q_waiters; /* who asked; none once finishing */
-	unsigned q_n_capped;            /* resolver_ask()'s waiters: RESOLVER_MAX_WAITERS */
+	char q_name[DNS_NAME_TEXT_MAX];    /* lowercase: the in-flight and cache key */
+	struct resolver_req *q_waiters;    /* who asked; none once finishing */
+	unsigned q_n_capped;               /* resolver_ask()'s waiters: RESOLVER_MAX_WAITERS */
 	struct resolver_question *q_hnext; /* in-flight chain */
 	bool q_finishing;                  /* answering its waiters */
 	/* While resolver_ask() sends the first try: where a failure goes,
@@ -629,7 +629,8 @@ ask(struct resolver *r, const struct dns_query *q, const char *name, resolver_cb
 		/* Already asked: wait for the same answer, up to a point (a
 		 * listener flooded with one name, a new id each time). */
 		if (capped && req->q_n_capped >= RESOLVER_MAX_WAITERS) {
-			result_now(now, RESOLVER_FAIL, NULL, "too many queries for this name in flight");
+			result_now(now, RESOLVER_FAIL, NULL,
+			           "too many queries for this name in flight");
 			return NULL;
 		}
 		if ((w = calloc(1, sizeof(*w))) == NULL) {

@@ -52,8 +52,8 @@ struct seen {
 	enum resolver_status status;
 	unsigned rcode;
 	size_t n;
-	uint8_t addr[16];      /* the first record's address */
-	char why[128];         /* res->why as this callback saw it */
+	uint8_t addr[16]; /* the first record's address */
+	char why[128];    /* res->why as this callback saw it */
 	bool from_hosts;
 	struct resolver *r;        /* for callbacks that call back in */
 	struct resolver_req *kill; /* a waiter this callback cancels */
@@ -202,9 +202,9 @@ upstream_answer(struct fixture *f, const struct dns_query *q, unsigned rcode, co
 		dns_build_rr(&b, DNS_SEC_AN, owner, DNS_TYPE_AAAA, 300, a, 16);
 	n = dns_build_finish(&b);
 	assert_true(n > 0);
-	assert_int_equal(sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer,
-	                        sizeof(f->peer)),
-	                 (ssize_t)n);
+	assert_int_equal(
+	        sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer, sizeof(f->peer)),
+	        (ssize_t)n);
 }
 
 static void
@@ -498,7 +498,8 @@ test_hosts_answered_and_guarded(void **state)
 	assert_int_equal(now.status, RESOLVER_ADDRS_GUARD);
 	assert_non_null(strstr(now.why, "10.0.0.5"));
 	assert_int_equal(now.refused.ss_family, AF_INET);
-	assert_int_equal(((struct sockaddr_in *)&now.refused)->sin_addr.s_addr, inet_addr("10.0.0.5"));
+	assert_int_equal(((struct sockaddr_in *)&now.refused)->sin_addr.s_addr,
+	                 inet_addr("10.0.0.5"));
 	/* The listener's question gets the same, marked as from the file. */
 	assert_null(resolver_ask(f->r, &q, "host.allowed.test", on_result, &s, &res));
 	assert_int_equal(res.status, RESOLVER_ANSWER);
@@ -545,7 +546,8 @@ test_waiters_bounded(void **state)
 	{
 		struct resolver_result now;
 
-		assert_non_null(resolver_ask(f->r, &q2, "other.allowed.test", on_result, &s2, &now));
+		assert_non_null(
+		        resolver_ask(f->r, &q2, "other.allowed.test", on_result, &s2, &now));
 	}
 	for (int i = 0; i < 2; i++) {
 		assert_true(upstream_recv(f, &up, 1000));
@@ -565,9 +567,10 @@ static void
 on_reask(const struct resolver_result *res, void *arg)
 {
 	struct seen *s = arg;
-	struct dns_query bad = question("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-	                                ".allowed.test",
-	                                DNS_TYPE_A);
+	struct dns_query bad =
+	        question("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	                 ".allowed.test",
+	                 DNS_TYPE_A);
 	struct resolver_result now;
 
 	on_result(res, arg);
@@ -614,7 +617,8 @@ test_hosts_other_types_nodata(void **state)
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		struct dns_query q = question("Host.Allowed.Test", types[i]);
 		struct resolver_result res;
-		struct resolver_req *w = resolver_ask(f->r, &q, "host.allowed.test", on_result, &s, &res);
+		struct resolver_req *w =
+		        resolver_ask(f->r, &q, "host.allowed.test", on_result, &s, &res);
 
 		if (w != NULL)
 			resolver_cancel(w);
@@ -630,8 +634,7 @@ test_hosts_other_types_nodata(void **state)
 
 /* An upstream answer to q with qname spelled as given and one A record. */
 static size_t
-answer_named(const struct dns_query *q, const char *qname, const char *ip, uint8_t *buf,
-             size_t cap)
+answer_named(const struct dns_query *q, const char *qname, const char *ip, uint8_t *buf, size_t cap)
 {
 	struct dns_builder b;
 	uint8_t a[4];
@@ -694,15 +697,16 @@ test_case_randomised(void **state)
 	for (size_t i = 0;; i++) {
 		char ch = up.qname[i];
 
-		wrong[i] = (ch >= 'a' && ch <= 'z') ? (char)(ch - 32)
+		wrong[i] = (ch >= 'a' && ch <= 'z')   ? (char)(ch - 32)
 		           : (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32)
 		                                      : ch;
 		if (ch == '\0')
 			break;
 	}
 	n = answer_named(&up, wrong, "203.0.113.66", buf, sizeof(buf));
-	assert_int_equal(sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer, sizeof(f->peer)),
-	                 (ssize_t)n);
+	assert_int_equal(
+	        sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer, sizeof(f->peer)),
+	        (ssize_t)n);
 	/* Not taken: the resolver connects to the upstream's TCP port. */
 	if (wait_readable(f, l, 1000))
 		c = accept(l, NULL, NULL);
@@ -783,7 +787,8 @@ test_tcp_fallbacks_bounded(void **state)
 		if (s[i].calls == 0) {
 			waiting++;
 			resolver_cancel(w[i]);
-		} else if (s[i].status == RESOLVER_FAIL && strstr(s[i].why, "too many upstream TCP")) {
+		} else if (s[i].status == RESOLVER_FAIL &&
+		           strstr(s[i].why, "too many upstream TCP")) {
 			failed++;
 		}
 	}
