@@ -318,15 +318,9 @@ size_t
 dns_upstream_query(const struct dns_query *q, uint16_t id, uint8_t *buf, size_t cap)
 {
 	struct dns_builder b;
-	char lname[DNS_NAME_TEXT_MAX];
-	size_t i;
 
-	for (i = 0; q->qname[i] != '\0' && i + 1 < sizeof(lname); i++)
-		lname[i] = (q->qname[i] >= 'A' && q->qname[i] <= 'Z') ? (char)(q->qname[i] + 32)
-		                                                      : q->qname[i];
-	lname[i] = '\0';
 	dns_build_init(&b, buf, cap, id, DNS_FLAG_RD);
-	if (dns_build_question(&b, lname, q->qtype, q->qclass) != 0 ||
+	if (dns_build_question(&b, q->qname, q->qtype, q->qclass) != 0 ||
 	    dns_build_opt(&b, DNS_UDP_MAX, 0, -1, NULL) != 0)
 		return 0;
 	return dns_build_finish(&b);

@@ -83,7 +83,8 @@ size_t dns_reply(const struct dns_query *q, const struct dns_filtered *f, unsign
 size_t dns_udp_limit(const struct dns_query *q);
 
 /* The upstream query for q with our id: RD set, EDNS0 with our size, the
- * question name lowercased. Returns the length or 0. */
+ * question name spelled exactly as in q (the resolver chooses its case,
+ * 0x20). Returns the length or 0. */
 size_t dns_upstream_query(const struct dns_query *q, uint16_t id, uint8_t *buf, size_t cap);
 
 /* Parse "4.3.2.1.in-addr.arpa" or the 32-nibble ip6.arpa form into sa.

@@ -18,6 +18,9 @@ struct dns_server;
 struct resolver;
 
 #define DNS_MAX_UPSTREAMS 4
+/* Queries the listener holds waiting for the resolver (UDP and TCP
+ * together); beyond it a query gets SERVFAIL with an EDE at once. */
+#define DNS_MAX_PENDING 4096
 
 struct dns_server_config {
 	const struct policy *policy; /* borrowed, outlives the server */

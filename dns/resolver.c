@@ -39,9 +39,12 @@
  * answer, which may still come. */
 struct resolver_question {
 	struct resolver *q_r;
+	/* The question as it goes upstream: its name in a random mix of
+	 * cases (0x20), which a UDP answer must echo exactly. */
 	struct dns_query q_q;
-	char q_name[DNS_NAME_TEXT_MAX]; /* lowercase: the in-flight key */
-	struct resolver_req *q_waiters; /* who asked; none once finishing */
+	char q_name[DNS_NAME_TEXT_MAX];    /* lowercase: the in-flight and cache key */
+	struct resolver_req *q_waiters;    /* who asked; none once finishing */
+	unsigned q_n_capped;               /* resolver_ask()'s waiters: RESOLVER_MAX_WAITERS */
 	struct resolver_question *q_hnext; /* in-flight chain */
 	bool q_finishing;                  /* answering its waiters */
 	/* While resolver_ask() sends the first try: where a failure goes,
@@ -63,6 +66,7 @@ struct resolver_req {
 	resolver_cb w_cb;
 	void *w_arg;
 	struct resolver_req *w_next, *w_prev;
+	bool w_capped; /* counted in q_n_capped */
 };
 
 #define RESOLVER_INFLIGHT_BUCKETS 1024
@@ -78,6 +82,7 @@ struct resolver {
 	struct event *up_ev[2];
 	struct resolver_question **pending; /* RESOLVER_ID_SPACE slots by id */
 	size_t n_pending;
+	unsigned n_tcp; /* questions with a TCP fallback open: RESOLVER_MAX_TCP */
 	/* Questions in flight by name and type, to share them. */
 	struct resolver_question *inflight[RESOLVER_INFLIGHT_BUCKETS];
 	uint64_t seed;
@@ -200,9 +205,36 @@ inflight_remove(struct resolver_question *q)
 	q->q_hnext = NULL;
 }
 
+/* Spell name's letters in a random mix of cases (DNS 0x20, Dagon and
+ * Vixie 2008): an off-path spoofer must now guess one bit per letter on
+ * top of the id, since upstreams echo the question as asked. */
 static void
-waiter_add(struct resolver_question *q, struct resolver_req *w, resolver_cb cb, void *arg)
+case_randomise(char *name)
 {
+	uint32_t bits = 0;
+	unsigned left = 0;
+
+	for (char *p = name; *p != '\0'; p++) {
+		char lc = (*p >= 'A' && *p <= 'Z') ? (char)(*p + 32) : *p;
+
+		if (lc < 'a' || lc > 'z')
+			continue;
+		if (left == 0) {
+			bits = arc4random();
+			left = 32;
+		}
+		*p = (bits & 1) ? (char)(lc - 32) : lc;
+		bits >>= 1;
+		left--;
+	}
+}
+
+static void
+waiter_add(struct resolver_question *q, struct resolver_req *w, resolver_cb cb, void *arg,
+           bool capped)
+{
+	w->w_capped = capped;
+	q->q_n_capped += capped;
 	w->w_q = q;
 	w->w_cb = cb;
 	w->w_arg = arg;
@@ -223,6 +255,11 @@ req_finish(struct resolver_question *q, enum resolver_status st, const struct dn
 {
 	struct resolver *r = q->q_r;
 	struct resolver_result res = {.status = st, .f = f};
+	/* The reason every waiter is given, on this stack: a callback may
+	 * call resolver_ask(), whose own failure rewrites r->why. (f is
+	 * r->filt, which only an upstream answer rewrites, never a call
+	 * from a callback.) */
+	char why[sizeof(r->why)];
 
 	if (f != NULL) {
 		say_why(f, r->why, sizeof(r->why));
@@ -231,7 +268,8 @@ req_finish(struct resolver_question *q, enum resolver_status st, const struct dn
 	} else {
 		str_copy(r->why, reason, sizeof(r->why));
 	}
-	res.why = r->why;
+	str_copy(why, r->why, sizeof(why));
+	res.why = why;
 	if (q->q_sync != NULL) {
 		/* Only failures happen before the first try is out. */
 		str_copy(r->hitwhy, r->why, sizeof(r->hitwhy));
@@ -243,7 +281,9 @@ req_finish(struct resolver_question *q, enum resolver_status st, const struct dn
 		return;
 	}
 	/* Out of the tables first (no answer or asker reaches it now), then
-	 * each waiter once; a callback may cancel a waiter still queued. */
+	 * each waiter once; a callback may cancel a waiter still queued (it
+	 * is unlinked and never called) or ask again (a new question: this
+	 * one is no longer in flight), and q stays until the loop ends. */
 	inflight_remove(q);
 	req_unregister(q);
 	q->q_finishing = true;
@@ -283,6 +323,15 @@ req_response(struct resolver_question *q, const uint8_t *msg, size_t len, bool v
 	}
 	if (dns_filter(r->cfg.policy, &q->q_q, &r->resp, r->cfg.ttl_cap, &r->filt) != 0)
 		return false;
+	/* Right id, right sender, but not the case we asked in: a guess
+	 * from off-path, or an upstream that does not keep the case. TCP
+	 * answers both (no off-path guess reaches a connection). */
+	if (!via_tcp && strcmp(r->resp.qname, q->q_q.qname) != 0) {
+		log_debug("dns: %s: answer's question is spelled %s; asking over TCP", q->q_name,
+		          r->resp.qname);
+		req_to_tcp(q, up);
+		return true;
+	}
 	if (!via_tcp && (r->resp.flags & DNS_FLAG_TC)) {
 		req_to_tcp(q, up);
 		return true;
@@ -338,8 +387,10 @@ uptcp_event(struct bufferevent *bev, short what, void *arg)
 	req_finish(q, RESOLVER_FAIL, NULL, "upstream TCP connection failed");
 }
 
-/* The answer from upstream up came back truncated: ask it again over
- * TCP, with the same id, inside what is left of the budget. */
+/* The answer from upstream up came back truncated (or in another case):
+ * ask it again over TCP, with the same id, inside what is left of the
+ * budget. At most RESOLVER_MAX_TCP such connections at once: every
+ * question in flight could ask for one, and each costs a descriptor. */
 static void
 req_to_tcp(struct resolver_question *q, size_t up_i)
 {
@@ -351,6 +402,10 @@ req_to_tcp(struct resolver_question *q, size_t up_i)
 
 	if (q->q_upbev != NULL)
 		return;
+	if (r->n_tcp >= RESOLVER_MAX_TCP) {
+		req_finish(q, RESOLVER_FAIL, NULL, "too many upstream TCP connections");
+		return;
+	}
 	q->q_tcp_up = up_i;
 	qlen = dns_upstream_query(&q->q_q, q->q_id[0], r->out, sizeof(r->out));
 	fd = socket(up->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -370,6 +425,7 @@ req_to_tcp(struct resolver_question *q, size_t up_i)
 		req_finish(q, RESOLVER_FAIL, NULL, "cannot open upstream TCP socket");
 		return;
 	}
+	r->n_tcp++; /* until req_free() frees q_upbev */
 	membudget_share_init(&q->q_upq, r->queue);
 	(void)membudget_share_watch(&q->q_upq, q->q_upbev);
 	bufferevent_setcb(q->q_upbev, uptcp_read, NULL, uptcp_event, q);
@@ -531,18 +587,24 @@ result_now(struct resolver_result *now, enum resolver_status st, const struct dn
 	now->why = why;
 }
 
-struct resolver_req *
-resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, resolver_cb cb,
-             void *arg, struct resolver_result *now)
+/* resolver_ask(); capped: the asker counts against RESOLVER_MAX_WAITERS
+ * (the listener's queries cost the sandbox nothing; the proxy's lookups
+ * each hold a connection, bounded by the proxy's own limits). */
+static struct resolver_req *
+ask(struct resolver *r, const struct dns_query *q, const char *name, resolver_cb cb, void *arg,
+    struct resolver_result *now, bool capped)
 {
 	struct resolver_question *req;
 	struct resolver_req *w = NULL;
 	const char *why = NULL;
 	size_t b;
 
-	if (r->hosts != NULL && (q->qtype == DNS_TYPE_A || q->qtype == DNS_TYPE_AAAA) &&
-	    resolver_hosts_answer(r->hosts, name, q->qtype, &r->resp)) {
-		/* The same filter as an upstream answer: the guard still
+	if (r->hosts != NULL && resolver_hosts_answer(r->hosts, name, q->qtype, &r->resp)) {
+		/* The file speaks for the name in every type: A and AAAA
+		 * from its lines, NODATA for the rest (glibc's files+dns
+		 * would ask DNS for an MX; the upstream's view of a name
+		 * the file overrides is not the sandbox's business). The
+		 * same filter as an upstream answer: the guard still
 		 * removes a private address a hosts line gives an allowed
 		 * name, unless a cidr rule opens it. */
 		str_copy(r->resp.qname, q->qname, sizeof(r->resp.qname));
@@ -564,12 +626,18 @@ resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, re
 		    dns_name_eq(req->q_name, name))
 			break;
 	if (req != NULL) {
-		/* Already asked: wait for the same answer. */
+		/* Already asked: wait for the same answer, up to a point (a
+		 * listener flooded with one name, a new id each time). */
+		if (capped && req->q_n_capped >= RESOLVER_MAX_WAITERS) {
+			result_now(now, RESOLVER_FAIL, NULL,
+			           "too many queries for this name in flight");
+			return NULL;
+		}
 		if ((w = calloc(1, sizeof(*w))) == NULL) {
 			result_now(now, RESOLVER_FAIL, NULL, "out of memory");
 			return NULL;
 		}
-		waiter_add(req, w, cb, arg);
+		waiter_add(req, w, cb, arg, capped);
 		return w;
 	}
 	if (r->cfg.n_upstream == 0 || r->n_pending >= RESOLVER_MAX_PENDING) {
@@ -587,8 +655,9 @@ resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, re
 	}
 	req->q_r = r;
 	req->q_q = *q;
+	case_randomise(req->q_q.qname);
 	lower_copy(req->q_name, name, sizeof(req->q_name));
-	waiter_add(req, w, cb, arg);
+	waiter_add(req, w, cb, arg, capped);
 	r->n_pending++;
 	req->q_hnext = r->inflight[b];
 	r->inflight[b] = req;
@@ -597,6 +666,13 @@ resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, re
 		return NULL; /* req_finish() filled *now and freed req and w */
 	req->q_sync = NULL;
 	return w;
+}
+
+struct resolver_req *
+resolver_ask(struct resolver *r, const struct dns_query *q, const char *name, resolver_cb cb,
+             void *arg, struct resolver_result *now)
+{
+	return ask(r, q, name, cb, arg, now, true);
 }
 
 void
@@ -613,6 +689,7 @@ resolver_cancel(struct resolver_req *w)
 		q->q_waiters = w->w_next;
 	if (w->w_next != NULL)
 		w->w_next->w_prev = w->w_prev;
+	q->q_n_capped -= w->w_capped;
 	free(w);
 	/* The last asker gone: nobody wants the answer. */
 	if (q->q_waiters == NULL && !q->q_finishing) {
@@ -645,6 +722,7 @@ req_free(struct resolver_question *q)
 	if (q->q_upbev != NULL) {
 		membudget_share_release(&q->q_upq);
 		bufferevent_free(q->q_upbev);
+		r->n_tcp--;
 		fdres_refill(r->fds);
 	}
 	free(q);
@@ -801,7 +879,7 @@ resolver_lookup(struct resolver *r, const char *name, resolver_addrs_cb cb, void
 		q.qclass = DNS_CLASS_IN;
 		q.flags = DNS_FLAG_RD;
 		q.udp_size = DNS_UDP_MIN;
-		l->l_req[i] = resolver_ask(r, &q, name, cbs[i], l, &res);
+		l->l_req[i] = ask(r, &q, name, cbs[i], l, &res, false);
 		if (l->l_req[i] == NULL)
 			lookup_take(l, i, &res);
 	}

@@ -33,6 +33,14 @@ struct resolver_lookup;
 #define RESOLVER_HOSTS_TTL 60
 /* Addresses a resolver_lookup() hands on at most (v6 and v4 together). */
 #define RESOLVER_MAX_ADDRS 16
+/* resolver_ask() callers that may wait on one question in flight; the
+ * next one fails at once (a listener flooded with one name costs 64
+ * waiters, not one per query). resolver_lookup() is not counted: each of
+ * the proxy's lookups holds a connection, which the proxy bounds. */
+#define RESOLVER_MAX_WAITERS 64
+/* Upstream TCP fallbacks (truncated or case-mismatched answers) open at
+ * once; a question that would need one more fails. */
+#define RESOLVER_MAX_TCP 64
 
 struct resolver_config {
 	const struct policy *policy; /* borrowed, outlives the resolver */
@@ -92,7 +100,8 @@ typedef void (*resolver_cb)(const struct resolver_result *res, void *arg);
  * returns the pending question; cb(res, arg) follows. */
 struct resolver_req *resolver_ask(struct resolver *r, const struct dns_query *q, const char *name,
                                   resolver_cb cb, void *arg, struct resolver_result *now);
-/* Forget a pending question: its callback will not run. */
+/* Forget a pending question: its callback will not run. The handle is
+ * spent once its callback has run; do not cancel it then. */
 void resolver_cancel(struct resolver_req *req);
 
 /* ---- addresses for the proxy ---- */

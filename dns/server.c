@@ -117,6 +117,10 @@ struct dns_server {
 	struct resolver *res;      /* cfg.resolver, or res_own */
 	struct resolver *res_own;  /* made from cfg's upstreams when none given */
 	struct dns_pending *pends; /* every query waiting for the resolver */
+	size_t n_pends;            /* at most DNS_MAX_PENDING */
+	/* What the pendings hold, charged to cfg.queue: a flood of queries
+	 * weighs on the same budget as the proxy's buffers. */
+	struct membudget_share pends_q;
 	struct dns_tcp *tcps;
 	size_t n_tcps;
 	uint64_t n_malformed;
@@ -422,6 +426,16 @@ query_forward(struct dns_server *srv, struct dns_client *c, const struct dns_que
 	struct dns_pending *p;
 	struct resolver_result now;
 
+	/* Each query waiting costs a pending here and a waiter in the
+	 * resolver for up to its budget: bounded in number and in the
+	 * shared queue budget, the rest refused now (logged, aggregated). */
+	if (srv->n_pends >= DNS_MAX_PENDING || membudget_over(srv->cfg.queue)) {
+		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, DNS_EDE_OTHER,
+		            "airlock: too many queries in flight");
+		log_query(srv, q, d, DNS_RCODE_SERVFAIL, VR_RESOURCE, "too many queries in flight",
+		          NULL, 0, start_ms);
+		return;
+	}
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, -1, NULL);
 		log_query(srv, q, d, DNS_RCODE_SERVFAIL, VR_RESOURCE, "out of memory", NULL, 0,
@@ -444,6 +458,8 @@ query_forward(struct dns_server *srv, struct dns_client *c, const struct dns_que
 	if (p->p_next != NULL)
 		p->p_next->p_prev = p;
 	srv->pends = p;
+	srv->n_pends++;
+	membudget_share_add(&srv->pends_q, sizeof(*p));
 	if (c->tcp != NULL) {
 		p->p_tnext = c->tcp->t_pending;
 		if (p->p_tnext != NULL)
@@ -832,6 +848,8 @@ pending_free(struct dns_pending *p)
 		srv->pends = p->p_next;
 	if (p->p_next != NULL)
 		p->p_next->p_prev = p->p_prev;
+	srv->n_pends--;
+	membudget_share_sub(&srv->pends_q, sizeof(*p));
 	if (t != NULL) {
 		if (p->p_tprev != NULL)
 			p->p_tprev->p_tnext = p->p_tnext;
@@ -894,6 +912,7 @@ dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
 			goto fail;
 		}
 	}
+	membudget_share_init(&srv->pends_q, srv->cfg.queue);
 	return srv;
 fail:
 	dns_server_free(srv);
@@ -978,6 +997,7 @@ dns_server_free(struct dns_server *srv)
 		query_result(srv, &p->p_client, &p->p_q, &p->p_d, &res, p->p_start_ms);
 		pending_free(p);
 	}
+	membudget_share_release(&srv->pends_q);
 	if (srv->res != NULL)
 		resolver_set_burst(srv->res, NULL, NULL);
 	resolver_free(srv->res_own);

@@ -14,6 +14,8 @@
 
 #include <arpa/inet.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <malloc.h>
 #include <event2/event.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -50,6 +52,11 @@ struct seen {
 	enum resolver_status status;
 	unsigned rcode;
 	size_t n;
+	uint8_t addr[16]; /* the first record's address */
+	char why[128];    /* res->why as this callback saw it */
+	bool from_hosts;
+	struct resolver *r;        /* for callbacks that call back in */
+	struct resolver_req *kill; /* a waiter this callback cancels */
 };
 
 static int
@@ -195,9 +202,9 @@ upstream_answer(struct fixture *f, const struct dns_query *q, unsigned rcode, co
 		dns_build_rr(&b, DNS_SEC_AN, owner, DNS_TYPE_AAAA, 300, a, 16);
 	n = dns_build_finish(&b);
 	assert_true(n > 0);
-	assert_int_equal(sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer,
-	                        sizeof(f->peer)),
-	                 (ssize_t)n);
+	assert_int_equal(
+	        sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer, sizeof(f->peer)),
+	        (ssize_t)n);
 }
 
 static void
@@ -209,6 +216,10 @@ on_result(const struct resolver_result *res, void *arg)
 	s->status = res->status;
 	s->rcode = res->f != NULL ? res->f->rcode : 0;
 	s->n = res->f != NULL ? res->f->n : 0;
+	if (s->n > 0)
+		memcpy(s->addr, res->f->rr[0].addr, sizeof(s->addr));
+	str_copy(s->why, res->why != NULL ? res->why : "", sizeof(s->why));
+	s->from_hosts = res->from_hosts;
 }
 
 static void
@@ -487,7 +498,8 @@ test_hosts_answered_and_guarded(void **state)
 	assert_int_equal(now.status, RESOLVER_ADDRS_GUARD);
 	assert_non_null(strstr(now.why, "10.0.0.5"));
 	assert_int_equal(now.refused.ss_family, AF_INET);
-	assert_int_equal(((struct sockaddr_in *)&now.refused)->sin_addr.s_addr, inet_addr("10.0.0.5"));
+	assert_int_equal(((struct sockaddr_in *)&now.refused)->sin_addr.s_addr,
+	                 inet_addr("10.0.0.5"));
 	/* The listener's question gets the same, marked as from the file. */
 	assert_null(resolver_ask(f->r, &q, "host.allowed.test", on_result, &s, &res));
 	assert_int_equal(res.status, RESOLVER_ANSWER);
@@ -495,6 +507,334 @@ test_hosts_answered_and_guarded(void **state)
 	assert_int_equal(res.f->n, 1);
 	assert_false(wait_readable(f, f->upstream, 50));
 	assert_int_equal(s.calls, 0);
+}
+
+/* One name asked by the thousand (a sandbox flooding the listener with
+ * new ids) costs at most RESOLVER_MAX_WAITERS waiters: the rest fail at
+ * once, the heap stays flat, and other names are still asked. */
+static void
+test_waiters_bounded(void **state)
+{
+	struct fixture *f = *state;
+	struct dns_query q = question("flood.allowed.test", DNS_TYPE_A);
+	struct dns_query q2 = question("other.allowed.test", DNS_TYPE_A), up;
+	struct seen s = {0}, s2 = {0};
+	size_t pending = 0, refused = 0;
+	const size_t N = 50000;
+	struct mallinfo2 m0, m1;
+
+	m0 = mallinfo2();
+	for (size_t i = 0; i < N; i++) {
+		struct resolver_result now;
+
+		if (resolver_ask(f->r, &q, "flood.allowed.test", on_result, &s, &now) != NULL) {
+			pending++;
+		} else {
+			assert_int_equal(now.status, RESOLVER_FAIL);
+			refused++;
+		}
+	}
+	m1 = mallinfo2();
+	print_message("asked %zu: %zu waiting, %zu refused, heap +%zu bytes\n", N, pending, refused,
+	              m1.uordblks - m0.uordblks);
+	assert_true(pending >= 1 && pending <= RESOLVER_MAX_WAITERS);
+	assert_int_equal(pending + refused, N);
+	/* 50000 waiters would be 2 MB; 64 are a few KB. (ASan's allocator
+	 * does not report here: then both readings are 0.) */
+	assert_true(m1.uordblks - m0.uordblks < 64 * 1024);
+	/* Another name is not crowded out. */
+	{
+		struct resolver_result now;
+
+		assert_non_null(
+		        resolver_ask(f->r, &q2, "other.allowed.test", on_result, &s2, &now));
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_true(upstream_recv(f, &up, 1000));
+		upstream_answer(f, &up, DNS_RCODE_NOERROR, NULL, "203.0.113.21");
+	}
+	wait_called(f, &s2.calls, 1000);
+	assert_int_equal(s2.calls, 1);
+	assert_int_equal(s2.status, RESOLVER_ANSWER);
+	assert_int_equal((size_t)s.calls, pending);
+	assert_int_equal(s.status, RESOLVER_ANSWER);
+}
+
+/* A waiter's callback asks again and that fails at once (a label over 63
+ * bytes cannot be sent): the waiters after it still see their own
+ * question's reason, not the failure's. */
+static void
+on_reask(const struct resolver_result *res, void *arg)
+{
+	struct seen *s = arg;
+	struct dns_query bad =
+	        question("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	                 ".allowed.test",
+	                 DNS_TYPE_A);
+	struct resolver_result now;
+
+	on_result(res, arg);
+	assert_null(resolver_ask(s->r, &bad, bad.qname, on_result, s, &now));
+	assert_int_equal(now.status, RESOLVER_FAIL);
+	if (s->kill != NULL)
+		resolver_cancel(s->kill);
+}
+
+static void
+test_finish_why_per_waiter(void **state)
+{
+	struct fixture *f = *state;
+	struct dns_query q = question("slow.allowed.test", DNS_TYPE_A);
+	struct resolver_result now;
+	struct seen first = {.r = f->r}, later = {0}, gone = {0};
+	struct resolver_req *victim;
+
+	/* Waiters are answered newest first: first, then gone, then later. */
+	assert_non_null(resolver_ask(f->r, &q, "slow.allowed.test", on_result, &later, &now));
+	victim = resolver_ask(f->r, &q, "slow.allowed.test", on_result, &gone, &now);
+	assert_non_null(victim);
+	first.kill = victim; /* and first's callback cancels gone */
+	assert_non_null(resolver_ask(f->r, &q, "slow.allowed.test", on_reask, &first, &now));
+	wait_called(f, &later.calls, 2000);
+	assert_int_equal(first.calls, 1);
+	assert_int_equal(gone.calls, 0);
+	assert_int_equal(later.calls, 1);
+	assert_int_equal(later.status, RESOLVER_TIMEOUT);
+	print_message("first: \"%s\"; later: \"%s\"\n", first.why, later.why);
+	assert_non_null(strstr(first.why, "timed out"));
+	assert_non_null(strstr(later.why, "timed out"));
+}
+
+/* A name the hosts file knows is never asked upstream, whatever the type:
+ * MX, TXT and the like get NODATA from the file. */
+static void
+test_hosts_other_types_nodata(void **state)
+{
+	struct fixture *f = *state;
+	const uint16_t types[] = {DNS_TYPE_MX, DNS_TYPE_TXT, DNS_TYPE_HTTPS};
+	struct seen s = {0};
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		struct dns_query q = question("Host.Allowed.Test", types[i]);
+		struct resolver_result res;
+		struct resolver_req *w =
+		        resolver_ask(f->r, &q, "host.allowed.test", on_result, &s, &res);
+
+		if (w != NULL)
+			resolver_cancel(w);
+		assert_null(w);
+		assert_int_equal(res.status, RESOLVER_ANSWER);
+		assert_true(res.from_hosts);
+		assert_int_equal(res.f->rcode, DNS_RCODE_NOERROR);
+		assert_int_equal(res.f->n, 0);
+	}
+	assert_false(wait_readable(f, f->upstream, 50));
+	assert_int_equal(s.calls, 0);
+}
+
+/* An upstream answer to q with qname spelled as given and one A record. */
+static size_t
+answer_named(const struct dns_query *q, const char *qname, const char *ip, uint8_t *buf, size_t cap)
+{
+	struct dns_builder b;
+	uint8_t a[4];
+
+	inet_pton(AF_INET, ip, a);
+	dns_build_init(&b, buf, cap, q->id, (uint16_t)(DNS_FLAG_QR | DNS_FLAG_RA | DNS_FLAG_RD));
+	dns_build_question(&b, qname, q->qtype, q->qclass);
+	dns_build_rr(&b, DNS_SEC_AN, qname, DNS_TYPE_A, 300, a, 4);
+	return dns_build_finish(&b);
+}
+
+/* Read one framed query from a TCP peer while running the loop. */
+static void
+tcp_recv_query(struct fixture *f, int c, struct dns_query *q)
+{
+	uint8_t buf[2048];
+	size_t have = 0;
+	uint64_t end = now_ms() + 2000;
+
+	while (now_ms() < end && (have < 2 || have < 2 + (size_t)(buf[0] << 8 | buf[1]))) {
+		ssize_t n = recv(c, buf + have, sizeof(buf) - have, MSG_DONTWAIT);
+
+		if (n > 0)
+			have += (size_t)n;
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(1000);
+	}
+	assert_true(have >= 2 && have == 2 + (size_t)(buf[0] << 8 | buf[1]));
+	assert_int_equal(dns_query_parse(buf + 2, have - 2, q), DNS_OK);
+}
+
+/* 0x20: the question goes up in a random mix of cases; an answer whose
+ * question is spelled otherwise (an off-path guess) is not taken, the
+ * question is asked again over TCP, and the cache key stays lowercase. */
+static void
+test_case_randomised(void **state)
+{
+	struct fixture *f = *state;
+	const char *name = "mixcase.allowed.test";
+	struct dns_query q = question(name, DNS_TYPE_A), up, tq;
+	struct resolver_result now;
+	struct seen s = {0}, s2 = {0};
+	char wrong[DNS_NAME_TEXT_MAX];
+	uint8_t buf[2048];
+	size_t n;
+	int one = 1, l, c = -1;
+	struct sockaddr_in ta = f->up_addr;
+
+	/* The upstream's TCP side on the same port, for the retry. */
+	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	assert_int_equal(bind(l, (struct sockaddr *)&ta, sizeof(ta)), 0);
+	assert_int_equal(listen(l, 4), 0);
+
+	assert_non_null(resolver_ask(f->r, &q, name, on_result, &s, &now));
+	assert_true(upstream_recv(f, &up, 1000));
+	print_message("sent upstream as %s\n", up.qname);
+	assert_true(dns_name_eq(up.qname, name));
+	/* The same letters with every case flipped: never what was sent. */
+	for (size_t i = 0;; i++) {
+		char ch = up.qname[i];
+
+		wrong[i] = (ch >= 'a' && ch <= 'z')   ? (char)(ch - 32)
+		           : (ch >= 'A' && ch <= 'Z') ? (char)(ch + 32)
+		                                      : ch;
+		if (ch == '\0')
+			break;
+	}
+	n = answer_named(&up, wrong, "203.0.113.66", buf, sizeof(buf));
+	assert_int_equal(
+	        sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer, sizeof(f->peer)),
+	        (ssize_t)n);
+	/* Not taken: the resolver connects to the upstream's TCP port. */
+	if (wait_readable(f, l, 1000))
+		c = accept(l, NULL, NULL);
+	if (c < 0) {
+		wait_called(f, &s.calls, 1000);
+		close(l);
+		fail_msg("no TCP retry; the answer spelled %s was %s", wrong,
+		         s.calls > 0 && s.status == RESOLVER_ANSWER ? "taken" : "not taken");
+	}
+	assert_int_equal(s.calls, 0);
+	tcp_recv_query(f, c, &tq);
+	assert_true(dns_name_eq(tq.qname, name));
+	n = answer_named(&tq, tq.qname, "203.0.113.20", buf + 2, sizeof(buf) - 2);
+	buf[0] = (uint8_t)(n >> 8);
+	buf[1] = (uint8_t)n;
+	assert_int_equal(send(c, buf, n + 2, MSG_NOSIGNAL), (ssize_t)(n + 2));
+	wait_called(f, &s.calls, 1000);
+	close(c);
+	close(l);
+	assert_int_equal(s.calls, 1);
+	assert_int_equal(s.status, RESOLVER_ANSWER);
+	assert_int_equal(s.n, 1);
+	assert_memory_equal(s.addr, "\xcb\x00\x71\x14", 4); /* 203.0.113.20 */
+	/* The cache knows the name in any case. */
+	q = question("MixCase.Allowed.TEST", DNS_TYPE_A);
+	assert_null(resolver_ask(f->r, &q, name, on_result, &s2, &now));
+	assert_true(now.cached);
+}
+
+/* Every question in flight may need a TCP fallback, each a descriptor:
+ * RESOLVER_MAX_TCP are open at once and the next question that needs one
+ * fails at once, saying why. */
+static void
+test_tcp_fallbacks_bounded(void **state)
+{
+	struct fixture *f = *state;
+	const int N = RESOLVER_MAX_TCP + 8;
+	struct seen s[RESOLVER_MAX_TCP + 8];
+	struct resolver_req *w[RESOLVER_MAX_TCP + 8];
+	int one = 1, l, failed = 0, waiting = 0;
+	struct sockaddr_in ta = f->up_addr;
+
+	memset(s, 0, sizeof(s));
+	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	assert_int_equal(bind(l, (struct sockaddr *)&ta, sizeof(ta)), 0);
+	assert_int_equal(listen(l, 256), 0); /* connections wait in the backlog */
+	for (int i = 0; i < N; i++) {
+		char name[64];
+		struct dns_query q;
+		struct resolver_result now;
+
+		snprintf(name, sizeof(name), "t%d.allowed.test", i);
+		q = question(name, DNS_TYPE_A);
+		w[i] = resolver_ask(f->r, &q, name, on_result, &s[i], &now);
+		assert_non_null(w[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		struct dns_query up;
+		uint8_t buf[512];
+		struct dns_builder b;
+		size_t n;
+
+		assert_true(upstream_recv(f, &up, 1000));
+		dns_build_init(&b, buf, sizeof(buf), up.id,
+		               (uint16_t)(DNS_FLAG_QR | DNS_FLAG_RA | DNS_FLAG_RD | DNS_FLAG_TC));
+		dns_build_question(&b, up.qname, up.qtype, up.qclass);
+		n = dns_build_finish(&b);
+		assert_int_equal(sendto(f->upstream, buf, n, 0, (struct sockaddr *)&f->peer,
+		                        sizeof(f->peer)),
+		                 (ssize_t)n);
+	}
+	for (int k = 0; k < 50; k++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(2000);
+	}
+	for (int i = 0; i < N; i++) {
+		if (s[i].calls == 0) {
+			waiting++;
+			resolver_cancel(w[i]);
+		} else if (s[i].status == RESOLVER_FAIL &&
+		           strstr(s[i].why, "too many upstream TCP")) {
+			failed++;
+		}
+	}
+	print_message("%d truncated answers: %d over TCP, %d refused\n", N, waiting, failed);
+	close(l);
+	assert_int_equal(waiting, RESOLVER_MAX_TCP);
+	assert_int_equal(failed, N - RESOLVER_MAX_TCP);
+}
+
+/* The cap is on the listener's askers: the proxy's lookups (each holding a
+ * connection the proxy bounds) all wait on the same question, and the
+ * listener still gets its RESOLVER_MAX_WAITERS beside them. */
+static void
+test_waiters_cap_spares_lookups(void **state)
+{
+	struct fixture *f = *state;
+	enum { L = 200 };
+	static struct resolver_lookup *l[L];
+	struct dns_query q = question("burst.allowed.test", DNS_TYPE_A);
+	struct resolver_addrs now;
+	struct resolver_result res;
+	struct seen s = {0}, sa = {0};
+	int asked = 0;
+
+	for (int i = 0; i < L; i++) {
+		l[i] = resolver_lookup(f->r, "burst.allowed.test", on_addrs, &s, &now);
+		assert_non_null(l[i]);
+	}
+	while (resolver_ask(f->r, &q, "burst.allowed.test", on_result, &sa, &res) != NULL)
+		asked++;
+	assert_int_equal(asked, RESOLVER_MAX_WAITERS);
+	assert_int_equal(res.status, RESOLVER_FAIL);
+	for (int i = 0; i < 2; i++) {
+		struct dns_query up;
+
+		assert_true(upstream_recv(f, &up, 1000));
+		upstream_answer(f, &up, DNS_RCODE_NOERROR, NULL,
+		                up.qtype == DNS_TYPE_A ? "203.0.113.40" : "2001:db8::40");
+	}
+	for (int k = 0; k < 100 && s.calls < L; k++) {
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+		usleep(2000);
+	}
+	assert_int_equal(s.calls, L);
+	assert_int_equal(s.addrs.status, RESOLVER_ADDRS_OK);
+	assert_int_equal(sa.calls, RESOLVER_MAX_WAITERS);
 }
 
 int
@@ -509,6 +849,13 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_lookup_nxdomain_and_timeout, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_lookup_cancel, setup, teardown),
 	        cmocka_unit_test(test_hosts_parse),
+	        cmocka_unit_test_setup_teardown(test_waiters_bounded, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_finish_why_per_waiter, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_waiters_cap_spares_lookups, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_case_randomised, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_tcp_fallbacks_bounded, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_hosts_other_types_nodata, setup_with_hosts,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_hosts_answered_and_guarded, setup_with_hosts,
 	                                        teardown),
 	};

@@ -80,47 +80,63 @@ wait_readable(struct fixture *f, int fd, int ms)
 }
 
 static int
-setup(void **state)
+setup_ms(void **state, uint32_t timeout_ms, struct fixture *fx)
 {
-	static struct fixture f;
 	struct dns_server_config cfg = {0};
 	struct sockaddr_in tcp_addr;
 	int one = 1;
 
-	memset(&f, 0, sizeof(f));
-	f.pol = policy_load_buffer("t.yaml", pol_text, sizeof(pol_text) - 1, NULL);
-	f.cache = dns_cache_new(64);
-	f.base = event_base_new();
-	if (f.pol == NULL || f.cache == NULL || f.base == NULL)
+	memset(fx, 0, sizeof(*fx));
+	fx->pol = policy_load_buffer("t.yaml", pol_text, sizeof(pol_text) - 1, NULL);
+	fx->cache = dns_cache_new(64);
+	fx->base = event_base_new();
+	if (fx->pol == NULL || fx->cache == NULL || fx->base == NULL)
 		return -1;
-	f.upstream = udp_bound(&f.up_addr);
-	f.spoofer = udp_bound(NULL);
+	fx->upstream = udp_bound(&fx->up_addr);
+	fx->spoofer = udp_bound(NULL);
 	/* The upstream's TCP side, on the same port number. */
-	f.upstream_tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	setsockopt(f.upstream_tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	tcp_addr = f.up_addr;
-	if (bind(f.upstream_tcp, (struct sockaddr *)&tcp_addr, sizeof(tcp_addr)) != 0 ||
-	    listen(f.upstream_tcp, 4) != 0)
+	fx->upstream_tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(fx->upstream_tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	tcp_addr = fx->up_addr;
+	if (bind(fx->upstream_tcp, (struct sockaddr *)&tcp_addr, sizeof(tcp_addr)) != 0 ||
+	    listen(fx->upstream_tcp, 4) != 0)
 		return -1;
-	cfg.policy = f.pol;
-	cfg.cache = f.cache;
-	memcpy(&cfg.upstream[0], &f.up_addr, sizeof(f.up_addr));
+	cfg.policy = fx->pol;
+	cfg.cache = fx->cache;
+	memcpy(&cfg.upstream[0], &fx->up_addr, sizeof(fx->up_addr));
 	cfg.n_upstream = 1;
-	cfg.timeout_ms = 400;
-	f.srv = dns_server_new(f.base, &cfg);
-	if (f.srv == NULL)
+	cfg.timeout_ms = timeout_ms;
+	fx->srv = dns_server_new(fx->base, &cfg);
+	if (fx->srv == NULL)
 		return -1;
 	{
-		int lfd = udp_bound(&f.listen_addr);
+		int lfd = udp_bound(&fx->listen_addr);
 
-		if (dns_server_add_udp(f.srv, lfd) != 0)
+		if (dns_server_add_udp(fx->srv, lfd) != 0)
 			return -1;
 	}
-	f.client = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (connect(f.client, (struct sockaddr *)&f.listen_addr, sizeof(f.listen_addr)) != 0)
+	fx->client = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (connect(fx->client, (struct sockaddr *)&fx->listen_addr, sizeof(fx->listen_addr)) != 0)
 		return -1;
-	*state = &f;
+	*state = fx;
 	return 0;
+}
+
+static int
+setup(void **state)
+{
+	static struct fixture f;
+
+	return setup_ms(state, 400, &f);
+}
+
+/* Upstream questions that outlive any flood a test sends. */
+static int
+setup_slow(void **state)
+{
+	static struct fixture f;
+
+	return setup_ms(state, 10000, &f);
 }
 
 static int
@@ -199,8 +215,9 @@ test_forward_spoof_guard(void **state)
 	n = mkquery(buf, sizeof(buf), 0x1111, "WWW.Allowed.Test", true);
 	assert_int_equal(send(f->client, buf, n, 0), (ssize_t)n);
 	upstream_recv(f, &uq, &from);
-	/* Our upstream query: new id, RD, EDNS, name lowercased. */
-	assert_string_equal(uq.qname, "www.allowed.test");
+	/* Our upstream query: new id, RD, EDNS, the name in a case of its
+	 * own (0x20), which the answers below echo. */
+	assert_true(dns_name_eq(uq.qname, "www.allowed.test"));
 	assert_true(uq.flags & DNS_FLAG_RD);
 	assert_true(uq.has_opt);
 
@@ -301,7 +318,7 @@ test_truncated_goes_tcp(void **state)
 	n = (size_t)(hdr[0] << 8 | hdr[1]);
 	assert_int_equal(recv(c, buf, n, MSG_WAITALL), (ssize_t)n);
 	assert_int_equal(dns_query_parse(buf, n, &tq), DNS_OK);
-	assert_string_equal(tq.qname, "big.allowed.test");
+	assert_true(dns_name_eq(tq.qname, "big.allowed.test"));
 	n = mkanswer(buf + 2, sizeof(buf) - 2, &tq, 0, ips, 3);
 	buf[0] = (uint8_t)(n >> 8);
 	buf[1] = (uint8_t)n;
@@ -502,6 +519,110 @@ test_tcp_queue_budget(void **state)
 	membudget_free(b);
 }
 
+/* Run the loop a little, read every reply waiting at the client and
+ * discard what reached the upstream. Counts SERVFAILs that say the
+ * listener is full, and notes the reply with id want (if any). */
+static void
+flood_drain(struct fixture *f, size_t *busy, int want_id, unsigned *want_rcode)
+{
+	uint8_t buf[2048];
+	ssize_t got;
+
+	for (int k = 0; k < 4; k++)
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+	while ((got = recv(f->client, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+		struct dns_response r;
+
+		if (dns_response_parse(buf, (size_t)got, &r) != DNS_OK)
+			continue;
+		if (want_id >= 0 && r.id == (uint16_t)want_id)
+			*want_rcode = DNS_RCODE(r.flags);
+		else if (DNS_RCODE(r.flags) == DNS_RCODE_SERVFAIL &&
+		         memmem(buf, (size_t)got, "too many", 8) != NULL)
+			(*busy)++;
+	}
+	while (recv(f->upstream, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
+}
+
+/* A flood of distinct allowed names the upstream never answers: the
+ * listener holds DNS_MAX_PENDING of them and refuses the rest at once
+ * with SERVFAIL and an EDE, instead of keeping every one for the budget. */
+static void
+test_pending_bounded(void **state)
+{
+	struct fixture *f = *state;
+	const size_t N = DNS_MAX_PENDING + 1000;
+	uint8_t buf[512];
+	size_t busy = 0;
+	unsigned rc = 0;
+
+	for (size_t i = 0; i < N;) {
+		for (int k = 0; k < 32 && i < N; k++, i++) {
+			char name[64];
+			size_t n;
+
+			snprintf(name, sizeof(name), "n%zu.allowed.test", i);
+			n = mkquery(buf, sizeof(buf), (uint16_t)i, name, true);
+			assert_int_equal(send(f->client, buf, n, 0), (ssize_t)n);
+		}
+		flood_drain(f, &busy, -1, &rc);
+	}
+	for (int k = 0; k < 20; k++) {
+		flood_drain(f, &busy, -1, &rc);
+		usleep(5000);
+	}
+	print_message("%zu queries for distinct names: %zu refused at once (cap %d)\n", N, busy,
+	              DNS_MAX_PENDING);
+	/* Some datagrams may be lost on loopback; most of the 1000 are not. */
+	assert_true(busy >= 900);
+	assert_true(busy <= N - DNS_MAX_PENDING);
+}
+
+/* A flood of one name with a new id each time: the resolver keeps
+ * RESOLVER_MAX_WAITERS of them, the rest get SERVFAIL at once, and the
+ * listener still answers another name. */
+static void
+test_flood_one_name(void **state)
+{
+	struct fixture *f = *state;
+	const size_t N = 2000;
+	uint8_t buf[2048];
+	size_t busy = 0, n;
+	unsigned rc = 0xffff;
+	struct dns_query uq;
+	struct sockaddr_in from;
+	const char *ip[] = {"203.0.113.30"};
+
+	for (size_t i = 0; i < N;) {
+		for (int k = 0; k < 32 && i < N; k++, i++) {
+			n = mkquery(buf, sizeof(buf), (uint16_t)i, "same.allowed.test", true);
+			assert_int_equal(send(f->client, buf, n, 0), (ssize_t)n);
+		}
+		flood_drain(f, &busy, -1, &rc);
+	}
+	for (int k = 0; k < 20; k++) {
+		flood_drain(f, &busy, -1, &rc);
+		usleep(5000);
+	}
+	print_message("%zu queries for one name: %zu refused at once\n", N, busy);
+	assert_true(busy >= N - 64 - 100);
+	/* Another name goes upstream and comes back. */
+	n = mkquery(buf, sizeof(buf), 0xbeef, "other.allowed.test", true);
+	assert_int_equal(send(f->client, buf, n, 0), (ssize_t)n);
+	do
+		upstream_recv(f, &uq, &from);
+	while (!dns_name_eq(uq.qname, "other.allowed.test"));
+	n = mkanswer(buf, sizeof(buf), &uq, 0, ip, 1);
+	assert_int_equal(sendto(f->upstream, buf, n, 0, (struct sockaddr *)&from, sizeof(from)),
+	                 (ssize_t)n);
+	for (int k = 0; k < 100 && rc == 0xffff; k++) {
+		flood_drain(f, &busy, 0xbeef, &rc);
+		usleep(5000);
+	}
+	assert_int_equal(rc, DNS_RCODE_NOERROR);
+}
+
 int
 main(void)
 {
@@ -512,6 +633,8 @@ main(void)
 	        cmocka_unit_test(test_denied_and_malformed),
 	        cmocka_unit_test(test_tcp_slots_and_idle),
 	        cmocka_unit_test(test_tcp_queue_budget),
+	        cmocka_unit_test_setup_teardown(test_pending_bounded, setup_slow, teardown),
+	        cmocka_unit_test_setup_teardown(test_flood_one_name, setup_slow, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
