@@ -421,13 +421,12 @@ bind_frame_free(struct conn *c)
 
 /* What an audit-mode framing refusal adds: nothing after it is framed. */
 #define BIND_UNFRAMED                                                                              \
-	"; audit mode: the rest of the connection goes unframed (its later requests are not "    \
+	"; audit mode: the rest of the connection goes unframed (its later requests are not "      \
 	"checked nor logged)"
 
 /* Append "; " and the text to c's detail (an earlier refusal's): the log
  * line keeps its first reason and says what came after. */
-static void __attribute__((format(printf, 2, 3)))
-bind_note(struct conn *c, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 3))) bind_note(struct conn *c, const char *fmt, ...)
 {
 	char note[sizeof(c->detail)], detail[2 * sizeof(c->detail) + 2];
 	size_t n, keep = strlen(c->detail);
@@ -437,7 +436,6 @@ bind_note(struct conn *c, const char *fmt, ...)
 	vsnprintf(note, sizeof(note), fmt, ap);
 	va_end(ap);
 	n = strlen(note) + 2;
-
 	/* The earlier detail gives way, so the note is whole. */
 	if (n >= sizeof(c->detail))
 		keep = 0;
@@ -507,6 +505,9 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 			break;
 		case H1FRAME_STEP_BAD: {
 			bool first = c->why == VR_NONE;
+			const char *rest = policy_mode(c->px->px_cfg.policy) == POLICY_MODE_AUDIT
+			                           ? BIND_UNFRAMED
+			                           : "";
 
 			bind_subject(c, subject, sizeof(subject));
 			if (f->why != NULL)
@@ -516,8 +517,7 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 			p.proto = PEEK_PROTO_HTTP; /* the client speaks HTTP: a status */
 			if (bind_refuse(c, &p, f->why != NULL ? f->vr : peek_why(&p),
 			                "%s: request %llu: %s%s", subject,
-			                (unsigned long long)f->requests + 1, seen,
-			                BIND_UNFRAMED) != 0)
+			                (unsigned long long)f->requests + 1, seen, rest) != 0)
 				return -1;
 			/* Audit mode: the rest goes unframed, what was held of a
 			 * head first, and no later request is looked at or
@@ -525,7 +525,7 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 			 * earlier refusal gave it. */
 			if (!first)
 				bind_note(c, "then request %llu: %s%s",
-				          (unsigned long long)f->requests + 1, seen, BIND_UNFRAMED);
+				          (unsigned long long)f->requests + 1, seen, rest);
 			if (emit(arg, f->head, f->head_len) != 0 ||
 			    emit(arg, buf + off, len - off) != 0)
 				goto fail;
