@@ -576,9 +576,7 @@ test_chunked_trailers(void **state)
 	chunked_expect("0\r\n x: v\r\n\r\n", -1);
 	chunked_expect("0\r\nX v\r\n\r\n", -1);
 	chunked_expect("0\r\nX\r\n\r\n", -1);
-	chunked_expect("0\r\nX: a\x01"
-	               "b\r\n\r\n",
-	               -1);
+	chunked_expect("0\r\nX: a\001b\r\n\r\n", -1);
 	chunked_expect("0\r\nX: a\rb\r\n\r\n", -1);
 }
 
