@@ -35,29 +35,18 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "elog/elog.h"
 #include "policy/policy.h"
 #include "proxy/h1frame.h"
 #include "proxy/peek.h"
 
 /* Refuse the tunnel for what its first bytes were: a TLS alert for a
  * ClientHello, a status inside the tunnel for an HTTP head (the client
- * reads HTTP there), a reset for the rest. Returns -1 (c is gone), or 0
- * in audit mode, where the refusal is only logged and the tunnel goes on. */
-static int __attribute__((format(printf, 4, 5)))
-bind_refuse(struct conn *c, const struct peek *p, enum verdict_reason reason, const char *fmt, ...)
+ * reads HTTP there), a reset for the rest. In every mode. Returns -1 (c
+ * is gone). */
+static int
+bind_deny(struct conn *c, const struct peek *p, enum verdict_reason reason, const char *why)
 {
-	char why[sizeof(c->detail)];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
-	if (policy_mode(c->px->px_cfg.policy) == POLICY_MODE_AUDIT) {
-		c->verdict = VERDICT_AUDIT_DENY;
-		if (c->why == VR_NONE)
-			conn_set_why(c, reason, why);
-		return 0;
-	}
 	/* The rule allowed the target; what refuses is the binding. */
 	c->rule[0] = '\0';
 	if (c->down.bev == NULL && relay_reply_bev(c) != 0) {
@@ -73,6 +62,27 @@ bind_refuse(struct conn *c, const struct peek *p, enum verdict_reason reason, co
 	c->reply_alert = p->proto == PEEK_PROTO_TLS;
 	conn_refuse(c, reason, "%s", why);
 	return -1;
+}
+
+/* As bind_deny, for what the binding refuses. Returns -1 (c is gone), or
+ * 0 in audit mode, where the refusal is only logged (the first one is the
+ * line's reason) and the tunnel goes on. */
+static int __attribute__((format(printf, 4, 5)))
+bind_refuse(struct conn *c, const struct peek *p, enum verdict_reason reason, const char *fmt, ...)
+{
+	char why[sizeof(c->detail)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (policy_mode(c->px->px_cfg.policy) == POLICY_MODE_AUDIT) {
+		c->verdict = VERDICT_AUDIT_DENY;
+		if (c->why == VR_NONE)
+			conn_set_why(c, reason, why);
+		return 0;
+	}
+	return bind_deny(c, p, reason, why);
 }
 
 /* What the connection is, for a reason: "tunnel to HOST" (CONNECT),
@@ -131,6 +141,17 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 		q.claim = folded;
 		verdict_decide(pol, POLICY_MODE_ENFORCE, &q, &r);
 		if (r.verdict == VERDICT_ALLOW) {
+			char msg[sizeof(c->detail)];
+
+			/* And admitted by the log budget, as a destination
+			 * decided first is (conn_admit): the address was, the
+			 * name is new. Not the policy's verdict, so audit mode
+			 * refuses it too. */
+			if (!elog_admit(c->px->px_cfg.log, folded, c->port)) {
+				snprintf(msg, sizeof(msg), "%s carries %s %s: %s", subject, what,
+				         folded, verdict_reason_text(VR_LOG_BUDGET));
+				return bind_deny(c, p, VR_LOG_BUDGET, msg);
+			}
 			/* Decided for it now: later names must be it. */
 			str_copy(c->host, folded, sizeof(c->host));
 			return 0;
@@ -398,6 +419,32 @@ bind_frame_free(struct conn *c)
 	c->frame = NULL;
 }
 
+/* What an audit-mode framing refusal adds: nothing after it is framed. */
+#define BIND_UNFRAMED                                                                              \
+	"; audit mode: the rest of the connection goes unframed (its later requests are not "      \
+	"checked nor logged)"
+
+/* Append "; " and the text to c's detail (an earlier refusal's): the log
+ * line keeps its first reason and says what came after. */
+static void __attribute__((format(printf, 2, 3))) bind_note(struct conn *c, const char *fmt, ...)
+{
+	char note[sizeof(c->detail)], detail[2 * sizeof(c->detail) + 2];
+	size_t n, keep = strlen(c->detail);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(note, sizeof(note), fmt, ap);
+	va_end(ap);
+	n = strlen(note) + 2;
+	/* The earlier detail gives way, so the note is whole. */
+	if (n >= sizeof(c->detail))
+		keep = 0;
+	else if (keep > sizeof(c->detail) - 1 - n)
+		keep = sizeof(c->detail) - 1 - n;
+	snprintf(detail, sizeof(detail), "%.*s; %s", (int)keep, c->detail, note);
+	conn_set_why(c, c->why, detail);
+}
+
 /* A head the framer found: its name must be c's. A head without one
  * (HTTP/1.0 without Host) lets the server pick the name, so it is only
  * let through where nothing is bound yet. 0 to go on, -1 after refusing. */
@@ -456,7 +503,12 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 			if (watch) /* the answer's head, no more, waits to be read */
 				bufferevent_setwatermark(c->up.bev, EV_READ, 0, HTTP_MAX_HEAD);
 			break;
-		case H1FRAME_STEP_BAD:
+		case H1FRAME_STEP_BAD: {
+			bool first = c->why == VR_NONE;
+			const char *rest = policy_mode(c->px->px_cfg.policy) == POLICY_MODE_AUDIT
+			                           ? BIND_UNFRAMED
+			                           : "";
+
 			bind_subject(c, subject, sizeof(subject));
 			if (f->why != NULL)
 				str_copy(seen, f->why, sizeof(seen));
@@ -464,16 +516,22 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 				peek_reason(&p, seen, sizeof(seen));
 			p.proto = PEEK_PROTO_HTTP; /* the client speaks HTTP: a status */
 			if (bind_refuse(c, &p, f->why != NULL ? f->vr : peek_why(&p),
-			                "%s: request %llu: %s", subject,
-			                (unsigned long long)f->requests + 1, seen) != 0)
+			                "%s: request %llu: %s%s", subject,
+			                (unsigned long long)f->requests + 1, seen, rest) != 0)
 				return -1;
-			/* Audit mode: logged; the rest goes unframed, what was
-			 * held of a head first. */
+			/* Audit mode: the rest goes unframed, what was held of a
+			 * head first, and no later request is looked at or
+			 * logged: the line says so, once, after the reason an
+			 * earlier refusal gave it. */
+			if (!first)
+				bind_note(c, "then request %llu: %s%s",
+				          (unsigned long long)f->requests + 1, seen, rest);
 			if (emit(arg, f->head, f->head_len) != 0 ||
 			    emit(arg, buf + off, len - off) != 0)
 				goto fail;
 			bind_frame_free(c);
 			return (ssize_t)len;
+		}
 		}
 		off += used;
 	}

@@ -12,7 +12,8 @@
  * Transfer-Encoding, a framing field named in Connection, obs-fold, an
  * Upgrade to anything but WebSocket, over a limit), and so is anything at
  * a message boundary that is not a request head (a bad chunk size, an
- * over-long chunk or trailer line, another protocol): what cannot be
+ * over-long chunk or trailer line, a trailer line that is no field line,
+ * another protocol): what cannot be
  * framed safely is never let through unframed. */
 #ifndef AIRLOCK_PROXY_H1FRAME_H
 #define AIRLOCK_PROXY_H1FRAME_H

@@ -797,13 +797,15 @@ http_rewrite_response(const char *buf, const struct http_head *h, bool close, ch
 enum {
 	CH_SIZE_START,
 	CH_SIZE,
+	CH_SIZE_BWS, /* whitespace after the size: only ';' or CR may follow */
 	CH_EXT,
 	CH_SIZE_LF,
 	CH_DATA,
 	CH_DATA_CR,
 	CH_DATA_LF,
 	CH_TRAILER_START,
-	CH_TRAILER,
+	CH_TRAILER_NAME,  /* a trailer field's name, up to ':' */
+	CH_TRAILER_VALUE, /* its value, up to CR */
 	CH_TRAILER_LF,
 	CH_LAST_LF,
 	CH_DONE,
@@ -836,20 +838,38 @@ http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, bool *do
 					return -1;
 				c->remaining = c->remaining << 4 | (uint64_t)hv;
 				c->state = CH_SIZE;
-			} else if (c->state == CH_SIZE && (b == ';' || b == ' ' || b == '\t')) {
+			} else if (c->state == CH_SIZE && b == ';') {
 				c->state = CH_EXT;
+			} else if (c->state == CH_SIZE && (b == ' ' || b == '\t')) {
+				c->state = CH_SIZE_BWS;
 			} else if (c->state == CH_SIZE && b == '\r') {
 				c->state = CH_SIZE_LF;
 			} else {
 				return -1;
 			}
 			break;
+		case CH_SIZE_BWS:
+			/* RFC 9112 7.1.1: whitespace (BWS) only before an
+			 * extension's ';'. "1 0" is not size 1 with an extension
+			 * " 0": a server that drops the space reads 0x10. */
+			if (++c->line > HTTP_MAX_CHUNK_LINE)
+				return -1;
+			if (b == ';')
+				c->state = CH_EXT;
+			else if (b == '\r')
+				c->state = CH_SIZE_LF;
+			else if (b != ' ' && b != '\t')
+				return -1;
+			break;
 		case CH_EXT:
+			/* The line ends at its CR whatever the extension says
+			 * (a quoted-string holds no CR or LF); no control byte
+			 * in it but HTAB, as in a field value. */
 			if (++c->line > HTTP_MAX_CHUNK_LINE)
 				return -1;
 			if (b == '\r')
 				c->state = CH_SIZE_LF;
-			else if (b == '\n' || b == '\0')
+			else if (!is_field_char(b))
 				return -1;
 			break;
 		case CH_SIZE_LF:
@@ -884,19 +904,35 @@ http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, bool *do
 				c->state = CH_LAST_LF;
 				break;
 			}
-			c->state = CH_TRAILER;
+			/* A trailer line is a field line, checked as a head's
+			 * are (parse_fields): a name token, ':', a value. Else
+			 * "0\r\nGET / HTTP/1.1\r\n..." would be a trailer here
+			 * and the next request to a server that ends the body
+			 * at the last chunk's line. Nor obs-fold. */
+			c->state = CH_TRAILER_NAME;
 			/* fall through */
-		case CH_TRAILER:
+		case CH_TRAILER_NAME:
+			if (++c->trailer > HTTP_MAX_TRAILERS)
+				return -1;
+			if (b == ':' && c->line > 0)
+				c->state = CH_TRAILER_VALUE;
+			else if (is_tchar(b))
+				c->line++;
+			else
+				return -1;
+			break;
+		case CH_TRAILER_VALUE:
 			if (++c->trailer > HTTP_MAX_TRAILERS)
 				return -1;
 			if (b == '\r')
 				c->state = CH_TRAILER_LF;
-			else if (b == '\n' || b == '\0')
+			else if (!is_field_char(b))
 				return -1;
 			break;
 		case CH_TRAILER_LF:
 			if (b != '\n')
 				return -1;
+			c->line = 0;
 			c->state = CH_TRAILER_START;
 			break;
 		case CH_LAST_LF:

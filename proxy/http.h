@@ -188,14 +188,16 @@ ssize_t http_rewrite_response(const char *buf, const struct http_head *h, bool c
 struct http_chunked {
 	int state;
 	uint64_t remaining; /* bytes left in the current chunk */
-	unsigned line;      /* bytes of the current size or trailer line */
+	unsigned line;      /* bytes of the size line, or of a trailer field name */
 	unsigned trailer;   /* bytes of trailer section so far */
 };
 
 void http_chunked_init(struct http_chunked *c);
 /* Consume up to len bytes; returns how many belong to the body (< len only
  * when the body ended), sets *done at its end, or returns -1 on a syntax
- * error or an over-long line. */
+ * error or an over-long line. Strict where hops could disagree: after the
+ * size only whitespace before ';' or CRLF, no control byte in an
+ * extension, each trailer line a field line (token ':' value). */
 ssize_t http_chunked_feed(struct http_chunked *c, const uint8_t *p, size_t len, bool *done);
 /* Bytes of the current chunk's data still to come, 0 outside one: they
  * may pass unread (http_chunked_skip) instead of through _feed. */

@@ -13,7 +13,7 @@ address, behind a request that was let through. Each prints one line,
   passed   the origin answered the last request (its X-Origin header)
   refused  the proxy's own answer (Proxy-Status), a reset or a close
 
-frames.py [transparent|tunnel|late|tls|tls-cidr]"""
+frames.py [transparent|tunnel|late|tls|tls-cidr|audit|budget-before|budget-after]"""
 import socket
 import sys
 import time
@@ -237,6 +237,53 @@ def tls_cidr():
     names.hrr_probe("cidr-hrr-unnamed-then-unlisted", [], ["other.test"])
 
 
+def steps(name, *reqs, delay=0.0):
+    """Requests one after the other on one connection: each answer's
+    verdict, "name passed|refused ..." for the last one."""
+    try:
+        s = Session(delay=delay)
+    except OSError as e:
+        print(f"{name} error {e}")
+        return
+    r = None
+    for i, data in enumerate(reqs):
+        s.send(data)
+        r = s.response()
+        if i < len(reqs) - 1 and (r is None or b"X-Origin: frames" not in r[0]):
+            print(f"{name} error request {i + 1} not answered by the origin: "
+                  f"{r and r[0][:40]!r} {s.err}")
+            s.close()
+            return
+    verdict(name, r, s.err)
+    s.close()
+
+
+def audit():
+    # Audit mode: a request that cannot be framed goes on, and so does
+    # everything after it, unframed; the line must say so, first refusal
+    # on the connection or not.
+    socket.getaddrinfo(OK, 80, socket.AF_INET, socket.SOCK_STREAM)
+    get = lambda host, target="/": req("GET", target, host)
+    both = req("POST", "/both", OK, [("Content-Length", "3"), ("Transfer-Encoding", "chunked")],
+               b"0\r\n\r\n")
+    steps("audit-unframed-first", get(OK), both)
+    steps("audit-unframed-after-host", get(OK), get(BAD), both)
+
+
+def budget(when):
+    # An address a cidr rule allows, silent past the sniff window (so
+    # decided on it, no name), then a Host the policy allows: a new
+    # destination, which a spent log budget refuses. The address itself
+    # was admitted before the budget ran out.
+    get = lambda host, target: req("GET", target, host)
+    if when == "before":
+        steps("budget-before-address", get(SHARED, "/budget-before"), delay=0.6)
+    else:
+        steps("budget-after-address", get(SHARED, "/budget-after-address"), delay=0.6)
+        steps("budget-after-name", get(OK, "/budget-after-name"), delay=0.6)
+
+
 if __name__ == "__main__":
     {"transparent": transparent, "tunnel": tunnel, "late": late, "tls": tls,
-     "tls-cidr": tls_cidr}[sys.argv[1]]()
+     "tls-cidr": tls_cidr, "audit": audit, "budget-before": lambda: budget("before"),
+     "budget-after": lambda: budget("after")}[sys.argv[1]]()

@@ -208,6 +208,13 @@ test_unframable(void **state)
 	expect_bad("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n"
 	           "3\r\nabcX",
 	           PEEK_OK, "chunked");
+	/* whitespace inside a chunk size; a request as a trailer line */
+	expect_bad("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+	           "1 0\r\nx\r\n0\r\n\r\n",
+	           PEEK_OK, "chunked");
+	expect_bad("POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n"
+	           "0\r\nGET / HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+	           PEEK_OK, "chunked");
 	expect_bad("GET / HTTP/1.1\r\nHost: a.test\r\nX: y\r\n folded\r\n\r\n", PEEK_HTTP_HEAD,
 	           NULL);
 	expect_bad("GET / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 0\r\n"
