@@ -344,12 +344,13 @@ peek_tls_record(const uint8_t *buf, size_t len, bool after_ccs, struct peek *out
 			}
 			return PEEK_REC_BAD;
 		}
-		/* Small, after change_cipher_spec: a hello's first fragment
-		 * (a hello may come in records of any size) or an encrypted
-		 * Finished. One that may still become a hello is waited for:
-		 * passed now, the hello's name would go unread. */
-		if (k == PEEK_MORE && len < PEEK_MAX_INPUT)
-			return PEEK_REC_MORE;
+		/* Small, after change_cipher_spec: TLS 1.2's encrypted
+		 * Finished (its random nonce may begin 01 00 ...) or a hello's
+		 * first fragment. It goes once whole: the client waits for the
+		 * server's answer to a Finished, so holding it for the rest of
+		 * a "hello" hangs the handshake. A fragment alone tells the
+		 * server nothing; the caller refuses any handshake record after
+		 * it (bind.c), so a hello cut up here never passes whole. */
 		memset(out, 0, sizeof(*out));
 	}
 	if (len < TLS_RECORD_HEADER + rl)
