@@ -329,7 +329,18 @@ peek_tls_record(const uint8_t *buf, size_t len, bool after_ccs, struct peek *out
 		 * too large, not TLS to sni_parse) is refused: let through, its
 		 * name would go unread. */
 		bool hello = !after_ccs || rl > TLS_FINISHED_MAX;
-		enum peek_kind k = peek_tls(buf, len < PEEK_MAX_INPUT ? len : PEEK_MAX_INPUT, out);
+		size_t n = len < PEEK_MAX_INPUT ? len : PEEK_MAX_INPUT;
+		enum peek_kind k;
+
+		if (!hello) {
+			/* Decided on this record alone, whatever follows it
+			 * in the read: the answer must not depend on how the
+			 * client's bytes were cut. */
+			if (len < TLS_RECORD_HEADER + rl)
+				return PEEK_REC_MORE;
+			n = TLS_RECORD_HEADER + rl;
+		}
+		k = peek_tls(buf, n, out);
 
 		if (k == PEEK_TLS)
 			return PEEK_REC_HELLO;
