@@ -288,6 +288,19 @@ bind_tls_records(struct conn *c, size_t *pass)
 	}
 	bind_subject(c, subject, sizeof(subject));
 	while (off < len) {
+		if (c->bind_fin && buf[off] == 0x16) {
+			/* After the small handshake record that followed
+			 * change_cipher_spec (a TLS 1.2 Finished, or a hello's
+			 * first fragment, passed whole): no more handshake in
+			 * the clear, or a hello's rest would go unread. */
+			p.proto = PEEK_PROTO_TLS;
+			if (bind_refuse(c, &p, VR_TLS_MALFORMED,
+			                "%s: a handshake record after change_cipher_spec and "
+			                "the Finished",
+			                subject) != 0)
+				return -1;
+			goto over;
+		}
 		switch (peek_tls_record(buf + off, len - off, c->bind_ccs, &p, &skip)) {
 		case PEEK_REC_MORE:
 			*pass = off;
@@ -300,6 +313,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 			 * act on it, so it may have it. */
 			goto over;
 		case PEEK_REC_SKIP:
+			c->bind_fin = c->bind_fin || (c->bind_ccs && buf[off] == 0x16);
 			c->bind_ccs = c->bind_ccs || buf[off] == 0x14;
 			off += skip;
 			break;

@@ -157,12 +157,12 @@ struct conn {
 	struct conn_half up;   /* the upstream side, fd -1 until connected */
 	struct event *timer;   /* header deadline, sniff wait, idle, reply */
 	uint64_t start_ms, last_ms;
-	struct relay *relay; /* splice state once the tunnel switched */
-	struct resolver_lookup *dnsreq; /* while a lookup is out */
-	int resolve_status;             /* its enum resolver_addrs_status */
+	struct relay *relay;             /* splice state once the tunnel switched */
+	struct resolver_lookup *dnsreq;  /* while a lookup is out */
+	int resolve_status;              /* its enum resolver_addrs_status */
 	union conn_addr resolve_refused; /* GUARD: the address the guard removed */
-	bool resolve_audit_cname;       /* audit: it followed a denied CNAME */
-	char resolve_why[192];          /* a refusal: what the resolver said */
+	bool resolve_audit_cname;        /* audit: it followed a denied CNAME */
+	char resolve_why[192];           /* a refusal: what the resolver said */
 	bool resolve_ready;
 
 	/* What is being asked, for the decision and the log. */
@@ -182,6 +182,7 @@ struct conn {
 	uint64_t bind_since_ms; /* when a head began to come while watched; 0 before */
 	bool bind_tls;          /* transparent TLS: every plaintext ClientHello is read */
 	bool bind_ccs;          /* the client sent change_cipher_spec */
+	bool bind_fin;          /* a handshake record after it went (TLS 1.2's Finished) */
 	bool reply_alert;       /* a refusal answers with a TLS alert (bind.c) */
 	/* Owned: the client's HTTP/1 requests, every one framed and its
 	 * name checked (bind.c); NULL on a connection that is not HTTP/1,

@@ -329,7 +329,18 @@ peek_tls_record(const uint8_t *buf, size_t len, bool after_ccs, struct peek *out
 		 * too large, not TLS to sni_parse) is refused: let through, its
 		 * name would go unread. */
 		bool hello = !after_ccs || rl > TLS_FINISHED_MAX;
-		enum peek_kind k = peek_tls(buf, len < PEEK_MAX_INPUT ? len : PEEK_MAX_INPUT, out);
+		size_t n = len < PEEK_MAX_INPUT ? len : PEEK_MAX_INPUT;
+		enum peek_kind k;
+
+		if (!hello) {
+			/* Decided on this record alone, whatever follows it
+			 * in the read: the answer must not depend on how the
+			 * client's bytes were cut. */
+			if (len < TLS_RECORD_HEADER + rl)
+				return PEEK_REC_MORE;
+			n = TLS_RECORD_HEADER + rl;
+		}
+		k = peek_tls(buf, n, out);
 
 		if (k == PEEK_TLS)
 			return PEEK_REC_HELLO;
@@ -344,12 +355,13 @@ peek_tls_record(const uint8_t *buf, size_t len, bool after_ccs, struct peek *out
 			}
 			return PEEK_REC_BAD;
 		}
-		/* Small, after change_cipher_spec: a hello's first fragment
-		 * (a hello may come in records of any size) or an encrypted
-		 * Finished. One that may still become a hello is waited for:
-		 * passed now, the hello's name would go unread. */
-		if (k == PEEK_MORE && len < PEEK_MAX_INPUT)
-			return PEEK_REC_MORE;
+		/* Small, after change_cipher_spec: TLS 1.2's encrypted
+		 * Finished (its random nonce may begin 01 00 ...) or a hello's
+		 * first fragment. It goes once whole: the client waits for the
+		 * server's answer to a Finished, so holding it for the rest of
+		 * a "hello" hangs the handshake. A fragment alone tells the
+		 * server nothing; the caller refuses any handshake record after
+		 * it (bind.c), so a hello cut up here never passes whole. */
 		memset(out, 0, sizeof(*out));
 	}
 	if (len < TLS_RECORD_HEADER + rl)
