@@ -27,10 +27,20 @@ ns_alive() {
 	ns_alive_now "$@"
 }
 
+# The kernel reuses a freed namespace's inode number: a process of another
+# test, started after the sandbox's namespaces were gone, can show the same
+# "net:[N]". A process the sandbox left behind started before $3 (clock
+# ticks since boot, see ticks_now); later ones are skipped.
+ticks_now() {
+	awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", $1 * hz }' /proc/uptime
+}
+
 ns_alive_now() {
-	local p
-	[ -n "$1" ] && [ -n "$2" ] || fail "no namespace ids recorded"
+	local p st
+	[ -n "$1" ] && [ -n "$2" ] && [ -n "$3" ] || fail "no namespace ids recorded"
 	for p in /proc/[0-9]*; do
+		st=$(sed 's/^.*) //' "$p/stat" 2>/dev/null | cut -d' ' -f20)
+		[ -n "$st" ] && [ "$st" -lt "$3" ] || continue
 		if [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$1" ] ||
 			[ "$(readlink "$p/ns/user" 2>/dev/null)" = "$2" ]; then
 			echo "still in the sandbox's namespaces: $p $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)" >&2
@@ -58,7 +68,7 @@ wait_gone() {
 }
 
 body() {
-	local role=$1 w n u bg apid
+	local role=$1 w n u bg apid t
 	w=$(work "$role")
 
 	# Only stdio reaches CMD: no listener, log or socketpair fd.
@@ -72,7 +82,7 @@ body() {
 	bg=$(ours)
 	[ -z "$bg" ] || fail "$role: daemon still running after airlock returned: $(echo "$bg" | xargs -r ps -o pid,args -p)"
 	n=$(cat "$w/ns.net") u=$(cat "$w/ns.user")
-	ns_alive "$n" "$u" && fail "$role: sandbox namespaces outlived the run"
+	ns_alive "$n" "$u" "$(ticks_now)" && fail "$role: sandbox namespaces outlived the run"
 
 	# CMD killed.
 	expect_eq "$role: CMD SIGKILL" 137 "$(status_of al_reaped "$role" -- sh -c 'sleep 4202 & kill -KILL $$')"
@@ -86,10 +96,11 @@ body() {
 	[ -s "$w/ns.net" ] || fail "$role: sandbox did not start"
 	n=$(cat "$w/ns.net") u=$(cat "$w/ns.user")
 	apid=$(pgrep -o -f "$SCRATCH/airlock run .*sleep 4204")
+	t=$(ticks_now)
 	kill -KILL "$apid"
 	wait "$bg" 2>/dev/null || true
 	wait_gone "$role: airlock SIGKILL"
-	ns_alive "$n" "$u" && fail "$role: namespaces outlived airlock's SIGKILL"
+	ns_alive "$n" "$u" "$t" && fail "$role: namespaces outlived airlock's SIGKILL"
 
 	# Set-up failing halfway (inside init, after the listeners were
 	# handed over) and before the clone.
