@@ -25,11 +25,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define RESOLVER_MAX_PENDING   8192 /* questions in flight: the listener's and the proxy's */
-#define RESOLVER_ACACHE_SIZE   4096
-#define RESOLVER_UDP_BATCH     64 /* datagrams read per readiness event */
-#define RESOLVER_ID_SPACE      65536
-#define RESOLVER_TRIES         2
+#define RESOLVER_MAX_PENDING    8192 /* questions in flight: the listener's and the proxy's */
+#define RESOLVER_ACACHE_SIZE    4096
+#define RESOLVER_UDP_BATCH      64 /* datagrams read per readiness event */
+#define RESOLVER_ID_SPACE       65536
+#define RESOLVER_TRIES          2
 #define RESOLVER_HOSTS_FILE_MAX (1 << 20) /* bytes of the hosts file read */
 
 /* One question on its way upstream, for every asker waiting on the same
@@ -50,11 +50,11 @@ struct resolver_question {
 	/* While resolver_ask() sends the first try: where a failure goes,
 	 * so that the callback never runs from inside it. */
 	struct resolver_result *q_sync;
-	unsigned q_tries;                   /* tries sent so far */
-	uint16_t q_id[RESOLVER_TRIES];      /* pending[q_id[i]] == this */
-	size_t q_up[RESOLVER_TRIES];        /* index into cfg.upstream */
-	size_t q_tcp_up;                    /* the upstream q_upbev talks to */
-	bool q_last_round;                  /* the timer runs to the budget's end */
+	unsigned q_tries;              /* tries sent so far */
+	uint16_t q_id[RESOLVER_TRIES]; /* pending[q_id[i]] == this */
+	size_t q_up[RESOLVER_TRIES];   /* index into cfg.upstream */
+	size_t q_tcp_up;               /* the upstream q_upbev talks to */
+	bool q_last_round;             /* the timer runs to the budget's end */
 	struct event *q_timer;
 	struct bufferevent *q_upbev;  /* TCP fallback, after a truncated answer */
 	struct membudget_share q_upq; /* what q_upbev's buffers hold */
@@ -344,11 +344,8 @@ req_response(struct resolver_question *q, const uint8_t *msg, size_t len, bool v
 	return true;
 }
 
-/* DNS over TCP frames each message with a two-byte length (RFC 1035
- * 4.2.2). Move one whole message from in to buf and set *len; false
- * while it is not all there yet (nothing consumed). */
-static bool
-tcp_take(struct evbuffer *in, uint8_t *buf, size_t *len)
+bool
+dns_tcp_take(struct evbuffer *in, uint8_t *buf, size_t *len)
 {
 	uint8_t hdr[2];
 
@@ -370,7 +367,7 @@ uptcp_read(struct bufferevent *bev, void *arg)
 	struct resolver *r = q->q_r;
 	size_t len;
 
-	if (!tcp_take(bufferevent_get_input(bev), r->buf, &len))
+	if (!dns_tcp_take(bufferevent_get_input(bev), r->buf, &len))
 		return;
 	if (!req_response(q, r->buf, len, true, q->q_tcp_up))
 		req_finish(q, RESOLVER_FAIL, NULL, "upstream TCP answer does not match the query");
@@ -568,7 +565,8 @@ req_send(struct resolver_question *q)
 	}
 	/* The first try gets half the budget, the retry the rest; the
 	 * first try's answer is taken until the very end. */
-	budget = q->q_tries == 1 ? r->cfg.timeout_ms / 2 : r->cfg.timeout_ms - r->cfg.timeout_ms / 2;
+	budget =
+	        q->q_tries == 1 ? r->cfg.timeout_ms / 2 : r->cfg.timeout_ms - r->cfg.timeout_ms / 2;
 	tv.tv_sec = budget / 1000;
 	tv.tv_usec = (budget % 1000) * 1000;
 	evtimer_add(q->q_timer, &tv);
@@ -929,8 +927,8 @@ resolver_hosts_parse(const char *text, size_t len)
 
 	/* Count the words first, for one allocation of the exact bound. */
 	for (size_t i = 0; i < len; i++)
-		if (!is_space(text[i]) && text[i] != '\n' && (i == 0 || is_space(text[i - 1]) ||
-		                                                text[i - 1] == '\n'))
+		if (!is_space(text[i]) && text[i] != '\n' &&
+		    (i == 0 || is_space(text[i - 1]) || text[i - 1] == '\n'))
 			cap++;
 	if (cap > RESOLVER_HOSTS_MAX)
 		cap = RESOLVER_HOSTS_MAX;

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+struct evbuffer;
+
 struct event_base;
 struct fdres;
 struct membudget;
@@ -94,8 +96,8 @@ typedef void (*resolver_cb)(const struct resolver_result *res, void *arg);
 /* Ask q (its qname as sent, qtype, qclass) for the normalised name (the
  * cache key). The caller has decided that the name may be resolved (the
  * listener's dns_decide, the proxy's policy check); the resolver applies
- * the policy only to what comes back (CNAME links, the guard). When the answer is known at once (hosts file, cache, or a
- * failure before anything was sent) *now is filled, nothing is kept and
+ * the policy only to what comes back (CNAME links, the guard). When the answer is known at once
+ * (hosts file, cache, or a failure before anything was sent) *now is filled, nothing is kept and
  * NULL is returned: cb is never called from inside this function. Else
  * returns the pending question; cb(res, arg) follows. */
 struct resolver_req *resolver_ask(struct resolver *r, const struct dns_query *q, const char *name,
@@ -152,5 +154,13 @@ void resolver_hosts_free(struct resolver_hosts *h);
  * entries for name. Returns false when the file does not know name. */
 bool resolver_hosts_answer(const struct resolver_hosts *h, const char *name, uint16_t qtype,
                            struct dns_response *resp);
+
+/* DNS over TCP frames each message with a two-byte length (RFC 1035
+ * 4.2.2); the listener's clients and the resolver's upstream connections
+ * are read the same way. Move one whole message from in to buf (at least
+ * DNS_MSG_MAX bytes, which any two-byte length fits) and set *len. False
+ * while it is not all there yet: nothing is consumed, so the next read
+ * event tries again. */
+bool dns_tcp_take(struct evbuffer *in, uint8_t *buf, size_t *len);
 
 #endif

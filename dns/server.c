@@ -265,7 +265,6 @@ reply_empty(struct dns_server *srv, struct dns_client *c, const struct dns_query
 	client_send(srv, c, srv->out, n);
 }
 
-
 /* Send filtered records f to c, record the addresses in the IP -> name
  * cache and log. why is the full reason ("" if none); a non-empty reason
  * on an answer means something was withheld, said with an EDE. */
@@ -334,8 +333,8 @@ query_result(struct dns_server *srv, struct dns_client *c, const struct dns_quer
 	textf(ede_text, sizeof(ede_text), "airlock: %s", res->why);
 	reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, DNS_EDE_NO_REACHABLE_AUTHORITY, ede_text);
 	log_query(srv, q, d, DNS_RCODE_SERVFAIL,
-	          res->status == RESOLVER_TIMEOUT ? VR_DNS_TIMEOUT : VR_DNS_UPSTREAM, res->why, NULL,
-	          0, start_ms);
+	          res->status == RESOLVER_TIMEOUT ? VR_DNS_TIMEOUT : VR_DNS_UPSTREAM, res->why,
+	          NULL, 0, start_ms);
 }
 
 static void
@@ -363,26 +362,6 @@ resolver_burst(void *arg, bool begin)
 	srv->batching = false;
 }
 
-/* DNS over TCP frames each message with a two-byte length (RFC 1035
- * 4.2.2); upstream answers and sandbox queries are read the same way.
- * Move one whole message from in to buf (DNS_MSG_MAX bytes at least, which
- * any two-byte length fits) and set *len. False while it is not all there
- * yet: nothing is consumed, so the next read event tries again. */
-static bool
-tcp_take_msg(struct evbuffer *in, uint8_t *buf, size_t *len)
-{
-	uint8_t hdr[2];
-
-	if (evbuffer_get_length(in) < 2)
-		return false;
-	evbuffer_copyout(in, hdr, 2);
-	*len = (size_t)(hdr[0] << 8 | hdr[1]);
-	if (evbuffer_get_length(in) < 2 + *len)
-		return false;
-	evbuffer_drain(in, 2);
-	evbuffer_remove(in, buf, *len);
-	return true;
-}
 /* ---- queries ---- */
 
 static void
@@ -627,7 +606,7 @@ tcp_read(struct bufferevent *bev, void *arg)
 		struct dns_client c = {.udp_fd = -1, .tcp = t};
 		size_t len;
 
-		if (!tcp_take_msg(in, srv->qbuf, &len))
+		if (!dns_tcp_take(in, srv->qbuf, &len))
 			return;
 		t->t_last_ms = now_ms();
 		handle_query(srv, &c, srv->qbuf, len);

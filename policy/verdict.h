@@ -107,8 +107,8 @@ enum verdict {
 	X(DNS_REVERSE, "dns-reverse", "", 0, 0, "reverse zone: only PTR of learned addresses")     \
 	X(DNS_ANY, "dns-any", "", 0, 0, "ANY is not answered")                                     \
 	X(DNS_QTYPE, "dns-type", "", 0, 0, "query type not forwarded")                             \
-	X(CNAME_DENIED, "cname-denied", "http_request_denied", 403, VR_DENIES | VR_NORULE,           \
-	  "CNAME to a denied name")                        \
+	X(CNAME_DENIED, "cname-denied", "http_request_denied", 403, VR_DENIES | VR_NORULE,         \
+	  "CNAME to a denied name")                                                                \
 	X(DNS_UPSTREAM, "dns-upstream-failed", "", 0, 0, "upstream failed")                        \
 	X(DNS_PTR, "dns-ptr-learned", "", 0, 0, "answered from the IP cache")                      \
 	/* the kernel and the unix socket gate */                                                  \

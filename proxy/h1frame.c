@@ -70,11 +70,13 @@ frame_head(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t port, str
 			break;
 		if (old + take >= HTTP_MAX_HEAD) {
 			f->head_len = old;
-			return frame_bad(f, VR_HEAD_TOO_LARGE, "request head not complete within its size limit");
+			return frame_bad(f, VR_HEAD_TOO_LARGE,
+			                 "request head not complete within its size limit");
 		}
 		if (old == 0) {
 			if (f->head == NULL && (f->head = malloc(HTTP_MAX_HEAD)) == NULL)
-				return frame_bad(f, VR_RESOURCE, "out of memory for a request head");
+				return frame_bad(f, VR_RESOURCE,
+				                 "out of memory for a request head");
 			memcpy(f->head, buf, take);
 			f->head_len = take;
 		}
@@ -90,7 +92,8 @@ frame_head(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t port, str
 		break;
 	}
 	f->head_len = old;
-	return frame_bad(f, VR_BAD_REQUEST, "bytes where a request must begin are not an HTTP/1 request head");
+	return frame_bad(f, VR_BAD_REQUEST,
+	                 "bytes where a request must begin are not an HTTP/1 request head");
 }
 
 enum h1frame_step
@@ -118,8 +121,9 @@ h1frame_step(struct h1frame *f, const uint8_t *buf, size_t len, uint16_t default
 		ssize_t n = http_chunked_feed(&f->chunks, buf, len, &done);
 
 		if (n < 0)
-			return frame_bad(f, VR_FRAMING, "malformed chunked request body (a chunk size, "
-			                    "extension or trailer line)");
+			return frame_bad(f, VR_FRAMING,
+			                 "malformed chunked request body (a chunk size, "
+			                 "extension or trailer line)");
 		if (done)
 			f->state = H1FRAME_HEAD;
 		*used = (size_t)n;

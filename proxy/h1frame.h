@@ -48,7 +48,7 @@ struct h1frame {
 	uint64_t next_len;
 	const char *out;
 	size_t out_len;
-	const char *why; /* H1FRAME_STEP_BAD not from peek_parse: what (static) */
+	const char *why;        /* H1FRAME_STEP_BAD not from peek_parse: what (static) */
 	enum verdict_reason vr; /* and its reason */
 };
 

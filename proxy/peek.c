@@ -2,11 +2,11 @@
  * See peek.h for the contract. */
 #include "proxy/peek.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "policy/policy.h"
+#include "policy/verdict.h"
 
 #define TLS_RECORD_HANDSHAKE 0x16
 
@@ -265,34 +265,16 @@ peek_why(const struct peek *p)
 	return VR_BAD_REQUEST;
 }
 
-/* An address literal as 16 bytes, IPv4 as its IPv4-mapped IPv6 form.
- * Brackets are not part of it (peek and the policy keep them off). */
-static bool
-addr_bytes(const char *text, uint8_t out[16])
-{
-	struct in_addr v4;
-
-	if (inet_pton(AF_INET6, text, out) == 1)
-		return true;
-	if (inet_pton(AF_INET, text, &v4) != 1)
-		return false;
-	memset(out, 0, 10);
-	out[10] = out[11] = 0xff;
-	memcpy(out + 12, &v4, 4);
-	return true;
-}
-
 bool
 peek_same_name(const struct peek *p, const char *name, bool ip_literal)
 {
 	char folded[HTTP_HOST_MAX];
-	uint8_t a[16], b[16];
 	const char *why;
 
 	if (p->ip_literal != ip_literal)
 		return false;
-	if (ip_literal)
-		return addr_bytes(p->name, a) && addr_bytes(name, b) && memcmp(a, b, 16) == 0;
+	if (ip_literal) /* the same address, however it is written */
+		return verdict_same_name(p->name, name);
 	if (policy_name_normalize(p->name, folded, sizeof(folded), &why) != 0)
 		return false;
 	return strcmp(folded, name) == 0;

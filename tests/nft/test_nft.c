@@ -875,7 +875,8 @@ test_nflog_aggregate(void **state)
 	/* One line per destination at once, each packet's own. */
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 4);
-	assert_int_equal(count_str(log, "\"detail\":\"blocked by the sandbox firewall\",\"seq\":"), 4);
+	assert_int_equal(count_str(log, "\"detail\":\"blocked by the sandbox firewall\",\"seq\":"),
+	                 4);
 	assert_int_equal(count_str(log, "\"ip\":\"203.0.113.7\",\"port\":9999,"), 2);
 	assert_int_equal(count_str(log, "\"ip\":\"203.0.113.7\",\"port\":9998,"), 1);
 	assert_int_equal(count_str(log, "\"ip\":\"2001:db8::7\",\"port\":53,"), 1);
@@ -941,7 +942,8 @@ test_nflog_aggregate_window(void **state)
 	agg_send(&a);
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 3);
-	assert_int_equal(count_str(log, "\"detail\":\"blocked by the sandbox firewall\",\"seq\":"), 2);
+	assert_int_equal(count_str(log, "\"detail\":\"blocked by the sandbox firewall\",\"seq\":"),
+	                 2);
 	free(log);
 
 	/* Nothing left to count: freeing writes nothing more. */
