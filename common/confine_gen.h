@@ -1,6 +1,7 @@
 /* Build-time half of common/confine.h: turning a libseccomp context into
- * the BPF program a generator prints as a C array (broker/gen_seccomp.c).
- * Links libseccomp; nothing at run time uses it. */
+ * the BPF program a generator prints as a C array (broker/gen_seccomp.c,
+ * sandbox/gen_seccomp.c). Links libseccomp; the filters installed at run
+ * time are the prebuilt arrays. */
 #ifndef AIRLOCK_COMMON_CONFINE_GEN_H
 #define AIRLOCK_COMMON_CONFINE_GEN_H
 

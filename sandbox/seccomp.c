@@ -14,11 +14,10 @@
 #include <linux/seccomp.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/confine_gen.h"
 #include "common/util.h"
 #include "sandbox/internal.h"
 
@@ -176,43 +175,12 @@ add_notify_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 	return 0;
 }
 
-/* Compile the filter to classic BPF in memory (libseccomp writes it to an
- * fd: a memfd). Done at build time by gen_seccomp (seccomp_prebuilt.c). */
+/* Compile the filter to classic BPF in memory. Done at build time by
+ * gen_seccomp (seccomp_prebuilt.c). */
 static int
 export_bpf(scmp_filter_ctx ctx, struct sbx_filter *f, char *err, size_t errlen)
 {
-	struct stat st;
-	ssize_t n;
-	int rc, fd = memfd_create("airlock-seccomp", MFD_CLOEXEC);
-
-	if (fd < 0) {
-		snprintf(err, errlen, "seccomp: memfd: %s", strerror(errno));
-		return -1;
-	}
-	rc = seccomp_export_bpf(ctx, fd);
-	if (rc < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
-	    (size_t)st.st_size % sizeof(struct sock_filter) != 0 ||
-	    (size_t)st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
-		snprintf(err, errlen, "seccomp: export: %s",
-		         rc < 0 ? strerror(-rc) : "bad program size");
-		fd_close(&fd);
-		return -1;
-	}
-	f->insns = malloc((size_t)st.st_size);
-	if (f->insns == NULL) {
-		snprintf(err, errlen, "seccomp: out of memory");
-		fd_close(&fd);
-		return -1;
-	}
-	n = pread(fd, f->insns, (size_t)st.st_size, 0);
-	fd_close(&fd);
-	if (n != st.st_size) {
-		snprintf(err, errlen, "seccomp: read back the program");
-		sbx_seccomp_free(f);
-		return -1;
-	}
-	f->len = (unsigned short)((size_t)st.st_size / sizeof(struct sock_filter));
-	return 0;
+	return confine_bpf_export(ctx, &f->insns, &f->len, err, errlen);
 }
 
 void
