@@ -317,8 +317,8 @@ try_next(struct slot *s)
 			const char *rule = NULL;
 
 			s->verdict = BROKER_V_AUDIT_DENY;
-			(void)broker_addr_check(b->policy, b->hosts, (const struct sockaddr *)a,
-			                        s->rq.port, s->reason, sizeof(s->reason), &rule);
+			(void)guard_addr_check(b->policy, b->hosts, (const struct sockaddr *)a,
+			                       s->rq.port, s->reason, sizeof(s->reason), &rule);
 			str_copy(s->rule, rule != NULL ? rule : "", sizeof(s->rule));
 		}
 		s->next++;
@@ -400,32 +400,32 @@ filter_and_connect(struct slot *s)
 	struct broker *b = s->b;
 	struct sockaddr_storage kept[BROKER_MAX_ADDRS], late[BROKER_MAX_ADDRS], refused;
 	size_t n_kept = 0, n_late = 0;
-	enum broker_addr_verdict first = BROKER_ADDR_PERMITTED;
+	enum guard_addr_verdict first = GUARD_ADDR_PERMITTED;
 	const char *first_rule = NULL;
 	char why[BROKER_REASON_MAX] = "";
 
 	for (size_t i = 0; i < s->n_addrs; i++) {
 		const char *rule = NULL;
-		enum broker_addr_verdict v;
+		enum guard_addr_verdict v;
 
 		set_port(&s->addrs[i], s->rq.port);
-		v = broker_addr_check(b->policy, b->hosts, (const struct sockaddr *)&s->addrs[i],
-		                      s->rq.port, first == BROKER_ADDR_PERMITTED ? why : NULL,
-		                      sizeof(why), &rule);
-		if (v == BROKER_ADDR_PERMITTED) {
+		v = guard_addr_check(b->policy, b->hosts, (const struct sockaddr *)&s->addrs[i],
+		                     s->rq.port, first == GUARD_ADDR_PERMITTED ? why : NULL,
+		                     sizeof(why), &rule);
+		if (v == GUARD_ADDR_PERMITTED) {
 			kept[n_kept++] = s->addrs[i];
-		} else if (v == BROKER_ADDR_AUDIT_DENIED) {
+		} else if (v == GUARD_ADDR_AUDIT_DENIED) {
 			late[n_late++] = s->addrs[i];
-			if (first == BROKER_ADDR_PERMITTED)
+			if (first == GUARD_ADDR_PERMITTED)
 				why[0] = '\0';
-		} else if (first == BROKER_ADDR_PERMITTED) {
+		} else if (first == GUARD_ADDR_PERMITTED) {
 			first = v;
 			first_rule = rule;
 			refused = s->addrs[i];
 		}
 	}
 	if (n_kept + n_late == 0) {
-		if (first == BROKER_ADDR_REFUSED_CIDR) {
+		if (first == GUARD_ADDR_REFUSED_CIDR) {
 			str_copy(s->rule, first_rule != NULL ? first_rule : "", sizeof(s->rule));
 			slot_reply(s, BROKER_E_DENY_CIDR, 0, (const struct sockaddr *)&refused,
 			           why);

@@ -16,6 +16,12 @@
 
 #include "policy/guard.h"
 
+#include <arpa/inet.h>
+#include <stdio.h>
+
+#include "common/util.h"
+#include "policy/policy.h"
+
 /* The class of a, and in *plen the prefix length of the block of that
  * class holding it (32 for an address outside every listed block: only
  * public addresses, for which the block is not used). */
@@ -453,4 +459,67 @@ guard_hosts_state_text(enum guard_hosts_state s)
 		return "the host's addresses can no longer be watched";
 	}
 	return "the host's address list is not known";
+}
+
+/* ---- one address against the deny cidr rules and the guard ---- */
+
+static void
+addr_text(const struct sockaddr *sa, char *out, size_t outlen)
+{
+	const void *p = sa->sa_family == AF_INET6
+	                        ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+	                        : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+
+	if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) ||
+	    inet_ntop(sa->sa_family, p, out, (socklen_t)outlen) == NULL)
+		str_copy(out, "?", outlen);
+}
+
+enum guard_addr_verdict
+guard_addr_check(const struct policy *p, const struct guard_hosts *hosts, const struct sockaddr *sa,
+                 uint16_t port, char *why, size_t whylen, const char **rule)
+{
+	enum guard_class cls = guard_classify(sa);
+	enum guard_host host = GUARD_HOST_UNKNOWN;
+	struct policy_verdict v;
+	char ip[INET6_ADDRSTRLEN];
+	bool audit_denied = false;
+
+	if (rule != NULL)
+		*rule = NULL;
+	addr_text(sa, ip, sizeof(ip));
+	/* A deny cidr rule refuses its addresses however they were reached. */
+	policy_match_addr(p, sa, port, &v);
+	if (v.action == POLICY_DENY) {
+		if (rule != NULL)
+			*rule = v.where;
+		if (why != NULL)
+			snprintf(why, whylen, "%s is denied by a cidr rule", ip);
+		if (policy_mode(p) != POLICY_MODE_AUDIT)
+			return GUARD_ADDR_REFUSED_CIDR;
+		audit_denied = true;
+	}
+	/* The host's own addresses as they are now; while the set cannot
+	 * tell (or there is none), every public address counts as one. */
+	if (cls == GUARD_PUBLIC && hosts != NULL)
+		host = guard_hosts_lookup(hosts, sa);
+	if ((cls == GUARD_PUBLIC && host == GUARD_HOST_OTHER) ||
+	    /* An explicit cidr rule is the only way to private ranges,
+	     * loopback and the host's own addresses. */
+	    policy_cidr_allows(p, sa, port))
+		return audit_denied ? GUARD_ADDR_AUDIT_DENIED : GUARD_ADDR_PERMITTED;
+	if (rule != NULL)
+		*rule = NULL;
+	if (why != NULL) {
+		if (cls != GUARD_PUBLIC)
+			snprintf(why, whylen, "%s is %s (address guard)", ip,
+			         guard_class_name(cls));
+		else if (host == GUARD_HOST_OWN)
+			snprintf(why, whylen, "%s is one of this host's addresses", ip);
+		else
+			snprintf(why, whylen, "%s may be one of this host's addresses (%s)", ip,
+			         hosts != NULL ? guard_hosts_state_text(guard_hosts_state(hosts))
+			                       : "no host address list");
+	}
+	return GUARD_ADDR_REFUSED_GUARD;
 }

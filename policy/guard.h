@@ -133,4 +133,22 @@ enum guard_host guard_hosts_lookup(const struct guard_hosts *h, const struct soc
  * "the host's address list is being read", ... */
 const char *guard_hosts_state_text(enum guard_hosts_state s);
 
+/* What the deny cidr rules and the guard say of one address sa (AF_INET
+ * or AF_INET6) on port: the one check the proxy and the broker apply to
+ * every address they would dial (DESIGN.md decision 4). hosts (may be
+ * NULL: every public address counts as possibly the host's) is the host's
+ * own addresses. On a refusal or audit-deny, why (whylen bytes, may be
+ * NULL) gets the reason and *rule (may be NULL) the deny rule's
+ * "file:line" (borrowed from p) or NULL. */
+struct policy;
+enum guard_addr_verdict {
+	GUARD_ADDR_REFUSED_GUARD, /* guarded class, or the host's own */
+	GUARD_ADDR_REFUSED_CIDR,  /* a deny cidr rule covers it */
+	GUARD_ADDR_PERMITTED,
+	GUARD_ADDR_AUDIT_DENIED, /* audit mode: a deny cidr rule covers it */
+};
+enum guard_addr_verdict guard_addr_check(const struct policy *p, const struct guard_hosts *hosts,
+                                         const struct sockaddr *sa, uint16_t port, char *why,
+                                         size_t whylen, const char **rule);
+
 #endif

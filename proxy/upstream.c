@@ -106,47 +106,15 @@ static enum addr_check
 addr_check(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
            const char **deny_rule)
 {
-	const struct policy *p = c->px->px_cfg.policy;
-	enum guard_class cls = guard_classify(&a->sa);
-	enum guard_host host = GUARD_HOST_OTHER;
-	struct policy_verdict v;
-	char ip[INET6_ADDRSTRLEN];
-	bool audit_denied = false;
-
-	/* A deny cidr rule refuses its addresses however they were reached:
-	 * as a literal (decided before this), or by resolving a name a rule
-	 * allows. */
-	policy_match_addr(p, &a->sa, c->port, &v);
-	if (v.action == POLICY_DENY) {
-		if (policy_mode(p) != POLICY_MODE_AUDIT) {
-			if (why != NULL)
-				say_denied(why, whylen, a);
-			if (deny_rule != NULL)
-				*deny_rule = v.where;
-			return ADDR_REFUSED;
-		}
-		audit_denied = true;
-	}
-	/* The host's own addresses as they are now: the set follows the
-	 * host (nft/hostaddr.h); while it cannot tell, the answer is
-	 * UNKNOWN and the address is refused like one of them. */
-	if (cls == GUARD_PUBLIC)
-		host = guard_hosts_lookup(c->px->px_cfg.hosts, &a->sa);
-	if ((cls == GUARD_PUBLIC && host == GUARD_HOST_OTHER) ||
-	    /* An explicit cidr rule is the only way to private ranges,
-	     * loopback and the host's own addresses. */
-	    policy_cidr_allows(p, &a->sa, c->port))
-		return audit_denied ? ADDR_AUDIT_DENIED : ADDR_PERMITTED;
-	if (why != NULL) {
-		conn_addr_str(a, ip, sizeof(ip));
-		if (cls != GUARD_PUBLIC)
-			snprintf(why, whylen, "%s is %s (address guard)", ip,
-			         guard_class_name(cls));
-		else if (host == GUARD_HOST_OWN)
-			snprintf(why, whylen, "%s is one of this host's addresses", ip);
-		else
-			snprintf(why, whylen, "%s may be one of this host's addresses (%s)", ip,
-			         guard_hosts_state_text(guard_hosts_state(c->px->px_cfg.hosts)));
+	switch (guard_addr_check(c->px->px_cfg.policy, c->px->px_cfg.hosts, &a->sa, c->port, why,
+	                         whylen, deny_rule)) {
+	case GUARD_ADDR_PERMITTED:
+		return ADDR_PERMITTED;
+	case GUARD_ADDR_AUDIT_DENIED:
+		return ADDR_AUDIT_DENIED;
+	case GUARD_ADDR_REFUSED_GUARD:
+	case GUARD_ADDR_REFUSED_CIDR:
+		break;
 	}
 	return ADDR_REFUSED;
 }

@@ -269,13 +269,13 @@ load(const char *yaml, size_t len)
 	return p;
 }
 
-static enum broker_addr_verdict
+static enum guard_addr_verdict
 check(const struct policy *p, const struct guard_hosts *h, const char *ip, uint16_t port, char *why,
       const char **rule)
 {
 	struct sockaddr_storage a = sa(ip, port);
 
-	return broker_addr_check(p, h, (struct sockaddr *)&a, port, why, 160, rule);
+	return guard_addr_check(p, h, (struct sockaddr *)&a, port, why, 160, rule);
 }
 
 static void
@@ -292,39 +292,38 @@ test_decide(void **state)
 	assert_non_null(h);
 	assert_int_equal(guard_hosts_add(h, &own), 0);
 	guard_hosts_set_state(h, GUARD_HOSTS_KNOWN);
-	assert_int_equal(check(p, h, "203.0.113.10", 443, why, &rule), BROKER_ADDR_PERMITTED);
-	assert_int_equal(check(p, h, "127.0.0.1", 80, why, &rule), BROKER_ADDR_REFUSED_GUARD);
+	assert_int_equal(check(p, h, "203.0.113.10", 443, why, &rule), GUARD_ADDR_PERMITTED);
+	assert_int_equal(check(p, h, "127.0.0.1", 80, why, &rule), GUARD_ADDR_REFUSED_GUARD);
 	assert_string_equal(why, "127.0.0.1 is loopback (address guard)");
-	assert_int_equal(check(p, h, "169.254.169.254", 80, why, &rule), BROKER_ADDR_REFUSED_GUARD);
+	assert_int_equal(check(p, h, "169.254.169.254", 80, why, &rule), GUARD_ADDR_REFUSED_GUARD);
 	assert_string_equal(why, "169.254.169.254 is link-local (address guard)");
 	assert_int_equal(check(p, h, "::ffff:169.254.169.254", 80, why, &rule),
-	                 BROKER_ADDR_REFUSED_GUARD);
+	                 GUARD_ADDR_REFUSED_GUARD);
 	assert_int_equal(check(p, h, "64:ff9b::a9fe:a9fe", 80, why, &rule),
-	                 BROKER_ADDR_REFUSED_GUARD);
-	assert_int_equal(check(p, h, "203.0.113.1", 80, why, &rule), BROKER_ADDR_REFUSED_GUARD);
+	                 GUARD_ADDR_REFUSED_GUARD);
+	assert_int_equal(check(p, h, "203.0.113.1", 80, why, &rule), GUARD_ADDR_REFUSED_GUARD);
 	assert_string_equal(why, "203.0.113.1 is one of this host's addresses");
 	/* A /32 cidr rule opens that one private address, on its port. */
-	assert_int_equal(check(p, h, "10.1.2.3", 5432, why, &rule), BROKER_ADDR_PERMITTED);
-	assert_int_equal(check(p, h, "10.1.2.3", 80, why, &rule), BROKER_ADDR_REFUSED_GUARD);
-	assert_int_equal(check(p, h, "10.1.2.4", 5432, why, &rule), BROKER_ADDR_REFUSED_GUARD);
+	assert_int_equal(check(p, h, "10.1.2.3", 5432, why, &rule), GUARD_ADDR_PERMITTED);
+	assert_int_equal(check(p, h, "10.1.2.3", 80, why, &rule), GUARD_ADDR_REFUSED_GUARD);
+	assert_int_equal(check(p, h, "10.1.2.4", 5432, why, &rule), GUARD_ADDR_REFUSED_GUARD);
 	/* A deny cidr rule wins, and says which rule. */
-	assert_int_equal(check(p, h, "198.51.100.7", 443, why, &rule), BROKER_ADDR_REFUSED_CIDR);
+	assert_int_equal(check(p, h, "198.51.100.7", 443, why, &rule), GUARD_ADDR_REFUSED_CIDR);
 	assert_string_equal(why, "198.51.100.7 is denied by a cidr rule");
 	assert_non_null(rule);
 	assert_string_equal(rule, "decide.yaml:10");
 	/* While the host's addresses are not known, every public one may
 	 * be the host's: refused; and so with no set at all. */
 	guard_hosts_clear(h);
-	assert_int_equal(check(p, h, "203.0.113.10", 443, why, &rule), BROKER_ADDR_REFUSED_GUARD);
+	assert_int_equal(check(p, h, "203.0.113.10", 443, why, &rule), GUARD_ADDR_REFUSED_GUARD);
 	assert_non_null(strstr(why, "may be one of this host's addresses"));
-	assert_int_equal(check(p, NULL, "203.0.113.10", 443, why, &rule),
-	                 BROKER_ADDR_REFUSED_GUARD);
+	assert_int_equal(check(p, NULL, "203.0.113.10", 443, why, &rule), GUARD_ADDR_REFUSED_GUARD);
 	/* Audit mode lets a deny cidr address through, marked; the guard
 	 * still holds. */
 	policy_set_mode(p, POLICY_MODE_AUDIT);
 	guard_hosts_set_state(h, GUARD_HOSTS_KNOWN);
-	assert_int_equal(check(p, h, "198.51.100.7", 443, why, &rule), BROKER_ADDR_AUDIT_DENIED);
-	assert_int_equal(check(p, h, "127.0.0.1", 80, why, &rule), BROKER_ADDR_REFUSED_GUARD);
+	assert_int_equal(check(p, h, "198.51.100.7", 443, why, &rule), GUARD_ADDR_AUDIT_DENIED);
+	assert_int_equal(check(p, h, "127.0.0.1", 80, why, &rule), GUARD_ADDR_REFUSED_GUARD);
 	guard_hosts_free(h);
 	policy_free(p);
 }
