@@ -74,23 +74,6 @@ static const char *const allowed[] = {
         "sigaltstack",
 };
 
-static int
-rule(scmp_filter_ctx ctx, const char *name, unsigned nargs, const struct scmp_arg_cmp *args,
-     char *err, size_t errlen)
-{
-	int nr = seccomp_syscall_resolve_name(name);
-	int rc;
-
-	if (nr == __NR_SCMP_ERROR)
-		return 0; /* not on this architecture */
-	rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, nargs, args);
-	if (rc < 0) {
-		snprintf(err, errlen, "seccomp: rule for %s: %s", name, strerror(-rc));
-		return -1;
-	}
-	return 0;
-}
-
 int
 broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *err, size_t errlen)
 {
@@ -117,7 +100,7 @@ broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *er
 		goto fail;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
-		if (rule(ctx, allowed[i], 0, NULL, err, errlen) < 0)
+		if (confine_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err, errlen) < 0)
 			goto fail;
 	/* TCP and UDP only: no unix socket to a host daemon, no netlink,
 	 * no raw or packet socket. The family on the low 32 bits (the
@@ -132,14 +115,15 @@ broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *er
 			                (unsigned)types[t]),
 			};
 
-			if (rule(ctx, "socket", 2, two, err, errlen) < 0)
+			if (confine_rule_add(ctx, SCMP_ACT_ALLOW, "socket", 2, two, err, errlen) <
+			    0)
 				goto fail;
 		}
 	}
 	/* Memory, never executable: no new code in a compromised broker. */
 	a = (struct scmp_arg_cmp)SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
-	if (rule(ctx, "mmap", 1, &a, err, errlen) < 0 ||
-	    rule(ctx, "mprotect", 1, &a, err, errlen) < 0)
+	if (confine_rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 1, &a, err, errlen) < 0 ||
+	    confine_rule_add(ctx, SCMP_ACT_ALLOW, "mprotect", 1, &a, err, errlen) < 0)
 		goto fail;
 	if (confine_bpf_export(ctx, insns, len, err, errlen) < 0)
 		goto fail;

@@ -12,6 +12,24 @@
 #include "common/util.h"
 
 int
+confine_rule_add(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
+                 const struct scmp_arg_cmp *args, char *err, size_t errlen)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+	int rc;
+
+	/* A syscall this architecture does not have needs no rule. */
+	if (nr == __NR_SCMP_ERROR)
+		return 0;
+	rc = seccomp_rule_add_array(ctx, action, nr, nargs, args);
+	if (rc < 0) {
+		snprintf(err, errlen, "seccomp: rule for %s: %s", name, strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+int
 confine_bpf_export(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len, char *err,
                    size_t errlen)
 {

@@ -13,6 +13,11 @@
 
 struct sock_filter;
 
+/* Add the rule "name (with args) -> action" to ctx, by name; a syscall
+ * this architecture does not have is skipped. 0, or -1 with a one-line
+ * reason in err. */
+int confine_rule_add(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
+                     const struct scmp_arg_cmp *args, char *err, size_t errlen);
 /* Compile ctx to classic BPF: *insns malloc'd (the caller frees), *len
  * instructions. 0, or -1 with a one-line reason in err. */
 int confine_bpf_export(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len,

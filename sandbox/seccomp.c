@@ -85,24 +85,6 @@ static const unsigned long ns_flags[] = {
         CLONE_NEWUTS,  CLONE_NEWIPC, CLONE_NEWCGROUP, CLONE_NEWTIME,
 };
 
-static int
-add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
-         const struct scmp_arg_cmp *args, char *err, size_t errlen)
-{
-	int nr = seccomp_syscall_resolve_name(name);
-	int rc;
-
-	/* A syscall this architecture does not have needs no rule. */
-	if (nr == __NR_SCMP_ERROR)
-		return 0;
-	rc = seccomp_rule_add_array(ctx, action, nr, nargs, args);
-	if (rc < 0) {
-		snprintf(err, errlen, "seccomp: rule for %s: %s", name, strerror(-rc));
-		return -1;
-	}
-	return 0;
-}
-
 /* socket() and socketpair() get these families only; everything else
  * (AF_VSOCK to the hypervisor, AF_PACKET, AF_BLUETOOTH, AF_ALG, ...) fails
  * with EAFNOSUPPORT, as on a kernel without them. AF_NETLINK stays for
@@ -139,13 +121,14 @@ add_family_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 				continue;
 			a = (struct scmp_arg_cmp){
 			        .arg = 0, .op = SCMP_CMP_EQ, .datum_a = fam, .datum_b = 0};
-			if (add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, &a, err,
-			             errlen) < 0)
+			if (confine_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, &a,
+			                     err, errlen) < 0)
 				return -1;
 		}
 		a = (struct scmp_arg_cmp){
 		        .arg = 0, .op = SCMP_CMP_GT, .datum_a = max, .datum_b = 0};
-		if (add_rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, &a, err, errlen) < 0)
+		if (confine_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), calls[c], 1, &a, err,
+		                     errlen) < 0)
 			return -1;
 	}
 	return 0;
@@ -167,10 +150,10 @@ add_notify_rules(scmp_filter_ctx ctx, char *err, size_t errlen)
 	 * wins) and could answer "continue"; the kernel refuses a second
 	 * listener in one task's chain (EBUSY) while ours is open, and the
 	 * sandbox does not outlive ours. tests/sandbox/seccomp.sh checks. */
-	if (add_rule(ctx, SCMP_ACT_NOTIFY, "connect", 0, NULL, err, errlen) < 0 ||
-	    add_rule(ctx, SCMP_ACT_NOTIFY, "sendto", 1, &a, err, errlen) < 0 ||
-	    add_rule(ctx, SCMP_ACT_NOTIFY, "sendmsg", 0, NULL, err, errlen) < 0 ||
-	    add_rule(ctx, SCMP_ACT_NOTIFY, "sendmmsg", 0, NULL, err, errlen) < 0)
+	if (confine_rule_add(ctx, SCMP_ACT_NOTIFY, "connect", 0, NULL, err, errlen) < 0 ||
+	    confine_rule_add(ctx, SCMP_ACT_NOTIFY, "sendto", 1, &a, err, errlen) < 0 ||
+	    confine_rule_add(ctx, SCMP_ACT_NOTIFY, "sendmsg", 0, NULL, err, errlen) < 0 ||
+	    confine_rule_add(ctx, SCMP_ACT_NOTIFY, "sendmmsg", 0, NULL, err, errlen) < 0)
 		return -1;
 	return 0;
 }
@@ -248,26 +231,28 @@ sbx_seccomp_compile(struct sbx_filter *f, char *err, size_t errlen)
 		goto fail;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
-		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0, NULL, err, errlen) < 0)
+		if (confine_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0, NULL, err, errlen) <
+		    0)
 			goto fail;
 	for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
 		a = (struct scmp_arg_cmp)SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
-		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "unshare", 1, &a, err, errlen) < 0 ||
-		    add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "clone", 1, &a, err, errlen) < 0)
+		if (confine_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), "unshare", 1, &a, err, errlen) <
+		            0 ||
+		    confine_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), "clone", 1, &a, err, errlen) < 0)
 			goto fail;
 	}
 	/* clone3 passes its flags in memory seccomp cannot read: ENOSYS makes
 	 * libc fall back to clone, whose flags are checked above. */
-	if (add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, err, errlen) < 0)
+	if (confine_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, err, errlen) < 0)
 		goto fail;
 	/* Typing into the terminal CMD shares with the caller's shell would
 	 * run commands outside the sandbox (TIOCSTI); TIOCLINUX can too.
 	 * Compare the low 32 bits only: the kernel ignores the rest. */
 	a = (struct scmp_arg_cmp)SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI);
-	if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &a, err, errlen) < 0)
+	if (confine_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &a, err, errlen) < 0)
 		goto fail;
 	a = (struct scmp_arg_cmp)SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX);
-	if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &a, err, errlen) < 0)
+	if (confine_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &a, err, errlen) < 0)
 		goto fail;
 	if (add_family_rules(ctx, err, errlen) < 0)
 		goto fail;
