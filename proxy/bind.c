@@ -49,16 +49,15 @@ bind_deny(struct conn *c, const struct peek *p, enum verdict_reason reason, cons
 {
 	/* The rule allowed the target; what refuses is the binding. */
 	c->rule[0] = '\0';
+	c->verdict = VERDICT_DENY;
 	if (c->down.bev == NULL && relay_reply_bev(c) != 0) {
 		/* Spliced already (a later request), and bytes are on their
 		 * way to the client: a reply would land inside them, so both
-		 * sides are reset. */
-		c->verdict = VERDICT_DENY;
+		 * sides are reset, for this reason over any earlier one. */
 		conn_set_why(c, reason, why);
-		conn_abort(c, reason, why);
+		conn_abort(c, VR_NONE, NULL);
 		return -1;
 	}
-	c->verdict = VERDICT_DENY;
 	c->reply_alert = p->proto == PEEK_PROTO_TLS;
 	conn_refuse(c, reason, "%s", why);
 	return -1;
