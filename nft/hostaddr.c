@@ -15,6 +15,7 @@
 #include "nft/hostaddr.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,8 +39,10 @@
 #define HOSTADDR_RECV_SIZE 8192
 /* Datagrams per wake-up, so a burst of changes cannot starve the proxy. */
 #define HOSTADDR_READS_PER_EVENT 32
-/* A dump request the kernel refused (memory) is sent again after this. */
+/* A dump request the socket refused (memory) is sent again after this. */
 #define HOSTADDR_RETRY_MS 100
+/* A dump from which nothing has come for this long is asked again. */
+#define HOSTADDR_STALL_MS 250
 
 /* --- the parser ---------------------------------------------------------- */
 
@@ -171,24 +174,61 @@ hostaddr_parse(const void *buf, size_t len, void (*fn)(const struct hostaddr_msg
 
 /* --- the watch ------------------------------------------------------------ */
 
+/*
+ * A dump is settled only by its end (NLMSG_DONE) or by silence. The kernel
+ * answers a dump request with an error when it cannot start it (EBUSY: one
+ * of ours still runs), but on a full socket it may answer ENOBUFS and then
+ * keep dumping as the socket drains, parts and end included (seen on 6.18);
+ * and an overrun can drop the error itself, or the ENOBUFS that the next
+ * request gets. So an error is noted, not acted on, and a dump from which
+ * nothing has come for HOSTADDR_STALL_MS is given up and asked again: the
+ * new request either runs, or its error comes and reading it lets a
+ * stalled earlier dump go on, whose parts (not ours, but in order, like
+ * notifications) do no harm.
+ */
+
 struct hostaddr_watch {
 	struct guard_hosts *hw_hosts; /* borrowed */
 	struct mnl_socket *hw_nl;
 	struct event *hw_ev;    /* the socket is readable */
-	struct event *hw_retry; /* sends a refused dump request again */
+	struct event *hw_timer; /* at hw_due: ask again */
+	uint64_t hw_due;        /* ms (now_ms) when to ask again, 0 when not */
 	uint32_t hw_portid;
 	uint32_t hw_seq;      /* the dump being read, 0 when none */
 	uint32_t hw_last_seq; /* the last dump's number */
 	bool hw_again;        /* lost during this dump: dump again after it */
 	bool hw_want_dump;    /* dump once this datagram is handled */
+	bool hw_heard;        /* part of the dump in this datagram */
 	bool hw_lost;         /* the socket failed for good */
 	bool hw_said_full;    /* warned about the bound since the last KNOWN */
 	int hw_lost_err;      /* why hw_lost (errno) */
-	int hw_dump_err;      /* the kernel refused the last dump (errno) */
+	int hw_dump_err;      /* the last error a dump request got (errno) */
 	unsigned hw_dumps;    /* dumps started, the first included */
+	uint32_t hw_lose;     /* tests: discard the replies to these dumps */
+	uint32_t hw_lose_seq; /* tests: the dump being discarded, 0 when none */
 	/* Scratch for one datagram, aligned for nlmsghdr. */
 	uint64_t hw_buf[HOSTADDR_RECV_SIZE / sizeof(uint64_t)];
 };
+
+/* Ask again in ms (a refused request, or a dump gone silent). During set-up
+ * there is no loop yet: hw_first_dump polls until hw_due. */
+static void
+hw_arm(struct hostaddr_watch *w, unsigned ms)
+{
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+	w->hw_due = now_ms() + ms;
+	if (w->hw_timer != NULL)
+		evtimer_add(w->hw_timer, &tv);
+}
+
+static void
+hw_disarm(struct hostaddr_watch *w)
+{
+	w->hw_due = 0;
+	if (w->hw_timer != NULL)
+		evtimer_del(w->hw_timer);
+}
 
 /* The socket failed for good. In the loop that is said here; during
  * set-up the caller reports hw_lost_err. */
@@ -198,6 +238,7 @@ hw_set_lost(struct hostaddr_watch *w, const char *why, int err)
 	w->hw_lost = true;
 	w->hw_lost_err = err;
 	guard_hosts_set_state(w->hw_hosts, GUARD_HOSTS_LOST);
+	hw_disarm(w);
 	if (w->hw_ev == NULL)
 		return;
 	event_del(w->hw_ev);
@@ -221,7 +262,6 @@ hw_dump(struct hostaddr_watch *w)
 	}
 	guard_hosts_clear(w->hw_hosts);
 	w->hw_again = false;
-	w->hw_dump_err = 0;
 	if (++w->hw_last_seq == 0)
 		w->hw_last_seq = 1;
 	memset(req, 0, sizeof(req));
@@ -236,18 +276,18 @@ hw_dump(struct hostaddr_watch *w)
 
 		if (err == ENOBUFS || err == ENOMEM || err == EAGAIN || err == EBUSY ||
 		    err == EINTR) {
-			struct timeval tv = {0, HOSTADDR_RETRY_MS * 1000};
-
 			w->hw_dump_err = err;
-			if (w->hw_retry != NULL)
-				evtimer_add(w->hw_retry, &tv);
+			hw_arm(w, HOSTADDR_RETRY_MS);
 			return;
 		}
 		hw_set_lost(w, "cannot ask for the address list", err);
 		return;
 	}
 	w->hw_seq = w->hw_last_seq;
+	if (w->hw_dumps < 32 && (w->hw_lose & (UINT32_C(1) << w->hw_dumps)) != 0)
+		w->hw_lose_seq = w->hw_seq;
 	w->hw_dumps++;
+	hw_arm(w, HOSTADDR_STALL_MS);
 }
 
 /* Notifications may have been lost: what the set holds is unreliable from
@@ -271,6 +311,9 @@ hw_msg(const struct hostaddr_msg *m, void *arg)
 	struct hostaddr_watch *w = arg;
 	bool ours = w->hw_seq != 0 && m->seq == w->hw_seq && m->portid == w->hw_portid;
 
+	if (w->hw_lose_seq != 0 && m->seq == w->hw_lose_seq && m->portid == w->hw_portid)
+		return;
+	w->hw_heard = w->hw_heard || ours;
 	switch (m->kind) {
 	case HOSTADDR_NEW:
 		if (guard_hosts_add(w->hw_hosts, &m->addr) < 0 && !w->hw_said_full) {
@@ -292,6 +335,8 @@ hw_msg(const struct hostaddr_msg *m, void *arg)
 		if (!ours)
 			break;
 		w->hw_seq = 0;
+		w->hw_dump_err = 0;
+		hw_disarm(w);
 		if (w->hw_again) {
 			w->hw_want_dump = true;
 			break;
@@ -301,17 +346,9 @@ hw_msg(const struct hostaddr_msg *m, void *arg)
 			w->hw_said_full = false;
 		break;
 	case HOSTADDR_ERROR:
-		if (!ours)
-			break;
-		/* A dump is answered by its parts and DONE, never by an ACK;
-		 * an error means it did not run. */
-		w->hw_seq = 0;
-		w->hw_dump_err = m->error != 0 ? m->error : EPROTO;
-		if (w->hw_retry != NULL) {
-			struct timeval tv = {0, HOSTADDR_RETRY_MS * 1000};
-
-			evtimer_add(w->hw_retry, &tv);
-		}
+		/* Not the end of it: see the top of this part. */
+		if (ours)
+			w->hw_dump_err = m->error != 0 ? m->error : EPROTO;
 		break;
 	}
 	/* The kernel saw the list change while it dumped: entries may have
@@ -332,6 +369,7 @@ hw_read(struct hostaddr_watch *w)
 		ssize_t n;
 
 		memset(&from, 0, sizeof(from));
+		w->hw_heard = false;
 		/* MSG_TRUNC: the datagram's real length, to see truncation. */
 		n = recvfrom(fd, w->hw_buf, sizeof(w->hw_buf), MSG_TRUNC, (struct sockaddr *)&from,
 		             &fromlen);
@@ -353,9 +391,27 @@ hw_read(struct hostaddr_watch *w)
 		} else if (hostaddr_parse(w->hw_buf, (size_t)n, hw_msg, w) < 0) {
 			hw_lose(w, "a malformed notification");
 		}
+		/* The dump still speaks: its silence is counted from here. */
+		if (w->hw_heard && w->hw_seq != 0)
+			hw_arm(w, HOSTADDR_STALL_MS);
 		if (w->hw_want_dump && !w->hw_lost)
 			hw_dump(w);
 	}
+}
+
+/* hw_due has come: a refused request is sent again, a silent dump given
+ * up and asked again. */
+static void
+hw_ask_again(struct hostaddr_watch *w)
+{
+	w->hw_due = 0;
+	if (w->hw_lost)
+		return;
+	if (w->hw_seq != 0)
+		log_debug("host addresses: no answer to dump %" PRIu32 " for %d ms; asking again",
+		          w->hw_seq, HOSTADDR_STALL_MS);
+	w->hw_seq = 0;
+	hw_dump(w);
 }
 
 static void
@@ -367,11 +423,11 @@ hw_readable(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-hw_retry(evutil_socket_t fd, short what, void *arg)
+hw_timer(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	hw_dump(arg);
+	hw_ask_again(arg);
 }
 
 /* The first dump, read before the loop runs. 0, or -1 with errno. */
@@ -384,26 +440,27 @@ hw_first_dump(struct hostaddr_watch *w)
 	hw_dump(w);
 	while (guard_hosts_state(w->hw_hosts) == GUARD_HOSTS_READING ||
 	       guard_hosts_state(w->hw_hosts) == GUARD_HOSTS_FULL) {
-		uint64_t now = now_ms();
+		uint64_t now = now_ms(), until = deadline;
 		int r;
 
 		if (w->hw_lost) {
 			errno = w->hw_lost_err;
 			return -1;
 		}
-		if (w->hw_seq == 0 && !w->hw_want_dump) {
-			if (w->hw_dump_err != 0) {
-				errno = w->hw_dump_err;
-				return -1;
-			}
-			/* Done, but over the bound: FULL is the answer. */
+		/* Done, but over the bound: FULL is the answer. */
+		if (w->hw_seq == 0 && !w->hw_want_dump && w->hw_due == 0)
 			return 0;
-		}
 		if (now >= deadline) {
-			errno = ETIMEDOUT;
+			errno = w->hw_dump_err != 0 ? w->hw_dump_err : ETIMEDOUT;
 			return -1;
 		}
-		r = poll(&pfd, 1, (int)(deadline - now));
+		if (w->hw_due != 0 && now >= w->hw_due) {
+			hw_ask_again(w);
+			continue;
+		}
+		if (w->hw_due != 0 && w->hw_due < until)
+			until = w->hw_due;
+		r = poll(&pfd, 1, (int)(until - now));
 		if (r < 0 && errno != EINTR)
 			return -1;
 		if (r > 0)
@@ -423,6 +480,7 @@ hostaddr_watch_new_opts(struct event_base *base, struct guard_hosts *hosts,
 	if (w == NULL)
 		goto fail;
 	w->hw_hosts = hosts;
+	w->hw_lose = opts != NULL ? opts->lose_dumps : 0;
 	step = "opening an rtnetlink socket";
 	w->hw_nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (w->hw_nl == NULL)
@@ -445,8 +503,8 @@ hostaddr_watch_new_opts(struct event_base *base, struct guard_hosts *hosts,
 	step = "watching the socket";
 	w->hw_ev =
 	        event_new(base, mnl_socket_get_fd(w->hw_nl), EV_READ | EV_PERSIST, hw_readable, w);
-	w->hw_retry = evtimer_new(base, hw_retry, w);
-	if (w->hw_ev == NULL || w->hw_retry == NULL || event_add(w->hw_ev, NULL) < 0) {
+	w->hw_timer = evtimer_new(base, hw_timer, w);
+	if (w->hw_ev == NULL || w->hw_timer == NULL || event_add(w->hw_ev, NULL) < 0) {
 		errno = ENOMEM;
 		goto fail;
 	}
@@ -476,8 +534,8 @@ hostaddr_watch_free(struct hostaddr_watch *w)
 		return;
 	if (w->hw_ev != NULL)
 		event_free(w->hw_ev);
-	if (w->hw_retry != NULL)
-		event_free(w->hw_retry);
+	if (w->hw_timer != NULL)
+		event_free(w->hw_timer);
 	if (w->hw_nl != NULL)
 		mnl_socket_close(w->hw_nl);
 	guard_hosts_set_state(w->hw_hosts, GUARD_HOSTS_LOST);

@@ -42,12 +42,16 @@ struct hostaddr_watch;
 struct hostaddr_watch *hostaddr_watch_new(struct event_base *base, struct guard_hosts *hosts,
                                           char *err, size_t errlen);
 
-/* The same with another receive buffer (tests: a small one overruns at
- * once). rcvbuf 0 = the default (HOSTADDR_RCVBUF, capped by the kernel's
- * net.core.rmem_max). opts is borrowed for the call. */
+/* The same with test settings. rcvbuf: another receive buffer (a small
+ * one overruns at once); 0 = the default (HOSTADDR_RCVBUF, capped by the
+ * kernel's net.core.rmem_max). lose_dumps: bit i set discards every reply
+ * to the i-th dump request (the first is 0) as it arrives, as an overrun
+ * can lose the kernel's answer to one (its error, or its end); 0 in use.
+ * opts is borrowed for the call. */
 #define HOSTADDR_RCVBUF (256 * 1024)
 struct hostaddr_watch_opts {
 	int rcvbuf;
+	uint32_t lose_dumps;
 };
 struct hostaddr_watch *hostaddr_watch_new_opts(struct event_base *base, struct guard_hosts *hosts,
                                                const struct hostaddr_watch_opts *opts, char *err,

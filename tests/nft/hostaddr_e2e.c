@@ -4,7 +4,9 @@
  * buffer overruns it (ENOBUFS) and the watch reads the list again and ends
  * equal to the kernel's; the same address twice (two prefix lengths)
  * stays the host's until the last goes; over the set's bound every lookup
- * is UNKNOWN until an address goes and a fresh read fits.
+ * is UNKNOWN until an address goes and a fresh read fits; a dump whose
+ * every reply is lost (as an overrun can lose the kernel's error or end)
+ * is noticed by its silence and asked again, at start and in the loop.
  *
  * Addresses are added only inside the new namespace, and only on its lo.
  *
@@ -191,6 +193,10 @@ main(void)
 	struct guard_hosts *h, *small;
 	struct hostaddr_watch *w, *ws;
 	struct hostaddr_watch_opts tiny = {.rcvbuf = 1024};
+	struct hostaddr_watch_opts lose_first = {.lose_dumps = 1u << 0};
+	struct hostaddr_watch_opts lose_second = {.lose_dumps = 1u << 1};
+	struct guard_hosts *h3;
+	struct hostaddr_watch *w3;
 	char err[256], text[64];
 	unsigned before;
 	bool all;
@@ -222,6 +228,17 @@ main(void)
 	CHECK(guard_hosts_state(h) == GUARD_HOSTS_KNOWN && guard_hosts_count(h) == 0,
 	      "first dump read before returning: KNOWN, no public address (state %d, %zu)",
 	      guard_hosts_state(h), guard_hosts_count(h));
+
+	/* The first dump's replies are all lost: the watch must not wait for
+	 * them until its start-up bound, but ask again. */
+	h3 = guard_hosts_new(0);
+	w3 = h3 != NULL ? hostaddr_watch_new_opts(base, h3, &lose_first, err, sizeof(err)) : NULL;
+	CHECK(w3 != NULL && guard_hosts_state(h3) == GUARD_HOSTS_KNOWN &&
+	              hostaddr_watch_rereads(w3) >= 1,
+	      "a first dump whose replies are lost is asked again: KNOWN at start%s%s",
+	      w3 == NULL ? ": " : "", w3 == NULL ? err : "");
+	hostaddr_watch_free(w3);
+	guard_hosts_free(h3);
 
 	/* Changes are followed. */
 	CHECK(ipaddr(RTM_NEWADDR, "203.0.113.5", 24) == 0, "added 203.0.113.5/24");
@@ -287,7 +304,9 @@ main(void)
 	/* A set bounded at 3 entries: over it, every lookup is UNKNOWN;
 	 * when an address goes, a fresh read that fits makes it KNOWN. */
 	small = guard_hosts_new(3);
-	ws = small != NULL ? hostaddr_watch_new(base, small, err, sizeof(err)) : NULL;
+	/* Its second dump (the read again below) loses every reply. */
+	ws = small != NULL ? hostaddr_watch_new_opts(base, small, &lose_second, err, sizeof(err))
+	                   : NULL;
 	CHECK(ws != NULL && guard_hosts_state(small) == GUARD_HOSTS_KNOWN,
 	      "a second watch, bound 3, starts KNOWN with 2 entries");
 	if (ws == NULL)
@@ -303,8 +322,10 @@ main(void)
 	CHECK(look(h, "192.0.2.11") == GUARD_HOST_OWN, "the unbounded set is unaffected");
 	before = hostaddr_watch_rereads(ws);
 	CHECK(ipaddr(RTM_DELADDR, "192.0.2.10", 32) == 0, "deleted 192.0.2.10: 3 entries");
-	CHECK(pump_known(base, small) && hostaddr_watch_rereads(ws) > before,
-	      "read again after the deletion, and it fits: KNOWN");
+	CHECK(pump_known(base, small) && hostaddr_watch_rereads(ws) > before + 1,
+	      "read again after the deletion (the first read's replies lost, so twice), and it "
+	      "fits: KNOWN (%u re-reads)",
+	      hostaddr_watch_rereads(ws) - before);
 	CHECK(look(small, "192.0.2.11") == GUARD_HOST_OWN &&
 	              look(small, "192.0.2.10") == GUARD_HOST_OTHER &&
 	              look(small, "198.51.100.200") == GUARD_HOST_OTHER,
