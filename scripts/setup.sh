@@ -16,6 +16,7 @@ test_deps=(
 	iproute2 nftables util-linux uidmap procps psmisc
 	curl dnsutils netcat-openbsd openssl git python3 python3-pip python3-venv
 	dnsmasq-base nginx-light fcgiwrap
+	man-db groff-base zsh
 )
 # What the benchmarks compare against.
 bench_deps=(squid tinyproxy bubblewrap dnsperf hyperfine)

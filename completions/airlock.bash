@@ -1,0 +1,109 @@
+# bash completion for airlock(1). Installed as
+# $datadir/bash-completion/completions/airlock.
+
+_airlock_presets()
+{
+	local dir=${AIRLOCK_POLICY_DIR:-@POLICY_DIR@} f
+	for f in "$dir"/*.yaml; do
+		[ -e "$f" ] || continue
+		f=${f##*/}
+		printf '%s\n' "${f%.yaml}"
+	done
+}
+
+_airlock()
+{
+	local cur prev cmd sub i opts
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD-1]}
+	cmd=${COMP_WORDS[1]:-}
+	sub=${COMP_WORDS[2]:-}
+
+	if [ "$COMP_CWORD" -eq 1 ]; then
+		COMPREPLY=($(compgen -W "run proxy policy log selftest --help --version" -- "$cur"))
+		return
+	fi
+	# After -- the rest is CMD's: complete commands, then files.
+	for ((i = 2; i < COMP_CWORD; i++)); do
+		if [ "${COMP_WORDS[i]}" = "--" ]; then
+			if [ "$i" -eq $((COMP_CWORD - 1)) ]; then
+				COMPREPLY=($(compgen -c -- "$cur"))
+			else
+				COMPREPLY=($(compgen -f -- "$cur"))
+			fi
+			return
+		fi
+	done
+	case $prev in
+	-p | --policy)
+		COMPREPLY=($(compgen -W "$(_airlock_presets)" -- "$cur") $(compgen -f -- "$cur"))
+		return
+		;;
+	--log | --hosts-file)
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return
+		;;
+	--workdir | --rw | --ro | --tmpfs | --hide)
+		COMPREPLY=($(compgen -d -- "$cur") $(compgen -f -- "$cur"))
+		return
+		;;
+	--color)
+		COMPREPLY=($(compgen -W "auto always never" -- "$cur"))
+		return
+		;;
+	--env)
+		COMPREPLY=($(compgen -e -- "$cur"))
+		return
+		;;
+	--log-budget | --dns-upstream | --timeout | --listen | -l | --max-conns | \
+		--host | --task | --since | --wildcard-min | --name | --policy-dir)
+		return
+		;;
+	esac
+	case $cmd in
+	run)
+		opts="--policy --log --log-budget --verbose --audit --dns-upstream --timeout
+		      --workdir --rw --ro --tmpfs --hide --share-home --env --clearenv --root --help"
+		;;
+	proxy)
+		opts="--policy --listen --log --log-budget --verbose --dns-upstream --hosts-file
+		      --audit --max-conns --help"
+		;;
+	selftest)
+		opts="--verbose --root --help"
+		;;
+	policy)
+		if [ "$COMP_CWORD" -eq 2 ]; then
+			COMPREPLY=($(compgen -W "check test --help" -- "$cur"))
+			return
+		fi
+		opts="--policy-dir --help"
+		if [[ $cur != -* ]]; then
+			COMPREPLY=($(compgen -W "$(_airlock_presets)" -- "$cur") $(compgen -f -- "$cur"))
+			return
+		fi
+		;;
+	log)
+		if [ "$COMP_CWORD" -eq 2 ]; then
+			COMPREPLY=($(compgen -W "show summary suggest replay verify --help" -- "$cur"))
+			return
+		fi
+		case $sub in
+		show) opts="--denied --host --task --since --json --color --help" ;;
+		summary) opts="--json --help" ;;
+		suggest) opts="--wildcard-min --name --help" ;;
+		replay) opts="--policy --help" ;;
+		*) opts="--help" ;;
+		esac
+		;;
+	*)
+		return
+		;;
+	esac
+	if [[ $cur == -* ]]; then
+		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+	else
+		COMPREPLY=($(compgen -f -- "$cur"))
+	fi
+}
+complete -F _airlock airlock
