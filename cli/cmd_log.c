@@ -152,6 +152,19 @@ want_color(const char *when)
 	return isatty(STDOUT_FILENO) && (nc == NULL || nc[0] == '\0');
 }
 
+/* An option a subcommand's getopt_long refused (c: '?' or ':'), in one
+ * line that names the subcommand; argv[0] is the subcommand's name. */
+static int
+bad_option(int c, int argc, char **argv)
+{
+	char help[64], err[160];
+
+	snprintf(help, sizeof(help), "airlock log %s --help", argv[0]);
+	opt_error(err, sizeof(err), c, argc, argv, help);
+	fprintf(stderr, "airlock: log %s: %s\n", argv[0], err);
+	return EXIT_USAGE;
+}
+
 static int
 log_show(int argc, char **argv)
 {
@@ -171,7 +184,7 @@ log_show(int argc, char **argv)
 	struct timespec now;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			o.denied = true;
@@ -213,8 +226,7 @@ log_show(int argc, char **argv)
 			usage_show(stdout);
 			return 0;
 		default:
-			usage_show(stderr);
-			return EXIT_USAGE;
+			return bad_option(c, argc, argv);
 		}
 	}
 	if (optind >= argc)
@@ -234,7 +246,7 @@ log_summary(int argc, char **argv)
 	bool json = false;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -243,8 +255,7 @@ log_summary(int argc, char **argv)
 			usage_summary(stdout);
 			return 0;
 		default:
-			usage_summary(stderr);
-			return EXIT_USAGE;
+			return bad_option(c, argc, argv);
 		}
 	}
 	if (optind >= argc)
@@ -265,7 +276,7 @@ log_suggest(int argc, char **argv)
 	uint64_t v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
 			if (parse_uint(optarg, 0, 1000000, &v) < 0) {
@@ -294,8 +305,7 @@ log_suggest(int argc, char **argv)
 			usage_suggest(stdout);
 			return 0;
 		default:
-			usage_suggest(stderr);
-			return EXIT_USAGE;
+			return bad_option(c, argc, argv);
 		}
 	}
 	if (optind >= argc)
@@ -314,7 +324,7 @@ log_replay(int argc, char **argv)
 	const char *policy = NULL;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "+hp:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:hp:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			policy = optarg;
@@ -323,8 +333,7 @@ log_replay(int argc, char **argv)
 			usage_replay(stdout);
 			return 0;
 		default:
-			usage_replay(stderr);
-			return EXIT_USAGE;
+			return bad_option(c, argc, argv);
 		}
 	}
 	if (policy == NULL) {
@@ -346,14 +355,13 @@ log_verify(int argc, char **argv)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			usage_verify(stdout);
 			return 0;
 		default:
-			usage_verify(stderr);
-			return EXIT_USAGE;
+			return bad_option(c, argc, argv);
 		}
 	}
 	if (optind >= argc)
@@ -392,6 +400,7 @@ cmd_log(int argc, char **argv)
 	for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
 		if (strcmp(argv[1], subs[i].name) == 0) {
 			optind = 1; /* each subcommand parses from its own name */
+			opterr = 0; /* bad_option says it, in one line */
 			fflush(stdout);
 			int rc = subs[i].fn(argc - 1, argv + 1);
 			if (fflush(stdout) != 0 && rc == 0) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cmd.h"
 #include "common/util.h"
@@ -17,7 +18,7 @@ static void
 usage_policy(FILE *out)
 {
 	fprintf(out, "usage: airlock policy check [--policy-dir DIR] FILE...\n"
-	             "       airlock policy test [--policy-dir DIR] FILE HOST[:PORT]...\n"
+	             "       airlock policy test [--policy-dir DIR] FILE HOST[:PORT]|URL...\n"
 	             "\n"
 	             "  check   load each policy; print valid and a summary of what it allows,\n"
 	             "          or every error as FILE:LINE:COLUMN; warn about upload sinks\n"
@@ -50,7 +51,7 @@ usage_check(FILE *out)
 static void
 usage_test(FILE *out)
 {
-	fprintf(out, "usage: airlock policy test [--policy-dir DIR] FILE HOST[:PORT]...\n"
+	fprintf(out, "usage: airlock policy test [--policy-dir DIR] FILE HOST[:PORT]|URL...\n"
 	             "\n"
 	             "For each destination print one line:\n"
 	             "  allow|deny DESTINATION RULE [REASON]\n"
@@ -58,6 +59,8 @@ usage_test(FILE *out)
 	             "log's reason for a denial (denied-by-rule, no-rule, bad-name: ...);\n"
 	             "a denial no rule decided prints the REASON alone.\n"
 	             "HOST is a DNS name, an IPv4 address, or [IPv6]; PORT defaults to 443.\n"
+	             "A URL (http://HOST[:PORT]/..., https://...) means its host and port\n"
+	             "(80 for http, 443 for https); the rest of it does not matter here.\n"
 	             "IP addresses only match cidr rules. The result is what the rules say;\n"
 	             "a policy in audit mode (see 'check') would let a denied one through\n"
 	             "and log it.\n"
@@ -83,7 +86,7 @@ parse_opts(int argc, char **argv, void (*help)(FILE *))
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hd:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:hd:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			help(stdout);
@@ -94,10 +97,14 @@ parse_opts(int argc, char **argv, void (*help)(FILE *))
 				return -1;
 			}
 			break;
-		default:
-			fprintf(stderr, "airlock: policy %s: unknown option '%s'; see --help\n",
-			        argv[0], argv[optind - 1]);
+		default: {
+			char see[64], err[160];
+
+			snprintf(see, sizeof(see), "airlock policy %s --help", argv[0]);
+			opt_error(err, sizeof(err), c, argc, argv, see);
+			fprintf(stderr, "airlock: policy %s: %s\n", argv[0], err);
 			return -1;
+		}
 		}
 	}
 	return optind;
@@ -160,54 +167,99 @@ cmd_check(int argc, char **argv)
 	return status;
 }
 
-/* Split HOST[:PORT] / [IPv6]:PORT / bare IPv6. host gets the host part
- * without brackets. Returns 0, or -1 with *why set. */
+/* Split HOST[:PORT] / [IPv6]:PORT / bare IPv6 (s, len bytes). host gets
+ * the host part without brackets; *port is dflt when none is given.
+ * Returns 0, or -1 with *why set. */
 static int
-parse_dest(const char *s, char *host, size_t hostlen, uint16_t *port, const char **why)
+parse_authority(const char *s, size_t len, uint16_t dflt, char *host, size_t hostlen,
+                uint16_t *port, const char **why)
 {
-	const char *colon, *end;
+	const char *colon = NULL, *end = s + len;
+	char num[8];
+	size_t plen;
 	uint64_t v;
 
-	*port = 443;
-	if (s[0] == '[') {
-		end = strchr(s, ']');
-		if (end == NULL) {
+	*port = dflt;
+	if (len > 0 && s[0] == '[') {
+		const char *close = memchr(s, ']', len);
+
+		if (close == NULL) {
 			*why = "missing ']' after an IPv6 address";
 			return -1;
 		}
-		if ((size_t)(end - s - 1) >= hostlen) {
+		if ((size_t)(close - s - 1) >= hostlen) {
 			*why = "address too long";
 			return -1;
 		}
-		memcpy(host, s + 1, (size_t)(end - s - 1));
-		host[end - s - 1] = '\0';
-		if (end[1] == '\0')
+		memcpy(host, s + 1, (size_t)(close - s - 1));
+		host[close - s - 1] = '\0';
+		if (close + 1 == end)
 			return 0;
-		if (end[1] != ':') {
+		if (close[1] != ':') {
 			*why = "expected ':PORT' after ']'";
 			return -1;
 		}
-		colon = end + 1;
+		colon = close + 1;
 	} else {
-		colon = strchr(s, ':');
-		if (colon != NULL && strchr(colon + 1, ':') != NULL) {
-			/* Several colons and no brackets: a bare IPv6 address. */
-			colon = NULL;
-		}
-		if (str_copy(host, s, hostlen) >= hostlen) {
+		const char *first = memchr(s, ':', len);
+
+		/* Several colons and no brackets: a bare IPv6 address. */
+		if (first != NULL && memchr(first + 1, ':', (size_t)(end - first - 1)) == NULL)
+			colon = first;
+		if ((size_t)((colon != NULL ? colon : end) - s) >= hostlen || len > 253) {
 			*why = "name longer than 253 characters";
 			return -1;
 		}
+		memcpy(host, s, (size_t)((colon != NULL ? colon : end) - s));
+		host[(colon != NULL ? colon : end) - s] = '\0';
 		if (colon == NULL)
 			return 0;
-		host[colon - s] = '\0';
 	}
-	if (parse_uint(colon + 1, 1, 65535, &v) != 0) {
+	plen = (size_t)(end - colon - 1);
+	if (plen < sizeof(num)) {
+		memcpy(num, colon + 1, plen);
+		num[plen] = '\0';
+	}
+	if (plen >= sizeof(num) || parse_uint(num, 1, 65535, &v) != 0) {
 		*why = "bad port; expected a number 1-65535";
 		return -1;
 	}
 	*port = (uint16_t)v;
 	return 0;
+}
+
+/* A destination as HOST[:PORT] (port 443 when none), or as a URL:
+ * http:// (port 80) or https:// (port 443), whose user info, path, query
+ * and fragment do not matter to the decision. Returns 0, or -1 with *why. */
+static int
+parse_dest(const char *s, char *host, size_t hostlen, uint16_t *port, const char **why)
+{
+	const char *sep = strstr(s, "://"), *auth, *at;
+	uint16_t dflt;
+	size_t len;
+
+	if (sep == NULL)
+		return parse_authority(s, strlen(s), 443, host, hostlen, port, why);
+	if ((size_t)(sep - s) == 5 && strncasecmp(s, "https", 5) == 0) {
+		dflt = 443;
+	} else if ((size_t)(sep - s) == 4 && strncasecmp(s, "http", 4) == 0) {
+		dflt = 80;
+	} else {
+		*why = "not an http:// or https:// URL, nor HOST[:PORT]";
+		return -1;
+	}
+	auth = sep + 3;
+	len = strcspn(auth, "/?#");
+	at = memchr(auth, '@', len);
+	if (at != NULL) {
+		len -= (size_t)(at + 1 - auth);
+		auth = at + 1;
+	}
+	if (len == 0) {
+		*why = "no host in the URL";
+		return -1;
+	}
+	return parse_authority(auth, len, dflt, host, hostlen, port, why);
 }
 
 static int

@@ -201,7 +201,8 @@ cmd_proxy(int argc, char **argv)
 	uint64_t start = now_ms();
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "p:l:vh", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "+:p:l:vh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
 			policy_path = optarg;
@@ -250,7 +251,8 @@ cmd_proxy(int argc, char **argv)
 			proxy_usage(stdout);
 			return 0;
 		default:
-			proxy_usage(stderr);
+			opt_error(err, sizeof(err), opt, argc, argv, "airlock proxy --help");
+			fprintf(stderr, "airlock: proxy: %s\n", err);
 			return EXIT_USAGE;
 		}
 	}

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cmd.h"
+#include "common/util.h"
 #include "common/log.h"
 #include "sandbox/env.h"
 #include "sandbox/sandbox.h"
@@ -71,7 +72,7 @@ cmd_selftest(int argc, char **argv)
 	memset(&cfg, 0, sizeof(cfg));
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'v':
 			log_set_level(LOG_LEVEL_DEBUG);
@@ -82,10 +83,13 @@ cmd_selftest(int argc, char **argv)
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
-		default:
-			log_warnx("selftest: unknown option '%s'; see 'airlock selftest --help'",
-			          argv[optind - 1]);
+		default: {
+			char why[160];
+
+			opt_error(why, sizeof(why), c, argc, argv, "airlock selftest --help");
+			log_warnx("selftest: %s", why);
 			return EXIT_USAGE;
+		}
 		}
 	}
 	if (optind < argc) {

@@ -33,8 +33,8 @@ usage(FILE *out)
 	fprintf(out,
 	        "\n"
 	        "`airlock COMMAND --help` describes each command.\n"
-	        "  --help      this text\n"
-	        "  --version   print the version\n");
+	        "  -h, --help      this text\n"
+	        "  -V, --version   print the version\n");
 }
 
 int
@@ -52,7 +52,8 @@ main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0 ||
+	    strcmp(argv[1], "version") == 0) {
 		printf("airlock %s\n", AIRLOCK_VERSION);
 		return 0;
 	}

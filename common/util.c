@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -129,4 +131,23 @@ sockaddr_set(struct sockaddr_storage *ss, int family, const char *addr, uint16_t
 		return sizeof(*sin6);
 	}
 	return 0; /* inet_pton wrote nothing: *ss is still all zero */
+}
+
+void
+opt_error(char *err, size_t errlen, int c, int argc, char **argv, const char *help)
+{
+	const char *word = optind > 0 && optind - 1 < argc ? argv[optind - 1] : "";
+	char shortopt[3] = {'-', (char)optopt, '\0'};
+	int len;
+
+	/* A short option may sit in a cluster ("-vx"): optopt is the one. */
+	if (optopt != 0 && !(word[0] == '-' && word[1] == '-'))
+		word = shortopt;
+	len = (int)strcspn(word, "=");
+	if (len > 64)
+		len = 64;
+	if (c == ':')
+		snprintf(err, errlen, "option '%.*s' needs a value; see '%s'", len, word, help);
+	else
+		snprintf(err, errlen, "unknown option '%.*s'; see '%s'", len, word, help);
 }

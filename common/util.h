@@ -39,4 +39,10 @@ socklen_t sockaddr_set(struct sockaddr_storage *ss, int family, const char *addr
 /* close(2) that keeps errno and tolerates -1; sets *fd to -1. */
 void fd_close(int *fd);
 
+/* The one-line error for an option getopt_long refused: c is what it
+ * returned ('?' an unknown option, ':' a missing value: the optstring
+ * must start with ':' (after '+'), and opterr be 0). Names the option as
+ * typed (a long one without its "=value"), then "see 'HELP'". */
+void opt_error(char *err, size_t errlen, int c, int argc, char **argv, const char *help);
+
 #endif

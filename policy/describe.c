@@ -29,8 +29,8 @@ policy_describe(const struct policy *p)
 		return NULL;
 	for (uint32_t i = 0; i < p->p_n_rules; i++)
 		n_allow += p->p_rules[i].action == POLICY_ALLOW;
-	fprintf(f, "%u rules: %u allow, %u deny; anything else is denied\n", p->p_n_rules, n_allow,
-	        p->p_n_rules - n_allow);
+	fprintf(f, "%u rule%s: %u allow, %u deny; anything else is denied\n", p->p_n_rules,
+	        p->p_n_rules == 1 ? "" : "s", n_allow, p->p_n_rules - n_allow);
 	for (uint32_t i = 0; i < p->p_n_rules; i++) {
 		const struct prule *r = &p->p_rules[i];
 

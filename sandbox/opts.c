@@ -199,12 +199,8 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 		case 'h':
 			o->help = true;
 			return 0;
-		case ':':
-			snprintf(err, errlen, "option '%.64s' needs an argument", argv[optind - 1]);
-			return -1;
 		default:
-			snprintf(err, errlen, "unknown option '%.64s'; see 'airlock run --help'",
-			         argv[optind - 1]);
+			opt_error(err, errlen, c, argc, argv, "airlock run --help");
 			return -1;
 		}
 	}

@@ -125,7 +125,7 @@ opts_errors(void **state)
 	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--bogus", "true"), -1);
 	assert_non_null(strstr(err, "--bogus"));
 	assert_int_equal(PARSE(&o, err, "run", "-p"), -1);
-	assert_non_null(strstr(err, "needs an argument"));
+	assert_non_null(strstr(err, "option '-p' needs a value"));
 	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--rw", "", "true"), -1);
 	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--workdir", "", "true"), -1);
 	/* --help wins over a missing policy. */
