@@ -303,7 +303,8 @@ protect_files(struct run *r)
 		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, r->exe, "airlock's executable"};
 	}
 	if (sbx_protect(r->sbx, keep, n, err, sizeof(err)) < 0) {
-		log_warnx("%s", err);
+		if (err[0] != '\0') /* empty: init has said why (sandbox.h) */
+			log_warnx("%s", err);
 		return -1;
 	}
 	return 0;
@@ -893,7 +894,8 @@ cmd_run(int argc, char **argv)
 		goto out;
 	log_debug("supervisor: event loop ready, %.3f ms", ms_since_boot());
 	if (sbx_recv_listeners(r.sbx, &r.lst, &rep, err, sizeof(err)) < 0) {
-		log_warnx("%s", err);
+		if (err[0] != '\0')
+			log_warnx("%s", err);
 		goto out;
 	}
 	log_debug("supervisor: network set up, %.3f ms", ms_since_boot());
@@ -926,11 +928,13 @@ cmd_run(int argc, char **argv)
 	}
 	/* Init sent CMD's terminal after its READY, before anything else. */
 	if (cfg.tty && (r.tty_master = sbx_recv_tty(r.sbx, err, sizeof(err))) < 0) {
-		log_warnx("%s", err);
+		if (err[0] != '\0')
+			log_warnx("%s", err);
 		goto end;
 	}
 	if (start_gate(&r, err, sizeof(err)) < 0) {
-		log_warnx("%s; refusing to run the command", err);
+		if (err[0] != '\0')
+			log_warnx("%s; refusing to run the command", err);
 		goto end;
 	}
 

@@ -72,6 +72,14 @@ void sbx_cpus_split(const struct sbx *s, bool init);
 void sbx_cpus_restore(const struct sbx *s);
 bool sbx_spin_readable(const struct sbx *s, int fd);
 
+/* Talking to init failed during set-up: what, the step ("tell init what
+ * to keep"); e_no, the errno (0: init closed the channel). When init has
+ * ended with SBX_EXIT_FAILURE (it has printed its reason) err is made
+ * empty; otherwise it says what broke and how init ended. Waits at most
+ * SBX_INIT_GONE_MS for init to end. */
+#define SBX_INIT_GONE_MS 500
+void sbx_setup_lost(struct sbx *s, const char *what, int e_no, char *err, size_t errlen);
+
 /* Messages on the SOCK_SEQPACKET socketpair, one struct per packet. */
 enum sbx_msg_type {
 	SBX_MSG_READY = 1, /* init -> sup: its checks, sockets attached (SBX_FD_*) */

@@ -714,8 +714,11 @@ sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, siz
 		if (i < p->n_ops)
 			len = str_copy(m.path, p->op_path[i], sizeof(m.path));
 		if (sbx_pkt_send(s->sock, &m, offsetof(struct sbx_msg_keep, path) + len + 1) < 0) {
-			snprintf(err, errlen, "sandbox set-up: tell init what to keep: %s",
-			         strerror(errno));
+			if (errno == EPIPE || errno == ECONNRESET)
+				sbx_setup_lost(s, "tell init what to keep", errno, err, errlen);
+			else
+				snprintf(err, errlen, "sandbox set-up: tell init what to keep: %s",
+				         strerror(errno));
 			goto out;
 		}
 	}

@@ -102,8 +102,8 @@ sbx_recv_tty(struct sbx *s, char *err, size_t errlen)
 		return -1;
 	}
 	rc = sbx_msg_recv(s->sock, &m, &fd, 1, &nfds, 0);
-	if (rc == 0) {
-		snprintf(err, errlen, "sandbox set-up failed (the reason is above)");
+	if (rc == 0 || (rc < 0 && (errno == ECONNRESET || errno == EPIPE))) {
+		sbx_setup_lost(s, "waiting for CMD's terminal", rc == 0 ? 0 : errno, err, errlen);
 		return -1;
 	}
 	/* Only a pseudo-terminal master answers TIOCGPTN. */

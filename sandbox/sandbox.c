@@ -127,6 +127,16 @@ resolve_mounts(struct sbx *s, char *err, size_t errlen)
 		struct sbx_umount *u = &s->umounts[i];
 
 		u->target = realpath(m->path, NULL);
+		if (u->target != NULL && strcmp(u->target, "/") == 0) {
+			/* Over the root it would undo the view (--rw: all of it
+			 * writable; --tmpfs, --hide: nothing left to run), or do
+			 * nothing (--ro): never what was meant. */
+			snprintf(err, errlen,
+			         "%s %s: that is the root of the filesystem; name the directories "
+			         "CMD needs",
+			         names[m->kind], m->path);
+			return -1;
+		}
 		if (u->target != NULL)
 			continue;
 		if (errno == ENOENT && m->kind == SBX_MOUNT_TMPFS && m->path[0] == '/') {
@@ -574,6 +584,40 @@ wait_for_init(const struct sbx *s, char *err, size_t errlen)
 	return 0;
 }
 
+void
+sbx_setup_lost(struct sbx *s, const char *what, int e_no, char *err, size_t errlen)
+{
+	struct pollfd pfd = {.fd = s->pidfd, .events = POLLIN};
+	siginfo_t si;
+	int code = -1, status = 0;
+
+	/* A pidfd polls readable once its process has ended; init is
+	 * usually a moment from it. WNOWAIT: sbx_end still reaps it. */
+	memset(&si, 0, sizeof(si));
+	if (s->exited) {
+		code = WIFEXITED(s->init_wstatus) ? CLD_EXITED : CLD_KILLED;
+		status = WIFEXITED(s->init_wstatus) ? WEXITSTATUS(s->init_wstatus)
+		                                    : s->init_wstatus & 0x7f;
+	} else if (s->pidfd >= 0 && poll(&pfd, 1, SBX_INIT_GONE_MS) > 0 &&
+	           waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+	           si.si_pid != 0) {
+		code = si.si_code;
+		status = si.si_status;
+	}
+	if (code == CLD_EXITED && status == SBX_EXIT_FAILURE) {
+		err[0] = '\0';
+		return;
+	}
+	if (code == CLD_EXITED)
+		snprintf(err, errlen, "sandbox set-up: %s: init ended with status %d", what, status);
+	else if (code >= 0)
+		snprintf(err, errlen, "sandbox set-up: %s: init was killed by signal %d (%s)", what,
+		         status, strsignal(status));
+	else
+		snprintf(err, errlen, "sandbox set-up: %s: %s", what,
+		         e_no != 0 ? strerror(e_no) : "init closed the channel");
+}
+
 int
 sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *rep, char *err,
                    size_t errlen)
@@ -588,8 +632,8 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 	if (wait_for_init(s, err, errlen) < 0)
 		return -1;
 	rc = sbx_msg_recv(s->sock, &m, fds, SBX_N_SETUP_FDS, &nfds, 0);
-	if (rc == 0) {
-		snprintf(err, errlen, "sandbox set-up failed (the reason is above)");
+	if (rc == 0 || (rc < 0 && (errno == ECONNRESET || errno == EPIPE))) {
+		sbx_setup_lost(s, "waiting for init's sockets", rc == 0 ? 0 : errno, err, errlen);
 		return -1;
 	}
 	if (rc < 0 || m.type != SBX_MSG_READY) {
@@ -656,8 +700,8 @@ recv_gate_fds(struct sbx *s, int *listener, int *diag, char *err, size_t errlen)
 	if (wait_for_init(s, err, errlen) < 0)
 		return -1;
 	rc = sbx_msg_recv(s->sock, &m, NULL, 0, &nfds, 0);
-	if (rc == 0) {
-		snprintf(err, errlen, "sandbox set-up failed (the reason is above)");
+	if (rc == 0 || (rc < 0 && (errno == ECONNRESET || errno == EPIPE))) {
+		sbx_setup_lost(s, "waiting for init's filter", rc == 0 ? 0 : errno, err, errlen);
 		return -1;
 	}
 	if (rc < 0 || m.type != SBX_MSG_GATE) {

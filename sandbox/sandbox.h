@@ -190,6 +190,12 @@ int sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err,
  * died or sent something else. */
 int sbx_recv_tty(struct sbx *s, char *err, size_t errlen);
 
+/* The set-up calls above (sbx_recv_listeners, sbx_gate_start,
+ * sbx_protect, sbx_recv_tty) leave err empty when they failed because
+ * init ended after saying why on stderr (a bad --ro path, a mount that
+ * failed): that line is the whole story, so print err only when it is not
+ * empty. */
+
 /* Tell init the supervisor is serving the listeners: CMD may start. With
  * ok false init exits 125 without running anything. 0 or -1 (also when
  * ok and sbx_protect was not called, except in selftest mode). */

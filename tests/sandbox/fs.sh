@@ -42,6 +42,20 @@ tmpfs-ok" "$out"
 	expect_eq "$role: --rw write" "new" "$(cat "$w/other/x")"
 	expect_eq "$role: --rw missing path" 125 "$(status_of al "$role" --rw /nonexistent-airlock -- true 2>/dev/null)"
 	expect_eq "$role: workdir /" 125 "$(status_of al "$role" --workdir / -- true 2>/dev/null)"
+	# A mount option on / itself is refused in one line that names it.
+	local opt err
+	for opt in --rw --ro --tmpfs --hide; do
+		err=$(al "$role" "$opt" / -- true 2>&1 >/dev/null) && fail "$role: $opt / was accepted"
+		[ "$(printf '%s\n' "$err" | wc -l)" = 1 ] || fail "$role: $opt /: more than one line: $err"
+		expect_match "$role: $opt / refused" "^airlock: $opt /: " "$err"
+	done
+	# A set-up failure inside the sandbox is said once: init's reason,
+	# with no second line about the broken channel to it.
+	err=$(al "$role" --tmpfs /proc/airlock-no-such-dir -- true 2>&1 >/dev/null) &&
+		fail "$role: --tmpfs on a missing /proc path was accepted"
+	[ "$(printf '%s\n' "$err" | wc -l)" = 1 ] ||
+		fail "$role: a set-up failure printed more than its reason: $err"
+	expect_match "$role: the set-up failure's reason" "mount point /proc/airlock-no-such-dir" "$err"
 
 	# Private /tmp and /run: empty, writable, gone afterwards.
 	as "$role" touch "/tmp/airlock-host-$role" 2>/dev/null || true
