@@ -151,3 +151,40 @@ opt_error(char *err, size_t errlen, int c, int argc, char **argv, const char *he
 	else
 		snprintf(err, errlen, "unknown option '%.*s'; see '%s'", len, word, help);
 }
+
+int
+parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms, uint64_t *ms)
+{
+	size_t len = strlen(s);
+	uint64_t n, unit;
+	char num[24];
+
+	if (len == 0 || len >= sizeof(num))
+		return -1;
+	switch (s[len - 1]) {
+	case 's':
+		unit = 1000;
+		break;
+	case 'm':
+		unit = 60 * 1000;
+		break;
+	case 'h':
+		unit = 3600 * 1000;
+		break;
+	case 'd':
+		unit = 86400 * 1000;
+		break;
+	default:
+		if (bare_unit_ms == 0)
+			return -1;
+		unit = bare_unit_ms;
+		len++; /* no unit to cut */
+		break;
+	}
+	memcpy(num, s, len - 1);
+	num[len - 1] = '\0';
+	if (parse_uint(num, 0, max_ms / unit, &n) < 0)
+		return -1;
+	*ms = n * unit;
+	return 0;
+}

@@ -17,6 +17,11 @@ size_t str_copy(char *dst, const char *src, size_t size);
  * Returns 0 and sets *out, or -1 (errno EINVAL or ERANGE). */
 int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
+/* A duration: a whole number with a unit, s, m, h or d (90s, 10m, 2h, 7d),
+ * or, with bare_unit_ms nonzero, a bare number in that unit. Into *ms;
+ * 0, or -1 when malformed or above max_ms. */
+int parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t max_ms, uint64_t *ms);
+
 /* The value of one hexadecimal digit (either case), or -1. Takes an int
  * so that a char, signed or not, and a uint8_t both pass unchanged. */
 int hex_value(int c);

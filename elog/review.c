@@ -29,35 +29,13 @@ is_allowed(const char *verdict)
 int
 review_parse_since(const char *s, int64_t now, int64_t *out)
 {
-	uint64_t n, unit;
-	size_t len = strlen(s);
-	char num[24];
+	uint64_t ms;
 
 	if (elog_parse_time(s, out) == 0)
 		return 0;
-	if (len < 2 || len - 1 >= sizeof(num))
+	if (parse_duration_ms(s, 0, (uint64_t)100 * 365 * 86400 * 1000, &ms) < 0)
 		return -1;
-	switch (s[len - 1]) {
-	case 's':
-		unit = 1000;
-		break;
-	case 'm':
-		unit = 60 * 1000;
-		break;
-	case 'h':
-		unit = 3600 * 1000;
-		break;
-	case 'd':
-		unit = 86400 * 1000;
-		break;
-	default:
-		return -1;
-	}
-	memcpy(num, s, len - 1);
-	num[len - 1] = '\0';
-	if (parse_uint(num, 0, (uint64_t)100 * 365 * 86400 * 1000 / unit, &n) < 0)
-		return -1;
-	*out = now - (int64_t)(n * unit);
+	*out = now - (int64_t)ms;
 	return 0;
 }
 

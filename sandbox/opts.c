@@ -25,7 +25,8 @@ const char sbx_opts_usage[] =
         "      --audit            allow everything, log what would be denied\n"
         "      --dns-upstream ADDR  resolver for allowed names (default: the\n"
         "                         host's /etc/resolv.conf)\n"
-        "      --timeout SECONDS  kill the whole sandbox after SECONDS (exit 124)\n"
+        "      --timeout TIME     kill the whole sandbox after TIME: seconds, or\n"
+        "                         90s, 10m, 2h, 7d (exit 124)\n"
         "      --workdir DIR      read-write working directory (default: cwd)\n"
         "      --rw PATH          bind PATH read-write\n"
         "      --ro PATH          bind PATH read-only (e.g. inside an --rw path)\n"
@@ -148,13 +149,16 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 			o->dns_upstream = optarg;
 			break;
 		case OPT_TIMEOUT:
-			if (parse_uint(optarg, 1, SBX_MAX_TIMEOUT_S, &v) < 0) {
+			if (parse_duration_ms(optarg, 1000, (uint64_t)SBX_MAX_TIMEOUT_S * 1000, &v) <
+			            0 ||
+			    v < 1000) {
 				snprintf(err, errlen,
-				         "--timeout '%.32s': expected whole seconds, 1 to %u",
+				         "--timeout '%.32s': expected seconds (1 to %u) or a duration "
+				         "such as 90s, 10m, 2h, 7d",
 				         optarg, SBX_MAX_TIMEOUT_S);
 				return -1;
 			}
-			o->timeout_s = (unsigned)v;
+			o->timeout_s = (unsigned)(v / 1000);
 			break;
 		case OPT_WORKDIR:
 			if (optarg[0] == '\0') {

@@ -117,6 +117,15 @@ opts_errors(void **state)
 	assert_non_null(strstr(err, "-p POLICY"));
 	assert_int_equal(PARSE(&o, err, "run", "-p", "p"), -1);
 	assert_non_null(strstr(err, "no command"));
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--timeout", "10m", "true"), 0);
+	assert_int_equal(o.timeout_s, 600);
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--timeout", "90", "true"), 0);
+	assert_int_equal(o.timeout_s, 90);
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--timeout", "7d", "true"), 0);
+	assert_int_equal(o.timeout_s, 7 * 86400);
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--timeout", "8d", "true"), -1);
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--timeout", "0s", "true"), -1);
+	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--timeout", "m", "true"), -1);
 	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--timeout", "0", "true"), -1);
 	assert_non_null(strstr(err, "--timeout"));
 	assert_int_equal(PARSE(&o, err, "run", "-p", "p", "--timeout", "3x", "true"), -1);
