@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -232,6 +233,17 @@ log_show(int argc, char **argv)
 	if (optind >= argc)
 		return no_files("show");
 	o.color = !o.json && want_color(when);
+	/* A log read as it is written (stdin, a pipe, a FIFO: `tail -f LOG |
+	 * airlock log show -`) is shown line by line, not a buffer at a time;
+	 * regular files keep the faster full buffering. */
+	for (int i = optind; i < argc; i++) {
+		struct stat st;
+
+		if (strcmp(argv[i], "-") == 0 || (stat(argv[i], &st) == 0 && !S_ISREG(st.st_mode))) {
+			setvbuf(stdout, NULL, _IOLBF, 0);
+			break;
+		}
+	}
 	return review_show(argv + optind, argc - optind, &o, stdout) < 0 ? 1 : 0;
 }
 

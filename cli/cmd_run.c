@@ -809,7 +809,7 @@ cmd_run(int argc, char **argv)
 	}
 	sbx_listeners_init(&r.lst);
 	r.start_ms = now_ms();
-	log_debug("supervisor: start, %.3f ms", ms_since_boot());
+	log_debug("supervisor: start at %.3f ms", ms_since_start());
 
 	if (sbx_opts_parse(&r.opts, argc, argv, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
@@ -873,7 +873,7 @@ cmd_run(int argc, char **argv)
 	sigaddset(&sigs, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 
-	log_debug("supervisor: cloning, %.3f ms", ms_since_boot());
+	log_debug("supervisor: cloning at %.3f ms", ms_since_start());
 	if (sbx_start(r.sbx, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
 		goto out;
@@ -889,16 +889,16 @@ cmd_run(int argc, char **argv)
 		drop_new_log(&r);
 		goto out;
 	}
-	log_debug("supervisor: policy loaded, files kept, %.3f ms", ms_since_boot());
+	log_debug("supervisor: policy loaded, files kept at %.3f ms", ms_since_start());
 	if (prepare_loop(&r) < 0)
 		goto out;
-	log_debug("supervisor: event loop ready, %.3f ms", ms_since_boot());
+	log_debug("supervisor: event loop ready at %.3f ms", ms_since_start());
 	if (sbx_recv_listeners(r.sbx, &r.lst, &rep, err, sizeof(err)) < 0) {
 		if (err[0] != '\0')
 			log_warnx("%s", err);
 		goto out;
 	}
-	log_debug("supervisor: network set up, %.3f ms", ms_since_boot());
+	log_debug("supervisor: network set up at %.3f ms", ms_since_start());
 	failed = sbx_report_first_failure(&rep, SBX_CHECK_PRE_GO);
 	if (failed < 0) {
 		/* Held is not enough: the listeners must be served before CMD
@@ -946,11 +946,11 @@ cmd_run(int argc, char **argv)
 		log_warn("cannot start the command");
 		goto end;
 	}
-	log_debug("supervisor: go sent, %.3f ms", ms_since_boot());
+	log_debug("supervisor: go sent at %.3f ms", ms_since_start());
 	if (event_base_dispatch(r.base) < 0)
 		log_warnx("event loop failed");
 
-	log_debug("supervisor: sandbox ended, %.3f ms", ms_since_boot());
+	log_debug("supervisor: sandbox ended at %.3f ms", ms_since_start());
 	/* One more pass over what is ready: the loop stopped at the end's
 	 * event, and connections the kernel completed or queries it queued
 	 * just before would otherwise be closed without their line. */

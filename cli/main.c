@@ -6,7 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "cli/cmd.h"
+#include "common/log.h"
+#include "common/util.h"
 
 static const struct {
 	const char *name;
@@ -19,6 +23,16 @@ static const struct {
 	{ "log", cmd_log, "review egress logs: show, summary, suggest, replay, verify" },
 	{ "selftest", cmd_selftest, "check that this machine can enforce a sandbox" },
 };
+
+/* libevent's own messages, as airlock's lines (never its bare "[warn]"). */
+static void
+libevent_log(int severity, const char *msg)
+{
+	if (severity >= EVENT_LOG_WARN)
+		log_warnx("libevent: %s", msg);
+	else
+		log_debug("libevent: %s", msg);
+}
 
 static void
 usage(FILE *out)
@@ -40,6 +54,8 @@ usage(FILE *out)
 int
 main(int argc, char **argv)
 {
+	clock_mark_start();
+	event_set_log_callback(libevent_log);
 	/* A peer closing a socket must never kill the supervisor. */
 	signal(SIGPIPE, SIG_IGN);
 

@@ -79,6 +79,20 @@ ms_since_boot(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static double clock_origin;
+
+void
+clock_mark_start(void)
+{
+	clock_origin = ms_since_boot();
+}
+
+double
+ms_since_start(void)
+{
+	return ms_since_boot() - clock_origin;
+}
+
 int
 fd_set_nonblock(int fd, bool on)
 {

@@ -32,6 +32,11 @@ uint64_t now_ms(void);
 /* The same clock in milliseconds with microsecond precision, for the
  * step timings that -vv prints. */
 double ms_since_boot(void);
+/* Milliseconds since clock_mark_start() (called once, first thing in
+ * main; processes cloned or forked after it share the origin), for the
+ * -vv timeline of a run. */
+void clock_mark_start(void);
+double ms_since_start(void);
 
 /* Set or clear O_NONBLOCK / FD_CLOEXEC. Return 0 or -1 with errno. */
 int fd_set_nonblock(int fd, bool on);

@@ -292,7 +292,7 @@ static void __attribute__((noreturn)) report_exit(int sock, int st)
 {
 	struct sbx_msg m;
 
-	log_debug("init: CMD ended, %.3f ms", ms_since_boot());
+	log_debug("init: CMD ended at %.3f ms", ms_since_start());
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_EXIT;
 	m.value = st;
@@ -366,7 +366,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		init_die("set-up: no_new_privs: %s", strerror(errno));
 
-	log_debug("init: started, %.3f ms", ms_since_boot());
+	log_debug("init: started at %.3f ms", ms_since_start());
 	write_id_maps(s);
 	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0)
 		init_die("set-up: hostname: %s", strerror(errno));
@@ -380,7 +380,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	/* The supervisor holds them now; CMD must never see them. */
 	for (size_t i = 0; i < nfds; i++)
 		fd_close(&fds[i]);
-	log_debug("init: sockets handed over, %.3f ms", ms_since_boot());
+	log_debug("init: sockets handed over at %.3f ms", ms_since_start());
 
 	/* The filesystem while the supervisor sets up the network through
 	 * those sockets, loads the policy and starts serving: CMD still waits
@@ -389,7 +389,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	 * policy (sbx_protect). */
 	if (sbx_fs_setup(s, sock, err, sizeof(err)) < 0)
 		init_die("%s", err);
-	log_debug("init: filesystem ready, %.3f ms", ms_since_boot());
+	log_debug("init: filesystem ready at %.3f ms", ms_since_start());
 	/* CMD's terminal, in the devpts just mounted; its master goes over
 	 * sock as SCM_RIGHTS, so before the seccomp filter, whatever that
 	 * does to sendmsg. */
@@ -425,7 +425,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	m.gate_fd[SBX_GATE_DIAG] = gate[SBX_GATE_DIAG];
 	if (sbx_msg_send(sock, &m, NULL, 0) < 0)
 		init_die("set-up: tell the supervisor about the gate: %s", strerror(errno));
-	log_debug("init: privileges dropped, %.3f ms", ms_since_boot());
+	log_debug("init: privileges dropped at %.3f ms", ms_since_start());
 
 	switch (recv_go(s, sock, &m)) {
 	case 1:
@@ -437,7 +437,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	default:
 		init_die("set-up: waiting for the supervisor: %s", strerror(errno));
 	}
-	log_debug("init: go, %.3f ms", ms_since_boot());
+	log_debug("init: go at %.3f ms", ms_since_start());
 	/* The supervisor has taken the gate's fds. CMD runs as our uid:
 	 * without dumpable off it could ptrace init, which holds the socket
 	 * to the supervisor. */

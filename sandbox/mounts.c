@@ -770,7 +770,7 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 
 	/* What airlock reads and writes, kept out of reach last: nothing
 	 * mounted later may expose it again. */
-	log_debug("init: view built, %.3f ms", ms_since_boot());
+	log_debug("init: view built at %.3f ms", ms_since_start());
 	if (keep_all(root, stage, sock, err, errlen) < 0)
 		goto out;
 

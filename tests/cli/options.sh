@@ -64,4 +64,20 @@ deny b.test:443 no-rule" "$out"
 one_line "policy test ftp://" "not an http:// or https:// URL" "$AIRLOCK" policy test "$dir/urls.yaml" ftp://a.test/
 one_line "policy test https://" "no host in the URL" "$AIRLOCK" policy test "$dir/urls.yaml" https:///x
 echo "ok   policy test takes http:// and https:// URLs"
+# log show on a pipe that stays open: each line shows as it comes, not
+# when a buffer fills or the writer ends.
+mkfifo "$dir/live"
+"$AIRLOCK" log show --color never "$dir/live" >"$dir/shown" &
+show_pid=$!
+exec 3>"$dir/live"
+sed -n 2p "$SOURCE_ROOT/tests/elog/data/audit-pip.jsonl" >&3
+for _ in $(seq 1 50); do
+	[ -s "$dir/shown" ] && break
+	sleep 0.1
+done
+shown=$(cat "$dir/shown")
+exec 3>&-
+wait "$show_pid" || fail "log show on a FIFO exited $?"
+[ -n "$shown" ] || fail "log show on a FIFO: nothing shown within 5 s of a line while the writer stayed open"
+echo "ok   log show on a FIFO shows a line as it comes"
 echo "options: all passed"
