@@ -635,15 +635,26 @@ short_time(int64_t ms, char *out, size_t outlen)
 	str_copy(out, ts, outlen);
 }
 
+/* The DESTINATION column is as wide as its longest entry, up to this;
+ * a longer one stands alone on its line, and its figures on the next. */
+#define SUMMARY_DEST_MAX 60
+
 static void
 summary_text(struct summary *s, struct dest **ds, size_t nd, FILE *out)
 {
 	char storage[8192];
 	struct elog_buf b;
+	int width = (int)strlen("DESTINATION");
 
+	for (size_t i = 0; i < nd; i++) {
+		elog_buf_init(&b, storage, sizeof(storage) - 1);
+		elog_buf_safe_text(&b, ds[i]->key, 600);
+		if (b.len > (size_t)width)
+			width = b.len > SUMMARY_DEST_MAX ? SUMMARY_DEST_MAX : (int)b.len;
+	}
 	fprintf(out, "destinations: %zu\n", nd);
 	if (nd > 0)
-		fprintf(out, "  %-40s %8s %8s %8s %9s %9s  %-19s  %-19s\n", "DESTINATION",
+		fprintf(out, "  %-*s %8s %8s %8s %9s %9s  %-19s  %s\n", width, "DESTINATION",
 		        "ATTEMPTS", "ALLOWED", "DENIED", "UP", "DOWN", "FIRST", "LAST");
 	for (size_t i = 0; i < nd; i++) {
 		const struct dest *d = ds[i];
@@ -661,8 +672,12 @@ summary_text(struct summary *s, struct dest **ds, size_t nd, FILE *out)
 		down[db.len] = '\0';
 		short_time(d->first, first, sizeof(first));
 		short_time(d->last, last, sizeof(last));
-		fprintf(out, "  %-40s %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %9s %9s  %s  %s\n",
-		        b.data, d->attempts, d->allowed, d->denied, up, down, first, last);
+		if (b.len - 1 > (size_t)width)
+			fprintf(out, "  %s\n  %-*s", b.data, width, "");
+		else
+			fprintf(out, "  %-*s", width, b.data);
+		fprintf(out, " %8" PRIu64 " %8" PRIu64 " %8" PRIu64 " %9s %9s  %s  %s\n", d->attempts,
+		        d->allowed, d->denied, up, down, first, last);
 	}
 	fprintf(out, "\ntasks: %zu\n", elog_strmap_count(s->tasks));
 	for (size_t i = 0; i < elog_strmap_count(s->tasks); i++) {

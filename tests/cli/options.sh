@@ -80,4 +80,26 @@ exec 3>&-
 wait "$show_pid" || fail "log show on a FIFO exited $?"
 [ -n "$shown" ] || fail "log show on a FIFO: nothing shown within 5 s of a line while the writer stayed open"
 echo "ok   log show on a FIFO shows a line as it comes"
+# log summary: a long name does not push its figures out of their columns.
+long=$(printf 'a%.0s' $(seq 1 70)).test
+{
+	sed -n 1p "$SOURCE_ROOT/tests/elog/data/audit-pip.jsonl"
+	printf '{"ts":"2026-11-30T10:24:41.000Z","task":"a1","kind":"connect","host":"%s","ip":"192.0.2.1","port":443,"verdict":"deny","reason":"no-rule","bytes_up":0,"bytes_down":0,"duration_ms":1}\n' "$long"
+	printf '{"ts":"2026-11-30T10:24:42.000Z","task":"a1","kind":"connect","host":"short.test","ip":"192.0.2.2","port":443,"verdict":"deny","reason":"no-rule","bytes_up":0,"bytes_down":0,"duration_ms":1}\n'
+} >"$dir/long.jsonl"
+"$AIRLOCK" log summary "$dir/long.jsonl" >"$dir/summary"
+python3 - "$dir/summary" "$long" <<'PY' || fail "log summary columns: $(cat "$dir/summary")"
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+head = next(l for l in lines if "ATTEMPTS" in l)
+end = head.index("ATTEMPTS") + len("ATTEMPTS")
+rows = [l for l in lines if re.search(r"\d{4}-\d\d-\d\d \S+  \d{4}-", l)]
+assert len(rows) == 2, rows
+for r in rows:
+    # the ATTEMPTS figure ends where its heading ends
+    m = re.search(r"(\d+)\s+\d+\s+\d+\s+\S+B\s+\S+B\s+\d{4}-", r)
+    assert m and m.end(1) == end, (r, end)
+assert any(l.strip() == sys.argv[2] + ":443" for l in lines), "the long name is not on a line of its own"
+PY
+echo "ok   log summary keeps its columns with a 75-character name"
 echo "options: all passed"
