@@ -403,8 +403,8 @@ conn_refuse(struct conn *c, enum verdict_reason why, const char *fmt, ...)
 	 * not the reason, so it is not reported as one. */
 	if (flags & VR_NORULE)
 		c->rule[0] = '\0';
-	log_info("conn %llu: %s %s:%u: %s: %s", (unsigned long long)c->id, verdict_str(c->verdict),
-	         c->host, (unsigned)c->port, token, c->detail);
+	log_debug("conn %llu: %s %s:%u: %s: %s", (unsigned long long)c->id, verdict_str(c->verdict),
+	         c->host[0] != '\0' ? c->host : "-", (unsigned)c->port, token, c->detail);
 	if (c->down.bev == NULL) {
 		conn_close(c);
 		return;

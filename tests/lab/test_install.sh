@@ -30,6 +30,9 @@ expect_logged "pip: evil.test denied" 'e.get("host") == "evil.test" and e["verdi
 # why; pip's own error shows the proxy refused the tunnel.
 grep -Eqi 'deny .*evil\.test:443.*(no match|no rule|not allowed|allowlist|policy)' "$err" ||
 	fail "no -v deny line for evil.test:443 on stderr: $(tail -n 5 "$err")"
+# ...said once: the log's human line, not also the proxy's own.
+! grep -Eq '^airlock: conn [0-9]+: deny' "$err" ||
+	fail "-v says each denial twice: $(grep -E 'evil\.test:443' "$err" | head -n 4)"
 grep -Eqi '403|forbidden|tunnel connection failed' "$err" "$LAB_WORK/pip-evil.out" ||
 	fail "pip's error does not show the proxy's refusal: $(tail -n 5 "$err")"
 
