@@ -828,7 +828,9 @@ cmd_run(int argc, char **argv)
 		log_warn("task id: getrandom");
 		return SBX_EXIT_FAILURE;
 	}
-	r.env = sbx_env_build(environ, r.opts.clearenv, r.opts.env, r.opts.n_env, err, sizeof(err));
+	r.env = sbx_env_build(environ, r.opts.clearenv,
+	                      &(struct sbx_env_marks){.task = r.task, .policy = r.opts.policy},
+	                      r.opts.env, r.opts.n_env, err, sizeof(err));
 	if (r.env == NULL) {
 		log_warnx("%s", err);
 		goto out;

@@ -103,7 +103,7 @@ cmd_selftest(int argc, char **argv)
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
 	}
-	env = sbx_env_build(environ, true, NULL, 0, err, sizeof(err));
+	env = sbx_env_build(environ, true, NULL, NULL, 0, err, sizeof(err));
 	if (env == NULL) {
 		log_warnx("%s", err);
 		goto out;

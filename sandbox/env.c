@@ -119,8 +119,8 @@ valid_name(const char *name, size_t nlen)
 }
 
 char **
-sbx_env_build(char *const *caller, bool clear, const char *const *args, size_t n_args, char *err,
-              size_t errlen)
+sbx_env_build(char *const *caller, bool clear, const struct sbx_env_marks *marks,
+              const char *const *args, size_t n_args, char *err, size_t errlen)
 {
 	struct envb b = {0};
 	const char *path;
@@ -147,6 +147,15 @@ sbx_env_build(char *const *caller, bool clear, const char *const *args, size_t n
 	for (size_t i = 0; i < ARRAY_SIZE(proxy_vars); i++)
 		if (envb_set(&b, proxy_vars[i][0], strlen(proxy_vars[i][0]), proxy_vars[i][1]) < 0)
 			goto toobig;
+	/* An outer airlock's marks never describe this run. */
+	envb_del(&b, "AIRLOCK_TASK", strlen("AIRLOCK_TASK"));
+	envb_del(&b, "AIRLOCK_POLICY", strlen("AIRLOCK_POLICY"));
+	if (marks != NULL && marks->task != NULL &&
+	    envb_set(&b, "AIRLOCK_TASK", strlen("AIRLOCK_TASK"), marks->task) < 0)
+		goto toobig;
+	if (marks != NULL && marks->policy != NULL &&
+	    envb_set(&b, "AIRLOCK_POLICY", strlen("AIRLOCK_POLICY"), marks->policy) < 0)
+		goto toobig;
 	for (size_t i = 0; i < n_args; i++) {
 		const char *a = args[i];
 		size_t nlen = name_len(a);

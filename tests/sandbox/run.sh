@@ -26,6 +26,12 @@ body() {
 	expect_eq "$role: own pid" "2" "$(al "$role" -- sh -c 'echo $$')"
 	expect_eq "$role: hostname" "airlock" "$(al "$role" -- cat /proc/sys/kernel/hostname)"
 
+	# The marks: AIRLOCK_TASK is this run's task in the log; an outer
+	# value is replaced; AIRLOCK_POLICY is -p's.
+	out=$(AIRLOCK_TASK=outer al "$role" -- sh -c 'echo "$AIRLOCK_TASK $AIRLOCK_POLICY"')
+	expect_eq "$role: AIRLOCK_TASK is the log's task, AIRLOCK_POLICY -p's" \
+		"$(tail -n 1 "$(logf "$role")" | python3 -c 'import json,sys; print(json.load(sys.stdin)["task"])') $SCRATCH/none.yaml" "$out"
+
 	# Environment: the proxy variables, the caller's others, --env, --clearenv.
 	out=$(AIRLOCK_T1=v1 al "$role" --env NEWV=x -- env)
 	expect_match "$role: HTTP_PROXY" "^HTTP_PROXY=http://127\.0\.0\.1:3128$" "$(grep '^HTTP_PROXY=' <<<"$out")"

@@ -200,7 +200,7 @@ env_default_passes_caller(void **state)
 	char *caller[] = {"PATH=/p",   "HOME=/h", "http_proxy=http://evil:1", "NOEQ", "=x",
 	                  "HOME=/dup", NULL};
 	char err[256];
-	char **e = sbx_env_build(caller, false, NULL, 0, err, sizeof(err));
+	char **e = sbx_env_build(caller, false, NULL, NULL, 0, err, sizeof(err));
 
 	assert_non_null(e);
 	assert_string_equal(sbx_env_get(e, "PATH"), "/p");
@@ -224,7 +224,7 @@ env_clear_and_args(void **state)
 	char *caller[] = {"PATH=/p", "SECRET=s", "KEEP=k", NULL};
 	const char *args[] = {"KEEP", "NEW=a=b", "MISSING", "HTTPS_PROXY=http://x:1"};
 	char err[256];
-	char **e = sbx_env_build(caller, true, args, 4, err, sizeof(err));
+	char **e = sbx_env_build(caller, true, NULL, args, 4, err, sizeof(err));
 
 	assert_non_null(e);
 	assert_string_equal(sbx_env_get(e, "PATH"), "/p");
@@ -239,9 +239,31 @@ env_clear_and_args(void **state)
 
 	/* No PATH anywhere: the default. */
 	char *bare[] = {NULL};
-	e = sbx_env_build(bare, true, NULL, 0, err, sizeof(err));
+	e = sbx_env_build(bare, true, NULL, NULL, 0, err, sizeof(err));
 	assert_non_null(e);
 	assert_string_equal(sbx_env_get(e, "PATH"), SBX_DEFAULT_PATH);
+	sbx_env_free(e);
+}
+
+static void
+env_marks(void **state)
+{
+	char *caller[] = {"AIRLOCK_TASK=outer", "AIRLOCK_POLICY=outer.yaml", "X=1", NULL};
+	struct sbx_env_marks m = {.task = "0123abcd", .policy = "pypi"};
+	char err[256];
+	char **e = sbx_env_build(caller, false, &m, NULL, 0, err, sizeof(err));
+
+	assert_non_null(e);
+	assert_string_equal(sbx_env_get(e, "AIRLOCK_TASK"), "0123abcd");
+	assert_string_equal(sbx_env_get(e, "AIRLOCK_POLICY"), "pypi");
+	assert_int_equal(env_count(e, "AIRLOCK_TASK"), 1);
+	sbx_env_free(e);
+	/* No marks: an outer run's are dropped all the same. */
+	e = sbx_env_build(caller, false, NULL, NULL, 0, err, sizeof(err));
+	assert_non_null(e);
+	assert_null(sbx_env_get(e, "AIRLOCK_TASK"));
+	assert_null(sbx_env_get(e, "AIRLOCK_POLICY"));
+	assert_string_equal(sbx_env_get(e, "X"), "1");
 	sbx_env_free(e);
 }
 
@@ -253,7 +275,7 @@ env_bad_names(void **state)
 	const char *bad[] = {"=v", "1X=v", "A-B=v", "", "A B"};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_null(sbx_env_build(caller, false, &bad[i], 1, err, sizeof(err)));
+		assert_null(sbx_env_build(caller, false, NULL, &bad[i], 1, err, sizeof(err)));
 		assert_non_null(strstr(err, "--env"));
 	}
 }
@@ -268,7 +290,7 @@ env_too_big(void **state)
 	memset(big, 'a', sizeof(big) - 1);
 	big[0] = 'B';
 	big[1] = '=';
-	assert_null(sbx_env_build(caller, false, NULL, 0, err, sizeof(err)));
+	assert_null(sbx_env_build(caller, false, NULL, NULL, 0, err, sizeof(err)));
 	assert_non_null(strstr(err, "too large"));
 }
 
@@ -303,6 +325,7 @@ main(void)
 	        cmocka_unit_test(status_mapping),
 	        cmocka_unit_test(env_default_passes_caller),
 	        cmocka_unit_test(env_clear_and_args),
+	        cmocka_unit_test(env_marks),
 	        cmocka_unit_test(env_bad_names),
 	        cmocka_unit_test(env_too_big),
 	        cmocka_unit_test(opts_log_stdout_refused),
