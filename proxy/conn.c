@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <linux/netfilter_ipv4.h>
 #include <linux/netfilter_ipv6/ip6_tables.h>
 #include <netinet/tcp.h>
@@ -293,6 +294,12 @@ conn_close(struct conn *c)
 		conn_log(c);
 	TAILQ_REMOVE(&px->px_conns, c, entry);
 	px->px_n_conns--;
+	if (px->px_over_limit > 0) {
+		log_warnx("proxy: below the limit of %u connections again; %" PRIu64
+		          " refused while at it (each is in the log)",
+		          px->px_cfg.max_conns, px->px_over_limit);
+		px->px_over_limit = 0;
+	}
 	upstream_cancel(c);
 	relay_free(c);
 	bind_frame_free(c);
@@ -1065,8 +1072,12 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 		return;
 	}
 	if (px->px_n_conns >= px->px_cfg.max_conns) {
-		log_warnx("proxy: %u connections open (the limit); refusing a new one",
-		          px->px_n_conns);
+		/* Once per stretch at the limit, not once per refusal: a
+		 * burst must not flood the terminal (each has its log line). */
+		if (px->px_over_limit++ == 0)
+			log_warnx("proxy: %u connections open (the limit); refusing new ones until "
+			          "some close",
+			          px->px_n_conns);
 		conn_refuse_early(px, fd, kind, VR_TOO_MANY_CONNS);
 		return;
 	}

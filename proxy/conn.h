@@ -92,6 +92,7 @@ struct proxy {
 	bool px_fd_starved;         /* said so; cleared by the next clean accept */
 	struct conn_list px_conns;
 	unsigned px_n_conns;
+	uint64_t px_over_limit; /* refused at the limit since it was reached */
 	uint64_t px_next_id;
 	bool px_said_log_failed;
 	/* Empty pipes for splice, shared: a tunnel holds one only while

@@ -101,6 +101,9 @@ BUSYPID=$(cat "$LAB_WORK/busy.pid")
 out=$(in_lab "$LAB_PYTHON" "$SOURCE_ROOT/tests/proxy/busy_client.py" 3129 50) ||
 	FAILS+=("the early 503 was not read whole: $out")
 echo "early 503: $out"
+# 50 refusals at the limit: each has its log line; stderr says it once.
+n=$(grep -c "connections open (the limit)" "$LAB_LOG/busy.out" || true)
+[ "$n" = 1 ] || FAILS+=("at the connection limit stderr said so $n times for 50 refusals, not once")
 kill -TERM "$BUSYPID" "$PXPID" 2>/dev/null || true
 sleep 0.2
 
