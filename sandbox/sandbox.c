@@ -64,6 +64,103 @@ hide_add(struct sbx *s, const char *path, bool sticky)
 	s->n_hidden++;
 }
 
+/* Where the system lives: a home that is one of these, lies in one, or
+ * holds one ("/") is not hidden, or CMD would have no programs, libraries
+ * or configuration (HOME=/usr; a daemon account whose home is /usr/sbin). */
+static const char *const system_dirs[] = {
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+        "/etc", "/boot", "/dev", "/proc", "/sys", "/run", "/nix",
+};
+
+/* a is b, or b lies under a. */
+static bool
+path_covers(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	if (strcmp(a, "/") == 0)
+		return true;
+	return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+/* A home directory (what: "HOME", ...) hidden like /home, unless it is a
+ * system directory: then it stays as the rest of /, read-only, with a
+ * word on stderr. */
+static void
+hide_home(struct sbx *s, const char *what, const char *path)
+{
+	char real[PATH_MAX];
+
+	if (path == NULL || path[0] != '/' || realpath(path, real) == NULL)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
+		if (path_covers(system_dirs[i], real) || path_covers(real, system_dirs[i])) {
+			log_warnx("%s %s is a system directory: not hidden (read-only inside, as "
+			          "the rest of /)",
+			          what, real);
+			return;
+		}
+	}
+	hide_add(s, real, false);
+}
+
+/* The hidden directory that takes real (a path on the host) away from
+ * CMD, or NULL: the workdir or a --ro/--rw path may bring it back. */
+static const char *
+hidden_over(const struct sbx *s, const char *real)
+{
+	if (path_covers(s->workdir, real))
+		return NULL;
+	for (size_t k = 0; k < s->cfg->n_mounts; k++)
+		if (s->umounts[k].target != NULL && !s->umounts[k].skip &&
+		    (s->cfg->mounts[k].kind == SBX_MOUNT_RO || s->cfg->mounts[k].kind == SBX_MOUNT_RW) &&
+		    path_covers(s->umounts[k].target, real))
+			return NULL;
+	for (size_t k = 0; k < s->n_hidden; k++)
+		if (path_covers(s->hidden[k].path, real))
+			return s->hidden[k].path;
+	return NULL;
+}
+
+/* PATH entries the hidden directories take away (pyenv, nvm or cargo
+ * shims under the home): said with -v; and when CMD itself is found on
+ * the host in one of them first, said always, since another version (or
+ * none) would run inside without a word. */
+static void
+warn_hidden_path(const struct sbx *s)
+{
+	const char *path = NULL, *cmd = s->cfg->argv != NULL ? s->cfg->argv[0] : NULL;
+	char entry[PATH_MAX], real[PATH_MAX], prog[PATH_MAX];
+	bool found = cmd == NULL || strchr(cmd, '/') != NULL;
+
+	for (size_t i = 0; s->cfg->envp != NULL && s->cfg->envp[i] != NULL; i++)
+		if (strncmp(s->cfg->envp[i], "PATH=", 5) == 0)
+			path = s->cfg->envp[i] + 5;
+	for (const char *p = path; p != NULL && *p != '\0';) {
+		size_t n = strcspn(p, ":");
+		const char *cover;
+
+		if (n > 0 && n < sizeof(entry) && p[0] == '/') {
+			memcpy(entry, p, n);
+			entry[n] = '\0';
+			cover = realpath(entry, real) != NULL ? hidden_over(s, real) : NULL;
+			bool here = !found &&
+			            snprintf(prog, sizeof(prog), "%s/%s", entry, cmd) < (int)sizeof(prog) &&
+			            access(prog, X_OK) == 0;
+			if (cover != NULL && here)
+				log_warnx("%s is %s on the host, in %s, which is hidden inside: another "
+				          "%s (or none) will run; --ro %s brings it back",
+				          cmd, prog, cover, cmd, entry);
+			else if (cover != NULL)
+				log_info("PATH entry %s is in %s, which is hidden inside; --ro %s "
+				         "brings it back",
+				         entry, cover, entry);
+			found = found || here;
+		}
+		p += n + (p[n] == ':');
+	}
+}
+
 static int
 hidden_cmp(const void *a, const void *b)
 {
@@ -85,9 +182,9 @@ plan_hidden(struct sbx *s)
 
 		hide_add(s, "/home", false);
 		hide_add(s, "/root", false);
-		hide_add(s, cfg->home, false);
+		hide_home(s, "HOME", cfg->home);
 		if (pw != NULL)
-			hide_add(s, pw->pw_dir, false);
+			hide_home(s, "the passwd home", pw->pw_dir);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(hidden_always); i++)
 		hide_add(s, hidden_always[i], false);
@@ -227,6 +324,7 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 	if (resolve_mounts(s, err, errlen) < 0)
 		goto fail;
 	plan_hidden(s);
+	warn_hidden_path(s);
 	for (size_t i = 0; i < s->n_hidden; i++) {
 		size_t n = strlen(s->workdir);
 		if (strncmp(s->hidden[i].path, s->workdir, n) == 0 &&

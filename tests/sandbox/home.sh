@@ -126,6 +126,32 @@ unreachable" "$out"
 	out=$(alh "$role" "$h" "$(work "$role")" --ro "$h/.gitconfig" -- sh -c \
 		'cat "$HOME/.gitconfig"; (echo x >> "$HOME/.gitconfig") 2>/dev/null && echo writable; true')
 	expect_eq "$role: --ro ~/.gitconfig" "[user]" "$out"
+
+	# A HOME that is a system directory is not hidden (it would take the
+	# system with it), and airlock says so.
+	out=$(alh "$role" /usr "$(work "$role")" -- sh -c 'ls /usr/bin | grep -cx sh' 2>"$SCRATCH/err-$role") ||
+		fail "$role: HOME=/usr: the run failed: $(cat "$SCRATCH/err-$role")"
+	expect_eq "$role: HOME=/usr leaves /usr in place" 1 "$out"
+	expect_match "$role: HOME=/usr is said" "HOME /usr is a system directory" "$(cat "$SCRATCH/err-$role")"
+
+	# CMD found on the host in a PATH entry under the hidden home is said,
+	# with the way back; brought back with --ro, it runs and is not said.
+	as "$role" mkdir -p "$h/.local/bin"
+	as "$role" sh -c "printf '#!/bin/sh\necho mytool\n' > '$h/.local/bin/mytool'; chmod 755 '$h/.local/bin/mytool'"
+	PATH="$h/.local/bin:$PATH" alh "$role" "$h" "$(work "$role")" -- mytool >/dev/null 2>"$SCRATCH/err-$role" &&
+		fail "$role: mytool ran from the hidden home"
+	expect_match "$role: CMD in a hidden PATH entry is said" \
+		"mytool is $h/.local/bin/mytool on the host, in .*hidden inside.*--ro $h/.local/bin" \
+		"$(cat "$SCRATCH/err-$role")"
+	out=$(PATH="$h/.local/bin:$PATH" alh "$role" "$h" "$(work "$role")" --ro "$h/.local/bin" -- mytool 2>"$SCRATCH/err-$role")
+	expect_eq "$role: --ro brings the PATH entry back" mytool "$out"
+	! grep -q "hidden inside" "$SCRATCH/err-$role" || fail "$role: warning despite --ro: $(cat "$SCRATCH/err-$role")"
+	# A hidden entry CMD does not come from is said with -v only.
+	PATH="$h/.local/bin:$PATH" alh "$role" "$h" "$(work "$role")" -- true 2>"$SCRATCH/err-$role"
+	! grep -q "hidden inside" "$SCRATCH/err-$role" || fail "$role: a PATH line without -v: $(cat "$SCRATCH/err-$role")"
+	PATH="$h/.local/bin:$PATH" alh "$role" "$h" "$(work "$role")" -v -- true 2>"$SCRATCH/err-$role"
+	expect_match "$role: -v names the hidden PATH entry" "PATH entry $h/.local/bin is in .*hidden inside" \
+		"$(cat "$SCRATCH/err-$role")"
 }
 
 for role in $ROLES; do
