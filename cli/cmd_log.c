@@ -24,7 +24,7 @@ usage_log(FILE *out)
 	fprintf(out, "usage: airlock log show [--denied] [--host GLOB] [--task ID] [--since TIME]\n"
 	             "                        [--json] FILE...\n"
 	             "       airlock log summary [--json] FILE...\n"
-	             "       airlock log suggest [--wildcard-min N] [--name NAME] FILE... > "
+	             "       airlock log suggest [--wildcard-min N] [--name NAME] [--include-denied] FILE... > "
 	             "policy.yaml\n"
 	             "       airlock log replay -p POLICY FILE...\n"
 	             "       airlock log verify FILE...\n"
@@ -79,19 +79,26 @@ usage_summary(FILE *out)
 static void
 usage_suggest(FILE *out)
 {
-	fprintf(out, "usage: airlock log suggest [--wildcard-min N] [--name NAME] FILE...\n"
+	fprintf(out, "usage: airlock log suggest [--wildcard-min N] [--name NAME] [--include-denied]\n"
+	             "                           FILE...\n"
 	             "\n"
 	             "Print (schema v1 YAML) the smallest policy that would have allowed\n"
-	             "every destination the logged tasks attempted, denied and audit-deny\n"
-	             "included; a DNS query counts as the name being needed. Exact names,\n"
-	             "ports collected per name, each rule commented with its counts.\n"
-	             "Addresses contacted without a name and guarded ranges (loopback,\n"
-	             "private, link-local, ...) appear only as commented-out cidr rules,\n"
-	             "with a warning on stderr.\n"
+	             "what the logged tasks were allowed, or in audit mode would have been\n"
+	             "refused (audit-deny); a DNS query counts as the name being needed.\n"
+	             "Exact names, ports collected per name, each rule commented with its\n"
+	             "counts. The log is the task's word: names only denied in enforce mode,\n"
+	             "names that resolved to a guarded address, loopback names and\n"
+	             "look-alikes of allowed names (one edit away, or reading the same:\n"
+	             "pypl.org for pypi.org; punycode names) are listed as commented-out\n"
+	             "rules with the reason, never as rules. Addresses contacted without a\n"
+	             "name and guarded ranges appear only as commented-out cidr rules.\n"
+	             "Each kind is said on stderr.\n"
 	             "\n"
 	             "  --wildcard-min N  use \"*.parent\" where at least N sibling names under\n"
 	             "                    one parent were seen (default 3; 0: never)\n"
 	             "  --name NAME       the policy's name (default \"suggested\")\n"
+	             "  --include-denied  also make rules of names denied in enforce mode and\n"
+	             "                    of look-alikes (guarded and loopback names: never)\n"
 	             "\n"
 	             "Exit status: 0, 1 a file could not be read, 2 usage error.\n");
 }
@@ -281,6 +288,7 @@ log_suggest(int argc, char **argv)
 	static const struct option opts[] = {
 	        {"wildcard-min", required_argument, NULL, 'w'},
 	        {"name", required_argument, NULL, 'n'},
+	        {"include-denied", no_argument, NULL, 'D'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
@@ -312,6 +320,9 @@ log_suggest(int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			o.name = optarg;
+			break;
+		case 'D':
+			o.include_denied = true;
 			break;
 		case 'h':
 			usage_suggest(stdout);

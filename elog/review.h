@@ -31,6 +31,8 @@ int review_parse_since(const char *s, int64_t now_ms, int64_t *out);
 struct review_suggest_opts {
 	unsigned wildcard_min; /* siblings needed for a *.parent rule; 0: never */
 	const char *name;      /* the policy's name: field */
+	bool include_denied;   /* names only denied in enforce mode, and look-alikes,
+	                          become rules too (guarded and loopback names never) */
 };
 /* Write a policy (schema v1 YAML) to out; warnings on stderr. */
 int review_suggest(char *const *files, int n_files, const struct review_suggest_opts *o, FILE *out);

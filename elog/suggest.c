@@ -1,9 +1,16 @@
 /* `airlock log suggest`: the smallest schema-v1 policy that would have
- * allowed everything the logged tasks attempted. Exact names by default;
- * a "*.parent" rule only where at least wildcard_min sibling names under
- * one parent were seen. Addresses contacted without a name, and guarded
- * ranges, are never enabled: they appear as commented-out cidr rules with
- * a warning, because allowing an address is a decision a person makes. */
+ * allowed what the logged tasks were let do or, in audit mode, would have
+ * been refused. Exact names by default; a "*.parent" rule only where at
+ * least wildcard_min sibling names under one parent were seen.
+ *
+ * The log is the task's word, and the task may be hostile: what it merely
+ * tried is not evidence that it needs it. So a name becomes a rule only
+ * from an allowed or an audit-deny event. Names denied in enforce mode,
+ * names that resolved to an address the guard refuses, loopback names and
+ * look-alikes of names that were allowed are listed as commented-out rules
+ * with the reason (include_denied turns the first and the look-alikes into
+ * rules); addresses contacted without a name and guarded ranges appear as
+ * commented-out cidr rules. Allowing those is a decision a person makes. */
 #include "elog/review.h"
 
 #include <arpa/inet.h>
@@ -24,12 +31,28 @@
 #define MAX_PORTS    64
 #define NAME_MAX_LEN 253
 
+/* Why a name is not suggested as a rule. */
+enum held {
+	HELD_NO,        /* a rule */
+	HELD_DENIED,    /* only denied in enforce mode */
+	HELD_GUARD,     /* resolved to an address the guard refuses */
+	HELD_LOOPBACK,  /* localhost and its kind */
+	HELD_LOOKALIKE, /* one edit or confusable away from an allowed name */
+	HELD_PUNYCODE,  /* an internationalised name nobody allowed */
+};
+
 struct stat_entry {
 	char *key; /* name, "*.parent" or address */
-	uint16_t ports[MAX_PORTS];
+	uint16_t ports[MAX_PORTS];  /* of allowed and audit-deny events */
 	size_t n_ports;
+	uint16_t dports[MAX_PORTS]; /* of enforce-mode denials */
+	size_t n_dports;
 	bool ports_overflow;
-	uint64_t attempts, allowed, denied, audit_denied, dns;
+	uint64_t attempts, allowed, denied, audit_denied, dns, dns_ok;
+	bool guarded;   /* an event the address guard decided */
+	char *reason;   /* the first denial's reason, for the comment */
+	enum held held;
+	const char *like; /* HELD_LOOKALIKE: the allowed name (borrowed) */
 	char *protos; /* packets: "udp,icmp" */
 	/* wildcard: the names it replaced */
 	char *members;
@@ -49,6 +72,7 @@ static void
 entry_free(struct stat_entry *e)
 {
 	free(e->key);
+	free(e->reason);
 	free(e->protos);
 	free(e->members);
 	free(e);
@@ -71,25 +95,32 @@ entry_get(struct suggest *s, struct elog_strmap *m, const char *key)
 	return e;
 }
 
+/* Into a sorted list of at most MAX_PORTS (overflow says some were lost). */
 static void
-add_port(struct stat_entry *e, int port)
+add_port_to(uint16_t *ports, size_t *n, bool *overflow, int port)
 {
 	size_t i;
 
 	if (port < 0)
 		return;
-	for (i = 0; i < e->n_ports; i++)
-		if (e->ports[i] == port)
+	for (i = 0; i < *n; i++)
+		if (ports[i] == port)
 			return;
-	if (e->n_ports == MAX_PORTS) {
-		e->ports_overflow = true;
+	if (*n == MAX_PORTS) {
+		*overflow = true;
 		return;
 	}
 	/* Keep sorted: the output is then stable. */
-	for (i = e->n_ports; i > 0 && e->ports[i - 1] > port; i--)
-		e->ports[i] = e->ports[i - 1];
-	e->ports[i] = (uint16_t)port;
-	e->n_ports++;
+	for (i = *n; i > 0 && ports[i - 1] > port; i--)
+		ports[i] = ports[i - 1];
+	ports[i] = (uint16_t)port;
+	(*n)++;
+}
+
+static void
+add_port(struct stat_entry *e, int port)
+{
+	add_port_to(e->ports, &e->n_ports, &e->ports_overflow, port);
 }
 
 static void
@@ -126,25 +157,45 @@ add_proto(struct suggest *s, struct stat_entry *e, const char *proto)
 	e->protos = p;
 }
 
+/* The address guard decided the event (tokens, and older logs' words). */
+static bool
+guard_reason(const char *reason)
+{
+	return reason != NULL &&
+	       (strcmp(reason, "address-guard") == 0 || strcmp(reason, "name-not-at-address") == 0 ||
+	        strstr(reason, "address guard") != NULL || strstr(reason, "host's address") != NULL);
+}
+
 static void
-count(struct stat_entry *e, const struct elog_record *r)
+count(struct suggest *s, struct stat_entry *e, const struct elog_record *r)
 {
 	bool dns = strcmp(r->kind, "dns") == 0;
 	uint64_t n = elog_record_events(r);
+	const char *v = r->verdict != NULL ? r->verdict : "";
+	bool ok = strcmp(v, "allow") == 0 || strcmp(v, "audit-deny") == 0;
+	bool denied = strcmp(v, "deny") == 0;
 
+	e->guarded |= guard_reason(r->reason);
+	if (denied && e->reason == NULL && r->reason != NULL &&
+	    (e->reason = strndup(r->reason, 64)) == NULL)
+		s->oom = true;
 	if (dns) {
 		/* A query's port is the resolver's, not the name's. */
 		e->dns += n;
+		e->dns_ok += ok ? n : 0;
 		return;
 	}
 	e->attempts += n;
-	if (r->verdict != NULL && strcmp(r->verdict, "allow") == 0)
+	if (strcmp(v, "allow") == 0)
 		e->allowed += n;
-	else if (r->verdict != NULL && strcmp(r->verdict, "deny") == 0)
+	else if (denied)
 		e->denied += n;
-	else if (r->verdict != NULL && strcmp(r->verdict, "audit-deny") == 0)
+	else if (strcmp(v, "audit-deny") == 0)
 		e->audit_denied += n;
-	add_port(e, r->port);
+	if (ok)
+		add_port(e, r->port);
+	else if (denied)
+		add_port_to(e->dports, &e->n_dports, &e->ports_overflow, r->port);
 }
 
 /* The policy's own normalisation (lowercase, no final dot, valid labels),
@@ -204,7 +255,7 @@ suggest_add(struct suggest *s, const struct elog_record *r)
 		}
 		e = entry_get(s, s->names, name);
 		if (e != NULL)
-			count(e, r);
+			count(s, e, r);
 		return;
 	}
 	const char *a = r->host != NULL ? r->host : r->ip;
@@ -218,7 +269,7 @@ suggest_add(struct suggest *s, const struct elog_record *r)
 	e = entry_get(s, s->addrs, canon);
 	if (e == NULL)
 		return;
-	count(e, r);
+	count(s, e, r);
 	if (strcmp(r->kind, "packet") == 0)
 		add_proto(s, e, r->proto);
 }
@@ -283,6 +334,138 @@ merge_into(struct suggest *s, struct stat_entry *w, struct stat_entry *e)
 	w->members = m;
 }
 
+/* --- what is held back ------------------------------------------------- */
+
+static bool
+loopback_name(const char *name)
+{
+	size_t n = strlen(name), l = strlen(".localhost");
+
+	return strcmp(name, "localhost") == 0 || strcmp(name, "localhost.localdomain") == 0 ||
+	       strcmp(name, "ip6-localhost") == 0 || strcmp(name, "ip6-loopback") == 0 ||
+	       (n > l && strcmp(name + n - l, ".localhost") == 0);
+}
+
+static bool
+punycode_name(const char *name)
+{
+	for (const char *p = name; p != NULL; p = strchr(p, '.'), p = p != NULL ? p + 1 : NULL)
+		if (strncmp(p, "xn--", 4) == 0)
+			return true;
+	return false;
+}
+
+/* The last two labels: what a look-alike imitates (no public suffix list:
+ * "co.uk" names compare on "co.uk", which only makes fewer matches). */
+static const char *
+registrable(const char *name)
+{
+	const char *last = strrchr(name, '.'), *p;
+
+	if (last == NULL)
+		return name;
+	for (p = last; p > name && p[-1] != '.'; p--)
+		;
+	return p;
+}
+
+/* name as it reads: digits and letters that pass for others folded to
+ * one (0 o, 1 i l, rn m, vv w), hyphens dropped. */
+static void
+fold(const char *name, char *out, size_t outlen)
+{
+	size_t k = 0;
+
+	for (const char *p = name; *p != '\0' && k + 1 < outlen; p++) {
+		char c = *p;
+
+		if (c == '-')
+			continue;
+		if (c == 'r' && p[1] == 'n') {
+			c = 'm';
+			p++;
+		} else if (c == 'v' && p[1] == 'v') {
+			c = 'w';
+			p++;
+		} else if (c == '0') {
+			c = 'o';
+		} else if (c == '1' || c == 'i') {
+			c = 'l';
+		}
+		out[k++] = c;
+	}
+	out[k] = '\0';
+}
+
+/* At most one insertion, deletion, substitution or swap of neighbours. */
+static bool
+one_edit(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), i = 0;
+
+	if (la > lb + 1 || lb > la + 1)
+		return false;
+	while (i < la && i < lb && a[i] == b[i])
+		i++;
+	if (la == lb) {
+		if (i == la)
+			return true;
+		return strcmp(a + i + 1, b + i + 1) == 0 ||
+		       (i + 1 < la && a[i] == b[i + 1] && a[i + 1] == b[i] &&
+		        strcmp(a + i + 2, b + i + 2) == 0);
+	}
+	return la > lb ? strcmp(a + i + 1, b + i) == 0 : strcmp(a + i, b + i + 1) == 0;
+}
+
+/* a imitates b: their registrable parts differ, yet read the same or are
+ * one edit apart (pypl.org, githuh.com, g00gle.com). */
+static bool
+looks_like(const char *a, const char *b)
+{
+	const char *ra = registrable(a), *rb = registrable(b);
+	char fa[NAME_MAX_LEN + 1], fb[NAME_MAX_LEN + 1];
+
+	if (strcmp(ra, rb) == 0)
+		return false;
+	fold(ra, fa, sizeof(fa));
+	fold(rb, fb, sizeof(fb));
+	return strcmp(fa, fb) == 0 || one_edit(ra, rb);
+}
+
+/* Decide, for every name, whether it may become a rule. */
+static void
+hold_back(struct suggest *s, bool include_denied)
+{
+	size_t n = elog_strmap_count(s->names);
+
+	for (size_t i = 0; i < n; i++) {
+		struct stat_entry *e = elog_strmap_value(s->names, i);
+		bool earned = e->allowed + e->audit_denied + e->dns_ok > 0;
+
+		if (loopback_name(e->key))
+			e->held = HELD_LOOPBACK;
+		else if (e->guarded)
+			e->held = HELD_GUARD;
+		else if (!earned && !include_denied)
+			e->held = HELD_DENIED;
+		if (e->held != HELD_NO || e->allowed > 0 || include_denied)
+			continue;
+		/* Not allowed by the policy that ran: is it a look-alike of a
+		 * name that was? */
+		for (size_t k = 0; k < n; k++) {
+			const struct stat_entry *a = elog_strmap_value(s->names, k);
+
+			if (a->allowed > 0 && looks_like(e->key, a->key)) {
+				e->held = HELD_LOOKALIKE;
+				e->like = a->key;
+				break;
+			}
+		}
+		if (e->held == HELD_NO && punycode_name(e->key))
+			e->held = HELD_PUNYCODE;
+	}
+}
+
 /* Build the wildcard rules: count direct children per parent, then fold
  * every name under a chosen parent (any depth) into its wildcard. */
 static int
@@ -296,7 +479,7 @@ make_wildcards(struct suggest *s, unsigned min, struct elog_strmap *wild)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		const char *p = parent_of(elog_strmap_key(s->names, i));
-		if (p == NULL)
+		if (p == NULL || ((struct stat_entry *)elog_strmap_value(s->names, i))->held != HELD_NO)
 			continue;
 		uintptr_t c = (uintptr_t)elog_strmap_get(kids, p);
 		if (elog_strmap_put(kids, p, (void *)(c + 1)) < 0) {
@@ -321,6 +504,9 @@ make_wildcards(struct suggest *s, unsigned min, struct elog_strmap *wild)
 	for (size_t i = 0; i < n; i++) {
 		struct stat_entry *e = elog_strmap_value(s->names, i);
 		struct stat_entry *best = NULL;
+
+		if (e->held != HELD_NO)
+			continue;
 
 		for (const char *p = strchr(e->key, '.'); p != NULL; p = strchr(p + 1, '.')) {
 			char key[NAME_MAX_LEN + 4];
@@ -409,6 +595,19 @@ put_ports(FILE *out, const struct stat_entry *e, const char *prefix)
 	fputs("]\n", out);
 }
 
+/* Every port seen, allowed or denied: for rules left as comments. */
+static void
+put_all_ports(FILE *out, const struct stat_entry *e, const char *prefix)
+{
+	struct stat_entry all = {.n_ports = 0};
+
+	for (size_t i = 0; i < e->n_ports; i++)
+		add_port(&all, e->ports[i]);
+	for (size_t i = 0; i < e->n_dports; i++)
+		add_port(&all, e->dports[i]);
+	put_ports(out, &all, prefix);
+}
+
 static void
 write_rule(FILE *out, const struct stat_entry *e)
 {
@@ -423,11 +622,60 @@ write_rule(FILE *out, const struct stat_entry *e)
 	if (e->ports_overflow)
 		fprintf(out, "  # more than %d ports were seen; only the first are listed\n",
 		        MAX_PORTS);
+	if (e->n_dports > 0) {
+		fputs("  # also denied in enforce mode on ports [", out);
+		for (size_t i = 0; i < e->n_dports; i++)
+			fprintf(out, "%s%u", i > 0 ? ", " : "", e->dports[i]);
+		fputs("]: not added\n", out);
+	}
 	if (e->key[0] == '*' || needs_quotes(e->key))
 		fprintf(out, "  - host: \"%s\"\n", e->key);
 	else
 		fprintf(out, "  - host: %s\n", e->key);
 	put_ports(out, e, "    ");
+}
+
+/* A name held back: its counts, why, and the rule commented out. */
+static void
+write_held(FILE *out, const struct stat_entry *e)
+{
+	char why[320];
+	struct elog_buf b;
+
+	elog_buf_init(&b, why, sizeof(why) - 1);
+	elog_buf_safe_text(&b, e->reason != NULL ? e->reason : "no reason logged", 64);
+	why[b.len] = '\0';
+	fprintf(out, "  # %s: ", e->key);
+	put_counts(out, e);
+	fputs("\n  # ", out);
+	switch (e->held) {
+	case HELD_DENIED:
+		fprintf(out, "denied in enforce mode (%s), never allowed: add it only if the task "
+		             "needs it (--include-denied adds such names)\n",
+		        why);
+		break;
+	case HELD_GUARD:
+		fputs("resolved to an address the address guard refuses: a host rule would not "
+		      "open it (docs/policy.md, The address guard)\n",
+		      out);
+		break;
+	case HELD_LOOPBACK:
+		fputs("a loopback name: the sandbox's own host, not a destination\n", out);
+		break;
+	case HELD_LOOKALIKE:
+		fprintf(out, "looks like %s, which was allowed: a typo, or a look-alike of it?\n",
+		        e->like);
+		break;
+	case HELD_PUNYCODE:
+		fputs("an internationalised (punycode) name, never allowed: it may imitate another; "
+		      "check what it reads as\n",
+		      out);
+		break;
+	case HELD_NO:
+		break;
+	}
+	fprintf(out, needs_quotes(e->key) ? "  # - host: \"%s\"\n" : "  # - host: %s\n", e->key);
+	put_all_ports(out, e, "  #   ");
 }
 
 static void
@@ -453,7 +701,7 @@ write_addr(FILE *out, const struct stat_entry *e)
 		        guard_class_name(g));
 	fputs("  # Left out on purpose; enable only if this address is really needed:\n", out);
 	fprintf(out, "  # - cidr: %s/%d\n", e->key, v6 ? 128 : 32);
-	put_ports(out, e, "  #   ");
+	put_all_ports(out, e, "  #   ");
 }
 
 /* The policy loader is the authority on what a host rule may hold (it
@@ -521,7 +769,7 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 	struct suggest s = {.names = elog_strmap_new(), .addrs = elog_strmap_new()};
 	struct elog_strmap *wild = elog_strmap_new();
 	struct stat_entry **list = NULL;
-	size_t n = 0;
+	size_t n = 0, n_held = 0;
 	int rc = 0;
 	char now[40];
 
@@ -532,6 +780,7 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 	rc = elog_read_files(files, n_files, suggest_each, &s);
 	if (rc < 0 || s.oom)
 		goto out;
+	hold_back(&s, o->include_denied);
 	if (o->wildcard_min > 0 && make_wildcards(&s, o->wildcard_min, wild) < 0) {
 		s.oom = true;
 		goto out;
@@ -543,7 +792,9 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 	}
 	for (size_t i = 0; i < elog_strmap_count(s.names); i++) {
 		struct stat_entry *e = elog_strmap_value(s.names, i);
-		if (!e->covered)
+		if (e->held != HELD_NO)
+			n_held++;
+		else if (!e->covered)
 			list[n++] = e;
 	}
 	for (size_t i = 0; i < elog_strmap_count(wild); i++)
@@ -563,6 +814,18 @@ review_suggest(char *const *files, int n_files, const struct review_suggest_opts
 	fputs(n == 0 ? "allow: []\n" : "allow:\n", out);
 	for (size_t i = 0; i < n; i++)
 		write_rule(out, list[i]);
+	if (n_held > 0) {
+		fputs("  # Names the logs show but that are not suggested (review each):\n", out);
+		for (size_t i = 0; i < elog_strmap_count(s.names); i++) {
+			const struct stat_entry *e = elog_strmap_value(s.names, i);
+
+			if (e->held != HELD_NO)
+				write_held(out, e);
+		}
+		log_warnx("suggest: %zu name%s left as commented-out rules (denied in enforce mode, "
+		          "guarded, loopback or a look-alike): review them",
+		          n_held, n_held == 1 ? "" : "s");
+	}
 	if (elog_strmap_count(s.addrs) > 0) {
 		fputs(n == 0 ? "# addresses contacted without a name (allow: stays empty):\n" : "",
 		      out);

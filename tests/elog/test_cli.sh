@@ -53,8 +53,15 @@ assert {t["task"] for t in s["tasks"]} == {"a1", "b1", "c2", "o1", "p1", "r1", "
 grep -q 'contacted without a name' "$SCRATCH/suggest.err" || fail "no address warning"
 
 # replay: 0 when nothing changes, 1 when something does, 2 for a bad policy.
+# The suggestion allows nothing that was only denied in enforce mode, so
+# replaying the logs under it changes nothing; with --include-denied it
+# allows upload.pypi.org, denied before.
 "$AIRLOCK" log replay -p "$SCRATCH/p.yaml" "$D/mixed.jsonl" >"$SCRATCH/r.out" 2>/dev/null && rc=0 || rc=$?
+expect_eq "replay of the suggestion" 0 "$rc"
+"$AIRLOCK" log suggest --include-denied "$D"/*.jsonl >"$SCRATCH/p2.yaml" 2>/dev/null
+"$AIRLOCK" log replay -p "$SCRATCH/p2.yaml" "$D/mixed.jsonl" >"$SCRATCH/r.out" 2>/dev/null && rc=0 || rc=$?
 expect_eq "replay with changes" 1 "$rc"
+grep -q "upload.pypi.org:443" "$SCRATCH/r.out" || fail "replay does not list upload.pypi.org: $(cat "$SCRATCH/r.out")"
 printf 'version: 1\nname: x\nallow: [\n' >"$SCRATCH/bad.yaml"
 "$AIRLOCK" log replay -p "$SCRATCH/bad.yaml" "$D/mixed.jsonl" >/dev/null 2>&1 && rc=0 || rc=$?
 expect_eq "replay with a bad policy" 2 "$rc"

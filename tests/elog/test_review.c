@@ -347,9 +347,15 @@ test_suggest_exact(void **state)
 	assert_int_equal(match(p, "pypi.org", 80), POLICY_NO_MATCH);
 	assert_int_equal(match(p, "files.pythonhosted.org", 443), POLICY_ALLOW);
 	assert_int_equal(match(p, "registry.npmjs.org", 443), POLICY_ALLOW);
-	assert_int_equal(match(p, "upload.pypi.org", 443), POLICY_ALLOW);
+	/* Only denied in enforce mode: a commented-out rule with the reason,
+	 * not a rule. evil.test was audit-denied on 443 (a rule) and denied
+	 * in enforce mode on 80 (not added, said). */
+	assert_int_equal(match(p, "upload.pypi.org", 443), POLICY_NO_MATCH);
+	assert_non_null(strstr(y, "  # - host: upload.pypi.org\n  #   ports: [443]\n"));
+	assert_non_null(strstr(y, "denied in enforce mode"));
 	assert_int_equal(match(p, "evil.test", 443), POLICY_ALLOW);
-	assert_int_equal(match(p, "evil.test", 80), POLICY_ALLOW);
+	assert_int_equal(match(p, "evil.test", 80), POLICY_NO_MATCH);
+	assert_non_null(strstr(y, "also denied in enforce mode on ports [80]: not added"));
 	assert_int_equal(match(p, "evil.test", 22), POLICY_NO_MATCH);
 	assert_int_equal(match(p, "other.pythonhosted.org", 443), POLICY_NO_MATCH);
 	/* Counts in the comments. */
@@ -433,6 +439,63 @@ test_suggest_uncommented_cidr_is_valid(void **state)
 }
 
 static void
+test_suggest_safe(void **state)
+{
+	/* The log is the task's word: only allowed and audit-deny names become
+	 * rules; enforce-mode denials (evil.test and its three subdomains, no
+	 * wildcard of them), guarded names, loopback names and look-alikes of
+	 * an allowed name are commented out with the reason. */
+	char *files[] = {path("suggest-mixed.jsonl")};
+	char *y = suggest(3, files, 1);
+	struct policy *p = load(y);
+	const char *names[] = {"evil.test",        "a.evil.test", "b.evil.test", "c.evil.test",
+	                       "internal.example", "meta.example", "localhost", "pypl.org",
+	                       "xn--pypi-7qa.org"};
+
+	assert_int_equal(match(p, "pypi.org", 443), POLICY_ALLOW);
+	assert_int_equal(match(p, "files.pythonhosted.org", 443), POLICY_ALLOW);
+	/* g00gle-apis.com looks like nothing allowed here: a rule. */
+	assert_int_equal(match(p, "g00gle-apis.com", 443), POLICY_ALLOW);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char want[128];
+
+		assert_int_equal(match(p, names[i], 443), POLICY_NO_MATCH);
+		snprintf(want, sizeof(want), "  # - host: %s\n", names[i]);
+		assert_non_null(strstr(y, want));
+	}
+	assert_null(strstr(y, "*.evil.test"));
+	assert_non_null(strstr(y, "# evil.test: 1 connection (1 denied)\n"
+	                          "  # denied in enforce mode (no-rule), never allowed"));
+	assert_non_null(strstr(y, "# internal.example: 1 connection (1 denied)\n"
+	                          "  # resolved to an address the address guard refuses"));
+	assert_non_null(strstr(y, "# localhost: 1 connection (1 audit-deny)\n"
+	                          "  # a loopback name"));
+	assert_non_null(strstr(y, "# pypl.org: 1 connection (1 audit-deny)\n"
+	                          "  # looks like pypi.org, which was allowed"));
+	assert_non_null(strstr(y, "# xn--pypi-7qa.org: 1 connection (1 audit-deny)\n"
+	                          "  # an internationalised (punycode) name"));
+	policy_free(p);
+	free(y);
+
+	/* --include-denied: the enforce-mode denials and look-alikes become
+	 * rules; guarded and loopback names never do. */
+	struct out o;
+	struct review_suggest_opts opts = {.wildcard_min = 3, .name = "all", .include_denied = true};
+
+	out_open(&o);
+	assert_int_equal(review_suggest(files, 1, &opts, o.f), 0);
+	y = out_close(&o);
+	p = load(y);
+	assert_int_equal(match(p, "evil.test", 443), POLICY_ALLOW);
+	assert_int_equal(match(p, "pypl.org", 443), POLICY_ALLOW);
+	assert_int_equal(match(p, "zz.evil.test", 443), POLICY_ALLOW); /* the wildcard */
+	assert_int_equal(match(p, "internal.example", 443), POLICY_NO_MATCH);
+	assert_int_equal(match(p, "localhost", 8080), POLICY_NO_MATCH);
+	policy_free(p);
+	free(y);
+}
+
+static void
 test_suggest_odd_names(void **state)
 {
 	/* Whatever names a hostile task used, the suggestion loads: names the
@@ -446,7 +509,9 @@ test_suggest_odd_names(void **state)
 	/* The loader refuses a numeric last label: left out, not emitted. */
 	assert_null(strstr(y, "123.456"));
 	assert_non_null(strstr(y, "  - host: \"on\"\n"));
-	assert_int_equal(match(p, "xn--bcher-kva.example", 443), POLICY_ALLOW);
+	/* A punycode name nobody allowed: held back for a person to read. */
+	assert_int_equal(match(p, "xn--bcher-kva.example", 443), POLICY_NO_MATCH);
+	assert_non_null(strstr(y, "  # - host: xn--bcher-kva.example\n"));
 	assert_int_equal(match(p, "a.b.c.d.e.f.example", 65535), POLICY_ALLOW);
 	assert_null(strstr(y, "b\xc3\xbc"
 	                      "cher"));
@@ -641,6 +706,7 @@ main(int argc, char **argv)
 	        cmocka_unit_test(test_suggest_exact),
 	        cmocka_unit_test(test_suggest_wildcards),
 	        cmocka_unit_test(test_suggest_uncommented_cidr_is_valid),
+	        cmocka_unit_test(test_suggest_safe),
 	        cmocka_unit_test(test_suggest_odd_names),
 	        cmocka_unit_test(test_summary_packets),
 	        cmocka_unit_test(test_summary_repeats),
