@@ -91,7 +91,7 @@ _airlock()
 		case $sub in
 		show) opts="--denied --host --task --since --json --color --help" ;;
 		summary) opts="--json --help" ;;
-		suggest) opts="--wildcard-min --name --help" ;;
+		suggest) opts="--wildcard-min --name --include-denied --help" ;;
 		replay) opts="--policy --help" ;;
 		*) opts="--help" ;;
 		esac

@@ -68,7 +68,10 @@ complete_words() {
 expect_has() { # WHAT WANT WORDS...
 	local what=$1 want=$2
 	shift 2
-	complete_words "$@" | grep -qx -- "$want" || fail "completing '$*' ($what) does not offer $want"
+	local offered
+	offered=$(complete_words "$@")
+	# A here-string, not a pipe: grep -q stopping early must not trip pipefail.
+	grep -qx -- "$want" <<<"$offered" || fail "completing '$*' ($what) does not offer $want"
 }
 expect_has "a command" run airlock r
 expect_has "a log command" verify airlock log ve
