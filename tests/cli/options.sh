@@ -46,7 +46,8 @@ echo "ok   -V prints the version"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 printf 'version: 1\nallow:\n  - host: a.test\n' >"$dir/one.yaml"
-"$AIRLOCK" policy check "$dir/one.yaml" | grep -q "^  1 rule: 1 allow, 0 deny" ||
+checked=$("$AIRLOCK" policy check "$dir/one.yaml")
+grep -q "^  1 rule: 1 allow, 0 deny" <<<"$checked" ||
 	fail "policy check does not say '1 rule': $("$AIRLOCK" policy check "$dir/one.yaml")"
 echo "ok   policy check says 1 rule"
 
