@@ -27,6 +27,7 @@
 #include "dns/resolver.h"
 #include "dns/dns.h"
 #include "elog/elog.h"
+#include "elog/notice.h"
 #include "nft/hostaddr.h"
 #include "nft/nflog.h"
 #include "policy/policy.h"
@@ -74,6 +75,7 @@ struct run {
 
 	struct policy *policy;
 	struct elog *log;
+	struct elog_notice *notice; /* denials on stderr (-q: none) */
 	char **env;
 	struct sbx *sbx;
 	struct sbx_listeners lst;
@@ -726,8 +728,10 @@ run_end_log(struct run *r, int status, int signal)
 	te.exit_status = status;
 	te.signal = signal;
 	te.duration_ms = now_ms() - r->start_ms;
-	if (elog_task_end(r->log, &te) == 0 && elog_drain(r->log, LOG_DRAIN_MS) == 0)
+	if (elog_task_end(r->log, &te) == 0 && elog_drain(r->log, LOG_DRAIN_MS) == 0) {
+		elog_notice_summary(r->notice, r->logpath);
 		return status;
+	}
 	/* Set-up that failed on the log has said so already. */
 	if (status != SBX_EXIT_FAILURE || !failed_before)
 		log_warnx("egress log %s failed during the run (%s): exit %d instead of %d, "
@@ -770,6 +774,7 @@ run_free(struct run *r)
 		event_base_free(r->base);
 	sbx_listeners_close(&r->lst);
 	elog_free(r->log);
+	elog_notice_free(r->notice);
 	policy_free(r->policy);
 	/* Reaps init, on its way out by now (or killed here, on failure):
 	 * the last wait, so that it overlaps the work above. */
@@ -864,6 +869,13 @@ cmd_run(int argc, char **argv)
 	elog_set_task(r.log, r.task);
 	if (r.opts.verbose > 0)
 		elog_set_human(r.log, log_stream() != NULL ? log_stream() : stderr);
+	/* Refusals said without -v (whose own lines already say each one):
+	 * the agent reading its terminal learns what was refused and why. */
+	if (!r.opts.quiet) {
+		r.notice = elog_notice_new(log_stream() != NULL ? log_stream() : stderr,
+		                           r.opts.verbose == 0);
+		elog_set_notice(r.log, r.notice);
+	}
 	log_info("task %s, egress log %s", r.task, r.logpath);
 
 	/* Signals wait in a signalfd from here on; init and CMD reset their
@@ -924,6 +936,9 @@ cmd_run(int argc, char **argv)
 		log_warnx("egress log %s: cannot write; refusing to run", r.logpath);
 		goto end;
 	}
+	if (policy_mode(r.policy) == POLICY_MODE_AUDIT && !r.opts.quiet)
+		log_warnx("audit mode: nothing is enforced; what the policy would refuse goes "
+		          "through and is logged as audit-deny");
 	if (failed >= 0) {
 		log_warnx("self-test failed, refusing to run the command: %s", selftest);
 		goto end;

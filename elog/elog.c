@@ -27,6 +27,7 @@
 #include "elog/buf.h"
 #include "elog/caps.h"
 #include "elog/chain.h"
+#include "elog/notice.h"
 #include "elog/sink.h"
 #include "elog/tab.h"
 
@@ -64,6 +65,7 @@ struct elog {
 	char error[128];
 	char *task;
 	FILE *human;
+	struct elog_notice *notice; /* borrowed: denials said on stderr */
 	struct elog_task_end totals;
 
 	/* Repeated events (elog_event_agg): made on first use. */
@@ -188,6 +190,12 @@ elog_set_task(struct elog *log, const char *task_id)
 {
 	free(log->task);
 	log->task = task_id != NULL ? strdup(task_id) : NULL;
+}
+
+void
+elog_set_notice(struct elog *log, struct elog_notice *notice)
+{
+	log->notice = notice;
 }
 
 void
@@ -602,6 +610,8 @@ event_write(struct elog *log, const struct elog_event *ev)
 
 	if (log_dead(log))
 		return -1;
+	/* Said whether or not the budget lets the line through. */
+	elog_notice_event(log->notice, ev);
 	elog_buf_init(&b, log->line, sizeof(log->line));
 	line_begin(log, &b, ev->kind != NULL ? ev->kind : "unknown", &now, &cuts);
 	field_str(&b, &cuts, "host", ev->host, CAP_NAME);

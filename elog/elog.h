@@ -57,6 +57,10 @@ void elog_detach(struct elog *log);
 void elog_set_task(struct elog *log, const char *task_id);
 /* With -v: also a short human line per event on this stream (borrowed). */
 void elog_set_human(struct elog *log, FILE *human);
+/* Denials said on stderr as they are logged (elog/notice.h; borrowed,
+ * NULL: none). */
+struct elog_notice;
+void elog_set_notice(struct elog *log, struct elog_notice *notice);
 /* True once a line could not be written, and, for a log that is a pipe or
  * socket, as soon as its reader has gone (before the next line is lost)
  * or has taken nothing for ELOG_SINK_STALL_MS with lines waiting. Costs

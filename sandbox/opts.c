@@ -22,6 +22,8 @@ const char sbx_opts_usage[] =
         "                         limit; default 64M); then detail stops, counts\n"
         "                         go on, new destinations are refused\n"
         "  -v, --verbose          a human line per event on stderr (twice: debug)\n"
+        "  -q, --quiet            say nothing of refused destinations (by default:\n"
+        "                         one line per destination, and a summary)\n"
         "      --audit            allow everything, log what would be denied\n"
         "      --dns-upstream ADDR  resolver for allowed names (default: the\n"
         "                         host's /etc/resolv.conf)\n"
@@ -65,6 +67,7 @@ static const struct option long_opts[] = {
         {"log", required_argument, NULL, OPT_LOG},
         {"log-budget", required_argument, NULL, OPT_LOG_BUDGET},
         {"verbose", no_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'},
         {"audit", no_argument, NULL, OPT_AUDIT},
         {"dns-upstream", required_argument, NULL, OPT_DNS},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -113,7 +116,7 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 	opterr = 0;
 	/* '+': stop at the first non-option, so CMD's own flags stay its own
 	 * even without "--". */
-	while ((c = getopt_long(argc, argv, "+:p:vh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:p:vqh", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			o->policy = optarg;
@@ -141,6 +144,9 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 			break;
 		case 'v':
 			o->verbose++;
+			break;
+		case 'q':
+			o->quiet = true;
 			break;
 		case OPT_AUDIT:
 			o->audit = true;

@@ -18,6 +18,7 @@ struct sbx_opts {
 	const char *log;          /* --log; NULL = the default path */
 	uint64_t log_budget;      /* --log-budget bytes; 0 = none */
 	int verbose;              /* -v count */
+	bool quiet;               /* -q: no denial lines, no summary */
 	bool audit;               /* --audit */
 	const char *dns_upstream; /* --dns-upstream ADDR; NULL = resolv.conf */
 	unsigned timeout_s;       /* --timeout; 0 = none */
