@@ -62,7 +62,7 @@ _airlock()
 	esac
 	case $cmd in
 	run)
-		opts="--policy --log --log-budget --verbose --audit --dns-upstream --timeout
+		opts="--policy --log --log-budget --verbose --quiet --audit --dns-upstream --timeout
 		      --workdir --rw --ro --tmpfs --hide --share-home --env --clearenv --root --help"
 		;;
 	proxy)

@@ -67,7 +67,7 @@ put_key(struct elog_buf *b, const struct elog_event *ev)
 		elog_buf_putc(b, '-');
 		return;
 	}
-	if (ev->host == NULL && strchr(name, ':') != NULL && ev->port >= 0) {
+	if (strchr(name, ':') != NULL && ev->port >= 0) {
 		elog_buf_putc(b, '[');
 		elog_buf_safe_text(b, name, NOTICE_CAP);
 		elog_buf_putc(b, ']');

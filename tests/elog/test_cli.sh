@@ -43,8 +43,8 @@ expect_eq "stdin" 3 "$("$AIRLOCK" log show --denied - <"$D/mixed.jsonl" 2>/dev/n
 import json, sys
 s = json.load(sys.stdin)
 d = {x["destination"]: x for x in s["destinations"]}
-assert d["pypi.org:443"]["attempts"] == 3, d["pypi.org:443"]
-assert {t["task"] for t in s["tasks"]} == {"a1", "b1", "c2", "o1", "p1", "r1", "w1"}, s["tasks"]
+assert d["pypi.org:443"]["attempts"] == 4, d["pypi.org:443"]
+assert {t["task"] for t in s["tasks"]} == {"a1", "b1", "c2", "o1", "p1", "r1", "s1", "s2", "w1"}, s["tasks"]
 ' || fail "summary --json"
 
 # suggest: a valid policy, warnings on stderr.
