@@ -27,6 +27,7 @@
 #include "dns/resolver.h"
 #include "dns/dns.h"
 #include "elog/elog.h"
+#include "elog/logdir.h"
 #include "elog/notice.h"
 #include "nft/hostaddr.h"
 #include "nft/nflog.h"
@@ -44,7 +45,7 @@ extern char **environ;
 #define DNS_CACHE_ENTRIES 4096
 
 _Static_assert(SBX_MAX_USER_MOUNTS <= SBX_MAX_MOUNTS, "the sandbox must take the user's mounts");
-#define TASK_ID_LEN 16
+#define TASK_ID_LEN 16 /* a random one: hex digits */
 /* What sbx_protect keeps: the log, airlock itself, the policy's files (at
  * most 64, policy/internal.h), the preset directories (at most 19) and the
  * host sockets its unix: list opens. */
@@ -60,7 +61,7 @@ _Static_assert(SBX_MAX_USER_MOUNTS <= SBX_MAX_MOUNTS, "the sandbox must take the
 
 struct run {
 	struct sbx_opts opts;
-	char task[TASK_ID_LEN + 1];
+	char task[ELOG_TASK_ID_MAX + 1];
 	char logpath[PATH_MAX];
 	char logdir[PATH_MAX]; /* default log directory, hidden inside; or "" */
 	char exe[PATH_MAX];    /* airlock's own executable, kept read-only; or "" */
@@ -117,63 +118,30 @@ make_task_id(char out[TASK_ID_LEN + 1])
 	return 0;
 }
 
-/* mkdir -p with mode for the directories we create. */
-static int
-mkdirs(const char *path, mode_t mode)
-{
-	char p[PATH_MAX];
-
-	if (str_copy(p, path, sizeof(p)) >= sizeof(p)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (char *s = p + 1; *s != '\0'; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, mode) < 0 && errno != EEXIST)
-			return -1;
-		*s = '/';
-	}
-	if (mkdir(p, mode) < 0 && errno != EEXIST)
-		return -1;
-	return 0;
-}
-
-/* The default log: $XDG_STATE_HOME/airlock/TASK.jsonl, else
- * ~/.local/state/airlock/TASK.jsonl. Not the working directory: the
- * sandbox can write there, and it must never touch its own log. */
+/* The default log, TASK.jsonl in the log directory (elog/logdir.h). A
+ * task id the user chose must not be one whose log is already there: two
+ * runs in one file under one id would be one chain to `log verify`, and
+ * --task would not tell them apart. */
 static int
 default_log_path(struct run *r)
 {
-	const char *state = getenv("XDG_STATE_HOME");
-	const char *home = getenv("HOME");
+	char err[PATH_MAX + 64];
+	struct stat st;
 	int n;
 
-	if (state != NULL && state[0] == '/') {
-		n = snprintf(r->logdir, sizeof(r->logdir), "%s/airlock", state);
-	} else {
-		if (home == NULL || home[0] != '/') {
-			struct passwd *pw = getpwuid(geteuid());
-			home = pw != NULL ? pw->pw_dir : NULL;
-		}
-		if (home == NULL || home[0] != '/') {
-			log_warnx("no log file: HOME is not set; use --log FILE");
-			return -1;
-		}
-		n = snprintf(r->logdir, sizeof(r->logdir), "%s/.local/state/airlock", home);
-	}
-	if (n < 0 || (size_t)n >= sizeof(r->logdir)) {
-		log_warnx("log directory path too long; use --log FILE");
-		return -1;
-	}
-	if (mkdirs(r->logdir, 0700) < 0) {
-		log_warn("log directory %s", r->logdir);
+	if (elog_logdir(r->logdir, sizeof(r->logdir), true, err, sizeof(err)) < 0) {
+		log_warnx("%s", err);
 		return -1;
 	}
 	n = snprintf(r->logpath, sizeof(r->logpath), "%s/%s.jsonl", r->logdir, r->task);
 	if (n < 0 || (size_t)n >= sizeof(r->logpath)) {
 		log_warnx("log path too long; use --log FILE");
+		return -1;
+	}
+	if (r->opts.task_id != NULL && lstat(r->logpath, &st) == 0) {
+		log_warnx("--task-id %s: that task's log %s exists already: give each run its own "
+		          "id, or --log FILE",
+		          r->task, r->logpath);
 		return -1;
 	}
 	return 0;
@@ -829,7 +797,9 @@ cmd_run(int argc, char **argv)
 
 	/* Validate the command line, environment and log before creating
 	 * anything; the policy is compiled after the clone (below). */
-	if (make_task_id(r.task) < 0) {
+	if (r.opts.task_id != NULL) {
+		str_copy(r.task, r.opts.task_id, sizeof(r.task)); /* checked by the parser */
+	} else if (make_task_id(r.task) < 0) {
 		log_warn("task id: getrandom");
 		return SBX_EXIT_FAILURE;
 	}
@@ -932,6 +902,8 @@ cmd_run(int argc, char **argv)
 	ts.argv = (const char *const *)r.opts.cmd;
 	ts.argc = r.opts.cmd_argc;
 	ts.selftest = selftest;
+	ts.labels = r.opts.labels;
+	ts.n_labels = r.opts.n_labels;
 	if (elog_task_start(r.log, &ts) < 0) {
 		log_warnx("egress log %s: cannot write; refusing to run", r.logpath);
 		goto end;

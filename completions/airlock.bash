@@ -56,14 +56,16 @@ _airlock()
 		return
 		;;
 	--log-budget | --dns-upstream | --timeout | --listen | -l | --max-conns | \
-		--host | --task | --since | --wildcard-min | --name | --policy-dir)
+		--host | --task | --since | --wildcard-min | --name | --policy-dir | \
+		--task-id | --label | --older)
 		return
 		;;
 	esac
 	case $cmd in
 	run)
 		opts="--policy --log --log-budget --verbose --quiet --audit --dns-upstream --timeout
-		      --workdir --rw --ro --tmpfs --hide --share-home --env --clearenv --root --help"
+		      --workdir --rw --ro --tmpfs --hide --share-home --env --clearenv --root
+		      --task-id --label --help"
 		;;
 	proxy)
 		opts="--policy --listen --log --log-budget --verbose --dns-upstream --hosts-file
@@ -85,14 +87,16 @@ _airlock()
 		;;
 	log)
 		if [ "$COMP_CWORD" -eq 2 ]; then
-			COMPREPLY=($(compgen -W "show summary suggest replay verify --help" -- "$cur"))
+			COMPREPLY=($(compgen -W "show summary suggest replay verify prune --help" -- "$cur"))
 			return
 		fi
 		case $sub in
-		show) opts="--denied --host --task --since --json --color --help" ;;
-		summary) opts="--json --help" ;;
-		suggest) opts="--wildcard-min --name --include-denied --help" ;;
-		replay) opts="--policy --help" ;;
+		show) opts="--denied --host --task --since --json --color --last --follow --help" ;;
+		summary) opts="--json --last --help" ;;
+		suggest) opts="--wildcard-min --name --include-denied --last --help" ;;
+		replay) opts="--policy --last --help" ;;
+		verify) opts="--last --help" ;;
+		prune) opts="--older --dry-run --help" ;;
 		*) opts="--help" ;;
 		esac
 		;;

@@ -849,6 +849,27 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 		cut_note(&cuts, cut, "command");
 	}
 	field_str(&b, &cuts, "selftest", ts->selftest, CAP_TEXT);
+	if (ts->n_labels > 0) {
+		bool cut = false;
+
+		elog_buf_puts(&b, ",\"labels\":{");
+		for (size_t i = 0; i < ts->n_labels; i++) {
+			const char *eq = strchr(ts->labels[i], '=');
+			char key[64];
+
+			if (eq == NULL || (size_t)(eq - ts->labels[i]) >= sizeof(key))
+				continue;
+			memcpy(key, ts->labels[i], (size_t)(eq - ts->labels[i]));
+			key[eq - ts->labels[i]] = '\0';
+			if (i > 0)
+				elog_buf_putc(&b, ',');
+			cut |= elog_buf_json_str(&b, key, CAP_SHORT);
+			elog_buf_putc(&b, ':');
+			cut |= elog_buf_json_str(&b, eq + 1, CAP_TEXT);
+		}
+		elog_buf_putc(&b, '}');
+		cut_note(&cuts, cut, "labels");
+	}
 	/* Each run's chain starts here, also in a file earlier runs wrote. */
 	elog_chain_restart(&log->chain);
 	if (line_end(log, &b, &cuts) < 0 || line_emit(log, &b) < 0)

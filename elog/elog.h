@@ -159,6 +159,8 @@ struct elog_task_start {
 	const char *const *argv; /* the command, argc entries */
 	int argc;
 	const char *selftest; /* "pass" or the failed check */
+	const char *const *labels; /* "KEY=VALUE" each (--label), n_labels of them */
+	size_t n_labels;
 };
 int elog_task_start(struct elog *log, const struct elog_task_start *ts);
 

@@ -7,6 +7,7 @@
 
 #include "common/util.h"
 #include "elog/elog.h"
+#include "elog/logdir.h"
 
 const char sbx_opts_usage[] =
         "usage: airlock run -p POLICY [OPTIONS] [--] CMD [ARGS...]\n"
@@ -24,6 +25,9 @@ const char sbx_opts_usage[] =
         "  -v, --verbose          a human line per event on stderr (twice: debug)\n"
         "  -q, --quiet            say nothing of refused destinations (by default:\n"
         "                         one line per destination, and a summary)\n"
+        "      --task-id ID       the task's id in the log (default: random); letters,\n"
+        "                         digits, . _ -; at most 64\n"
+        "      --label KEY=VALUE  a label in the log's task-start (repeatable, 16)\n"
         "      --audit            allow everything, log what would be denied\n"
         "      --dns-upstream ADDR  resolver for allowed names (default: the\n"
         "                         host's /etc/resolv.conf)\n"
@@ -60,6 +64,8 @@ enum {
 	OPT_CLEARENV,
 	OPT_ROOT,
 	OPT_SHARE_HOME,
+	OPT_TASK_ID,
+	OPT_LABEL,
 };
 
 static const struct option long_opts[] = {
@@ -80,6 +86,8 @@ static const struct option long_opts[] = {
         {"clearenv", no_argument, NULL, OPT_CLEARENV},
         {"root", no_argument, NULL, OPT_ROOT},
         {"share-home", no_argument, NULL, OPT_SHARE_HOME},
+        {"task-id", required_argument, NULL, OPT_TASK_ID},
+        {"label", required_argument, NULL, OPT_LABEL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -99,6 +107,48 @@ add_mount(struct sbx_opts *o, enum sbx_mount_kind kind, const char *path, const 
 	o->mounts[o->n_mounts].kind = kind;
 	o->mounts[o->n_mounts].path = path;
 	o->n_mounts++;
+	return 0;
+}
+
+/* --label KEY=VALUE: KEY 1-32 of a-z 0-9 _ . - starting with a letter,
+ * VALUE at most 128 bytes and no control character; keys distinct. */
+static int
+add_label(struct sbx_opts *o, const char *arg, char *err, size_t errlen)
+{
+	const char *eq = strchr(arg, '=');
+	size_t klen = eq != NULL ? (size_t)(eq - arg) : 0;
+
+	if (eq == NULL || klen == 0 || klen > 32 || !(arg[0] >= 'a' && arg[0] <= 'z') ||
+	    strspn(arg, "abcdefghijklmnopqrstuvwxyz0123456789_.-") != klen) {
+		snprintf(err, errlen,
+		         "--label '%.80s': expected KEY=VALUE, KEY 1 to 32 of a-z, 0-9, '_', '.', "
+		         "'-' starting with a letter",
+		         arg);
+		return -1;
+	}
+	if (strlen(eq + 1) > 128) {
+		snprintf(err, errlen, "--label %.*s: the value is longer than 128 bytes", (int)klen,
+		         arg);
+		return -1;
+	}
+	for (const unsigned char *p = (const unsigned char *)eq + 1; *p != '\0'; p++) {
+		if (*p < 0x20 || *p == 0x7f) {
+			snprintf(err, errlen, "--label %.*s: the value holds a control character",
+			         (int)klen, arg);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < o->n_labels; i++) {
+		if (strncmp(o->labels[i], arg, klen + 1) == 0) {
+			snprintf(err, errlen, "--label %.*s given twice", (int)klen, arg);
+			return -1;
+		}
+	}
+	if (o->n_labels == SBX_MAX_LABELS) {
+		snprintf(err, errlen, "more than %d --label", SBX_MAX_LABELS);
+		return -1;
+	}
+	o->labels[o->n_labels++] = arg;
 	return 0;
 }
 
@@ -205,6 +255,20 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 			break;
 		case OPT_SHARE_HOME:
 			o->share_home = true;
+			break;
+		case OPT_TASK_ID:
+			if (!elog_task_id_valid(optarg)) {
+				snprintf(err, errlen,
+				         "--task-id '%.80s': expected 1 to %d letters, digits, '.', '_' "
+				         "or '-', starting with a letter or digit",
+				         optarg, ELOG_TASK_ID_MAX);
+				return -1;
+			}
+			o->task_id = optarg;
+			break;
+		case OPT_LABEL:
+			if (add_label(o, optarg, err, errlen) < 0)
+				return -1;
 			break;
 		case 'h':
 			o->help = true;

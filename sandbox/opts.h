@@ -12,6 +12,7 @@
 
 #define SBX_MAX_TIMEOUT_S   (7u * 24 * 3600)
 #define SBX_MAX_USER_MOUNTS 64 /* --rw, --ro, --tmpfs, --hide */
+#define SBX_MAX_LABELS      16 /* --label */
 
 struct sbx_opts {
 	const char *policy;       /* -p/--policy, required */
@@ -19,6 +20,9 @@ struct sbx_opts {
 	uint64_t log_budget;      /* --log-budget bytes; 0 = none */
 	int verbose;              /* -v count */
 	bool quiet;               /* -q: no denial lines, no summary */
+	const char *task_id;      /* --task-id, checked (elog_task_id_valid); NULL: random */
+	const char *labels[SBX_MAX_LABELS]; /* --label KEY=VALUE, checked, keys distinct */
+	size_t n_labels;
 	bool audit;               /* --audit */
 	const char *dns_upstream; /* --dns-upstream ADDR; NULL = resolv.conf */
 	unsigned timeout_s;       /* --timeout; 0 = none */

@@ -48,7 +48,7 @@ for o in $(opts_of run); do
 	grep -qF -- "$o" <<<"$man_run" || fail "airlock-run(1) does not describe $o"
 done
 man_log=$(sed 's/\\-/-/g' "$root/man/man5/airlock-log.5")
-for sub in show summary suggest replay verify; do
+for sub in show summary suggest replay verify prune; do
 	for o in $(opts_of log "$sub" | grep -vx -- --help); do
 		grep -qF -- "$o" <<<"$man_log" || fail "airlock-log(5) does not name log $sub $o"
 	done
@@ -83,7 +83,7 @@ for cmd in run proxy selftest; do
 		expect_has "$cmd's options" "$o" airlock "$cmd" "$o"
 	done
 done
-for sub in show summary suggest replay; do
+for sub in show summary suggest replay verify prune; do
 	for o in $(opts_of log "$sub"); do
 		expect_has "log $sub's options" "$o" airlock log "$sub" "$o"
 	done
