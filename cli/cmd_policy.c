@@ -56,7 +56,8 @@ usage_test(FILE *out)
 	             "For each destination print one line:\n"
 	             "  allow|deny DESTINATION RULE [REASON]\n"
 	             "where RULE is the deciding rule as FILE:LINE and REASON the egress\n"
-	             "log's reason for a denial (denied-by-rule, no-rule, bad-name: ...);\n"
+	             "log's reason for a denial (denied-by-rule, no-rule, bad-name: ...),\n"
+	             "then the deny rule's own reason: text when it has one;\n"
 	             "a denial no rule decided prints the REASON alone.\n"
 	             "HOST is a DNS name, an IPv4 address, or [IPv6]; PORT defaults to 443.\n"
 	             "A URL (http://HOST[:PORT]/..., https://...) means its host and port\n"
@@ -323,10 +324,11 @@ cmd_test(int argc, char **argv)
 			continue;
 		}
 		verdict_decide(p, POLICY_MODE_ENFORCE, &q, &r);
-		printf("%s %s%s%s:%u %s%s%s\n", verdict_str(r.verdict), v6 ? "[" : "", name,
+		printf("%s %s%s%s:%u %s%s%s%s%s\n", verdict_str(r.verdict), v6 ? "[" : "", name,
 		       v6 ? "]" : "", port, r.rule != NULL ? r.rule : "",
 		       r.rule != NULL && r.reason != VR_NONE ? " " : "",
-		       verdict_reason_token(r.reason));
+		       verdict_reason_token(r.reason), r.rule_why != NULL ? ": " : "",
+		       r.rule_why != NULL ? r.rule_why : "");
 		if (r.verdict != VERDICT_ALLOW)
 			status = 1;
 	}

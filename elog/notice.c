@@ -119,7 +119,7 @@ put_fix(struct elog_buf *b, const struct elog_event *ev)
 		elog_buf_puts(b, "} to the policy's allow list");
 	} else if (reason_is(ev, "no-rule")) {
 		elog_buf_puts(b, "; reach it by name (a cidr rule would allow the address)");
-	} else if (reason_is(ev, "denied-by-rule") && ev->rule != NULL) {
+	} else if (reason_is(ev, "denied-by-rule") && ev->rule != NULL && ev->detail == NULL) {
 		elog_buf_puts(b, "; the policy denies it at ");
 		elog_buf_safe_text(b, ev->rule, NOTICE_CAP);
 	} else if (reason_is(ev, "address-guard")) {

@@ -26,6 +26,7 @@
 #define POLICY_MAX_NODES         1000000u
 #define POLICY_MAX_RULES         200000u
 #define POLICY_MAX_PORTS         64u
+#define POLICY_MAX_REASON        200 /* a rule's reason: text */
 #define POLICY_MAX_INCLUDE_DEPTH 8
 #define POLICY_MAX_FILES         64u
 #define POLICY_MAX_ERRORS        50u
@@ -63,6 +64,7 @@ struct pport {
 struct prule {
 	const char *pattern; /* as shown to users: "*.example.com", "10.0.0.0/8" */
 	const char *where;   /* "file:line" */
+	const char *why;     /* `reason:`, or NULL */
 	uint32_t next;       /* next rule with the same key, or PRULE_NONE */
 	uint32_t port_off;   /* into policy->ports */
 	uint8_t n_ports;     /* at most POLICY_MAX_PORTS */
@@ -175,6 +177,7 @@ struct policy_rule_src {
 	const char *key;     /* arena string: normalised name or suffix */
 	const char *pattern; /* arena string */
 	const char *where;   /* arena string */
+	const char *why;     /* arena string: `reason:`, or NULL */
 	uint32_t port_off;
 	uint16_t n_ports;
 	bool ech; /* `ech: allow` */

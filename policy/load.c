@@ -444,13 +444,49 @@ parse_ech(struct loader *ld, const char *file, const struct ytree *t, const stru
 	return 0;
 }
 
+/* reason: the policy author's words for people, carried into every
+ * refusal by the rule (verdict_message). One line of printable text:
+ * it reaches a terminal, an HTTP header and a DNS answer. */
+static int
+parse_reason(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n,
+             struct policy_rule_src *r)
+{
+	const char *v = n->type == YNODE_SCALAR ? node_str(t, n) : NULL;
+	size_t len = v != NULL ? strlen(v) : 0;
+
+	if (v == NULL || len == 0 || len > POLICY_MAX_REASON) {
+		lerr(ld, file, n->line, n->col,
+		     "reason: expected one line of text, 1 to %d characters, got %s",
+		     POLICY_MAX_REASON, v == NULL ? type_name(n) : len == 0 ? "nothing" : "more");
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)v[i];
+
+		/* Quotes and backslashes too: the text lands inside a quoted
+		 * Proxy-Status parameter. */
+		if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+			lerr(ld, file, n->line, n->col,
+			     "reason: character %u is not allowed (control characters, '\"' and "
+			     "'\\' are not)",
+			     (unsigned)i + 1);
+			return -1;
+		}
+	}
+	if ((r->why = policy_arena_strndup(ld->p->p_arena, v, len)) == NULL) {
+		ld->oom = true;
+		return -1;
+	}
+	return 0;
+}
+
 /* One entry of allow: or deny:. */
 static void
 parse_rule(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n,
            uint8_t action, const char *list)
 {
 	struct policy_rule_src r;
-	const struct ynode *host = NULL, *cidr = NULL, *ports = NULL, *ech = NULL;
+	const struct ynode *host = NULL, *cidr = NULL, *ports = NULL, *ech = NULL, *reason = NULL;
 	char where[PATH_MAX + 16];
 	int bad = 0;
 
@@ -472,7 +508,7 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t, const str
 
 		if (key->type != YNODE_SCALAR)
 			lerr(ld, file, key->line, key->col,
-			     "%s: rule keys must be plain words (host, cidr, ports, ech)", list);
+			     "%s: rule keys must be plain words (host, cidr, ports, ech, reason)", list);
 		else if (strcmp(ks, "host") == 0)
 			slot = &host;
 		else if (strcmp(ks, "cidr") == 0)
@@ -481,9 +517,11 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t, const str
 			slot = &ports;
 		else if (strcmp(ks, "ech") == 0)
 			slot = &ech;
+		else if (strcmp(ks, "reason") == 0)
+			slot = &reason;
 		else
 			lerr(ld, file, key->line, key->col,
-			     "%s: unknown key '%s' in a rule; expected host, cidr, ports or ech",
+			     "%s: unknown key '%s' in a rule; expected host, cidr, ports, ech or reason",
 			     list, ks);
 		if (slot != NULL) {
 			if (*slot != NULL)
@@ -536,6 +574,8 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t, const str
 		r.n_ports = 2;
 	}
 	if (ech != NULL && parse_ech(ld, file, t, ech, action, host != NULL, &r) != 0)
+		bad = 1;
+	if (reason != NULL && parse_reason(ld, file, t, reason, &r) != 0)
 		bad = 1;
 	if (bad)
 		return;

@@ -300,6 +300,7 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 
 		pr->pattern = r->pattern;
 		pr->where = r->where;
+		pr->why = r->why;
 		pr->port_off = r->port_off;
 		pr->n_ports = (uint8_t)r->n_ports;
 		pr->action = r->action;
@@ -421,12 +422,15 @@ verdict(const struct policy *p, uint32_t deny, uint32_t allow, struct policy_ver
 	if (deny != PRULE_NONE) {
 		out->action = POLICY_DENY;
 		out->where = p->p_rules[deny].where;
+		out->why = p->p_rules[deny].why;
 	} else if (allow != PRULE_NONE) {
 		out->action = POLICY_ALLOW;
 		out->where = p->p_rules[allow].where;
+		out->why = p->p_rules[allow].why;
 	} else {
 		out->action = POLICY_NO_MATCH;
 		out->where = NULL;
+		out->why = NULL;
 	}
 }
 

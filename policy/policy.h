@@ -27,6 +27,7 @@ enum policy_action {
 struct policy_verdict {
 	enum policy_action action;
 	const char *where; /* "file:line" of the deciding rule, NULL on no match */
+	const char *why;   /* the deciding rule's `reason:`, or NULL */
 };
 
 /* Errors collected while loading: every problem found, each one line of the

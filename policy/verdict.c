@@ -129,6 +129,7 @@ match_name(const struct policy *p, const struct verdict_query *q, const char *na
 		if (!addr_bytes(name, b)) {
 			v->action = POLICY_NO_MATCH;
 			v->where = NULL;
+			v->why = NULL;
 			return;
 		}
 		if (memcmp(b, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
@@ -152,6 +153,7 @@ static void
 from_action(const struct policy_verdict *v, struct verdict_result *out)
 {
 	out->rule = v->where;
+	out->rule_why = v->action == POLICY_DENY ? v->why : NULL;
 	out->verdict = v->action == POLICY_ALLOW ? VERDICT_ALLOW : VERDICT_DENY;
 	out->reason = v->action == POLICY_ALLOW  ? VR_NONE
 	              : v->action == POLICY_DENY ? VR_RULE_DENY
@@ -162,7 +164,7 @@ void
 verdict_decide(const struct policy *p, enum policy_mode mode, const struct verdict_query *q,
                struct verdict_result *out)
 {
-	struct policy_verdict v = {POLICY_NO_MATCH, NULL};
+	struct policy_verdict v = {POLICY_NO_MATCH, NULL, NULL};
 	const char *name = q->name != NULL && q->name[0] != '\0' ? q->name : NULL;
 
 	memset(out, 0, sizeof(*out));
@@ -246,13 +248,18 @@ verdict_message(const struct verdict_result *r, const struct verdict_query *q, c
 		name = NULL;
 	switch (r->reason) {
 	case VR_RULE_DENY:
+		/* The policy's own words, when the rule has them, go wherever
+		 * this sentence goes: the log, stderr, the 403, Proxy-Status,
+		 * the DNS extended error. */
 		if (q->src == VERDICT_SRC_DNS)
-			snprintf(out, outlen, "%s: denied by rule %s", name != NULL ? name : "?",
-			         r->rule != NULL ? r->rule : "?");
+			snprintf(out, outlen, "%s: denied by rule %s%s%s", name != NULL ? name : "?",
+			         r->rule != NULL ? r->rule : "?", r->rule_why != NULL ? ": " : "",
+			         r->rule_why != NULL ? r->rule_why : "");
 		else
-			snprintf(out, outlen, "%s%s port %u: denied by rule %s",
+			snprintf(out, outlen, "%s%s port %u: denied by rule %s%s%s",
 			         name != NULL ? "" : "address ", name != NULL ? name : ip,
-			         (unsigned)q->port, r->rule != NULL ? r->rule : "?");
+			         (unsigned)q->port, r->rule != NULL ? r->rule : "?",
+			         r->rule_why != NULL ? ": " : "", r->rule_why != NULL ? r->rule_why : "");
 		break;
 	case VR_NO_RULE:
 		if (q->src == VERDICT_SRC_DNS)

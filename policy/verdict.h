@@ -177,6 +177,7 @@ struct verdict_result {
 	enum verdict verdict;
 	enum verdict_reason reason; /* VR_NONE when allowed without remark */
 	const char *rule;           /* "file:line" of the deciding rule, or NULL */
+	const char *rule_why;       /* a deny rule's `reason:` text, or NULL */
 	bool by_learned;            /* SRC_LEARNED: the learned name decided */
 	bool by_claim;              /* the claim was decided as a name */
 };

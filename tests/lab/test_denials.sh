@@ -44,6 +44,20 @@ sees npm
 try git "$P/github.yaml" git clone -q https://evil.test/org/repo.git "$LAB_WORK/evilrepo"
 sees git
 
+# A deny rule's own reason: text reaches the agent on stderr and in the
+# proxy's answer (Proxy-Status), the same words.
+printf 'version: 1\ninclude: [pypi]\ndeny:\n  - host: evil.test\n    reason: evil.test is the attacker; ask a person\n' >"$LAB_WORK/why.yaml"
+if airlock_lab "$LAB_WORK/why.yaml" -- curl -sSv --max-time 20 https://evil.test/ >/dev/null 2>"$LAB_WORK/why.err"; then
+	fail "why: reaching evil.test succeeded"
+fi
+expect_match "the rule's reason on stderr" \
+	'^airlock: refused evil\.test:443: .*denied by rule .*why\.yaml:4: evil\.test is the attacker; ask a person \(denied-by-rule\)' \
+	"$(cat "$LAB_WORK/why.err")"
+expect_match "the rule's reason in Proxy-Status" \
+	'Proxy-Status: airlock; error=http_request_denied; details="denied-by-rule: .*evil\.test is the attacker; ask a person"' \
+	"$(cat "$LAB_WORK/why.err")"
+echo "ok   a deny rule's reason: reaches stderr and Proxy-Status"
+
 # -q: not a word about it (the tool's own error remains).
 if airlock_lab "$P/pypi.yaml" -q -- curl -sS --max-time 20 https://evil.test/ >/dev/null 2>"$LAB_WORK/quiet.err"; then
 	fail "quiet: reaching evil.test succeeded"

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "policy/verdict.h"
 #include "tests/policy/util.h"
 
 /* Where a default build looks for presets (the source tree only with
@@ -82,7 +83,7 @@ test_top_level(void **state)
 	             "t.yaml:2:1: keys must be plain words (version, allow, ...), got a mapping");
 	{
 		static const char *const want[] = {
-		        "t.yaml:3:6: allow: rule keys must be plain words (host, cidr, ports, ech)",
+		        "t.yaml:3:6: allow: rule keys must be plain words (host, cidr, ports, ech, reason)",
 		        "t.yaml:3:5: allow: rule without host or cidr; expected `host: NAME` or "
 		        "`cidr: NET/LEN`",
 		};
@@ -122,8 +123,8 @@ test_rules(void **state)
 	        "version: 1\nallow:\n  - host: a.com\n    cidr: 10.0.0.0/8\n",
 	        "t.yaml:3:5: allow: a rule has either host or cidr, not both; write two rules");
 	expect_error("version: 1\ndeny:\n  - host: a.com\n    port: 22\n",
-	             "t.yaml:4:5: deny: unknown key 'port' in a rule; expected host, cidr, ports "
-	             "or ech");
+	             "t.yaml:4:5: deny: unknown key 'port' in a rule; expected host, cidr, ports, "
+	             "ech or reason");
 	expect_error("version: 1\nallow:\n  - host: a.com\n    host: b.com\n",
 	             "t.yaml:4:5: allow: 'host' given twice in one rule");
 	expect_error("version: 1\nallow:\n  - host:\n",
@@ -681,6 +682,51 @@ test_unix(void **state)
 	assert_int_equal(system(path), 0);
 }
 
+/* reason: on a rule: one line of text into every refusal by the rule. */
+static void
+test_rule_reason(void **state)
+{
+	struct policy_diag d = {0};
+	struct policy *p = load_str("version: 1\nallow:\n  - host: \"*.pypi.org\"\n"
+	                            "    reason: the index\ndeny:\n  - host: upload.pypi.org\n"
+	                            "    reason: uploads go through CI, not from tasks\n",
+	                            &d);
+	struct policy_verdict v;
+	struct verdict_query q = {.src = VERDICT_SRC_CONNECT, .name = "upload.pypi.org", .port = 443};
+	struct verdict_result r;
+	char msg[256];
+
+	assert_non_null(p);
+	policy_match_host(p, "upload.pypi.org", 443, &v);
+	assert_int_equal(v.action, POLICY_DENY);
+	assert_string_equal(v.why, "uploads go through CI, not from tasks");
+	verdict_decide(p, POLICY_MODE_ENFORCE, &q, &r);
+	assert_string_equal(r.rule_why, "uploads go through CI, not from tasks");
+	assert_string_equal(verdict_message(&r, &q, msg, sizeof(msg)),
+	                    "upload.pypi.org port 443: denied by rule t.yaml:6: uploads go through "
+	                    "CI, not from tasks");
+	/* An allow rule's reason documents it; no refusal carries it. */
+	q.name = "x.pypi.org";
+	verdict_decide(p, POLICY_MODE_ENFORCE, &q, &r);
+	assert_int_equal(r.verdict, VERDICT_ALLOW);
+	assert_null(r.rule_why);
+	policy_free(p);
+	policy_diag_clear(&d);
+
+	expect_error("version: 1\ndeny:\n  - host: a.test\n    reason: \"say \\\"no\\\"\"\n",
+	             "t.yaml:4:13: reason: character 5 is not allowed (control characters, '\"' "
+	             "and '\\' are not)");
+	expect_error("version: 1\ndeny:\n  - host: a.test\n    reason: \"\"\n",
+	             "t.yaml:4:13: reason: expected one line of text, 1 to 200 characters, got "
+	             "nothing");
+	expect_error("version: 1\ndeny:\n  - host: a.test\n    reason: [a]\n",
+	             "t.yaml:4:13: reason: expected one line of text, 1 to 200 characters, got a "
+	             "list");
+	expect_error("version: 1\ndeny:\n  - host: a.test\n    reason: \"a\\nb\"\n",
+	             "t.yaml:4:13: reason: character 2 is not allowed (control characters, '\"' "
+	             "and '\\' are not)");
+}
+
 int
 main(void)
 {
@@ -696,6 +742,7 @@ main(void)
 	        cmocka_unit_test(test_many_ports),     cmocka_unit_test(test_preset_dirs),
 	        cmocka_unit_test(test_include_errors), cmocka_unit_test(test_load_path_errors),
 	        cmocka_unit_test(test_limits),         cmocka_unit_test(test_include_limits),
+	        cmocka_unit_test(test_rule_reason),
 	};
 
 	/* Keep the preset search to the built-in directories. */
