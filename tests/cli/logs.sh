@@ -91,4 +91,17 @@ rc=0
 "$AIRLOCK" log prune >/dev/null 2>&1 || rc=$?
 expect_eq "prune without --older" 2 "$rc"
 echo "ok   log prune --older"
+# What airlock prints: libevent's own messages as airlock: lines (its
+# EVENT_SHOW_METHOD message, a debug one, shows with -vv), never bare
+# "[msg]"/"[warn]"; -vv's timeline counts from the run's start.
+err=$( (cd "$dir" && EVENT_SHOW_METHOD=1 "$AIRLOCK" run -p "$dir/none.yaml" -vv -- true) 2>&1 >/dev/null)
+! grep -Eq '^\[(msg|warn|err|debug)\]' <<<"$err" || fail "libevent printed bare lines: $(grep -E '^\[' <<<"$err" | head -n 2)"
+expect_match "libevent's message as an airlock line" '^airlock: libevent: libevent using: ' "$err"
+python3 - <<PY || fail "-vv times are not from the run's start: $(grep -E ' at [0-9.]+ ms' <<<"$err" | head -n 3)"
+import re
+times = [float(t) for t in re.findall(r" at ([0-9.]+) ms", """$err""")]
+assert len(times) >= 5, times
+assert max(times) < 60000, times
+PY
+echo "ok   libevent's lines are airlock's; -vv counts from the start"
 echo "logs: all passed"

@@ -95,7 +95,8 @@ test_fixes(void **state)
 	        deny("dns", "gone.test", -1, "no-rule", "no rule allows gone.test on any port"),
 	        deny("connect", "203.0.113.5", 80, "no-rule", NULL),
 	        deny("connect", "2001:db8::5", 80, "no-rule", NULL),
-	        deny("tls", "up.test", 443, "denied-by-rule", "denied by rule"),
+	        /* Without a detail (which names the rule), the rule is said. */
+	        deny("tls", "up.test", 443, "denied-by-rule", NULL),
 	        deny("connect", "meta.test", 80, "address-guard", "169.254.169.254 is link-local"),
 	};
 	char *text;
