@@ -27,6 +27,7 @@
 #include "dns/resolver.h"
 #include "dns/dns.h"
 #include "elog/elog.h"
+#include "elog/logger.h"
 #include "nft/hostaddr.h"
 #include "nft/nflog.h"
 #include "policy/policy.h"
@@ -197,6 +198,7 @@ static int
 open_log(struct run *r)
 {
 	struct stat lst, st;
+	char err[256];
 	/* O_NONBLOCK: a FIFO with no reader fails at once (ENXIO) instead of
 	 * blocking the start; the log's writer makes a pipe non-blocking
 	 * anyway (elog/sink.h), and a file does not care. */
@@ -229,9 +231,11 @@ open_log(struct run *r)
 		drop_new_log(r);
 		return -1;
 	}
-	r->log = elog_open_fd(fd);
+	/* From here on the logger alone holds the log's fd (elog/logger.h);
+	 * this process keeps its socket. */
+	r->log = elog_logger_open(fd, err, sizeof(err));
 	if (r->log == NULL) {
-		log_warnx("egress log %s: cannot use it (see above)", r->logpath);
+		log_warnx("egress log %s: cannot use it: %s", r->logpath, err);
 		return -1;
 	}
 	elog_set_budget(r->log, r->opts.log_budget);

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 struct elog;
 struct event_base;
@@ -36,6 +37,16 @@ struct event_base;
  * a duplicate of fd 1; elog_free() leaves stdout open. Returns NULL with a
  * one-line reason in err. */
 struct elog *elog_open(const char *path, char *err, size_t errlen);
+/* elog_open's opening alone: the fd (owned by the caller, CLOEXEC), or -1
+ * with a one-line reason in err. For a log written by the logger
+ * (elog/logger.h). */
+int elog_open_path(const char *path, char *err, size_t errlen);
+/* A log whose lines the logger writes (elog/logger.h, elog_logger_open):
+ * fd is its socket, pid the logger (both owned, also on failure; see
+ * elog/sink.h elog_sink_new_logger). The writer builds, aggregates and
+ * budgets lines as for a file; the logger alone holds the log fd and
+ * seals each line into the hash chain. NULL when out of memory. */
+struct elog *elog_open_logger(int fd, pid_t pid);
 /* Wrap an fd opened by the caller; takes ownership of fd, also on
  * failure. A pipe or terminal is made non-blocking (elog/sink.h). NULL
  * (the reason said on stderr) when out of memory or when a file that ends
