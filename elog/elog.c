@@ -886,6 +886,10 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 	elog_chain_restart(&log->chain);
 	if (line_end(log, &b, &cuts) < 0 || line_emit(log, &b) < 0)
 		return -1;
+	/* With a logger, the line is written only once it says so: a log
+	 * that cannot be written stops the run before the command starts. */
+	if (elog_sink_sync(log->sink, ELOG_SINK_STALL_MS) < 0)
+		return -1;
 	if (log->human != NULL) {
 		char storage[1024];
 		struct elog_buf h;

@@ -81,9 +81,15 @@ logger_take(struct logger *lg, size_t len)
 	struct elog_buf b;
 	enum elog_logmsg_parse p;
 
-	p = elog_logmsg_parse_line(lg->lg_in, len, &m);
+	p = elog_logmsg_parse_input(lg->lg_in, len, &m);
 	if (p != ELOG_LOGMSG_OK) {
 		logger_refuse(lg, p, len);
+		return 0;
+	}
+	if (m.type == ELOG_LOGMSG_SYNC) {
+		/* Every line before it went to the sink; a file has it, a
+		 * pipe's reader may still have some of it queued here. */
+		logger_say(lg, ELOG_LOGMSG_SYNC, NULL);
 		return 0;
 	}
 	elog_buf_init(&b, lg->lg_line, sizeof(lg->lg_line));

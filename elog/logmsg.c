@@ -23,12 +23,14 @@ logmsg_frame(const void *buf, size_t len, struct elog_logmsg *m)
 }
 
 enum elog_logmsg_parse
-elog_logmsg_parse_line(const void *buf, size_t len, struct elog_logmsg *m)
+elog_logmsg_parse_input(const void *buf, size_t len, struct elog_logmsg *m)
 {
 	enum elog_logmsg_parse p = logmsg_frame(buf, len, m);
 
 	if (p != ELOG_LOGMSG_OK)
 		return p;
+	if (m->type == ELOG_LOGMSG_SYNC)
+		return m->len == 0 ? ELOG_LOGMSG_OK : ELOG_LOGMSG_E_BODY;
 	if (m->type != ELOG_LOGMSG_LINE)
 		return ELOG_LOGMSG_E_TYPE;
 	if (m->len == 0)
@@ -53,6 +55,7 @@ elog_logmsg_parse_status(const void *buf, size_t len, struct elog_logmsg *m)
 		return p;
 	switch (m->type) {
 	case ELOG_LOGMSG_DONE:
+	case ELOG_LOGMSG_SYNC:
 		return m->len == 0 ? ELOG_LOGMSG_OK : ELOG_LOGMSG_E_BODY;
 	case ELOG_LOGMSG_FAILED:
 		if (m->len == 0 || m->len > ELOG_LOGMSG_REASON_MAX)

@@ -14,6 +14,10 @@
  *    after it.
  *  - DONE, logger -> serving process: the serving process closed its end,
  *    every line is written; the logger exits 0 after it. No body.
+ *  - SYNC, both ways, no body: the serving process asks, the logger
+ *    answers once every line before the question is written (or FAILED).
+ *    For task-start: a log that cannot be written stops the run before
+ *    the command starts.
  *
  * The parser is pure (fuzzed: tests/fuzz/fuzz_logmsg.c). */
 #ifndef AIRLOCK_ELOG_LOGMSG_H
@@ -29,6 +33,7 @@ enum elog_logmsg_type {
 	ELOG_LOGMSG_LINE = 1,
 	ELOG_LOGMSG_FAILED = 2,
 	ELOG_LOGMSG_DONE = 3,
+	ELOG_LOGMSG_SYNC = 4,
 };
 
 /* Host byte order: both ends are the same program on the same machine. */
@@ -58,7 +63,7 @@ enum elog_logmsg_parse {
 	ELOG_LOGMSG_E_EMPTY,      /* a LINE with no body */
 	ELOG_LOGMSG_E_NOT_OBJECT, /* a LINE that does not begin with '{' */
 	ELOG_LOGMSG_E_CONTROL,    /* a LINE with a raw control byte (a newline: a forged line) */
-	ELOG_LOGMSG_E_BODY,       /* a DONE with a body, or a FAILED reason too long or empty */
+	ELOG_LOGMSG_E_BODY,       /* a DONE or SYNC with a body, a FAILED reason too long or empty */
 };
 
 /* A parsed message: type and body (pointing into the datagram). */
@@ -69,10 +74,12 @@ struct elog_logmsg {
 };
 
 /* Check one datagram of len bytes (len is what recv(2) returned with
- * MSG_TRUNC: the datagram's true length, which may exceed what was read)
- * as the logger takes it: LINE only. */
-enum elog_logmsg_parse elog_logmsg_parse_line(const void *buf, size_t len, struct elog_logmsg *m);
-/* The same for the serving process's side: FAILED or DONE. */
+ * MSG_TRUNC: the datagram's true length, which may exceed what was read;
+ * buf holds at least min(len, ELOG_LOGMSG_MAX) bytes) as the logger takes
+ * it: LINE or SYNC. */
+enum elog_logmsg_parse elog_logmsg_parse_input(const void *buf, size_t len,
+                                               struct elog_logmsg *m);
+/* The same for the serving process's side: FAILED, DONE or SYNC. */
 enum elog_logmsg_parse elog_logmsg_parse_status(const void *buf, size_t len,
                                                 struct elog_logmsg *m);
 /* Why a datagram was refused, a few words. */

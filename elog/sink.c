@@ -41,7 +41,8 @@ struct elog_sink {
 	/* SINK_LOGGER: the logger's pid until it is reaped (else 0); the
 	 * queue then holds whole messages, header and body. */
 	pid_t sk_pid;
-	bool sk_done; /* the logger said DONE: every line is written */
+	bool sk_done;   /* the logger said DONE: every line is written */
+	bool sk_synced; /* the logger answered the last SYNC */
 };
 
 static void sink_fail(struct elog_sink *s, const char *fmt, ...)
@@ -286,6 +287,8 @@ logger_status(struct elog_sink *s)
 		sink_fail(s, "the logger sent a malformed message");
 	else if (m.type == ELOG_LOGMSG_FAILED)
 		sink_fail(s, "%.*s", (int)m.len, m.body);
+	else if (m.type == ELOG_LOGMSG_SYNC)
+		s->sk_synced = true;
 	else
 		s->sk_done = true;
 	return true;
@@ -562,6 +565,45 @@ elog_sink_drain(struct elog_sink *s, unsigned max_ms)
 	}
 	if (s->sk_type == SINK_LOGGER)
 		logger_finish(s);
+	return s->sk_failed ? -1 : 0;
+}
+
+int
+elog_sink_sync(struct elog_sink *s, unsigned max_ms)
+{
+	struct elog_logmsg_hdr h = {.lm_type = ELOG_LOGMSG_SYNC, .lm_len = 0};
+	uint64_t deadline = now_ms() + max_ms;
+
+	if (s->sk_type != SINK_LOGGER || s->sk_failed)
+		return s->sk_failed ? -1 : 0;
+	s->sk_synced = false;
+	/* Behind the queued lines, like any message. */
+	if (s->sk_qlen == 0) {
+		ssize_t n = logger_send(s, &h, sizeof(h));
+
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			logger_send_failed(s);
+			return -1;
+		}
+		if (n < 0 && sink_enqueue2(s, &h, sizeof(h), NULL, 0) < 0)
+			return -1;
+	} else if (sink_enqueue2(s, &h, sizeof(h), NULL, 0) < 0)
+		return -1;
+	while (!s->sk_failed && !s->sk_synced) {
+		struct pollfd pfd = {.fd = s->sk_fd, .events = POLLIN};
+		uint64_t now = now_ms();
+
+		if (now >= deadline) {
+			sink_fail(s, "the logger did not confirm the first line within %u ms", max_ms);
+			break;
+		}
+		if (s->sk_qlen > 0) {
+			pfd.events |= POLLOUT;
+			logger_flush(s);
+		}
+		if (poll(&pfd, 1, (int)(deadline - now)) == 1 && (pfd.revents & ~POLLOUT) != 0)
+			(void)logger_status(s);
+	}
 	return s->sk_failed ? -1 : 0;
 }
 

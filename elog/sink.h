@@ -80,6 +80,11 @@ const char *elog_sink_error(const struct elog_sink *s);
  * its DONE awaited (up to ELOG_LOGMSG_DRAIN_MS and a second more), and
  * it is reaped. */
 int elog_sink_drain(struct elog_sink *s, unsigned max_ms);
+/* For the logger: wait up to max_ms until it has written every line
+ * given so far (ELOG_LOGMSG_SYNC). 0 when it has, -1 when the sink has
+ * failed (the logger reported why, went, or did not answer in time). For
+ * the other sinks: 0 unless failed. Blocks: for the run's start. */
+int elog_sink_sync(struct elog_sink *s, unsigned max_ms);
 /* The fd, for a writability event; -1 when the sink has none. */
 int elog_sink_fd(const struct elog_sink *s);
 
