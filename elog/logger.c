@@ -119,12 +119,21 @@ logger_read(struct logger *lg, bool hup)
 		ssize_t n = recv(lg->lg_sock, lg->lg_in, sizeof(lg->lg_in),
 		                 MSG_DONTWAIT | MSG_TRUNC);
 
-		if (n < 0 && errno == EINTR)
+		/* ECONNRESET: the sender closed with our status unread; the
+		 * error comes once, before the datagrams still queued. */
+		if (n < 0 && (errno == EINTR || errno == ECONNRESET))
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return 0;
 		if (n < 0)
-			return 1; /* ECONNRESET: the sender is gone */
+			return 1;
+		if (n == 0 && !hup) {
+			/* The end may have come since the poll. */
+			struct pollfd pfd = {.fd = lg->lg_sock, .events = POLLRDHUP};
+
+			hup = poll(&pfd, 1, 0) == 1 &&
+			      (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
+		}
 		if (n == 0 && hup)
 			return 1;
 		if (logger_take(lg, (size_t)n) < 0)

@@ -272,9 +272,11 @@ logger_status(struct elog_sink *s)
 	struct elog_logmsg m;
 	ssize_t n;
 
+	/* ECONNRESET: the logger exited with a message of ours unread; the
+	 * error comes once, before what it said last (FAILED). */
 	do
 		n = recv(s->sk_fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
-	while (n < 0 && errno == EINTR);
+	while (n < 0 && (errno == EINTR || errno == ECONNRESET));
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return false;
 	if (n <= 0) {
