@@ -47,6 +47,14 @@ holds() {
 	return 1
 }
 
+# A failure while the run waits: let it finish first (it would wait for
+# "go" until the test's timeout), then fail.
+fail_run() {
+	touch "$LAB_WORK/go"
+	wait "$bg" || true
+	fail "$@"
+}
+
 one_role() {
 	local role=$1 log=$LAB_WORK/logger-$1.jsonl err=$LAB_WORK/logger-$1.err sup lg rc before
 	LOGF=$log
@@ -63,19 +71,19 @@ one_role() {
 	else
 		airlock_lab "$POL" -- sh -c "$client" 2>"$err" &
 	fi
-	local bg=$!
+	bg=$!
 	set -e
 	for _ in $(seq 100); do grep -q first-ok "$err" && break; sleep 0.1; done
-	grep -q first-ok "$err" || { kill "$bg" 2>/dev/null; fail "$role: the first connection failed: $(cat "$err")"; }
-	sup=$(supervisor_of "$log") || fail "$role: no supervisor found"
-	lg=$(logger_of "$sup") || fail "$role: the supervisor $sup has no airlock-logger child"
-	holds "$sup" "$log" && fail "$role: the supervisor $sup holds the egress log's fd"
-	holds "$lg" "$log" || fail "$role: the logger $lg does not hold the egress log's fd"
-	grep -q '^CapEff:.0000000000000000$' /proc/"$lg"/status || fail "$role: the logger has capabilities: $(grep Cap /proc/"$lg"/status)"
-	grep -q '^Seccomp:.2$' /proc/"$lg"/status || fail "$role: the logger has no seccomp filter"
-	grep -q '^NoNewPrivs:.1$' /proc/"$lg"/status || fail "$role: the logger lacks no_new_privs"
+	grep -q first-ok "$err" || fail_run "$role: the first connection failed: $(cat "$err")"
+	sup=$(supervisor_of "$log") || fail_run "$role: no supervisor found"
+	lg=$(logger_of "$sup") || fail_run "$role: the supervisor $sup has no airlock-logger child"
+	holds "$sup" "$log" && fail_run "$role: the supervisor $sup holds the egress log's fd"
+	holds "$lg" "$log" || fail_run "$role: the logger $lg does not hold the egress log's fd"
+	grep -q '^CapEff:.0000000000000000$' /proc/"$lg"/status || fail_run "$role: the logger has capabilities: $(grep Cap /proc/"$lg"/status)"
+	grep -q '^Seccomp:.2$' /proc/"$lg"/status || fail_run "$role: the logger has no seccomp filter"
+	grep -q '^NoNewPrivs:.1$' /proc/"$lg"/status || fail_run "$role: the logger lacks no_new_privs"
 	# The first connection's line is in, and chained.
-	grep -q '"kind":"connect".*"seq":1,' "$log" || fail "$role: the first connection's line: $(cat "$log")"
+	grep -q '"kind":"connect".*"seq":1,' "$log" || fail_run "$role: the first connection's line: $(cat "$log")"
 	kill -KILL "$lg"
 	touch "$LAB_WORK/go"
 	set +e
