@@ -1,6 +1,8 @@
 /* The egress log: JSON Lines, schema v1 (docs/log.md). One object per
- * event, written by the supervisor only, each line whole (elog/sink.h:
- * never blocking, never a partial line). Every string the sandbox controls
+ * event, built by the supervisor only, each line whole (elog/sink.h:
+ * never blocking, never a partial line); in airlock run and airlock proxy
+ * the lines are written by the logger, which alone holds the log's fd
+ * (elog/logger.h, elog_open_logger). Every string the sandbox controls
  * is escaped and capped before it is written. Every line written ends in
  * seq and prev, a hash chain from the run's task-start (elog/chain.h);
  * a line the budget drops is not in it.

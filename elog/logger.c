@@ -336,12 +336,15 @@ elog_logger_open(int logfd, char *err, size_t errlen)
 			log_warn("logger: closing inherited descriptors");
 			_exit(1);
 		}
-		/* The serving process decides when the run ends; the logger
-		 * then sees its input end and finishes (no PDEATHSIG: lines
-		 * already sent must still be written when it dies). */
+		/* The serving process decides when the run ends (a signal to
+		 * the process group is its to handle, and task-end is still to
+		 * be written); the logger then sees its input end and finishes,
+		 * also when the serving process dies (no PDEATHSIG: lines
+		 * already sent must still be written). */
 		signal(SIGINT, SIG_IGN);
 		signal(SIGHUP, SIG_IGN);
 		signal(SIGQUIT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
 		signal(SIGPIPE, SIG_IGN);
 		/* _exit: no atexit handler of the parent's runs here. */
 		_exit(elog_logger_serve(sock, fd, true));

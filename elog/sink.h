@@ -20,6 +20,10 @@
  *    between them, and a sink that fails mid-line leaves that line cut as
  *    the stream's last bytes (nothing is written after it).
  *
+ *  - the logger's socket (elog_sink_new_logger): each line one datagram to
+ *    the logger, which holds the log's fd and writes it by the rules
+ *    above; what the logger has no room for waits here, as for a pipe.
+ *
  * A failed sink stays failed and writes nothing more; the first reason is
  * kept for the message that ends the run. */
 #ifndef AIRLOCK_ELOG_SINK_H
