@@ -27,6 +27,7 @@
 #include "elog/buf.h"
 #include "elog/caps.h"
 #include "elog/chain.h"
+#include "elog/logmsg.h"
 #include "elog/sink.h"
 #include "elog/tab.h"
 
@@ -888,7 +889,7 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 		return -1;
 	/* With a logger, the line is written only once it says so: a log
 	 * that cannot be written stops the run before the command starts. */
-	if (elog_sink_sync(log->sink, ELOG_SINK_STALL_MS) < 0)
+	if (elog_sink_sync(log->sink, ELOG_LOGMSG_SYNC_MS) < 0)
 		return -1;
 	if (log->human != NULL) {
 		char storage[1024];

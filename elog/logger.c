@@ -345,6 +345,12 @@ elog_logger_open(int logfd, char *err, size_t errlen)
 		signal(SIGHUP, SIG_IGN);
 		signal(SIGQUIT, SIG_IGN);
 		signal(SIGTERM, SIG_IGN);
+		/* Ctrl-Z at the terminal stops the supervisor's group, and a
+		 * stopped logger would stall the log; nor may a warning to a
+		 * terminal that airlock no longer has in front stop it. */
+		signal(SIGTSTP, SIG_IGN);
+		signal(SIGTTIN, SIG_IGN);
+		signal(SIGTTOU, SIG_IGN);
 		signal(SIGPIPE, SIG_IGN);
 		/* _exit: no atexit handler of the parent's runs here. */
 		_exit(elog_logger_serve(sock, fd, true));

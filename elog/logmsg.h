@@ -52,6 +52,9 @@ struct elog_logmsg_hdr {
 /* The logger's own wait, at the end, for a slow reader to take what it
  * still holds; the serving process waits a second more for its DONE. */
 #define ELOG_LOGMSG_DRAIN_MS 5000
+/* How long the serving process waits for the answer to a SYNC (at
+ * task-start): a bound for a loaded machine, not a stall rule. */
+#define ELOG_LOGMSG_SYNC_MS 5000
 
 /* One value per way a datagram is refused (elog_logmsg_error says it). */
 enum elog_logmsg_parse {

@@ -263,8 +263,9 @@ logger_reap(struct elog_sink *s, unsigned max_ms)
 }
 
 /* What the logger said, when it said something: FAILED (its reason is
- * the sink's) or DONE. Returns true when a message or the logger's end
- * was read (the sink may then be failed), false when nothing waits. */
+ * the sink's), DONE or SYNC. Returns true when a message was read (the
+ * sink may then be failed), false when nothing waits or the logger's end
+ * was read (the sink is then failed, unless DONE came before). */
 static bool
 logger_status(struct elog_sink *s)
 {
@@ -280,10 +281,11 @@ logger_status(struct elog_sink *s)
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return false;
 	if (n <= 0) {
+		/* Its end: expected after DONE, the log's failure before. */
 		if (!s->sk_done)
 			sink_fail(s, "the logger has gone (killed, or it crashed): the lines from "
 			             "here on would be lost");
-		return true;
+		return false;
 	}
 	if (elog_logmsg_parse_status(buf, (size_t)n, &m) != ELOG_LOGMSG_OK)
 		sink_fail(s, "the logger sent a malformed message");
