@@ -598,13 +598,12 @@ elog_sink_sync(struct elog_sink *s, unsigned max_ms)
 		uint64_t now = now_ms();
 
 		if (now >= deadline) {
-			sink_fail(s, "the logger did not confirm the first line within %u ms", max_ms);
+			sink_fail(s, "the logger did not confirm its lines within %u ms", max_ms);
 			break;
 		}
-		if (s->sk_qlen > 0) {
+		logger_flush(s);
+		if (s->sk_qlen > 0)
 			pfd.events |= POLLOUT;
-			logger_flush(s);
-		}
 		if (poll(&pfd, 1, (int)(deadline - now)) == 1 && (pfd.revents & ~POLLOUT) != 0)
 			(void)logger_status(s);
 	}

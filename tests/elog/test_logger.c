@@ -28,6 +28,7 @@
 #include "elog/elog.h"
 #include "elog/logger.h"
 #include "elog/logmsg.h"
+#include "elog/sink.h"
 #include "elog/verify.h"
 
 struct child {
@@ -370,6 +371,44 @@ test_killed_logger_fails_log(void **state)
 	unlink(c.err);
 }
 
+/* A logger that stops taking lines (SIGSTOP) is a stalled reader: what it
+ * has no room for waits in the writer's queue, in order, and after
+ * ELOG_SINK_STALL_MS the log fails; nothing is dropped unseen. */
+static void
+test_stopped_logger_fails_log(void **state)
+{
+	struct child c;
+	struct elog *log;
+	uint64_t t0, elapsed;
+	int rc = 0, n = 0;
+	(void)state;
+
+	child_start(&c);
+	assert_int_equal(fd_set_nonblock(c.sock, true), 0);
+	log = elog_open_logger(c.sock, c.pid);
+	assert_non_null(log);
+	assert_int_equal(elog_task_start(log, &ts), 0);
+	assert_int_equal(kill(c.pid, SIGSTOP), 0);
+	/* Slower than the queue's 1 MiB a second, so the stall rule, not
+	 * the queue's bound, ends it (both fail the log). */
+	t0 = now_ms();
+	while (rc == 0 && now_ms() - t0 < 5000) {
+		rc = elog_event(log, &ev_allow);
+		if (++n % 16 == 0)
+			usleep(10 * 1000);
+	}
+	elapsed = now_ms() - t0;
+	/* Killed before any check can fail: a stopped child would stay. */
+	assert_int_equal(kill(c.pid, SIGKILL), 0);
+	assert_int_equal(rc, -1);
+	assert_true(elog_failed(log));
+	assert_true(elapsed >= ELOG_SINK_STALL_MS);
+	assert_non_null(strstr(elog_error(log), "taken nothing"));
+	elog_free(log);
+	unlink(c.log);
+	unlink(c.err);
+}
+
 int
 main(void)
 {
@@ -379,6 +418,7 @@ main(void)
 	        cmocka_unit_test(test_run_verifies),
 	        cmocka_unit_test(test_unwritable_log_fails_at_start),
 	        cmocka_unit_test(test_killed_logger_fails_log),
+	        cmocka_unit_test(test_stopped_logger_fails_log),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
