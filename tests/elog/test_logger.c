@@ -167,7 +167,7 @@ test_forged_datagrams_refused(void **state)
 	unsigned char h[ELOG_SHA256_LEN];
 	char hex[ELOG_SHA256_HEX + 1];
 	struct child c;
-	char *log, *err, *nl;
+	char *text, *log, *err, *nl;
 	size_t len;
 	(void)state;
 
@@ -199,7 +199,7 @@ test_forged_datagrams_refused(void **state)
 	send_line(c.sock, two);
 	assert_int_equal(child_end(&c), 0);
 
-	log = slurp(c.log, &len);
+	log = text = slurp(c.log, &len);
 	assert_int_equal(count(log, "\n"), 3);
 	nl = strchr(log, '\n');
 	expect_sealed(log, (size_t)(nl - log), one, 0, ELOG_CHAIN_GENESIS);
@@ -226,6 +226,8 @@ test_forged_datagrams_refused(void **state)
 	assert_int_equal(count(err, "raw control byte"), 2);
 	assert_int_equal(count(err, "longer than the longest line"), 2);
 	assert_non_null(strstr(err, "12 datagrams refused, 3 lines written"));
+	free(text);
+	free(err);
 	unlink(c.log);
 	unlink(c.err);
 }
@@ -268,6 +270,8 @@ test_flood_of_garbage(void **state)
 	err = slurp(c.err, NULL);
 	assert_int_equal(count(err, "refused a datagram"), ELOG_LOGGER_WARN_MAX);
 	assert_non_null(strstr(err, "datagrams refused, 1 lines written"));
+	free(log);
+	free(err);
 	unlink(c.log);
 	unlink(c.err);
 }
@@ -307,7 +311,7 @@ static void
 test_run_verifies(void **state)
 {
 	struct elog_task_end te = {.exit_status = 0, .duration_ms = 5};
-	char path[64];
+	char path[64], *text;
 	char *files[] = {path};
 	struct elog *log;
 	FILE *devnull = fopen("/dev/null", "w");
@@ -325,7 +329,9 @@ test_run_verifies(void **state)
 	assert_false(elog_failed(log));
 	elog_free(log);
 	assert_int_equal(elog_verify_files(files, 1, devnull), ELOG_VERIFY_OK);
-	assert_int_equal(count(slurp(path, NULL), "\n"), 502);
+	text = slurp(path, NULL);
+	assert_int_equal(count(text, "\n"), 502);
+	free(text);
 	fclose(devnull);
 	unlink(path);
 }
