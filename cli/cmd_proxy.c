@@ -23,6 +23,7 @@
 #include "dns/dns.h"
 #include "dns/resolver.h"
 #include "elog/elog.h"
+#include "elog/logger.h"
 #include "nft/hostaddr.h"
 #include "policy/guard.h"
 #include "policy/policy.h"
@@ -197,7 +198,7 @@ cmd_proxy(int argc, char **argv)
 	struct event *sigint = NULL, *sigterm = NULL;
 	struct proxy_config cfg;
 	char err[256], task[32];
-	int opt, fd = -1, status = 1;
+	int opt, fd = -1, logfd, status = 1;
 	uint64_t start = now_ms();
 
 	optind = 1;
@@ -287,8 +288,9 @@ cmd_proxy(int argc, char **argv)
 	if (audit)
 		policy_set_mode(pol, POLICY_MODE_AUDIT);
 
-	elog = elog_open(log_path, err, sizeof(err));
-	if (elog == NULL) {
+	/* The logger alone keeps the log's fd (elog/logger.h). */
+	if ((logfd = elog_open_path(log_path, err, sizeof(err))) < 0 ||
+	    (elog = elog_logger_open(logfd, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "airlock proxy: egress log: %s\n", err);
 		goto out;
 	}

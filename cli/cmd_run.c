@@ -28,6 +28,7 @@
 #include "dns/dns.h"
 #include "elog/elog.h"
 #include "elog/logdir.h"
+#include "elog/logger.h"
 #include "elog/notice.h"
 #include "nft/hostaddr.h"
 #include "nft/nflog.h"
@@ -167,6 +168,7 @@ static int
 open_log(struct run *r)
 {
 	struct stat lst, st;
+	char err[256];
 	/* O_NONBLOCK: a FIFO with no reader fails at once (ENXIO) instead of
 	 * blocking the start; the log's writer makes a pipe non-blocking
 	 * anyway (elog/sink.h), and a file does not care. */
@@ -199,9 +201,11 @@ open_log(struct run *r)
 		drop_new_log(r);
 		return -1;
 	}
-	r->log = elog_open_fd(fd);
+	/* From here on the logger alone holds the log's fd (elog/logger.h);
+	 * this process keeps its socket. */
+	r->log = elog_logger_open(fd, err, sizeof(err));
 	if (r->log == NULL) {
-		log_warnx("egress log %s: cannot use it (see above)", r->logpath);
+		log_warnx("egress log %s: cannot use it: %s", r->logpath, err);
 		return -1;
 	}
 	elog_set_budget(r->log, r->opts.log_budget);

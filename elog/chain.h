@@ -6,7 +6,8 @@
  * then breaks the chain at or just after it (`airlock log verify`).
  *
  * This object is the writer's whole chain state, so that whichever process
- * alone holds the log fd (the supervisor today, a logger later) owns it.
+ * alone holds the log fd owns it: the logger (elog/logger.h) in airlock run
+ * and airlock proxy, the writer itself for a log it writes directly.
  * A line is sealed before it is written and becomes prev only once the
  * sink took it: a line the budget drops is never sealed, and one whose
  * write fails is not committed (the log has failed; nothing follows it). */

@@ -27,6 +27,7 @@
 #include "elog/buf.h"
 #include "elog/caps.h"
 #include "elog/chain.h"
+#include "elog/logmsg.h"
 #include "elog/notice.h"
 #include "elog/sink.h"
 #include "elog/tab.h"
@@ -83,8 +84,11 @@ struct elog {
 	struct event *ev_window; /* closes the aggregation window */
 	struct event *ev_write;  /* the sink's fd is writable again */
 
-	/* seq and prev of the next line (restarted by task-start). */
+	/* seq and prev of the next line (restarted by task-start). With a
+	 * logger (remote), the chain is the logger's: only seq is counted
+	 * here, for the budget's count of the fields the logger adds. */
 	struct elog_chain chain;
+	bool remote;
 
 	char line[ELOG_LINE_MAX];
 };
@@ -102,30 +106,54 @@ cut_note(struct cuts *c, bool was_cut, const char *name)
 		c->names[c->n++] = name;
 }
 
-struct elog *
-elog_open_fd(int fd)
+/* The parts of a log around its sink (which is set). */
+static struct elog *
+log_new(struct elog_sink *sink)
 {
 	/* The line buffer is written before it is read: only the fields
 	 * before it are zeroed, so its 64 KiB are not all touched (each page
 	 * touched costs a fault, on every run). */
 	struct elog *log = malloc(sizeof(*log));
-	char err[256];
 
 	if (log == NULL) {
-		fd_close(&fd);
+		elog_sink_free(sink);
 		return NULL;
 	}
 	memset(log, 0, offsetof(struct elog, line));
-	log->sink = elog_sink_new(fd, err, sizeof(err));
-	if (log->sink == NULL) {
-		log_warnx("egress log: %s", err);
-		free(log);
-		return NULL;
-	}
+	log->sink = sink;
 	log->agg_window_ms = ELOG_AGG_WINDOW_MS;
 	log->agg_max = ELOG_AGG_MAX;
 	elog_chain_init(&log->chain);
 	return log;
+}
+
+struct elog *
+elog_open_logger(int fd, pid_t pid)
+{
+	struct elog_sink *sink;
+	struct elog *log;
+	char err[256];
+
+	if ((sink = elog_sink_new_logger(fd, pid, err, sizeof(err))) == NULL) {
+		log_warnx("egress log: %s", err);
+		return NULL;
+	}
+	if ((log = log_new(sink)) != NULL)
+		log->remote = true;
+	return log;
+}
+
+struct elog *
+elog_open_fd(int fd)
+{
+	struct elog_sink *sink;
+	char err[256];
+
+	if ((sink = elog_sink_new(fd, err, sizeof(err))) == NULL) {
+		log_warnx("egress log: %s", err);
+		return NULL;
+	}
+	return log_new(sink);
 }
 
 /* stdout as the log: a description of our own when stdout is a pipe or
@@ -148,10 +176,9 @@ open_stdout(void)
 	return fd;
 }
 
-struct elog *
-elog_open(const char *path, char *err, size_t errlen)
+int
+elog_open_path(const char *path, char *err, size_t errlen)
 {
-	struct elog *log;
 	int fd;
 
 	if (strcmp(path, "-") == 0)
@@ -162,10 +189,19 @@ elog_open(const char *path, char *err, size_t errlen)
 		 * instead of blocking here; it changes nothing for a file. */
 		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
 		          0600);
-	if (fd < 0) {
+	if (fd < 0)
 		snprintf(err, errlen, "cannot open egress log %s: %s", path, strerror(errno));
+	return fd;
+}
+
+struct elog *
+elog_open(const char *path, char *err, size_t errlen)
+{
+	int fd = elog_open_path(path, err, errlen);
+	struct elog *log;
+
+	if (fd < 0)
 		return NULL;
-	}
 	log = elog_open_fd(fd);
 	if (log == NULL)
 		snprintf(err, errlen, "cannot use egress log %s (see above)", path);
@@ -361,6 +397,13 @@ line_end(struct elog *log, struct elog_buf *b, struct cuts *cuts)
 static int
 line_emit(struct elog *log, struct elog_buf *b)
 {
+	if (log->remote) {
+		/* The logger seals it: the line goes as built, still open. */
+		if (elog_sink_write(log->sink, b->data, b->len) < 0)
+			return -1;
+		elog_chain_commit(&log->chain);
+		goto queued;
+	}
 	if (elog_chain_seal(&log->chain, b) < 0) {
 		snprintf(log->error, sizeof(log->error),
 		         "a line could not be hashed for its chain");
@@ -371,6 +414,7 @@ line_emit(struct elog *log, struct elog_buf *b)
 	if (elog_sink_write(log->sink, b->data, b->len) < 0)
 		return -1;
 	elog_chain_commit(&log->chain);
+queued:
 	if (log->ev_write != NULL && elog_sink_queued(log->sink) > 0 &&
 	    !event_pending(log->ev_write, EV_WRITE, NULL))
 		(void)event_add(log->ev_write, NULL);
@@ -873,6 +917,10 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 	/* Each run's chain starts here, also in a file earlier runs wrote. */
 	elog_chain_restart(&log->chain);
 	if (line_end(log, &b, &cuts) < 0 || line_emit(log, &b) < 0)
+		return -1;
+	/* With a logger, the line is written only once it says so: a log
+	 * that cannot be written stops the run before the command starts. */
+	if (elog_sink_sync(log->sink, ELOG_LOGMSG_SYNC_MS) < 0)
 		return -1;
 	if (log->human != NULL) {
 		char storage[1024];

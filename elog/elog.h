@@ -1,6 +1,8 @@
 /* The egress log: JSON Lines, schema v1 (docs/log.md). One object per
- * event, written by the supervisor only, each line whole (elog/sink.h:
- * never blocking, never a partial line). Every string the sandbox controls
+ * event, built by the supervisor only, each line whole (elog/sink.h:
+ * never blocking, never a partial line); in airlock run and airlock proxy
+ * the lines are written by the logger, which alone holds the log's fd
+ * (elog/logger.h, elog_open_logger). Every string the sandbox controls
  * is escaped and capped before it is written. Every line written ends in
  * seq and prev, a hash chain from the run's task-start (elog/chain.h);
  * a line the budget drops is not in it.
@@ -21,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 struct elog;
 struct event_base;
@@ -36,6 +39,16 @@ struct event_base;
  * a duplicate of fd 1; elog_free() leaves stdout open. Returns NULL with a
  * one-line reason in err. */
 struct elog *elog_open(const char *path, char *err, size_t errlen);
+/* elog_open's opening alone: the fd (owned by the caller, CLOEXEC), or -1
+ * with a one-line reason in err. For a log written by the logger
+ * (elog/logger.h). */
+int elog_open_path(const char *path, char *err, size_t errlen);
+/* A log whose lines the logger writes (elog/logger.h, elog_logger_open):
+ * fd is its socket, pid the logger (both owned, also on failure; see
+ * elog/sink.h elog_sink_new_logger). The writer builds, aggregates and
+ * budgets lines as for a file; the logger alone holds the log fd and
+ * seals each line into the hash chain. NULL when out of memory. */
+struct elog *elog_open_logger(int fd, pid_t pid);
 /* Wrap an fd opened by the caller; takes ownership of fd, also on
  * failure. A pipe or terminal is made non-blocking (elog/sink.h). NULL
  * (the reason said on stderr) when out of memory or when a file that ends

@@ -5,21 +5,27 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
+#include "elog/logmsg.h"
 
 enum sink_type {
 	SINK_FILE,   /* regular file: whole-line writes, cut back when short */
 	SINK_STREAM, /* pipe, FIFO, terminal, other devices: O_NONBLOCK */
 	SINK_SOCKET, /* send(MSG_DONTWAIT), the description left as it is */
+	SINK_LOGGER, /* the logger's socket: one framed datagram per line */
 };
 
 struct elog_sink {
@@ -32,10 +38,16 @@ struct elog_sink {
 	char *sk_q;
 	size_t sk_qoff, sk_qlen;
 	uint64_t sk_progress_ms; /* when the queue began, or last got shorter */
+	/* SINK_LOGGER: the logger's pid until it is reaped (else 0); the
+	 * queue then holds whole messages, header and body. */
+	pid_t sk_pid;
+	bool sk_done;   /* the logger said DONE: every line is written */
+	bool sk_synced; /* the logger answered the last SYNC */
 };
 
 static void sink_fail(struct elog_sink *s, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
+static void logger_reap(struct elog_sink *s, unsigned max_ms);
 
 /* Mark the sink failed, keep the first reason, say it once on stderr. */
 static void
@@ -147,7 +159,9 @@ elog_sink_free(struct elog_sink *s)
 		return;
 	if (s->sk_saved_flags >= 0)
 		(void)fcntl(s->sk_fd, F_SETFL, s->sk_saved_flags);
+	/* The logger sees its end close, writes what it holds and exits. */
 	fd_close(&s->sk_fd);
+	logger_reap(s, ELOG_LOGMSG_DRAIN_MS);
 	free(s->sk_q);
 	free(s);
 }
@@ -183,9 +197,12 @@ sink_write_file(struct elog_sink *s, const char *line, size_t len)
 	return -1;
 }
 
+/* Queue a[0..alen) and b[0..blen) (b may be NULL), both or neither. */
 static int
-sink_enqueue(struct elog_sink *s, const char *data, size_t len)
+sink_enqueue2(struct elog_sink *s, const void *a, size_t alen, const void *b, size_t blen)
 {
+	size_t len = alen + blen;
+
 	if (s->sk_q == NULL) {
 		s->sk_q = malloc(ELOG_SINK_QUEUE_MAX);
 		if (s->sk_q == NULL) {
@@ -205,14 +222,215 @@ sink_enqueue(struct elog_sink *s, const char *data, size_t len)
 		memmove(s->sk_q, s->sk_q + s->sk_qoff, s->sk_qlen);
 		s->sk_qoff = 0;
 	}
-	memcpy(s->sk_q + s->sk_qoff + s->sk_qlen, data, len);
+	memcpy(s->sk_q + s->sk_qoff + s->sk_qlen, a, alen);
+	if (blen > 0)
+		memcpy(s->sk_q + s->sk_qoff + s->sk_qlen + alen, b, blen);
 	s->sk_qlen += len;
 	return 0;
 }
 
+static int
+sink_enqueue(struct elog_sink *s, const char *data, size_t len)
+{
+	return sink_enqueue2(s, data, len, NULL, 0);
+}
+
+/* ---- the logger's socket ---------------------------------------------- */
+
+/* Reap the logger: at once when it has exited, else within max_ms, then
+ * killed (a logger that will not exit has nothing more to give). */
+static void
+logger_reap(struct elog_sink *s, unsigned max_ms)
+{
+	uint64_t deadline = now_ms() + max_ms;
+	struct timespec tick = {0, 2 * 1000 * 1000};
+
+	while (s->sk_pid > 0) {
+		pid_t r = waitpid(s->sk_pid, NULL, WNOHANG);
+
+		if (r == s->sk_pid || (r < 0 && errno != EINTR)) {
+			s->sk_pid = 0;
+			break;
+		}
+		if (now_ms() >= deadline) {
+			(void)kill(s->sk_pid, SIGKILL);
+			(void)waitpid(s->sk_pid, NULL, 0);
+			s->sk_pid = 0;
+			break;
+		}
+		(void)nanosleep(&tick, NULL);
+	}
+}
+
+/* What the logger said, when it said something: FAILED (its reason is
+ * the sink's), DONE or SYNC. Returns true when a message was read (the
+ * sink may then be failed), false when nothing waits or the logger's end
+ * was read (the sink is then failed, unless DONE came before). */
+static bool
+logger_status(struct elog_sink *s)
+{
+	char buf[sizeof(struct elog_logmsg_hdr) + ELOG_LOGMSG_REASON_MAX];
+	struct elog_logmsg m;
+	ssize_t n;
+
+	/* ECONNRESET: the logger exited with a message of ours unread; the
+	 * error comes once, before what it said last (FAILED). */
+	do
+		n = recv(s->sk_fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+	while (n < 0 && (errno == EINTR || errno == ECONNRESET));
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return false;
+	if (n <= 0) {
+		/* Its end: expected after DONE, the log's failure before. */
+		if (!s->sk_done)
+			sink_fail(s, "the logger has gone (killed, or it crashed): the lines from "
+			             "here on would be lost");
+		return false;
+	}
+	if (elog_logmsg_parse_status(buf, (size_t)n, &m) != ELOG_LOGMSG_OK)
+		sink_fail(s, "the logger sent a malformed message");
+	else if (m.type == ELOG_LOGMSG_FAILED)
+		sink_fail(s, "%.*s", (int)m.len, m.body);
+	else if (m.type == ELOG_LOGMSG_SYNC)
+		s->sk_synced = true;
+	else
+		s->sk_done = true;
+	return true;
+}
+
+static ssize_t
+logger_send(struct elog_sink *s, const void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = send(s->sk_fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+/* A send that failed for good: the logger's reason when it left one. */
+static void
+logger_send_failed(struct elog_sink *s)
+{
+	int e = errno;
+
+	if (e == EPIPE || e == ECONNRESET || e == ENOTCONN) {
+		while (!s->sk_failed && logger_status(s))
+			;
+		sink_fail(s, "the logger has gone (killed, or it crashed): the lines from here "
+		             "on would be lost");
+	} else
+		sink_fail(s, "sending a line to the logger failed: %s", strerror(e));
+}
+
+/* Queued messages go out whole, one datagram each, in order. */
+static void
+logger_flush(struct elog_sink *s)
+{
+	while (!s->sk_failed && s->sk_qlen > 0) {
+		struct elog_logmsg_hdr h;
+		size_t len;
+		ssize_t n;
+
+		memcpy(&h, s->sk_q + s->sk_qoff, sizeof(h));
+		len = sizeof(h) + h.lm_len;
+		n = logger_send(s, s->sk_q + s->sk_qoff, len);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n < 0) {
+			logger_send_failed(s);
+			return;
+		}
+		s->sk_qoff += len;
+		s->sk_qlen -= len;
+		s->sk_progress_ms = now_ms();
+	}
+}
+
+static int
+logger_write(struct elog_sink *s, const char *line, size_t len)
+{
+	struct elog_logmsg_hdr h = {.lm_type = ELOG_LOGMSG_LINE, .lm_len = (uint32_t)len};
+	struct iovec iov[2] = {{&h, sizeof(h)}, {(void *)line, len}};
+	struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+	ssize_t n;
+
+	if (len > ELOG_LOGMSG_BODY_MAX) {
+		sink_fail(s, "a line of %zu bytes is longer than the logger takes (%zu)", len,
+		          (size_t)ELOG_LOGMSG_BODY_MAX);
+		return -1;
+	}
+	/* Lines stay in order: behind what already waits. */
+	if (s->sk_qlen > 0)
+		return sink_enqueue2(s, &h, sizeof(h), line, len);
+	do
+		n = sendmsg(s->sk_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n >= 0)
+		return 0;
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return sink_enqueue2(s, &h, sizeof(h), line, len);
+	logger_send_failed(s);
+	return -1;
+}
+
+/* The end of the run: every line is sent; the logger is told (its end
+ * reads end-of-file), writes what it still holds, says DONE or FAILED and
+ * exits. The log is complete only with DONE. */
+static void
+logger_finish(struct elog_sink *s)
+{
+	uint64_t deadline = now_ms() + ELOG_LOGMSG_DRAIN_MS + 1000;
+
+	if (!s->sk_failed && shutdown(s->sk_fd, SHUT_WR) != 0)
+		sink_fail(s, "ending the logger's input: %s", strerror(errno));
+	while (!s->sk_failed && !s->sk_done) {
+		struct pollfd pfd = {.fd = s->sk_fd, .events = POLLIN};
+		uint64_t now = now_ms();
+
+		if (now >= deadline) {
+			sink_fail(s, "the logger did not finish writing within %d ms",
+			          ELOG_LOGMSG_DRAIN_MS + 1000);
+			break;
+		}
+		if (poll(&pfd, 1, (int)(deadline - now)) == 1)
+			(void)logger_status(s);
+	}
+	/* It exits right after its last word; killed when it does not. */
+	logger_reap(s, 1000);
+}
+
+struct elog_sink *
+elog_sink_new_logger(int fd, pid_t pid, char *err, size_t errlen)
+{
+	struct elog_sink *s = calloc(1, sizeof(*s));
+
+	if (s == NULL) {
+		snprintf(err, errlen, "out of memory");
+		fd_close(&fd);
+		if (pid > 0) {
+			(void)kill(pid, SIGKILL);
+			(void)waitpid(pid, NULL, 0);
+		}
+		return NULL;
+	}
+	s->sk_fd = fd;
+	s->sk_type = SINK_LOGGER;
+	s->sk_saved_flags = -1;
+	s->sk_pid = pid;
+	return s;
+}
+
+/* ---- queue and writes -------------------------------------------------- */
+
 void
 elog_sink_flush(struct elog_sink *s)
 {
+	if (s->sk_type == SINK_LOGGER) {
+		logger_flush(s);
+		return;
+	}
 	while (!s->sk_failed && s->sk_qlen > 0) {
 		ssize_t n = sink_raw_write(s, s->sk_q + s->sk_qoff, s->sk_qlen);
 
@@ -271,6 +489,10 @@ elog_sink_write(struct elog_sink *s, const char *line, size_t len)
 		return -1;
 	if (s->sk_type == SINK_FILE)
 		return sink_write_file(s, line, len);
+	if (s->sk_type == SINK_LOGGER) {
+		sink_check_stall(s);
+		return s->sk_failed ? -1 : logger_write(s, line, len);
+	}
 	/* No poll(2) per line: a reader that has gone shows in the write
 	 * (EPIPE); one that stalls, here. */
 	sink_check_stall(s);
@@ -292,6 +514,16 @@ elog_sink_failed(struct elog_sink *s)
 
 	if (s->sk_failed || s->sk_type == SINK_FILE)
 		return s->sk_failed;
+	if (s->sk_type == SINK_LOGGER) {
+		/* The logger reports a failed log (FAILED) and exits; one that
+		 * was killed shows as the socket's hang-up. */
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, 0) == 1 && pfd.revents != 0)
+			while (!s->sk_failed && logger_status(s) && !s->sk_done)
+				;
+		sink_check_stall(s);
+		return s->sk_failed;
+	}
 	/* Lines are written when a connection ends, so a reader that has gone
 	 * would only be found out after the next connection was let through
 	 * unrecorded: a pipe or socket whose reader is gone reports
@@ -334,6 +566,46 @@ elog_sink_drain(struct elog_sink *s, unsigned max_ms)
 		if (until > deadline)
 			until = deadline;
 		(void)poll(&pfd, 1, until > now ? (int)(until - now) : 1);
+	}
+	if (s->sk_type == SINK_LOGGER)
+		logger_finish(s);
+	return s->sk_failed ? -1 : 0;
+}
+
+int
+elog_sink_sync(struct elog_sink *s, unsigned max_ms)
+{
+	struct elog_logmsg_hdr h = {.lm_type = ELOG_LOGMSG_SYNC, .lm_len = 0};
+	uint64_t deadline = now_ms() + max_ms;
+
+	if (s->sk_type != SINK_LOGGER || s->sk_failed)
+		return s->sk_failed ? -1 : 0;
+	s->sk_synced = false;
+	/* Behind the queued lines, like any message. */
+	if (s->sk_qlen == 0) {
+		ssize_t n = logger_send(s, &h, sizeof(h));
+
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			logger_send_failed(s);
+			return -1;
+		}
+		if (n < 0 && sink_enqueue2(s, &h, sizeof(h), NULL, 0) < 0)
+			return -1;
+	} else if (sink_enqueue2(s, &h, sizeof(h), NULL, 0) < 0)
+		return -1;
+	while (!s->sk_failed && !s->sk_synced) {
+		struct pollfd pfd = {.fd = s->sk_fd, .events = POLLIN};
+		uint64_t now = now_ms();
+
+		if (now >= deadline) {
+			sink_fail(s, "the logger did not confirm its lines within %u ms", max_ms);
+			break;
+		}
+		logger_flush(s);
+		if (s->sk_qlen > 0)
+			pfd.events |= POLLOUT;
+		if (poll(&pfd, 1, (int)(deadline - now)) == 1 && (pfd.revents & ~POLLOUT) != 0)
+			(void)logger_status(s);
 	}
 	return s->sk_failed ? -1 : 0;
 }

@@ -20,6 +20,10 @@
  *    between them, and a sink that fails mid-line leaves that line cut as
  *    the stream's last bytes (nothing is written after it).
  *
+ *  - the logger's socket (elog_sink_new_logger): each line one datagram to
+ *    the logger, which holds the log's fd and writes it by the rules
+ *    above; what the logger has no room for waits here, as for a pipe.
+ *
  * A failed sink stays failed and writes nothing more; the first reason is
  * kept for the message that ends the run. */
 #ifndef AIRLOCK_ELOG_SINK_H
@@ -28,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* A reader that takes nothing for this long, with bytes waiting for it,
  * is treated as one that has left (docs/log.md: "the documented second"). */
@@ -43,6 +48,18 @@ struct elog_sink;
  * memory, or when a file that ends in a partial line cannot be mended. */
 struct elog_sink *elog_sink_new(int fd, char *err, size_t errlen);
 void elog_sink_free(struct elog_sink *s);
+/* A sink whose lines go to the logger (elog/logger.h) over fd, its
+ * SOCK_SEQPACKET socket (owned, nonblocking), as LINE messages
+ * (elog/logmsg.h): the logger seals them into the chain, so the lines
+ * given here carry no seq and prev and no closing "}\n". The same rules
+ * hold as for a pipe: never blocking, at most ELOG_SINK_QUEUE_MAX bytes
+ * queued, a logger that takes nothing for ELOG_SINK_STALL_MS counts as
+ * gone. The sink fails when the logger reports a failed log (FAILED, its
+ * reason kept), and when it has gone (killed). pid (owned) is reaped by
+ * elog_sink_drain, which waits for the logger's DONE, or by
+ * elog_sink_free (bounded, then SIGKILL). NULL when out of memory (fd
+ * closed, the logger killed). */
+struct elog_sink *elog_sink_new_logger(int fd, pid_t pid, char *err, size_t errlen);
 
 /* Append one whole line (line[len - 1] is '\n'). Returns 0 when it was
  * written or queued, -1 when the sink has failed (now or before); the
@@ -62,8 +79,16 @@ bool elog_sink_dead(const struct elog_sink *s);
 const char *elog_sink_error(const struct elog_sink *s);
 /* At the end of a run: wait up to max_ms in poll(2) for the queue to be
  * written (the stall rule still applies). 0 when everything is out, -1
- * when the sink has failed or time ran out (the sink is then failed). */
+ * when the sink has failed or time ran out (the sink is then failed).
+ * For the logger, "out" means written by it: its input is then ended and
+ * its DONE awaited (up to ELOG_LOGMSG_DRAIN_MS and a second more), and
+ * it is reaped. */
 int elog_sink_drain(struct elog_sink *s, unsigned max_ms);
+/* For the logger: wait up to max_ms until it has written every line
+ * given so far (ELOG_LOGMSG_SYNC). 0 when it has, -1 when the sink has
+ * failed (the logger reported why, went, or did not answer in time). For
+ * the other sinks: 0 unless failed. Blocks: for the run's start. */
+int elog_sink_sync(struct elog_sink *s, unsigned max_ms);
 /* The fd, for a writability event; -1 when the sink has none. */
 int elog_sink_fd(const struct elog_sink *s);
 

@@ -182,13 +182,24 @@ log_count() {
 
 expect_logged() {
 	local what=$1 expr=$2 n
-	n=$(log_count "$expr")
+	# A line of a running proxy is written when its connection ends, by
+	# the logger (elog/logger.h): it may land just after the client is
+	# done. Up to 5 s for it.
+	for _ in $(seq 50); do
+		n=$(log_count "$expr")
+		[ "$n" -gt 0 ] && break
+		sleep 0.1
+	done
 	[ "$n" -gt 0 ] || fail "$what: no egress log line where $expr; log: $(cat "$LOGF" 2>/dev/null | tail -n 20)"
 }
 
 # expect_logged_n N WHAT EXPR: at least N events match.
 expect_logged_n() {
 	local want=$1 what=$2 expr=$3 n
-	n=$(log_count "$expr")
+	for _ in $(seq 50); do
+		n=$(log_count "$expr")
+		[ "$n" -ge "$want" ] && break
+		sleep 0.1
+	done
 	[ "$n" -ge "$want" ] || fail "$what: $n egress log lines where $expr, expected at least $want"
 }

@@ -139,6 +139,14 @@ def shell(slave, report, opts, cmd):
     os._exit(0)
 
 
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def children(pid):
     try:
         with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
@@ -219,7 +227,8 @@ def main():
             set_size(master, int(r), int(c))
         elif kind == "killcmd":
             sup = job
-            inits = children(sup) if sup else []
+            # The supervisor's children: the logger (elog/logger.h) and init.
+            inits = [p for p in children(sup) if comm(p) != "airlock-logger"] if sup else []
             cmds = children(inits[0]) if inits else []
             if not cmds:
                 notes.append("@nocmd")
