@@ -12,13 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "cli/cmd.h"
+#include "common/confine.h"
 #include "common/fdres.h"
 #include "cli/term.h"
 #include "common/log.h"
@@ -37,6 +42,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/status.h"
 #include "sandbox/unixgate.h"
+#include "worker/confine.h"
 
 extern char **environ;
 
@@ -56,6 +62,28 @@ _Static_assert(SBX_MAX_USER_MOUNTS <= SBX_MAX_MOUNTS, "the sandbox must take the
  * take to go out (the stall rule, a second without progress, still
  * applies; docs/log.md). */
 #define LOG_DRAIN_MS 5000
+/* How long the worker may take to confine itself before CMD starts, and
+ * to write task-end and its last lines (LOG_DRAIN_MS of them) once told
+ * the task is over; then it is killed. */
+#define WORKER_READY_MS 5000
+#define WORKER_END_MS   (LOG_DRAIN_MS + 2000)
+
+/* Between the supervisor and the worker, one per SOCK_SEQPACKET packet,
+ * every one this size (docs/run.md, "The worker"). The supervisor takes
+ * only READY and SEAL from the worker, which can only narrow what runs. */
+enum run_wmsg_type {
+	RUN_WMSG_READY = 1, /* worker -> sup: confined, serving */
+	RUN_WMSG_SEAL,      /* worker -> sup: the log failed or its budget is spent */
+	RUN_WMSG_UNIX,      /* sup -> worker: a decision of the unix socket gate, to log */
+	RUN_WMSG_END,       /* sup -> worker: the task is over: its last lines, then exit */
+};
+
+struct run_wmsg {
+	uint32_t type;     /* enum run_wmsg_type */
+	int32_t status;    /* END: airlock's exit status so far */
+	int32_t signal;    /* END: the signal that ended CMD, or 0 */
+	struct ugate_event unix_ev; /* UNIX */
+};
 
 struct run {
 	struct sbx_opts opts;
@@ -94,6 +122,16 @@ struct run {
 	struct event *ev_gate;
 	struct event *ev_watch_gate; /* seals the gate once the log fails or is spent; ends a broken
 	                                gate */
+	/* The worker (docs/run.md, "The worker"): the process that serves
+	 * proxy, DNS and NFLOG and alone writes the log once forked; the
+	 * supervisor keeps only copies of nothing (serving_abandon). */
+	pid_t worker;             /* -1 before the fork and once reaped */
+	int worker_fd;            /* the supervisor's end of its socketpair; -1 */
+	struct event *ev_worker;  /* its messages, and its end */
+	bool worker_ready;        /* it said READY: confined and serving */
+	bool worker_gone;         /* it ended before it was told to: the run fails */
+	bool log_sealed;          /* it said SEAL */
+	int landlock_abi;         /* the kernel's, which the worker applies (task-start) */
 	struct termios tio;          /* the caller's terminal's modes, with a terminal (cfg.tty) */
 	int tty_master;              /* CMD's terminal, until term_new takes it; -1 */
 	struct term *term;           /* the relay to CMD's own terminal, or NULL */
@@ -408,32 +446,60 @@ sock_type_name(int type)
 	return NULL;
 }
 
-/* The gate's decisions on host sockets, one "unix" line each
- * (docs/log.md), written here: the loop's thread is the log's only
- * writer. */
+/* One decision of the gate on a host socket, one "unix" line
+ * (docs/log.md), by the log's only writer: the worker once it serves,
+ * the supervisor before. The deciding rule is looked up in the policy, so
+ * that the worker needs no table of the supervisor's. */
+static void
+log_unix_event(struct run *r, const struct ugate_event *ev)
+{
+	struct elog_event e;
+	char path[sizeof(ev->path) + 1];
+
+	memcpy(path, ev->path, sizeof(ev->path));
+	path[sizeof(ev->path)] = '\0';
+	memset(&e, 0, sizeof(e));
+	e.kind = "unix";
+	e.path = path;
+	e.port = -1;
+	e.verdict = ugate_verdict_name((enum ugate_verdict)ev->verdict);
+	if (ev->allow >= 0 && (size_t)ev->allow < policy_unix_count(r->policy))
+		(void)policy_unix_path(r->policy, (size_t)ev->allow, &e.rule);
+	else {
+		e.reason = verdict_reason_token(VR_UNIX_NOT_LISTED);
+		e.detail = verdict_reason_text(VR_UNIX_NOT_LISTED);
+	}
+	e.method = ugate_op_name((enum ugate_op)ev->op);
+	e.proto = sock_type_name(ev->sock_type);
+	/* A datagram flood to one host socket is one line and a count. */
+	(void)elog_event_agg(r->log, &e);
+}
+
+/* The gate's decisions, to the worker that logs them (one message each,
+ * never waiting: a full socket drops the decision with a warning), or
+ * logged here before there is one. */
 static void
 drain_gate(struct run *r)
 {
 	struct ugate *g = r->sbx != NULL ? sbx_gate(r->sbx) : NULL;
-	struct ugate_event ev;
-	struct elog_event e;
+	struct run_wmsg m;
 
-	while (g != NULL && ugate_read_event(g, &ev) == 1) {
-		memset(&e, 0, sizeof(e));
-		e.kind = "unix";
-		e.path = ev.path;
-		e.port = -1;
-		e.verdict = ugate_verdict_name((enum ugate_verdict)ev.verdict);
-		if (ev.allow >= 0 && (size_t)ev.allow < r->n_unix_allow)
-			e.rule = r->unix_allow[ev.allow].where;
-		else {
-			e.reason = verdict_reason_token(VR_UNIX_NOT_LISTED);
-			e.detail = verdict_reason_text(VR_UNIX_NOT_LISTED);
+	while (g != NULL && ugate_read_event(g, &m.unix_ev) == 1) {
+		if (r->worker_fd < 0) {
+			if (r->log != NULL)
+				log_unix_event(r, &m.unix_ev);
+			continue;
 		}
-		e.method = ugate_op_name((enum ugate_op)ev.op);
-		e.proto = sock_type_name(ev.sock_type);
-		/* A datagram flood to one host socket is one line and a count. */
-		(void)elog_event_agg(r->log, &e);
+		m.type = RUN_WMSG_UNIX;
+		m.status = m.signal = 0;
+		/* Never waiting on the worker; a decision that cannot be
+		 * logged closes the gate, as a failed log does. */
+		if (send(r->worker_fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+		    (ssize_t)sizeof(m)) {
+			log_warn("unix socket gate: a decision could not reach the worker's log; "
+			         "the policy's unix: sockets are closed from now on");
+			ugate_seal(g);
+		}
 	}
 }
 
@@ -445,7 +511,7 @@ watch_gate(struct run *r)
 {
 	if (r->sbx == NULL)
 		return;
-	if (elog_failed(r->log) || elog_budget_spent(r->log))
+	if (r->log != NULL ? elog_failed(r->log) || elog_budget_spent(r->log) : r->log_sealed)
 		ugate_seal(sbx_gate(r->sbx));
 	/* Fail closed rather than leave CMD's calls waiting until --timeout. */
 	if (!r->gate_broken && ugate_broken(sbx_gate(r->sbx))) {
@@ -647,6 +713,8 @@ serve(struct run *r, char *why, size_t whylen)
 	return 0;
 }
 
+static void on_worker(evutil_socket_t fd, short what, void *arg);
+
 static int
 setup_events(struct run *r)
 {
@@ -675,6 +743,13 @@ setup_events(struct run *r)
 	    event_add(r->ev_gate, NULL) < 0 || event_add(r->ev_watch_gate, &second) < 0) {
 		log_warnx("cannot watch the sandbox");
 		return -1;
+	}
+	if (r->worker_fd >= 0) {
+		r->ev_worker = event_new(r->base, r->worker_fd, EV_READ | EV_PERSIST, on_worker, r);
+		if (r->ev_worker == NULL || event_add(r->ev_worker, NULL) < 0) {
+			log_warnx("cannot watch the worker");
+			return -1;
+		}
 	}
 	if (r->opts.timeout_s > 0) {
 		struct timeval tv = {.tv_sec = r->opts.timeout_s};
@@ -754,6 +829,16 @@ run_free(struct run *r)
 		event_free(r->ev_gate);
 	if (r->ev_watch_gate != NULL)
 		event_free(r->ev_watch_gate);
+	if (r->ev_worker != NULL)
+		event_free(r->ev_worker);
+	/* A worker not reaped by run_finish (set-up failed around it). */
+	if (r->worker > 0) {
+		kill(r->worker, SIGKILL);
+		while (waitpid(r->worker, NULL, 0) < 0 && errno == EINTR)
+			;
+		r->worker = -1;
+	}
+	fd_close(&r->worker_fd);
 	fd_close(&r->sigfd);
 	run_stop_serving(r);
 	/* After the proxy, its reader. */
@@ -763,6 +848,7 @@ run_free(struct run *r)
 	resolver_free(r->resolver);
 	if (r->cache != NULL)
 		dns_cache_free(r->cache);
+	r->cache = NULL;
 	if (r->log != NULL)
 		elog_detach(r->log);
 	if (r->base != NULL)
@@ -775,6 +861,275 @@ run_free(struct run *r)
 	sbx_free(r->sbx);
 	free(r->unix_allow);  /* after the gate, which borrowed it, in sbx_free */
 	sbx_env_free(r->env); /* the sandbox's config borrowed it */
+}
+
+/* The worker's side of the run (docs/run.md, "The worker"). */
+struct worker {
+	struct run *w_run;
+	int w_fd;          /* to the supervisor */
+	int w_status;      /* END's, or a failure when the supervisor went away */
+	int w_signal;
+	bool w_sealed;     /* SEAL sent */
+	struct event *w_ev_msg, *w_ev_seal;
+};
+
+static void
+worker_on_msg(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct run_wmsg m;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n == (ssize_t)sizeof(m) && m.type == RUN_WMSG_UNIX) {
+			log_unix_event(w->w_run, &m.unix_ev);
+			continue;
+		}
+		if (n == (ssize_t)sizeof(m) && m.type == RUN_WMSG_END) {
+			w->w_status = m.status;
+			w->w_signal = m.signal;
+		} else {
+			log_warnx("worker: the supervisor went away; ending the task");
+		}
+		event_del(w->w_ev_msg);
+		event_base_loopbreak(w->w_run->base);
+		return;
+	}
+}
+
+/* A log that failed or spent its budget: the supervisor closes the gate
+ * (watch_gate). Once a second, as the proxy notices. */
+static void
+worker_on_seal(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct run_wmsg m = {.type = RUN_WMSG_SEAL};
+
+	if (w->w_sealed || !(elog_failed(w->w_run->log) || elog_budget_spent(w->w_run->log)))
+		return;
+	if (send(w->w_fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(m))
+		w->w_sealed = true;
+}
+
+/* The forked worker: it gives up the sandbox's descriptors, takes the
+ * loop over (event_reinit: an epoll set of its own), confines itself,
+ * says READY and serves until END; then the task's last lines. Never
+ * returns; _exit, so nothing of the supervisor's runs at exit. Exit 0
+ * when the log is whole. */
+static _Noreturn void
+worker_main(struct run *r, int fd, pid_t parent)
+{
+	struct worker w = {.w_run = r, .w_fd = fd, .w_status = SBX_EXIT_FAILURE};
+	struct run_wmsg ready = {.type = RUN_WMSG_READY};
+	struct timeval second = {.tv_sec = 1};
+	char err[256];
+	int abi, rc;
+
+	log_set_ident("airlock[worker]");
+	sbx_forget_fds(r->sbx);
+	/* The worker does not outlive the supervisor. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(1);
+	if (event_reinit(r->base) != 0) {
+		log_warnx("worker: cannot take the event loop over");
+		goto fail;
+	}
+	w.w_ev_msg = event_new(r->base, fd, EV_READ | EV_PERSIST, worker_on_msg, &w);
+	w.w_ev_seal = event_new(r->base, -1, EV_PERSIST, worker_on_seal, &w);
+	if (w.w_ev_msg == NULL || w.w_ev_seal == NULL || event_add(w.w_ev_msg, NULL) < 0 ||
+	    event_add(w.w_ev_seal, &second) < 0) {
+		log_warnx("worker: cannot watch the supervisor");
+		goto fail;
+	}
+	if (worker_confine(&abi, err, sizeof(err)) < 0) {
+		log_warnx("%s; refusing to serve", err);
+		goto fail;
+	}
+	if (abi != r->landlock_abi)
+		log_warnx("worker: Landlock ABI %d applied, task-start says %d", abi,
+		          r->landlock_abi);
+	if (send(fd, &ready, sizeof(ready), MSG_NOSIGNAL) != (ssize_t)sizeof(ready))
+		goto fail;
+	if (event_base_dispatch(r->base) < 0)
+		log_warnx("worker: event loop failed");
+	/* One more pass over what is ready: the loop stopped at END, and
+	 * connections the kernel completed or queries it queued just before
+	 * would otherwise be closed without their line. */
+	(void)event_base_loop(r->base, EVLOOP_NONBLOCK);
+	rc = run_end_log(r, w.w_status, w.w_signal);
+	_exit(rc == w.w_status ? 0 : 1);
+fail:
+	(void)run_end_log(r, SBX_EXIT_FAILURE, 0);
+	_exit(1);
+}
+
+/* The copies of the serving objects the fork left here: freed without a
+ * line written (nothing was served in this process) and without touching
+ * what the worker shares with them (the log's flags; the epoll set, which
+ * the worker has replaced). The supervisor's own events go on a loop of
+ * their own. */
+static int
+serving_abandon(struct run *r)
+{
+	run_stop_serving(r);
+	hostaddr_watch_free(r->hostwatch);
+	r->hostwatch = NULL;
+	guard_hosts_free(r->hosts);
+	r->hosts = NULL;
+	resolver_free(r->resolver);
+	r->resolver = NULL;
+	dns_cache_free(r->cache);
+	r->cache = NULL;
+	elog_abandon(r->log);
+	r->log = NULL;
+	event_base_free(r->base);
+	r->base = event_base_new();
+	if (r->base == NULL) {
+		log_warnx("cannot create the event loop");
+		return -1;
+	}
+	return 0;
+}
+
+/* Fork the worker once set-up is done and task-start written: from here
+ * on it alone serves and writes the log. -1 when it could not be made
+ * (nothing was forked: the supervisor still holds everything) or the
+ * supervisor cannot go on without its copies. */
+static int
+spawn_worker(struct run *r)
+{
+	pid_t parent = getpid();
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		log_warn("worker: socketpair");
+		return -1;
+	}
+	fflush(NULL); /* no buffered output written twice */
+	r->worker = fork();
+	if (r->worker < 0) {
+		log_warn("worker: fork");
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (r->worker == 0) {
+		close(sv[0]);
+		worker_main(r, sv[1], parent);
+	}
+	close(sv[1]);
+	r->worker_fd = sv[0];
+	log_debug("supervisor: worker %d forked, %.3f ms", (int)r->worker, ms_since_boot());
+	return serving_abandon(r);
+}
+
+/* Before CMD may start: the worker has confined itself and serves. */
+static int
+wait_worker_ready(struct run *r)
+{
+	struct pollfd p = {.fd = r->worker_fd, .events = POLLIN};
+	struct run_wmsg m;
+	int rc;
+
+	while ((rc = poll(&p, 1, WORKER_READY_MS)) < 0 && errno == EINTR)
+		;
+	if (rc == 1 && recv(r->worker_fd, &m, sizeof(m), MSG_DONTWAIT) == (ssize_t)sizeof(m) &&
+	    m.type == RUN_WMSG_READY) {
+		r->worker_ready = true;
+		log_debug("supervisor: worker ready, %.3f ms", ms_since_boot());
+		return 0;
+	}
+	log_warnx("the worker did not confine itself (%s); refusing to run the command",
+	          rc == 0 ? "timed out" : "see above");
+	return -1;
+}
+
+/* The worker's messages while CMD runs; its end before it was told is a
+ * failure of the run, and the sandbox is ended: nothing would serve or
+ * record CMD's traffic. */
+static void
+on_worker(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	struct run_wmsg m;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n == (ssize_t)sizeof(m) && m.type == RUN_WMSG_SEAL) {
+			r->log_sealed = true;
+			watch_gate(r);
+			continue;
+		}
+		if (n == (ssize_t)sizeof(m))
+			continue; /* nothing else is the worker's to say */
+		break;
+	}
+	event_del(r->ev_worker);
+	r->worker_gone = true;
+	log_warnx("the worker serving the proxy, DNS and NFLOG ended: ending the sandbox");
+	sbx_kill(r->sbx, SIGKILL);
+}
+
+/* Reap the worker: told or not, within WORKER_END_MS, then killed. True
+ * when it exited 0 (its log is whole). */
+static bool
+reap_worker(struct run *r)
+{
+	uint64_t deadline = now_ms() + WORKER_END_MS;
+	struct pollfd p = {.fd = r->worker_fd, .events = POLLIN};
+	struct run_wmsg m;
+	int ws = 0;
+
+	/* Its end of the socket closes when it exits: read until then. */
+	while (r->worker_fd >= 0) {
+		uint64_t now = now_ms();
+		int rc = now < deadline ? poll(&p, 1, (int)(deadline - now)) : 0;
+
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0) {
+			log_warnx("the worker did not end within %d ms: killed", WORKER_END_MS);
+			kill(r->worker, SIGKILL);
+			break;
+		}
+		if (recv(r->worker_fd, &m, sizeof(m), MSG_DONTWAIT) == 0)
+			break;
+	}
+	while (waitpid(r->worker, &ws, 0) < 0 && errno == EINTR)
+		;
+	r->worker = -1;
+	if (WIFSIGNALED(ws))
+		log_warnx("the worker was killed by signal %d", WTERMSIG(ws));
+	return WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+}
+
+/* The task's last lines, by whoever writes the log: the worker, told so
+ * (END), or the supervisor when there is none. Returns the exit status. */
+static int
+run_finish(struct run *r, int status, int signal)
+{
+	struct run_wmsg m = {.type = RUN_WMSG_END, .status = status, .signal = signal};
+	bool whole;
+
+	if (r->worker <= 0)
+		return run_end_log(r, status, signal);
+	drain_gate(r);
+	if (r->ev_worker != NULL)
+		event_del(r->ev_worker);
+	(void)send(r->worker_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	whole = reap_worker(r);
+	/* Not whole: the worker said why (run_end_log). */
+	if (r->worker_gone && status != SBX_EXIT_FAILURE)
+		log_warnx("the worker ended during the run, and the egress log %s may lack the "
+		          "task's last lines: exit %d instead of %d, whatever CMD returned",
+		          r->logpath, SBX_EXIT_FAILURE, status);
+	return r->worker_gone || !whole ? SBX_EXIT_FAILURE : status;
 }
 
 static void
@@ -802,6 +1157,8 @@ cmd_run(int argc, char **argv)
 	memset(&r, 0, sizeof(r));
 	r.sigfd = -1;
 	r.tty_master = -1;
+	r.worker = -1;
+	r.worker_fd = -1;
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
@@ -916,6 +1273,9 @@ cmd_run(int argc, char **argv)
 	ts.argv = (const char *const *)r.opts.cmd;
 	ts.argc = r.opts.cmd_argc;
 	ts.selftest = selftest;
+	/* What the worker will apply, known before it is forked. */
+	ts.worker = true;
+	ts.landlock = r.landlock_abi = confine_landlock_abi();
 	if (elog_task_start(r.log, &ts) < 0) {
 		log_warnx("egress log %s: cannot write; refusing to run", r.logpath);
 		goto end;
@@ -924,6 +1284,8 @@ cmd_run(int argc, char **argv)
 		log_warnx("self-test failed, refusing to run the command: %s", selftest);
 		goto end;
 	}
+	if (spawn_worker(&r) < 0)
+		goto end;
 	/* Init sent CMD's terminal after its READY, before anything else. */
 	if (cfg.tty && (r.tty_master = sbx_recv_tty(r.sbx, err, sizeof(err))) < 0) {
 		log_warnx("%s", err);
@@ -934,7 +1296,7 @@ cmd_run(int argc, char **argv)
 		goto end;
 	}
 
-	if (setup_events(&r) < 0)
+	if (wait_worker_ready(&r) < 0 || setup_events(&r) < 0)
 		goto end;
 	if (cfg.tty && start_terminal(&r) < 0)
 		goto end;
@@ -962,11 +1324,11 @@ cmd_run(int argc, char **argv)
 	status = r.timed_out     ? SBX_EXIT_TIMEOUT
 	         : r.gate_broken ? SBX_EXIT_FAILURE
 	                         : res.exit_status;
-	status = run_end_log(&r, status, r.timed_out ? SIGKILL : res.signal);
+	status = run_finish(&r, status, r.timed_out ? SIGKILL : res.signal);
 	goto out;
 end:
 	/* Set-up failed after task-start: close the log with the failure. */
-	(void)run_end_log(&r, SBX_EXIT_FAILURE, 0);
+	(void)run_finish(&r, SBX_EXIT_FAILURE, 0);
 	status = SBX_EXIT_FAILURE;
 out:
 	run_free(&r);

@@ -43,6 +43,10 @@ struct elog_sink;
  * memory, or when a file that ends in a partial line cannot be mended. */
 struct elog_sink *elog_sink_new(int fd, char *err, size_t errlen);
 void elog_sink_free(struct elog_sink *s);
+/* After a fork, in the process that no longer writes: free this copy
+ * without touching the description the writer shares (its flags stay as
+ * the writer needs them; nothing queued is written). */
+void elog_sink_abandon(struct elog_sink *s);
 
 /* Append one whole line (line[len - 1] is '\n'). Returns 0 when it was
  * written or queued, -1 when the sink has failed (now or before); the

@@ -1,0 +1,33 @@
+/* The worker's confinement (DESIGN.md, "Confinement"; docs/run.md, "The
+ * worker"): once set-up is done, the process that serves the proxy, the
+ * DNS listener and NFLOG gives up everything but the descriptors it holds.
+ * An empty, read-only mount view (a new mount namespace, and a user
+ * namespace when not root, pivoted into an empty tmpfs), RLIMIT_NPROC 0,
+ * every capability dropped, no_new_privs, Landlock with every filesystem
+ * right handled and none granted, and the seccomp allowlist of
+ * sysfilter.c. */
+#ifndef AIRLOCK_WORKER_CONFINE_H
+#define AIRLOCK_WORKER_CONFINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* True while the serving process still dials upstream and resolves itself
+ * (until the broker dials, branch s8-brokerdial): socket and connect stay
+ * in the filter (sysfilter.c, until_broker) and Landlock does not handle
+ * TCP connect. The coordinator deletes it at that merge. */
+#define WORKER_UNTIL_BROKER 1
+/* True while the worker writes the egress log itself (until the logger
+ * holds the log fd, branch s8-logger): RLIMIT_FSIZE 0 would fail every
+ * line written to a log file. */
+#define WORKER_UNTIL_LOGGER 1
+
+/* Confine the calling process, which must be single-threaded (a user
+ * namespace cannot be entered otherwise) and must have opened everything
+ * it will use. Landlock's ABI applied goes to *landlock_abi (0: the
+ * kernel has none; the supervisor records it in task-start). 0, or -1
+ * with a one-line reason naming the step in err: the caller then must not
+ * serve. */
+int worker_confine(int *landlock_abi, char *err, size_t errlen);
+
+#endif
