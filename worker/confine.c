@@ -9,7 +9,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,6 +25,9 @@
  * every system that runs airlock has (it reads /proc/self/exe), hidden
  * only in the worker's own mount namespace. */
 #define WORKER_ROOT_MOUNT "/proc"
+/* Who a worker forked from root becomes: the kernel's overflow id
+ * ("nobody"). Root is exempt from RLIMIT_NPROC, and owns what root owns. */
+#define WORKER_NOBODY 65534
 
 static int
 write_file(const char *path, const char *text)
@@ -105,6 +110,28 @@ empty_root(char *err, size_t errlen)
 fail:
 	snprintf(err, errlen, "worker: mount view: %s: %s", step, strerror(errno));
 	return -1;
+}
+
+/* Root gives up its uid (without a user namespace: root's own may be
+ * refused them by a sysctl or AppArmor), the bounding set first, while
+ * it still may (CAP_SETPCAP); the change of uid clears the rest. */
+static int
+leave_root(char *err, size_t errlen)
+{
+	const gid_t g = WORKER_NOBODY;
+	const uid_t u = WORKER_NOBODY;
+
+	for (int cap = 0; cap < 64; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+			snprintf(err, errlen, "worker: bounding set: %s", strerror(errno));
+			return -1;
+		}
+	}
+	if (setgroups(0, NULL) != 0 || setresgid(g, g, g) != 0 || setresuid(u, u, u) != 0) {
+		snprintf(err, errlen, "worker: becoming uid %u: %s", (unsigned)u, strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 static int
@@ -196,6 +223,8 @@ worker_confine(int *landlock_abi, char *err, size_t errlen)
 	if (empty_root(err, errlen) < 0)
 		return -1;
 	worker_probe(WORKER_PROBE_MOUNT);
+	if (geteuid() == 0 && leave_root(err, errlen) < 0)
+		return -1;
 	if (limits(err, errlen) < 0)
 		return -1;
 	if (confine_drop_caps() != 0) {

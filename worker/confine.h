@@ -2,8 +2,8 @@
  * worker"): once set-up is done, the process that serves the proxy, the
  * DNS listener and NFLOG gives up everything but the descriptors it holds.
  * An empty, read-only mount view (a new mount namespace, and a user
- * namespace when not root, pivoted into an empty tmpfs), RLIMIT_NPROC 0,
- * every capability dropped, no_new_privs, Landlock with every filesystem
+ * namespace when not root, pivoted into an empty tmpfs), root's uid
+ * given up for nobody's (65534), RLIMIT_NPROC 0, every capability dropped, no_new_privs, Landlock with every filesystem
  * right handled and none granted, and the seccomp allowlist of
  * sysfilter.c. */
 #ifndef AIRLOCK_WORKER_CONFINE_H

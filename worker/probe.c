@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -48,6 +50,28 @@ try_open(const char *step, const char *call, const char *path, int flags)
 		close(fd);
 }
 
+/* What the process still holds: capability sets (the bounding set as the
+ * caps it still has), no_new_privs, its uid. */
+static void
+report_creds(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {{0}};
+	unsigned long long eff = ~0ULL, perm = ~0ULL, bset = 0;
+
+	if (syscall(SYS_capget, &h, d) == 0) {
+		eff = d[0].effective | (unsigned long long)d[1].effective << 32;
+		perm = d[0].permitted | (unsigned long long)d[1].permitted << 32;
+	}
+	for (int cap = 0; cap < 64; cap++)
+		if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1)
+			bset |= 1ULL << cap;
+	fprintf(stderr,
+	        "airlock[worker]: confine-probe landlock caps-effective=%#llx caps-permitted=%#llx "
+	        "bounding=%#llx no_new_privs=%d uid=%u\n",
+	        eff, perm, bset, prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0), (unsigned)getuid());
+}
+
 void
 worker_probe(enum worker_probe_step step)
 {
@@ -65,6 +89,7 @@ worker_probe(enum worker_probe_step step)
 		 * RLIMIT_NPROC refuses a process. */
 		try_open("landlock", "open-root", "/", O_RDONLY | O_DIRECTORY);
 		try_fork("landlock", true);
+		report_creds();
 		break;
 	case WORKER_PROBE_SECCOMP:
 		fprintf(stderr, "airlock[worker]: confine-probe seccomp until-broker=%d\n",
