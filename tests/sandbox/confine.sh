@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The worker's confinement, proved from inside the worker (docs/run.md,
+# "The worker"): airlock-confine-probe is airlock with a worker that, after
+# each step of its confinement, tries what that step forbids and writes
+# each errno to stderr (worker/probe.h). As root and rootless.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/common.sh"
+need_prog setpriv
+[ -n "${AIRLOCK_PROBE:-}" ] && [ -x "$AIRLOCK_PROBE" ] || skip "AIRLOCK_PROBE not built"
+AIRLOCK=$AIRLOCK_PROBE
+sbx_setup
+
+probe() {
+	local role=$1 rc
+	rc=$(status_of al "$role" -- true 2>"$SCRATCH/err-$role")
+	[ "$rc" = 0 ] || fail "$role: the probe run exited $rc: $(cat "$SCRATCH/err-$role")"
+	sed -n 's/^airlock\[worker\]: confine-probe //p' "$SCRATCH/err-$role"
+}
+
+for r in $ROLES; do
+	got=$(probe "$r")
+	abi=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    o = json.loads(l)
+    if o["kind"] == "task-start": print(o["landlock"])' "$(logf "$r")" | tail -1)
+	until_broker=$(sed -n 's/^seccomp until-broker=//p' <<<"$got")
+	uid=65534
+	[ "$r" = user ] && uid=$(id -u "$AIRLOCK_TEST_USER")
+	[ "$r" = self ] && [ "$(id -u)" -ne 0 ] && uid=$(id -u)
+	# Without Landlock the empty root can be opened; nothing is in it.
+	open_root=EACCES
+	[ "$abi" = 0 ] && open_root=ok
+	# Until the broker dials (worker/confine.h, WORKER_UNTIL_BROKER) the
+	# worker still makes and connects its upstream TCP and UDP sockets.
+	if [ "$until_broker" = 1 ]; then
+		inet=ok
+		connect='(EINPROGRESS|ECONNREFUSED)'
+	else
+		inet=ENOSYS
+		connect=ENOSYS
+	fi
+	expected="mount open-etc-passwd=ENOENT
+landlock open-root=$open_root
+landlock fork=EAGAIN
+landlock caps-effective=0 caps-permitted=0 bounding=0 no_new_privs=1 uid=$uid
+seccomp until-broker=[01]
+seccomp openat=ENOSYS
+seccomp socket-unix=ENOSYS
+seccomp socket-inet=$inet
+seccomp connect=$connect
+seccomp bind=ENOSYS
+seccomp listen=ENOSYS
+seccomp execve=ENOSYS
+seccomp ptrace=ENOSYS
+seccomp process_vm_readv=ENOSYS
+seccomp fork=ENOSYS"
+	n_exp=$(wc -l <<<"$expected")
+	n_got=$(wc -l <<<"$got")
+	expect_eq "$r: probe lines" "$n_exp" "$n_got"
+	while IFS= read -r want; do
+		grep -Eqx -- "$want" <<<"$got" || fail "$r: no line /$want/ in:
+$got"
+	done <<<"$expected"
+	# The confined worker still served and wrote the task's end.
+	grep -q '"kind":"task-end"' "$(logf "$r")" || fail "$r: no task-end"
+	echo "ok: $r: the worker is confined (Landlock ABI $abi, until-broker=$until_broker)"
+done
