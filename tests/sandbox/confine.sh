@@ -22,7 +22,7 @@ for r in $ROLES; do
 	abi=$(python3 -c 'import json,sys
 for l in open(sys.argv[1]):
     o = json.loads(l)
-    if o["kind"] == "task-start": print(o["landlock"])' "$(logf "$r")" | tail -1)
+    if o["kind"] == "task-start": print(o.get("landlock", "missing"))' "$(logf "$r")" | tail -1)
 	until_broker=$(sed -n 's/^seccomp until-broker=//p' <<<"$got")
 	uid=65534
 	[ "$r" = user ] && uid=$(id -u "$AIRLOCK_TEST_USER")
@@ -54,13 +54,12 @@ seccomp execve=ENOSYS
 seccomp ptrace=ENOSYS
 seccomp process_vm_readv=ENOSYS
 seccomp fork=ENOSYS"
-	n_exp=$(wc -l <<<"$expected")
-	n_got=$(wc -l <<<"$got")
-	expect_eq "$r: probe lines" "$n_exp" "$n_got"
 	while IFS= read -r want; do
 		grep -Eqx -- "$want" <<<"$got" || fail "$r: no line /$want/ in:
 $got"
 	done <<<"$expected"
+	# ... and nothing else: a try the test does not know is a new one to judge.
+	expect_eq "$r: probe lines" "$(wc -l <<<"$expected")" "$(wc -l <<<"$got")"
 	# The confined worker still served and wrote the task's end.
 	grep -q '"kind":"task-end"' "$(logf "$r")" || fail "$r: no task-end"
 	echo "ok: $r: the worker is confined (Landlock ABI $abi, until-broker=$until_broker)"
