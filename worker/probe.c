@@ -9,6 +9,7 @@
 #include <string.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -112,6 +113,8 @@ worker_probe(enum worker_probe_step step)
 			close(fd);
 		report("seccomp", "bind", syscall(SYS_bind, -1, (struct sockaddr *)&sin, sizeof(sin)));
 		report("seccomp", "listen", syscall(SYS_listen, -1, 1));
+		/* Any ioctl but FIONREAD, on no descriptor: EBADF if allowed. */
+		report("seccomp", "ioctl-tiocgwinsz", syscall(SYS_ioctl, -1, TIOCGWINSZ, NULL));
 		report("seccomp", "execve", syscall(SYS_execve, argv[0], argv, NULL));
 		report("seccomp", "ptrace", syscall(SYS_ptrace, PTRACE_TRACEME, 0, 0, 0));
 		report("seccomp", "process_vm_readv",

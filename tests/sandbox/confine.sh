@@ -50,6 +50,7 @@ seccomp socket-inet=$inet
 seccomp connect=$connect
 seccomp bind=ENOSYS
 seccomp listen=ENOSYS
+seccomp ioctl-tiocgwinsz=ENOSYS
 seccomp execve=ENOSYS
 seccomp ptrace=ENOSYS
 seccomp process_vm_readv=ENOSYS
