@@ -925,8 +925,9 @@ worker_main(struct run *r, int fd, pid_t parent)
 	struct worker w = {.w_run = r, .w_fd = fd, .w_status = SBX_EXIT_FAILURE};
 	struct run_wmsg ready = {.type = RUN_WMSG_READY};
 	struct timeval second = {.tv_sec = 1};
+	struct worker_confined wc;
 	char err[256];
-	int abi, rc;
+	int rc;
 
 	log_set_ident("airlock[worker]");
 	sbx_forget_fds(r->sbx);
@@ -944,12 +945,12 @@ worker_main(struct run *r, int fd, pid_t parent)
 		log_warnx("worker: cannot watch the supervisor");
 		goto fail;
 	}
-	if (worker_confine(&abi, err, sizeof(err)) < 0) {
+	if (worker_confine(0, &wc, err, sizeof(err)) < 0) {
 		log_warnx("%s; refusing to serve", err);
 		goto fail;
 	}
-	if (abi != r->landlock_abi)
-		log_warnx("worker: Landlock ABI %d applied, task-start says %d", abi,
+	if (wc.landlock_abi != r->landlock_abi)
+		log_warnx("worker: Landlock ABI %d applied, task-start says %d", wc.landlock_abi,
 		          r->landlock_abi);
 	if (send(fd, &ready, sizeof(ready), MSG_NOSIGNAL) != (ssize_t)sizeof(ready))
 		goto fail;

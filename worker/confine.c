@@ -16,6 +16,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #include "common/confine.h"
 #include "common/util.h"
 #include "worker/probe.h"
@@ -215,13 +219,22 @@ trap_handler(char *err, size_t errlen)
 #endif
 
 int
-worker_confine(int *landlock_abi, char *err, size_t errlen)
+worker_confine(unsigned flags, struct worker_confined *out, char *err, size_t errlen)
 {
 	int abi;
 
-	*landlock_abi = 0;
-	if (empty_root(err, errlen) < 0)
+	memset(out, 0, sizeof(*out));
+#ifdef __SANITIZE_ADDRESS__
+	/* LeakSanitizer's check at exit stops the world with clone and
+	 * ptrace, which the filter refuses: check now, and not again. */
+	__lsan_do_leak_check();
+#endif
+	if (empty_root(out->view_err, sizeof(out->view_err)) == 0) {
+		out->view = true;
+	} else if (!(flags & WORKER_VIEW_OPTIONAL)) {
+		str_copy(err, out->view_err, errlen);
 		return -1;
+	}
 	worker_probe(WORKER_PROBE_MOUNT);
 	if (geteuid() == 0 && leave_root(err, errlen) < 0)
 		return -1;
@@ -241,7 +254,7 @@ worker_confine(int *landlock_abi, char *err, size_t errlen)
 		snprintf(err, errlen, "worker: Landlock: %s", strerror(errno));
 		return -1;
 	}
-	*landlock_abi = abi;
+	out->landlock_abi = abi;
 	worker_probe(WORKER_PROBE_LANDLOCK);
 	if (trap_handler(err, errlen) < 0)
 		return -1;

@@ -22,12 +22,22 @@
  * line written to a log file. */
 #define WORKER_UNTIL_LOGGER 1
 
+/* What worker_confine applied. */
+struct worker_confined {
+	int landlock_abi; /* 0: the kernel has no Landlock (task-start records it) */
+	bool view;        /* the empty mount view is in place */
+	char view_err[160]; /* without it (WORKER_VIEW_OPTIONAL): why */
+};
+
+/* `airlock proxy` runs where a container may refuse namespaces (unshare
+ * and mount): it goes on without the empty mount view, the rest applied.
+ * `airlock run`, which made namespaces already, never passes it. */
+#define WORKER_VIEW_OPTIONAL 0x1u
+
 /* Confine the calling process, which must be single-threaded (a user
  * namespace cannot be entered otherwise) and must have opened everything
- * it will use. Landlock's ABI applied goes to *landlock_abi (0: the
- * kernel has none; the supervisor records it in task-start). 0, or -1
- * with a one-line reason naming the step in err: the caller then must not
- * serve. */
-int worker_confine(int *landlock_abi, char *err, size_t errlen);
+ * it will use. 0, or -1 with a one-line reason naming the step in err:
+ * the caller then must not serve. */
+int worker_confine(unsigned flags, struct worker_confined *out, char *err, size_t errlen);
 
 #endif

@@ -79,6 +79,7 @@ static const char *const allowed[] = {
         "exit_group",
         "rt_sigreturn",
         "rt_sigprocmask",
+        "rt_sigaction", /* libevent's signal events restore theirs when freed */
         "restart_syscall",
         "getpid",
         "gettid",

@@ -60,7 +60,8 @@ child(enum what what)
 static int
 run(enum what what, char *err, size_t errlen)
 {
-	int p[2], ws = 0, abi;
+	struct worker_confined wc;
+	int p[2], ws = 0;
 	ssize_t n;
 	size_t len = 0;
 	pid_t pid;
@@ -72,7 +73,7 @@ run(enum what what, char *err, size_t errlen)
 	if (pid == 0) {
 		close(p[0]);
 		dup2(p[1], STDERR_FILENO);
-		if (worker_confine(&abi, why, sizeof(why)) < 0) {
+		if (worker_confine(0, &wc, why, sizeof(why)) < 0) {
 			fprintf(stderr, "confine: %s\n", why);
 			_exit(2);
 		}
