@@ -122,13 +122,12 @@ struct run {
 	struct event *ev_gate;
 	struct event *ev_watch_gate; /* seals the gate once the log fails or is spent; ends a broken
 	                                gate */
-	/* The worker (docs/run.md, "The worker"): the process that serves
-	 * proxy, DNS and NFLOG and alone writes the log once forked; the
-	 * supervisor keeps only copies of nothing (serving_abandon). */
+	/* The worker (docs/run.md, "The worker"): once forked, the process
+	 * that serves proxy, DNS and NFLOG and alone writes the log; the
+	 * supervisor's copies of those are freed (serving_abandon). */
 	pid_t worker;             /* -1 before the fork and once reaped */
 	int worker_fd;            /* the supervisor's end of its socketpair; -1 */
 	struct event *ev_worker;  /* its messages, and its end */
-	bool worker_ready;        /* it said READY: confined and serving */
 	bool worker_gone;         /* it ended before it was told to: the run fails */
 	bool log_sealed;          /* it said SEAL */
 	int landlock_abi;         /* the kernel's, which the worker applies (task-start) */
@@ -476,8 +475,7 @@ log_unix_event(struct run *r, const struct ugate_event *ev)
 }
 
 /* The gate's decisions, to the worker that logs them (one message each,
- * never waiting: a full socket drops the decision with a warning), or
- * logged here before there is one. */
+ * never waiting), or logged here before there is one. */
 static void
 drain_gate(struct run *r)
 {
@@ -1023,6 +1021,8 @@ spawn_worker(struct run *r)
 	}
 	close(sv[1]);
 	r->worker_fd = sv[0];
+	/* Room for a burst of the gate's decisions (drain_gate never waits). */
+	(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &(int){1 << 20}, sizeof(int));
 	log_debug("supervisor: worker %d forked, %.3f ms", (int)r->worker, ms_since_boot());
 	return serving_abandon(r);
 }
@@ -1039,7 +1039,6 @@ wait_worker_ready(struct run *r)
 		;
 	if (rc == 1 && recv(r->worker_fd, &m, sizeof(m), MSG_DONTWAIT) == (ssize_t)sizeof(m) &&
 	    m.type == RUN_WMSG_READY) {
-		r->worker_ready = true;
 		log_debug("supervisor: worker ready, %.3f ms", ms_since_boot());
 		return 0;
 	}

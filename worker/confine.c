@@ -118,7 +118,9 @@ fail:
 
 /* Root gives up its uid (without a user namespace: root's own may be
  * refused them by a sysctl or AppArmor), the bounding set first, while
- * it still may (CAP_SETPCAP); the change of uid clears the rest. */
+ * it still may (CAP_SETPCAP; a container's root may lack it, and then
+ * nothing can use the set: no_new_privs and no execve); the change of uid
+ * clears the rest. */
 static int
 leave_root(char *err, size_t errlen)
 {
@@ -126,7 +128,7 @@ leave_root(char *err, size_t errlen)
 	const uid_t u = WORKER_NOBODY;
 
 	for (int cap = 0; cap < 64; cap++) {
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM) {
 			snprintf(err, errlen, "worker: bounding set: %s", strerror(errno));
 			return -1;
 		}
