@@ -76,11 +76,12 @@ enum run_wmsg_type {
 	RUN_WMSG_SEAL,      /* worker -> sup: the log failed or its budget is spent */
 	RUN_WMSG_UNIX,      /* sup -> worker: a decision of the unix socket gate, to log */
 	RUN_WMSG_END,       /* sup -> worker: the task is over: its last lines, then exit */
+	RUN_WMSG_DONE,      /* worker -> sup: task-end written; status 0 when the log is whole */
 };
 
 struct run_wmsg {
 	uint32_t type;     /* enum run_wmsg_type */
-	int32_t status;    /* END: airlock's exit status so far */
+	int32_t status;    /* END: airlock's exit status so far; DONE: 0 or 1 */
 	int32_t signal;    /* END: the signal that ended CMD, or 0 */
 	struct ugate_event unix_ev; /* UNIX */
 };
@@ -128,7 +129,9 @@ struct run {
 	pid_t worker;             /* -1 before the fork and once reaped */
 	int worker_fd;            /* the supervisor's end of its socketpair; -1 */
 	struct event *ev_worker;  /* its messages, and its end */
+	bool worker_ready;        /* it said READY: confined and serving */
 	bool worker_gone;         /* it ended before it was told to: the run fails */
+	bool worker_done;         /* it said DONE: it is exiting on its own */
 	bool log_sealed;          /* it said SEAL */
 	int landlock_abi;         /* the kernel's, which the worker applies (task-start) */
 	struct termios tio;          /* the caller's terminal's modes, with a terminal (cfg.tty) */
@@ -829,13 +832,9 @@ run_free(struct run *r)
 		event_free(r->ev_watch_gate);
 	if (r->ev_worker != NULL)
 		event_free(r->ev_worker);
-	/* A worker not reaped by run_finish (set-up failed around it). */
-	if (r->worker > 0) {
+	/* A worker that did not say DONE is not waited for. */
+	if (r->worker > 0 && !r->worker_done)
 		kill(r->worker, SIGKILL);
-		while (waitpid(r->worker, NULL, 0) < 0 && errno == EINTR)
-			;
-		r->worker = -1;
-	}
 	fd_close(&r->worker_fd);
 	fd_close(&r->sigfd);
 	run_stop_serving(r);
@@ -857,6 +856,9 @@ run_free(struct run *r)
 	/* Reaps init, on its way out by now (or killed here, on failure):
 	 * the last wait, so that it overlaps the work above. */
 	sbx_free(r->sbx);
+	/* The worker, last as well: it takes its namespaces apart meanwhile. */
+	while (r->worker > 0 && waitpid(r->worker, NULL, 0) < 0 && errno == EINTR)
+		;
 	free(r->unix_allow);  /* after the gate, which borrowed it, in sbx_free */
 	sbx_env_free(r->env); /* the sandbox's config borrowed it */
 }
@@ -912,6 +914,17 @@ worker_on_seal(evutil_socket_t fd, short what, void *arg)
 		w->w_sealed = true;
 }
 
+/* task-end is written: say so (the supervisor need not wait for the
+ * exit, which takes the worker's namespaces apart), and exit. */
+static _Noreturn void
+worker_done(int fd, int rc)
+{
+	struct run_wmsg m = {.type = RUN_WMSG_DONE, .status = rc};
+
+	(void)send(fd, &m, sizeof(m), MSG_NOSIGNAL);
+	_exit(rc);
+}
+
 /* The forked worker: it gives up the sandbox's descriptors, takes the
  * loop over (event_reinit: an epoll set of its own), confines itself,
  * says READY and serves until END; then the task's last lines. Never
@@ -958,11 +971,11 @@ worker_main(struct run *r, int fd, pid_t parent)
 	 * connections the kernel completed or queries it queued just before
 	 * would otherwise be closed without their line. */
 	(void)event_base_loop(r->base, EVLOOP_NONBLOCK);
-	rc = run_end_log(r, w.w_status, w.w_signal);
-	_exit(rc == w.w_status ? 0 : 1);
+	rc = run_end_log(r, w.w_status, w.w_signal) == w.w_status ? 0 : 1;
+	worker_done(fd, rc);
 fail:
 	(void)run_end_log(r, SBX_EXIT_FAILURE, 0);
-	_exit(1);
+	worker_done(fd, 1);
 }
 
 /* The copies of the serving objects the fork left here: freed without a
@@ -1027,29 +1040,11 @@ spawn_worker(struct run *r)
 	return serving_abandon(r);
 }
 
-/* Before CMD may start: the worker has confined itself and serves. */
-static int
-wait_worker_ready(struct run *r)
-{
-	struct pollfd p = {.fd = r->worker_fd, .events = POLLIN};
-	struct run_wmsg m;
-	int rc;
-
-	while ((rc = poll(&p, 1, WORKER_READY_MS)) < 0 && errno == EINTR)
-		;
-	if (rc == 1 && recv(r->worker_fd, &m, sizeof(m), MSG_DONTWAIT) == (ssize_t)sizeof(m) &&
-	    m.type == RUN_WMSG_READY) {
-		log_debug("supervisor: worker ready, %.3f ms", ms_since_boot());
-		return 0;
-	}
-	log_warnx("the worker did not confine itself (%s); refusing to run the command",
-	          rc == 0 ? "timed out" : "see above");
-	return -1;
-}
-
-/* The worker's messages while CMD runs; its end before it was told is a
+/* The worker's messages while CMD runs. Its end before it was told is a
  * failure of the run, and the sandbox is ended: nothing would serve or
- * record CMD's traffic. */
+ * record CMD's traffic. CMD does not wait for READY (its traffic waits in
+ * the listeners' queues until the worker, confined, serves it): the
+ * worker's confinement overlaps CMD's start. */
 static void
 on_worker(evutil_socket_t fd, short what, void *arg)
 {
@@ -1061,33 +1056,41 @@ on_worker(evutil_socket_t fd, short what, void *arg)
 		n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		if (n == (ssize_t)sizeof(m) && m.type == RUN_WMSG_SEAL) {
+		if (n != (ssize_t)sizeof(m) || m.type == RUN_WMSG_DONE)
+			break;
+		if (m.type == RUN_WMSG_READY && !r->worker_ready) {
+			r->worker_ready = true;
+			log_debug("supervisor: worker confined and serving, %.3f ms",
+			          ms_since_boot());
+		} else if (m.type == RUN_WMSG_SEAL) {
 			r->log_sealed = true;
 			watch_gate(r);
-			continue;
 		}
-		if (n == (ssize_t)sizeof(m))
-			continue; /* nothing else is the worker's to say */
-		break;
+		/* nothing else is the worker's to say */
 	}
 	event_del(r->ev_worker);
 	r->worker_gone = true;
-	log_warnx("the worker serving the proxy, DNS and NFLOG ended: ending the sandbox");
+	if (r->worker_ready)
+		log_warnx("the worker serving the proxy, DNS and NFLOG ended: ending the sandbox");
+	else
+		log_warnx("the worker could not confine itself (see above): ending the sandbox; "
+		          "nothing CMD sent was served");
 	sbx_kill(r->sbx, SIGKILL);
 }
 
-/* Reap the worker: told or not, within WORKER_END_MS, then killed. True
- * when it exited 0 (its log is whole). */
+/* Once told the task is over, the worker says DONE when task-end is
+ * written, within WORKER_END_MS, or it is killed. True when the log is
+ * whole. It is reaped last (run_free), while it takes its namespace
+ * apart. */
 static bool
-reap_worker(struct run *r)
+await_worker_done(struct run *r)
 {
 	uint64_t deadline = now_ms() + WORKER_END_MS;
 	struct pollfd p = {.fd = r->worker_fd, .events = POLLIN};
 	struct run_wmsg m;
-	int ws = 0;
+	ssize_t n;
 
-	/* Its end of the socket closes when it exits: read until then. */
-	while (r->worker_fd >= 0) {
+	for (;;) {
 		uint64_t now = now_ms();
 		int rc = now < deadline ? poll(&p, 1, (int)(deadline - now)) : 0;
 
@@ -1096,17 +1099,18 @@ reap_worker(struct run *r)
 		if (rc <= 0) {
 			log_warnx("the worker did not end within %d ms: killed", WORKER_END_MS);
 			kill(r->worker, SIGKILL);
-			break;
+			return false;
 		}
-		if (recv(r->worker_fd, &m, sizeof(m), MSG_DONTWAIT) == 0)
-			break;
+		n = recv(r->worker_fd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n != (ssize_t)sizeof(m))
+			return false; /* gone without DONE */
+		if (m.type == RUN_WMSG_DONE) {
+			r->worker_done = true;
+			return m.status == 0;
+		}
 	}
-	while (waitpid(r->worker, &ws, 0) < 0 && errno == EINTR)
-		;
-	r->worker = -1;
-	if (WIFSIGNALED(ws))
-		log_warnx("the worker was killed by signal %d", WTERMSIG(ws));
-	return WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
 }
 
 /* The task's last lines, by whoever writes the log: the worker, told so
@@ -1123,13 +1127,13 @@ run_finish(struct run *r, int status, int signal)
 	if (r->ev_worker != NULL)
 		event_del(r->ev_worker);
 	(void)send(r->worker_fd, &m, sizeof(m), MSG_NOSIGNAL);
-	whole = reap_worker(r);
+	whole = !r->worker_gone && await_worker_done(r);
 	/* Not whole: the worker said why (run_end_log). */
 	if (r->worker_gone && status != SBX_EXIT_FAILURE)
 		log_warnx("the worker ended during the run, and the egress log %s may lack the "
 		          "task's last lines: exit %d instead of %d, whatever CMD returned",
 		          r->logpath, SBX_EXIT_FAILURE, status);
-	return r->worker_gone || !whole ? SBX_EXIT_FAILURE : status;
+	return whole ? status : SBX_EXIT_FAILURE;
 }
 
 static void
@@ -1296,7 +1300,7 @@ cmd_run(int argc, char **argv)
 		goto end;
 	}
 
-	if (wait_worker_ready(&r) < 0 || setup_events(&r) < 0)
+	if (setup_events(&r) < 0)
 		goto end;
 	if (cfg.tty && start_terminal(&r) < 0)
 		goto end;

@@ -7,8 +7,20 @@
 . "$(dirname "$0")/common.sh"
 need_prog setpriv
 [ -n "${AIRLOCK_PROBE:-}" ] && [ -x "$AIRLOCK_PROBE" ] || skip "AIRLOCK_PROBE not built"
+REAL_AIRLOCK=$AIRLOCK
 AIRLOCK=$AIRLOCK_PROBE
 sbx_setup
+cp "$REAL_AIRLOCK" "$SCRATCH/airlock-real"
+chmod 755 "$SCRATCH/airlock-real"
+
+# The worker of the airlock process $1: its child in the same pid
+# namespace (init, the other child, is pid 1 of the sandbox's).
+worker_of() {
+	local c
+	for c in $(pgrep -P "$1"); do
+		[ "$(awk '/^NSpid:/ {print NF - 1}' /proc/"$c"/status)" = 1 ] && { echo "$c"; return; }
+	done
+}
 
 probe() {
 	local role=$1 rc
@@ -64,4 +76,33 @@ $got"
 	# The confined worker still served and wrote the task's end.
 	grep -q '"kind":"task-end"' "$(logf "$r")" || fail "$r: no task-end"
 	echo "ok: $r: the worker is confined (Landlock ABI $abi, until-broker=$until_broker)"
+done
+
+# A worker that dies while CMD runs ends the run, fail closed: the
+# sandbox is killed, the run exits 125 and says why.
+for r in $ROLES; do
+	(cd "$(work "$r")" && exec setsid bash -c 'exec "$@"' _ bash -c '
+		if [ "$1" = user ]; then shift; exec setpriv --reuid="$AIRLOCK_TEST_USER" \
+			--regid="$AIRLOCK_TEST_USER" --init-groups "$@"; fi; shift; exec "$@"' _ "$r" \
+		"$SCRATCH/airlock-real" run -p "$SCRATCH/none.yaml" --log "$(logf "$r")" -- sleep 30 \
+		2>"$SCRATCH/die-$r") &
+	shell=$!
+	pid=
+	for _ in $(seq 100); do
+		pid=$(pgrep -f -o "^$SCRATCH/airlock-real run" || true)
+		[ -n "$pid" ] && [ -n "$(worker_of "$pid")" ] && break
+		sleep 0.05
+	done
+	w=$(worker_of "${pid:-0}")
+	[ -n "$w" ] || { kill "$pid" 2>/dev/null; fail "$r: no worker process of airlock ${pid:-?}"; }
+	start=$(date +%s%N)
+	kill -KILL "$w"
+	rc=0
+	wait "$shell" || rc=$?
+	ms=$((($(date +%s%N) - start) / 1000000))
+	expect_eq "$r: a dead worker fails the run" 125 "$rc"
+	[ "$ms" -lt 5000 ] || fail "$r: the run took $ms ms to end after its worker died"
+	expect_match "$r: says why" 'the worker serving the proxy, DNS and NFLOG ended: ending the sandbox' \
+		"$(cat "$SCRATCH/die-$r")"
+	echo "ok: $r: a dead worker ended the run in $ms ms (exit 125)"
 done
