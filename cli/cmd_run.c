@@ -1,8 +1,9 @@
 /* `airlock run`: the supervisor (DESIGN.md, Process model). Compiles the
  * policy, opens the egress log, clones the sandbox, receives its listeners,
- * serves them from one libevent loop (proxy, DNS, NFLOG) in the host's
- * network namespace, lets CMD start, and exits with CMD's status. The
- * reference is docs/run.md. */
+ * sets up their libevent loop (proxy, DNS, NFLOG) in the host's network
+ * namespace, and forks the worker that serves it, confined (DESIGN.md,
+ * Confinement); lets CMD start, and exits with CMD's status. The reference
+ * is docs/run.md. */
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
