@@ -108,6 +108,8 @@ struct run {
 	struct sbx *sbx;
 	struct sbx_listeners lst;
 	struct event_base *base;
+	struct event_base *serve_base; /* once the worker is forked: the serving objects' loop,
+	                                  until serving_abandon; NULL */
 	struct resolver *resolver; /* the proxy's and the DNS server's */
 	struct dns_cache *cache;
 	struct proxy *proxy;
@@ -513,7 +515,7 @@ watch_gate(struct run *r)
 {
 	if (r->sbx == NULL)
 		return;
-	if (r->log != NULL ? elog_failed(r->log) || elog_budget_spent(r->log) : r->log_sealed)
+	if (r->worker_fd >= 0 ? r->log_sealed : elog_failed(r->log) || elog_budget_spent(r->log))
 		ugate_seal(sbx_gate(r->sbx));
 	/* Fail closed rather than leave CMD's calls waiting until --timeout. */
 	if (!r->gate_broken && ugate_broken(sbx_gate(r->sbx))) {
@@ -784,6 +786,31 @@ run_stop_serving(struct run *r)
 	r->proxy = NULL;
 }
 
+/* The copies of the serving objects the fork left here: freed without a
+ * line written (nothing was served in this process) and without touching
+ * what the worker shares with them (the log's flags; the epoll set, which
+ * the worker has replaced). After the go, so that it overlaps CMD's start;
+ * before, on every path, by run_free. */
+static void
+serving_abandon(struct run *r)
+{
+	if (r->serve_base == NULL)
+		return;
+	run_stop_serving(r);
+	hostaddr_watch_free(r->hostwatch);
+	r->hostwatch = NULL;
+	guard_hosts_free(r->hosts);
+	r->hosts = NULL;
+	resolver_free(r->resolver);
+	r->resolver = NULL;
+	dns_cache_free(r->cache);
+	r->cache = NULL;
+	elog_abandon(r->log);
+	r->log = NULL;
+	event_base_free(r->serve_base);
+	r->serve_base = NULL;
+}
+
 /* The task's last lines: everything still open or counted, then
  * task-end, then what waits for a slow reader. A log that failed at any
  * point of the run makes the run fail, whatever CMD returned: the record
@@ -838,6 +865,7 @@ run_free(struct run *r)
 		kill(r->worker, SIGKILL);
 	fd_close(&r->worker_fd);
 	fd_close(&r->sigfd);
+	serving_abandon(r);
 	run_stop_serving(r);
 	/* After the proxy, its reader. */
 	hostaddr_watch_free(r->hostwatch);
@@ -979,34 +1007,6 @@ fail:
 	worker_done(fd, 1);
 }
 
-/* The copies of the serving objects the fork left here: freed without a
- * line written (nothing was served in this process) and without touching
- * what the worker shares with them (the log's flags; the epoll set, which
- * the worker has replaced). The supervisor's own events go on a loop of
- * their own. */
-static int
-serving_abandon(struct run *r)
-{
-	run_stop_serving(r);
-	hostaddr_watch_free(r->hostwatch);
-	r->hostwatch = NULL;
-	guard_hosts_free(r->hosts);
-	r->hosts = NULL;
-	resolver_free(r->resolver);
-	r->resolver = NULL;
-	dns_cache_free(r->cache);
-	r->cache = NULL;
-	elog_abandon(r->log);
-	r->log = NULL;
-	event_base_free(r->base);
-	r->base = event_base_new();
-	if (r->base == NULL) {
-		log_warnx("cannot create the event loop");
-		return -1;
-	}
-	return 0;
-}
-
 /* Fork the worker once set-up is done and task-start written: from here
  * on it alone serves and writes the log. -1 when it could not be made
  * (nothing was forked: the supervisor still holds everything) or the
@@ -1038,7 +1038,14 @@ spawn_worker(struct run *r)
 	/* Room for a burst of the gate's decisions (drain_gate never waits). */
 	(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &(int){1 << 20}, sizeof(int));
 	log_debug("supervisor: worker %d forked, %.3f ms", (int)r->worker, ms_since_boot());
-	return serving_abandon(r);
+	/* The supervisor's own events go on a loop of their own. */
+	r->serve_base = r->base;
+	r->base = event_base_new();
+	if (r->base == NULL) {
+		log_warnx("cannot create the event loop");
+		return -1;
+	}
+	return 0;
 }
 
 /* The worker's messages while CMD runs. Its end before it was told is a
@@ -1310,6 +1317,7 @@ cmd_run(int argc, char **argv)
 		goto end;
 	}
 	log_debug("supervisor: go sent, %.3f ms", ms_since_boot());
+	serving_abandon(&r);
 	if (event_base_dispatch(r.base) < 0)
 		log_warnx("event loop failed");
 
