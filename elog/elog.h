@@ -160,7 +160,7 @@ struct elog_task_start {
 	const char *const *argv; /* the command, argc entries */
 	int argc;
 	const char *selftest; /* "pass" or the failed check */
-	bool worker;          /* a confined worker serves (airlock run): write landlock */
+	bool worker;          /* a confined worker serves (run and proxy): write landlock */
 	int landlock;         /* the Landlock ABI the worker applies; 0: the kernel has none */
 };
 int elog_task_start(struct elog *log, const struct elog_task_start *ts);
