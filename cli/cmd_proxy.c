@@ -17,6 +17,7 @@
 #include <event2/util.h>
 
 #include "cli/cmd.h"
+#include "common/confine.h"
 #include "common/fdres.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -28,6 +29,7 @@
 #include "policy/guard.h"
 #include "policy/policy.h"
 #include "proxy/proxy.h"
+#include "worker/confine.h"
 
 /* After task-end: how long lines still waiting for a slow log reader may
  * take to go out (a second without progress fails it sooner). */
@@ -361,11 +363,29 @@ cmd_proxy(int argc, char **argv)
 		        .mode = policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce",
 		        .argv = targv,
 		        .argc = 4,
+		        .worker = true,
+		        .landlock = confine_landlock_abi(),
 		};
 		if (elog_task_start(elog, &ts) != 0) {
 			fprintf(stderr, "airlock proxy: cannot write the egress log\n");
 			goto out;
 		}
+	}
+	/* The proxy serves as the worker of `airlock run` does, confined the
+	 * same way (docs/proxy.md, "Confinement"), once everything it uses is
+	 * open and task-start written (its SHA-256 is the first: OpenSSL may
+	 * read its configuration then). A container that refuses namespaces
+	 * leaves it without the empty mount view, said here. */
+	{
+		struct worker_confined wc;
+
+		if (worker_confine(WORKER_VIEW_OPTIONAL, &wc, err, sizeof(err)) != 0) {
+			fprintf(stderr, "airlock proxy: %s; refusing to serve\n", err);
+			goto out;
+		}
+		if (!wc.view)
+			fprintf(stderr, "airlock proxy: %s: serving without the empty mount view\n",
+			        wc.view_err);
 	}
 	fprintf(stderr, "airlock proxy: listening on %s (policy %s, %s)\n", listen_spec,
 	        policy_name(pol), policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce");

@@ -1,8 +1,9 @@
 /* `airlock run`: the supervisor (DESIGN.md, Process model). Compiles the
  * policy, opens the egress log, clones the sandbox, receives its listeners,
- * serves them from one libevent loop (proxy, DNS, NFLOG) in the host's
- * network namespace, lets CMD start, and exits with CMD's status. The
- * reference is docs/run.md. */
+ * sets up their libevent loop (proxy, DNS, NFLOG) in the host's network
+ * namespace, and forks the worker that serves it, confined (DESIGN.md,
+ * Confinement); lets CMD start, and exits with CMD's status. The reference
+ * is docs/run.md. */
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -12,13 +13,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "cli/cmd.h"
+#include "common/confine.h"
 #include "common/fdres.h"
 #include "cli/term.h"
 #include "common/log.h"
@@ -40,6 +46,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/status.h"
 #include "sandbox/unixgate.h"
+#include "worker/confine.h"
 
 extern char **environ;
 
@@ -59,6 +66,29 @@ _Static_assert(SBX_MAX_USER_MOUNTS <= SBX_MAX_MOUNTS, "the sandbox must take the
  * take to go out (the stall rule, a second without progress, still
  * applies; docs/log.md). */
 #define LOG_DRAIN_MS 5000
+/* How long the worker may take to confine itself before CMD starts, and
+ * to write task-end and its last lines (LOG_DRAIN_MS of them) once told
+ * the task is over; then it is killed. */
+#define WORKER_READY_MS 5000
+#define WORKER_END_MS   (LOG_DRAIN_MS + 2000)
+
+/* Between the supervisor and the worker, one per SOCK_SEQPACKET packet,
+ * every one this size (docs/run.md, "The worker"). The supervisor takes
+ * only READY and SEAL from the worker, which can only narrow what runs. */
+enum run_wmsg_type {
+	RUN_WMSG_READY = 1, /* worker -> sup: confined, serving */
+	RUN_WMSG_SEAL,      /* worker -> sup: the log failed or its budget is spent */
+	RUN_WMSG_UNIX,      /* sup -> worker: a decision of the unix socket gate, to log */
+	RUN_WMSG_END,       /* sup -> worker: the task is over: its last lines, then exit */
+	RUN_WMSG_DONE,      /* worker -> sup: task-end written; status 0 when the log is whole */
+};
+
+struct run_wmsg {
+	uint32_t type;     /* enum run_wmsg_type */
+	int32_t status;    /* END: airlock's exit status so far; DONE: 0 or 1 */
+	int32_t signal;    /* END: the signal that ended CMD, or 0 */
+	struct ugate_event unix_ev; /* UNIX */
+};
 
 struct run {
 	struct sbx_opts opts;
@@ -82,6 +112,8 @@ struct run {
 	struct sbx *sbx;
 	struct sbx_listeners lst;
 	struct event_base *base;
+	struct event_base *serve_base; /* once the worker is forked: the serving objects' loop,
+	                                  until serving_abandon; NULL */
 	struct resolver *resolver; /* the proxy's and the DNS server's */
 	struct dns_cache *cache;
 	struct proxy *proxy;
@@ -98,6 +130,17 @@ struct run {
 	struct event *ev_gate;
 	struct event *ev_watch_gate; /* seals the gate once the log fails or is spent; ends a broken
 	                                gate */
+	/* The worker (docs/run.md, "The worker"): once forked, the process
+	 * that serves proxy, DNS and NFLOG and alone writes the log; the
+	 * supervisor's copies of those are freed (serving_abandon). */
+	pid_t worker;             /* -1 before the fork and once reaped */
+	int worker_fd;            /* the supervisor's end of its socketpair; -1 */
+	struct event *ev_worker;  /* its messages, and its end */
+	bool worker_ready;        /* it said READY: confined and serving */
+	bool worker_gone;         /* it ended before it was told to: the run fails */
+	bool worker_done;         /* it said DONE: it is exiting on its own */
+	bool log_sealed;          /* it said SEAL */
+	int landlock_abi;         /* the kernel's, which the worker applies (task-start) */
 	struct termios tio;          /* the caller's terminal's modes, with a terminal (cfg.tty) */
 	int tty_master;              /* CMD's terminal, until term_new takes it; -1 */
 	struct term *term;           /* the relay to CMD's own terminal, or NULL */
@@ -383,32 +426,59 @@ sock_type_name(int type)
 	return NULL;
 }
 
-/* The gate's decisions on host sockets, one "unix" line each
- * (docs/log.md), written here: the loop's thread is the log's only
- * writer. */
+/* One decision of the gate on a host socket, one "unix" line
+ * (docs/log.md), by the log's only writer: the worker once it serves,
+ * the supervisor before. The deciding rule is looked up in the policy, so
+ * that the worker needs no table of the supervisor's. */
+static void
+log_unix_event(struct run *r, const struct ugate_event *ev)
+{
+	struct elog_event e;
+	char path[sizeof(ev->path) + 1];
+
+	memcpy(path, ev->path, sizeof(ev->path));
+	path[sizeof(ev->path)] = '\0';
+	memset(&e, 0, sizeof(e));
+	e.kind = "unix";
+	e.path = path;
+	e.port = -1;
+	e.verdict = ugate_verdict_name((enum ugate_verdict)ev->verdict);
+	if (ev->allow >= 0 && (size_t)ev->allow < policy_unix_count(r->policy))
+		(void)policy_unix_path(r->policy, (size_t)ev->allow, &e.rule);
+	else {
+		e.reason = verdict_reason_token(VR_UNIX_NOT_LISTED);
+		e.detail = verdict_reason_text(VR_UNIX_NOT_LISTED);
+	}
+	e.method = ugate_op_name((enum ugate_op)ev->op);
+	e.proto = sock_type_name(ev->sock_type);
+	/* A datagram flood to one host socket is one line and a count. */
+	(void)elog_event_agg(r->log, &e);
+}
+
+/* The gate's decisions, to the worker that logs them (one message each,
+ * never waiting), or logged here before there is one. */
 static void
 drain_gate(struct run *r)
 {
 	struct ugate *g = r->sbx != NULL ? sbx_gate(r->sbx) : NULL;
-	struct ugate_event ev;
-	struct elog_event e;
+	struct run_wmsg m;
 
-	while (g != NULL && ugate_read_event(g, &ev) == 1) {
-		memset(&e, 0, sizeof(e));
-		e.kind = "unix";
-		e.path = ev.path;
-		e.port = -1;
-		e.verdict = ugate_verdict_name((enum ugate_verdict)ev.verdict);
-		if (ev.allow >= 0 && (size_t)ev.allow < r->n_unix_allow)
-			e.rule = r->unix_allow[ev.allow].where;
-		else {
-			e.reason = verdict_reason_token(VR_UNIX_NOT_LISTED);
-			e.detail = verdict_reason_text(VR_UNIX_NOT_LISTED);
+	while (g != NULL && ugate_read_event(g, &m.unix_ev) == 1) {
+		if (r->worker_fd < 0) {
+			if (r->log != NULL)
+				log_unix_event(r, &m.unix_ev);
+			continue;
 		}
-		e.method = ugate_op_name((enum ugate_op)ev.op);
-		e.proto = sock_type_name(ev.sock_type);
-		/* A datagram flood to one host socket is one line and a count. */
-		(void)elog_event_agg(r->log, &e);
+		m.type = RUN_WMSG_UNIX;
+		m.status = m.signal = 0;
+		/* Never waiting on the worker; a decision that cannot be
+		 * logged closes the gate, as a failed log does. */
+		if (send(r->worker_fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+		    (ssize_t)sizeof(m)) {
+			log_warn("unix socket gate: a decision could not reach the worker's log; "
+			         "the policy's unix: sockets are closed from now on");
+			ugate_seal(g);
+		}
 	}
 }
 
@@ -420,7 +490,7 @@ watch_gate(struct run *r)
 {
 	if (r->sbx == NULL)
 		return;
-	if (elog_failed(r->log) || elog_budget_spent(r->log))
+	if (r->worker_fd >= 0 ? r->log_sealed : elog_failed(r->log) || elog_budget_spent(r->log))
 		ugate_seal(sbx_gate(r->sbx));
 	/* Fail closed rather than leave CMD's calls waiting until --timeout. */
 	if (!r->gate_broken && ugate_broken(sbx_gate(r->sbx))) {
@@ -622,6 +692,8 @@ serve(struct run *r, char *why, size_t whylen)
 	return 0;
 }
 
+static void on_worker(evutil_socket_t fd, short what, void *arg);
+
 static int
 setup_events(struct run *r)
 {
@@ -650,6 +722,13 @@ setup_events(struct run *r)
 	    event_add(r->ev_gate, NULL) < 0 || event_add(r->ev_watch_gate, &second) < 0) {
 		log_warnx("cannot watch the sandbox");
 		return -1;
+	}
+	if (r->worker_fd >= 0) {
+		r->ev_worker = event_new(r->base, r->worker_fd, EV_READ | EV_PERSIST, on_worker, r);
+		if (r->ev_worker == NULL || event_add(r->ev_worker, NULL) < 0) {
+			log_warnx("cannot watch the worker");
+			return -1;
+		}
 	}
 	if (r->opts.timeout_s > 0) {
 		struct timeval tv = {.tv_sec = r->opts.timeout_s};
@@ -680,6 +759,31 @@ run_stop_serving(struct run *r)
 	if (r->proxy != NULL)
 		proxy_free(r->proxy);
 	r->proxy = NULL;
+}
+
+/* The copies of the serving objects the fork left here: freed without a
+ * line written (nothing was served in this process) and without touching
+ * what the worker shares with them (the log's flags; the epoll set, which
+ * the worker has replaced). After the go, so that it overlaps CMD's start;
+ * before, on every path, by run_free. */
+static void
+serving_abandon(struct run *r)
+{
+	if (r->serve_base == NULL)
+		return;
+	run_stop_serving(r);
+	hostaddr_watch_free(r->hostwatch);
+	r->hostwatch = NULL;
+	guard_hosts_free(r->hosts);
+	r->hosts = NULL;
+	resolver_free(r->resolver);
+	r->resolver = NULL;
+	dns_cache_free(r->cache);
+	r->cache = NULL;
+	elog_abandon(r->log);
+	r->log = NULL;
+	event_base_free(r->serve_base);
+	r->serve_base = NULL;
 }
 
 /* The task's last lines: everything still open or counted, then
@@ -731,7 +835,14 @@ run_free(struct run *r)
 		event_free(r->ev_gate);
 	if (r->ev_watch_gate != NULL)
 		event_free(r->ev_watch_gate);
+	if (r->ev_worker != NULL)
+		event_free(r->ev_worker);
+	/* A worker that did not say DONE is not waited for. */
+	if (r->worker > 0 && !r->worker_done)
+		kill(r->worker, SIGKILL);
+	fd_close(&r->worker_fd);
 	fd_close(&r->sigfd);
+	serving_abandon(r);
 	run_stop_serving(r);
 	/* After the proxy, its reader. */
 	hostaddr_watch_free(r->hostwatch);
@@ -740,6 +851,7 @@ run_free(struct run *r)
 	resolver_free(r->resolver);
 	if (r->cache != NULL)
 		dns_cache_free(r->cache);
+	r->cache = NULL;
 	if (r->log != NULL)
 		elog_detach(r->log);
 	if (r->base != NULL)
@@ -751,8 +863,263 @@ run_free(struct run *r)
 	/* Reaps init, on its way out by now (or killed here, on failure):
 	 * the last wait, so that it overlaps the work above. */
 	sbx_free(r->sbx);
+	/* The worker, last as well: it takes its namespaces apart meanwhile. */
+	while (r->worker > 0 && waitpid(r->worker, NULL, 0) < 0 && errno == EINTR)
+		;
 	free(r->unix_allow);  /* after the gate, which borrowed it, in sbx_free */
 	sbx_env_free(r->env); /* the sandbox's config borrowed it */
+}
+
+/* The worker's side of the run (docs/run.md, "The worker"). */
+struct worker {
+	struct run *w_run;
+	int w_fd;          /* to the supervisor */
+	int w_status;      /* END's, or a failure when the supervisor went away */
+	int w_signal;
+	bool w_sealed;     /* SEAL sent */
+	struct event *w_ev_msg, *w_ev_seal;
+};
+
+static void
+worker_on_msg(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct run_wmsg m;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n == (ssize_t)sizeof(m) && m.type == RUN_WMSG_UNIX) {
+			log_unix_event(w->w_run, &m.unix_ev);
+			continue;
+		}
+		if (n == (ssize_t)sizeof(m) && m.type == RUN_WMSG_END) {
+			w->w_status = m.status;
+			w->w_signal = m.signal;
+		} else {
+			log_warnx("worker: the supervisor went away; ending the task");
+		}
+		event_del(w->w_ev_msg);
+		event_base_loopbreak(w->w_run->base);
+		return;
+	}
+}
+
+/* A log that failed or spent its budget: the supervisor closes the gate
+ * (watch_gate). Once a second, as the proxy notices. */
+static void
+worker_on_seal(evutil_socket_t fd, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct run_wmsg m = {.type = RUN_WMSG_SEAL};
+
+	if (w->w_sealed || !(elog_failed(w->w_run->log) || elog_budget_spent(w->w_run->log)))
+		return;
+	if (send(w->w_fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(m))
+		w->w_sealed = true;
+}
+
+/* task-end is written: say so (the supervisor need not wait for the
+ * exit, which takes the worker's namespaces apart), and exit. */
+static _Noreturn void
+worker_done(int fd, int rc)
+{
+	struct run_wmsg m = {.type = RUN_WMSG_DONE, .status = rc};
+
+	(void)send(fd, &m, sizeof(m), MSG_NOSIGNAL);
+	_exit(rc);
+}
+
+/* The forked worker: it gives up the sandbox's descriptors, takes the
+ * loop over (event_reinit: an epoll set of its own), confines itself,
+ * says READY and serves until END; then the task's last lines. Never
+ * returns; _exit, so nothing of the supervisor's runs at exit. Exit 0
+ * when the log is whole. */
+static _Noreturn void
+worker_main(struct run *r, int fd, pid_t parent)
+{
+	struct worker w = {.w_run = r, .w_fd = fd, .w_status = SBX_EXIT_FAILURE};
+	struct run_wmsg ready = {.type = RUN_WMSG_READY};
+	struct timeval second = {.tv_sec = 1};
+	struct worker_confined wc;
+	char err[256];
+	int rc;
+
+	log_set_ident("airlock[worker]");
+	sbx_forget_fds(r->sbx);
+	/* The worker does not outlive the supervisor. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+		_exit(1);
+	if (event_reinit(r->base) != 0) {
+		log_warnx("worker: cannot take the event loop over");
+		goto fail;
+	}
+	w.w_ev_msg = event_new(r->base, fd, EV_READ | EV_PERSIST, worker_on_msg, &w);
+	w.w_ev_seal = event_new(r->base, -1, EV_PERSIST, worker_on_seal, &w);
+	if (w.w_ev_msg == NULL || w.w_ev_seal == NULL || event_add(w.w_ev_msg, NULL) < 0 ||
+	    event_add(w.w_ev_seal, &second) < 0) {
+		log_warnx("worker: cannot watch the supervisor");
+		goto fail;
+	}
+	if (worker_confine(0, &wc, err, sizeof(err)) < 0) {
+		log_warnx("%s; refusing to serve", err);
+		goto fail;
+	}
+	if (wc.landlock_abi != r->landlock_abi)
+		log_warnx("worker: Landlock ABI %d applied, task-start says %d", wc.landlock_abi,
+		          r->landlock_abi);
+	if (send(fd, &ready, sizeof(ready), MSG_NOSIGNAL) != (ssize_t)sizeof(ready))
+		goto fail;
+	if (event_base_dispatch(r->base) < 0)
+		log_warnx("worker: event loop failed");
+	/* One more pass over what is ready: the loop stopped at END, and
+	 * connections the kernel completed or queries it queued just before
+	 * would otherwise be closed without their line. */
+	(void)event_base_loop(r->base, EVLOOP_NONBLOCK);
+	rc = run_end_log(r, w.w_status, w.w_signal) == w.w_status ? 0 : 1;
+	worker_done(fd, rc);
+fail:
+	(void)run_end_log(r, SBX_EXIT_FAILURE, 0);
+	worker_done(fd, 1);
+}
+
+/* Fork the worker once set-up is done and task-start written: from here
+ * on it alone serves and writes the log. -1 when it could not be made
+ * (nothing was forked: the supervisor still holds everything) or the
+ * supervisor cannot go on without its copies. */
+static int
+spawn_worker(struct run *r)
+{
+	pid_t parent = getpid();
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		log_warn("worker: socketpair");
+		return -1;
+	}
+	fflush(NULL); /* no buffered output written twice */
+	r->worker = fork();
+	if (r->worker < 0) {
+		log_warn("worker: fork");
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (r->worker == 0) {
+		close(sv[0]);
+		worker_main(r, sv[1], parent);
+	}
+	close(sv[1]);
+	r->worker_fd = sv[0];
+	/* Room for a burst of the gate's decisions (drain_gate never waits). */
+	(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &(int){1 << 20}, sizeof(int));
+	log_debug("supervisor: worker %d forked, %.3f ms", (int)r->worker, ms_since_boot());
+	/* The supervisor's own events go on a loop of their own. */
+	r->serve_base = r->base;
+	r->base = event_base_new();
+	if (r->base == NULL) {
+		log_warnx("cannot create the event loop");
+		return -1;
+	}
+	return 0;
+}
+
+/* The worker's messages while CMD runs. Its end before it was told is a
+ * failure of the run, and the sandbox is ended: nothing would serve or
+ * record CMD's traffic. CMD does not wait for READY (its traffic waits in
+ * the listeners' queues until the worker, confined, serves it): the
+ * worker's confinement overlaps CMD's start. */
+static void
+on_worker(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+	struct run_wmsg m;
+	ssize_t n;
+
+	for (;;) {
+		n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n != (ssize_t)sizeof(m) || m.type == RUN_WMSG_DONE)
+			break;
+		if (m.type == RUN_WMSG_READY && !r->worker_ready) {
+			r->worker_ready = true;
+			log_debug("supervisor: worker confined and serving, %.3f ms",
+			          ms_since_boot());
+		} else if (m.type == RUN_WMSG_SEAL) {
+			r->log_sealed = true;
+			watch_gate(r);
+		}
+		/* nothing else is the worker's to say */
+	}
+	event_del(r->ev_worker);
+	r->worker_gone = true;
+	if (r->worker_ready)
+		log_warnx("the worker serving the proxy, DNS and NFLOG ended: ending the sandbox");
+	else
+		log_warnx("the worker could not confine itself (see above): ending the sandbox; "
+		          "nothing CMD sent was served");
+	sbx_kill(r->sbx, SIGKILL);
+}
+
+/* Once told the task is over, the worker says DONE when task-end is
+ * written, within WORKER_END_MS, or it is killed. True when the log is
+ * whole. It is reaped last (run_free), while it takes its namespace
+ * apart. */
+static bool
+await_worker_done(struct run *r)
+{
+	uint64_t deadline = now_ms() + WORKER_END_MS;
+	struct pollfd p = {.fd = r->worker_fd, .events = POLLIN};
+	struct run_wmsg m;
+	ssize_t n;
+
+	for (;;) {
+		uint64_t now = now_ms();
+		int rc = now < deadline ? poll(&p, 1, (int)(deadline - now)) : 0;
+
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0) {
+			log_warnx("the worker did not end within %d ms: killed", WORKER_END_MS);
+			kill(r->worker, SIGKILL);
+			return false;
+		}
+		n = recv(r->worker_fd, &m, sizeof(m), MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n != (ssize_t)sizeof(m))
+			return false; /* gone without DONE */
+		if (m.type == RUN_WMSG_DONE) {
+			r->worker_done = true;
+			return m.status == 0;
+		}
+	}
+}
+
+/* The task's last lines, by whoever writes the log: the worker, told so
+ * (END), or the supervisor when there is none. Returns the exit status. */
+static int
+run_finish(struct run *r, int status, int signal)
+{
+	struct run_wmsg m = {.type = RUN_WMSG_END, .status = status, .signal = signal};
+	bool whole;
+
+	if (r->worker <= 0)
+		return run_end_log(r, status, signal);
+	drain_gate(r);
+	if (r->ev_worker != NULL)
+		event_del(r->ev_worker);
+	(void)send(r->worker_fd, &m, sizeof(m), MSG_NOSIGNAL);
+	whole = !r->worker_gone && await_worker_done(r);
+	/* Not whole: the worker said why (run_end_log). */
+	if (r->worker_gone && status != SBX_EXIT_FAILURE)
+		log_warnx("the worker ended during the run, and the egress log %s may lack the "
+		          "task's last lines: exit %d instead of %d, whatever CMD returned",
+		          r->logpath, SBX_EXIT_FAILURE, status);
+	return whole ? status : SBX_EXIT_FAILURE;
 }
 
 static void
@@ -780,6 +1147,8 @@ cmd_run(int argc, char **argv)
 	memset(&r, 0, sizeof(r));
 	r.sigfd = -1;
 	r.tty_master = -1;
+	r.worker = -1;
+	r.worker_fd = -1;
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
@@ -908,6 +1277,9 @@ cmd_run(int argc, char **argv)
 	ts.selftest = selftest;
 	ts.labels = r.opts.labels;
 	ts.n_labels = r.opts.n_labels;
+	/* What the worker will apply, known before it is forked. */
+	ts.worker = true;
+	ts.landlock = r.landlock_abi = confine_landlock_abi();
 	if (elog_task_start(r.log, &ts) < 0) {
 		log_warnx("egress log %s: cannot write; refusing to run", r.logpath);
 		goto end;
@@ -919,6 +1291,8 @@ cmd_run(int argc, char **argv)
 		log_warnx("self-test failed, refusing to run the command: %s", selftest);
 		goto end;
 	}
+	if (spawn_worker(&r) < 0)
+		goto end;
 	/* Init sent CMD's terminal after its READY, before anything else. */
 	if (cfg.tty && (r.tty_master = sbx_recv_tty(r.sbx, err, sizeof(err))) < 0) {
 		if (err[0] != '\0')
@@ -940,6 +1314,7 @@ cmd_run(int argc, char **argv)
 		goto end;
 	}
 	log_debug("supervisor: go sent at %.3f ms", ms_since_start());
+	serving_abandon(&r);
 	if (event_base_dispatch(r.base) < 0)
 		log_warnx("event loop failed");
 
@@ -959,11 +1334,11 @@ cmd_run(int argc, char **argv)
 	status = r.timed_out     ? SBX_EXIT_TIMEOUT
 	         : r.gate_broken ? SBX_EXIT_FAILURE
 	                         : res.exit_status;
-	status = run_end_log(&r, status, r.timed_out ? SIGKILL : res.signal);
+	status = run_finish(&r, status, r.timed_out ? SIGKILL : res.signal);
 	goto out;
 end:
 	/* Set-up failed after task-start: close the log with the failure. */
-	(void)run_end_log(&r, SBX_EXIT_FAILURE, 0);
+	(void)run_finish(&r, SBX_EXIT_FAILURE, 0);
 	status = SBX_EXIT_FAILURE;
 out:
 	run_free(&r);

@@ -222,6 +222,16 @@ elog_free(struct elog *log)
 }
 
 void
+elog_abandon(struct elog *log)
+{
+	if (log == NULL)
+		return;
+	elog_sink_abandon(log->sink);
+	log->sink = NULL;
+	elog_free(log);
+}
+
+void
 elog_set_task(struct elog *log, const char *task_id)
 {
 	free(log->task);
@@ -914,6 +924,8 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 		elog_buf_putc(&b, '}');
 		cut_note(&cuts, cut, "labels");
 	}
+	if (ts->worker)
+		field_u64(&b, "landlock", ts->landlock > 0 ? (uint64_t)ts->landlock : 0);
 	/* Each run's chain starts here, also in a file earlier runs wrote. */
 	elog_chain_restart(&log->chain);
 	if (line_end(log, &b, &cuts) < 0 || line_emit(log, &b) < 0)

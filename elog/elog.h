@@ -57,6 +57,11 @@ struct elog *elog_open_fd(int fd);
 /* Frees; detaches it from its loop first, so free the log before the
  * loop, or call elog_detach() before freeing the loop. */
 void elog_free(struct elog *log);
+/* Free the copy a fork left in the process that does not write the log
+ * (the supervisor, once the worker serves): nothing is written, not even
+ * what waits for a slow reader, and the descriptor's flags stay as the
+ * writer set them. */
+void elog_abandon(struct elog *log);
 
 /* Serve the log from an event loop (borrowed; detach before it is freed):
  * the aggregation window closes on a timer, and lines a slow reader had
@@ -174,6 +179,8 @@ struct elog_task_start {
 	const char *selftest; /* "pass" or the failed check */
 	const char *const *labels; /* "KEY=VALUE" each (--label), n_labels of them */
 	size_t n_labels;
+	bool worker;          /* a confined worker serves (run and proxy): write landlock */
+	int landlock;         /* the Landlock ABI the worker applies; 0: the kernel has none */
 };
 int elog_task_start(struct elog *log, const struct elog_task_start *ts);
 

@@ -166,6 +166,14 @@ elog_sink_free(struct elog_sink *s)
 	free(s);
 }
 
+void
+elog_sink_abandon(struct elog_sink *s)
+{
+	if (s != NULL)
+		s->sk_saved_flags = -1;
+	elog_sink_free(s);
+}
+
 /* One line, one write(2). Short means the disk, a quota or a size limit
  * is full: the bytes that went out are cut off again, so the file ends
  * where the last whole line ended and whatever is appended next (by this

@@ -61,6 +61,11 @@ void elog_sink_free(struct elog_sink *s);
  * closed, the logger killed). */
 struct elog_sink *elog_sink_new_logger(int fd, pid_t pid, char *err, size_t errlen);
 
+/* After a fork, in the process that no longer writes: free this copy
+ * without touching the description the writer shares (its flags stay as
+ * the writer needs them; nothing queued is written). */
+void elog_sink_abandon(struct elog_sink *s);
+
 /* Append one whole line (line[len - 1] is '\n'). Returns 0 when it was
  * written or queued, -1 when the sink has failed (now or before); the
  * line is then not written, not even in part. */

@@ -888,6 +888,14 @@ sbx_go(struct sbx *s, bool ok)
 	return want && !ok ? -1 : rc;
 }
 
+void
+sbx_forget_fds(struct sbx *s)
+{
+	fd_close(&s->sock);
+	fd_close(&s->pidfd);
+	fd_close(&s->nft_fd);
+}
+
 int
 sbx_pidfd(const struct sbx *s)
 {

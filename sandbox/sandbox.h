@@ -208,6 +208,12 @@ int sbx_pidfd(const struct sbx *s);
  * CMD's end (then sbx_read_end), or closes it. */
 int sbx_sock(const struct sbx *s);
 
+/* In a process forked from the supervisor that serves and must not
+ * reach the sandbox (the worker, cli/cmd_run.c): close this copy's
+ * descriptors to it (init's socket and pidfd, the nfnetlink socket in its
+ * network namespace). The process then never calls sbx_free on it. */
+void sbx_forget_fds(struct sbx *s);
+
 /* Signal init (SIGKILL ends the whole sandbox). Init passes any other
  * signal on to CMD. 0 or -1. */
 int sbx_kill(struct sbx *s, int sig);

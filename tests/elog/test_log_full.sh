@@ -33,7 +33,7 @@ for user in "${users[@]}"; do
 	echo "$role: run log on the full disk: $("${LC[@]}" stat "$out/run-full.jsonl")"
 	"${LC[@]}" parse "$out/run-full.jsonl" || fail "$role: a partial line in the full log"
 	expect_eq "$role: airlock run whose log failed: exit" 125 "$(sed -nE 's/^run rc=([0-9]+)$/\1/p' <<<"$facts")"
-	expect_match "$role: airlock run says the log failed" 'run err: airlock: .*egress log .*failed' "$facts"
+	expect_match "$role: airlock run says the log failed" 'run err: airlock(\[worker\])?: .*egress log .*failed' "$facts"
 	"${LC[@]}" parse "$out/run-again.jsonl" || fail "$role: the next run's lines are corrupted"
 	expect_eq "$role: the next run succeeds" 0 "$(sed -nE 's/^again rc=([0-9]+)$/\1/p' <<<"$facts")"
 	expect_eq "$role: the next run's task-start and task-end follow" 2 \

@@ -31,7 +31,7 @@ for role in $ROLES; do
 	elapsed=$(val elapsed_ms "$out")
 	[ "$elapsed" -le 7500 ] || fail "$role run: --timeout 5 ended the run after $elapsed ms"
 	expect_eq "$role run: exit status" 125 "$(val rc "$out")"
-	expect_match "$role run: stderr says the log failed" 'err: airlock: .*egress log .*failed' "$out"
+	expect_match "$role run: stderr says the log failed" 'err: airlock(\[worker\])?: .*egress log .*failed' "$out"
 
 	out=$(cd "$w" && as "$role" bash "$w/stall.sh" proxy "$SCRATCH/airlock" "$SCRATCH/none.yaml" "$w")
 	printf '%s\n' "$out" | sed "s/^/$role proxy: /"

@@ -1,0 +1,43 @@
+/* The worker's confinement (DESIGN.md, "Confinement"; docs/run.md, "The
+ * worker"): once set-up is done, the process that serves the proxy, the
+ * DNS listener and NFLOG gives up everything but the descriptors it holds.
+ * An empty, read-only mount view (a new mount namespace, and a user
+ * namespace when not root, pivoted into an empty tmpfs), root's uid
+ * given up for nobody's (65534), RLIMIT_NPROC 0, every capability dropped, no_new_privs, Landlock with every filesystem
+ * right handled and none granted, and the seccomp allowlist of
+ * sysfilter.c. */
+#ifndef AIRLOCK_WORKER_CONFINE_H
+#define AIRLOCK_WORKER_CONFINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* True while the serving process still dials upstream and resolves itself
+ * (until the broker dials, branch s8-brokerdial): socket and connect stay
+ * in the filter (sysfilter.c, until_broker) and Landlock does not handle
+ * TCP connect. The coordinator deletes it at that merge. */
+#define WORKER_UNTIL_BROKER 1
+/* True while the worker writes the egress log itself (until the logger
+ * holds the log fd, branch s8-logger): RLIMIT_FSIZE 0 would fail every
+ * line written to a log file. */
+#define WORKER_UNTIL_LOGGER 1
+
+/* What worker_confine applied. */
+struct worker_confined {
+	int landlock_abi; /* 0: the kernel has no Landlock (task-start records it) */
+	bool view;        /* the empty mount view is in place */
+	char view_err[160]; /* without it (WORKER_VIEW_OPTIONAL): why */
+};
+
+/* `airlock proxy` runs where a container may refuse namespaces (unshare
+ * and mount): it goes on without the empty mount view, the rest applied.
+ * `airlock run`, which made namespaces already, never passes it. */
+#define WORKER_VIEW_OPTIONAL 0x1u
+
+/* Confine the calling process, which must be single-threaded (a user
+ * namespace cannot be entered otherwise) and must have opened everything
+ * it will use. 0, or -1 with a one-line reason naming the step in err:
+ * the caller then must not serve. */
+int worker_confine(unsigned flags, struct worker_confined *out, char *err, size_t errlen);
+
+#endif
