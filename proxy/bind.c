@@ -173,6 +173,16 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 	return 0;
 }
 
+/* The look is over: what the client sends from now on is the tunnel's.
+ * On bufferevents the input's cap goes too. */
+static void
+bind_watch_over(struct conn *c)
+{
+	c->bind_watch = false;
+	if (c->down.bev != NULL)
+		bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+}
+
 /* Wait for the rest of a head or a record: as long as the explicit
  * proxy gives a head (bind_tunnel_timer). */
 static void
@@ -253,39 +263,28 @@ bind_head(struct conn *c)
 		/* The second hello a HelloRetryRequest asks for must carry
 		 * the name this one did, or, after one without, is decided as
 		 * if it came first: the handshake records are watched from
-		 * here on (bind_tls_records, which sees this hello again). */
+		 * here on (bind_tls_scan, which sees this hello again). */
 		c->bind_tls = true;
 		c->bind_unnamed = p.name[0] == '\0';
 		c->ech = p.ech;
 		return 0;
 	}
 	/* Looked at and bound (or nameless): the rest is the tunnel's. */
-	c->bind_watch = false;
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	bind_watch_over(c);
 	return 0;
 }
 
-/* A named TLS connection's plaintext handshake records, from a record
- * boundary: each ClientHello (a HelloRetryRequest's second one) must carry
- * the decided name. Whole records that pass go at once (the client waits
- * for the server between its flights); the look ends at the first record
- * that is not handshake or change_cipher_spec. 0 with *pass the bytes that
- * may go, or -1 after refusing (c is gone). */
-static int
-bind_tls_records(struct conn *c, size_t *pass)
+int
+bind_tls_scan(struct conn *c, const uint8_t *buf, size_t len, size_t *pass)
 {
-	struct evbuffer *in = bufferevent_get_input(c->down.bev);
-	size_t len = evbuffer_get_length(in), off = 0, skip;
-	const uint8_t *buf = len > 0 ? evbuffer_pullup(in, (ssize_t)len) : NULL;
+	size_t off = 0, skip;
+	/* Written only for a refusal: the records that pass, nearly all of
+	 * them, cost no formatting. */
 	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->detail)];
 	struct peek p;
 
+#define SUBJECT() (bind_subject(c, subject, sizeof(subject)), subject)
 	*pass = 0;
-	if (len > 0 && buf == NULL) {
-		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
-		return -1;
-	}
-	bind_subject(c, subject, sizeof(subject));
 	while (off < len) {
 		if (c->bind_fin && buf[off] == 0x16) {
 			/* After the small handshake record that followed
@@ -296,7 +295,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 			if (bind_refuse(c, &p, VR_TLS_MALFORMED,
 			                "%s: a handshake record after change_cipher_spec and "
 			                "the Finished",
-			                subject) != 0)
+			                SUBJECT()) != 0)
 				return -1;
 			goto over;
 		}
@@ -321,14 +320,14 @@ bind_tls_records(struct conn *c, size_t *pass)
 				/* After a hello without a name: none again, or
 				 * one checked as the first would have been. */
 				if (p.name[0] != '\0') {
-					if (bind_check_name(c, &p, subject) != 0)
+					if (bind_check_name(c, &p, SUBJECT()) != 0)
 						return -1;
 					c->bind_unnamed = false;
 				}
 			} else if (p.name[0] == '\0' ||
 			           !peek_same_name(&p, c->host, bind_host_literal(c))) {
 				if (bind_refuse(c, &p, VR_NAME_CHANGED,
-				                "%s carries a second ClientHello for %s", subject,
+				                "%s carries a second ClientHello for %s", SUBJECT(),
 				                p.name[0] != '\0' ? p.name : "no name") != 0)
 					return -1;
 				goto over;
@@ -339,7 +338,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 				if (bind_refuse(c, &p, VR_ECH,
 				                "%s carries a second ClientHello with "
 				                "encrypted_client_hello; the first had none",
-				                subject) != 0)
+				                SUBJECT()) != 0)
 					return -1;
 				goto over;
 			}
@@ -348,21 +347,36 @@ bind_tls_records(struct conn *c, size_t *pass)
 		case PEEK_REC_BAD:
 			peek_reason(&p, seen, sizeof(seen));
 			if (bind_refuse(c, &p, VR_TLS_MALFORMED, "%s: second ClientHello: %s",
-			                subject, seen) != 0)
+			                SUBJECT(), seen) != 0)
 				return -1;
 			goto over;
 		case PEEK_REC_END:
 			goto over;
 		}
 	}
+#undef SUBJECT
 	*pass = off;
 	c->bind_since_ms = 0;
 	return 0;
 over:
-	c->bind_watch = false;
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	bind_watch_over(c);
 	*pass = SIZE_MAX;
 	return 0;
+}
+
+/* The record watch on bufferevents: what c->down's input holds. */
+static int
+bind_tls_records(struct conn *c, size_t *pass)
+{
+	struct evbuffer *in = bufferevent_get_input(c->down.bev);
+	size_t len = evbuffer_get_length(in);
+	const uint8_t *buf = len > 0 ? evbuffer_pullup(in, (ssize_t)len) : NULL;
+
+	if (len > 0 && buf == NULL) {
+		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
+		return -1;
+	}
+	return bind_tls_scan(c, buf, len, pass);
 }
 
 int
@@ -400,11 +414,13 @@ bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 	                c->bind_tls ? "TLS record not complete" : "first bytes not a complete head",
 	                (unsigned)limit) != 0)
 		return -1;
-	c->bind_watch = false;
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	bind_watch_over(c);
 	/* The held bytes go from the relay's read callback, from the loop:
 	 * called from here, it could free c under the timer's feet. */
-	bufferevent_trigger(c->down.bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+	if (c->down.bev != NULL)
+		bufferevent_trigger(c->down.bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+	else
+		relay_watch_flush(c);
 	return 0;
 }
 
