@@ -650,6 +650,34 @@ relay_bev_shut(struct conn *c, struct conn_half *to)
 
 static int relay_bev_move(struct conn *c, struct conn_half *from);
 
+/* Send up to n of in's first bytes to fd now, without blocking, and drain
+ * what went: the count (0 when the socket takes none, or fails). */
+static ssize_t
+relay_send_direct(int fd, struct evbuffer *in, size_t n)
+{
+	struct evbuffer_iovec v[8];
+	struct msghdr msg = {.msg_iov = (struct iovec *)v};
+	int k = evbuffer_peek(in, (ssize_t)n, NULL, v, ARRAY_SIZE(v));
+	size_t len = 0;
+	ssize_t w;
+
+	if (k <= 0)
+		return 0;
+	if (k > (int)ARRAY_SIZE(v))
+		k = ARRAY_SIZE(v);
+	for (int i = 0; i < k; i++) {
+		if (v[i].iov_len > n - len)
+			v[i].iov_len = n - len;
+		len += v[i].iov_len;
+	}
+	msg.msg_iovlen = (size_t)k;
+	w = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (w <= 0)
+		return 0;
+	evbuffer_drain(in, (size_t)w);
+	return w;
+}
+
 static int
 relay_emit_bev(void *arg, const void *p, size_t n)
 {
@@ -737,6 +765,17 @@ relay_bev_move(struct conn *c, struct conn_half *from)
 	if (n > pass)
 		n = pass;
 	to->bytes += n;
+	if (n > 0 && evbuffer_get_length(out) == 0) {
+		/* Straight to the socket, as the CONNECT reply: nothing is
+		 * queued before them, and a tunnel whose buffers are then
+		 * empty splices from this callback (relay_bev_read) instead
+		 * of after a round through the loop for writability. What the
+		 * socket does not take (or an error, which the bufferevent
+		 * then reports) is queued as before. */
+		ssize_t w = relay_send_direct(to->fd, in, n);
+
+		n -= (size_t)w;
+	}
 	if (conn_queue_move(out, in, n) != 0) {
 		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return -1;
@@ -751,7 +790,8 @@ relay_bev_read(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
-	(void)relay_bev_move(c, half_of(c, bev));
+	if (relay_bev_move(c, half_of(c, bev)) == 0)
+		relay_maybe_splice(c);
 }
 
 static void
