@@ -19,7 +19,9 @@
  * WebSocket upgrade the server accepts ends that. The first look waits as
  * long as the first bytes take to come: the connection runs on
  * bufferevents meanwhile (the upstream's bytes flow), and splices once it
- * is over; request bodies are spliced, counted by the framer. */
+ * is over; a TLS connection's records are watched on the splice
+ * (bind_tls_scan, on the bytes relay.c reads), request bodies are spliced,
+ * counted by the framer. */
 #include "proxy/conn.h"
 
 #include <arpa/inet.h>

@@ -3,7 +3,9 @@
  * backpressure; as soon as every buffer is empty it drops them and moves
  * bytes kernel-side with splice(2) through one pipe per direction, taken
  * only while bytes are in flight, so an idle tunnel costs two sockets and
- * a few events. When no pipe can be had (out of descriptors) a direction
+ * a few events. A TLS tunnel splices while its handshake is still
+ * watched (bind.c): the client's records are read here, looked at, and put
+ * into the pipe whole. When no pipe can be had (out of descriptors) a direction
  * copies through a buffer of its own instead. Either way a direction holds
  * at most CONN_HIGH_WATER, charged to the proxy's queue budget, and reads
  * nothing while the budget is over. Half-close is kept: EOF from one side
@@ -64,8 +66,8 @@ struct relay_dir {
 	 * whole, read but not in the medium. NULL until a read cuts one. */
 	uint8_t *watch;
 	size_t watch_len;
-	bool read_blocked;        /* pipe full (or src empty) with bytes in it:
-	                           * read again after the next write makes room */
+	bool read_blocked; /* pipe full (or src empty) with bytes in it:
+	                    * read again after the next write makes room */
 	bool eof, done;
 };
 
@@ -443,9 +445,11 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			if (room > membudget_room(d->q.b))
 				room = membudget_room(d->q.b);
 			framed = d == &r->dir[0] && c->frame != NULL;
-			watched = d == &r->dir[0] && ((c->bind_watch && c->bind_tls) || d->watch_len > 0);
+			watched = d == &r->dir[0] &&
+			          ((c->bind_watch && c->bind_tls) || d->watch_len > 0);
 			if (room > 0 && (framed || watched)) {
-				n = watched ? relay_read_watched(d, room) : relay_read_framed(d, room);
+				n = watched ? relay_read_watched(d, room)
+				            : relay_read_framed(d, room);
 				if (n == -2)
 					return -1;
 			} else if (room > 0) {
