@@ -1889,6 +1889,60 @@ test_tunnel_tls_watch_spliced(void **state)
 	assert_non_null(strstr(log_text(f), "second ClientHello for 127.0.0.2"));
 }
 
+/* A record cut on a spliced, watched TLS tunnel waits for its rest for
+ * the header time; then it is refused, or in audit mode let go from the
+ * splice (relay_watch_flush), and the tunnel goes on. */
+static void
+test_tunnel_tls_watch_timeout(void **state, bool audit)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	static const uint8_t cut[] = {0x16, 0x03, 0x03, 0x00, 0x40, 0x0f, 0x00, 0x00, 0x3c, 0x04};
+	uint8_t in[512];
+	size_t n = sizeof(tls13_hello);
+	bool eof;
+
+	assert_int_equal(send(fd, tls13_hello, n, 0), (ssize_t)n);
+	assert_int_equal(drive_recv(f, srv, (char *)in, sizeof(in), n, 2000, &eof), n);
+	for (int k = 0; k < 3; k++)
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_non_null(only_conn(f)->relay);
+	assert_int_equal(send(fd, cut, sizeof(cut), 0), (ssize_t)sizeof(cut));
+	/* Held: nothing of the record before the header time (300 ms). */
+	assert_int_equal(drive_recv(f, srv, (char *)in, sizeof(in), 1, 150, &eof), 0);
+	if (audit) {
+		assert_int_equal(
+		        drive_recv(f, srv, (char *)in, sizeof(in), sizeof(cut), 2000, &eof),
+		        sizeof(cut));
+		assert_memory_equal(in, cut, sizeof(cut));
+		/* The look is over: what follows goes as it comes. */
+		assert_int_equal(send(fd, "\x17\x03\x03\x00\x01x", 6, 0), 6);
+		assert_int_equal(drive_recv(f, srv, (char *)in, sizeof(in), 6, 2000, &eof), 6);
+	} else {
+		(void)exchange(f, fd, NULL, 2000);
+		assert_int_equal(drive_recv(f, srv, (char *)in, sizeof(in), sizeof(in), 300, &eof),
+		                 0);
+	}
+	close(fd);
+	close(srv);
+	exchange(f, client(f), NULL, 50);
+	assert_non_null(
+	        strstr(log_text(f), audit ? "\"verdict\":\"audit-deny\"" : "\"verdict\":\"deny\""));
+	assert_non_null(strstr(log_text(f), "TLS record not complete within 300 ms"));
+}
+
+static void
+test_tunnel_tls_watch_timeout_enforce(void **state)
+{
+	test_tunnel_tls_watch_timeout(state, false);
+}
+
+static void
+test_tunnel_tls_watch_timeout_audit(void **state)
+{
+	test_tunnel_tls_watch_timeout(state, true);
+}
+
 int
 main(void)
 {
@@ -1958,6 +2012,10 @@ main(void)
 	                                        setup_loopback, teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_tunnel_tls_watch_spliced, setup_loopback,
 	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_tls_watch_timeout_enforce,
+	                                        setup_loopback_header, teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_tls_watch_timeout_audit,
+	                                        setup_loopback_header_audit, teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_tunnel_hello_fragments_after_ccs,
 	                                        setup_loopback, teardown_loopback),
 	};
