@@ -381,7 +381,8 @@ relay_read_watched(struct relay_dir *d, size_t room)
 	if (pass > len)
 		pass = len;
 	if (relay_put_medium(d, buf, pass) != 0) {
-		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
+		/* The medium is empty and larger than buf: only an error. */
+		conn_tunnel_done(c, VR_RESOURCE, "splice pipe write failed");
 		return -2;
 	}
 	d->watch_len = len - pass;
