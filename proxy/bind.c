@@ -19,7 +19,9 @@
  * WebSocket upgrade the server accepts ends that. The first look waits as
  * long as the first bytes take to come: the connection runs on
  * bufferevents meanwhile (the upstream's bytes flow), and splices once it
- * is over; request bodies are spliced, counted by the framer. */
+ * is over; a TLS connection's records are watched on the splice
+ * (bind_tls_scan, on the bytes relay.c reads), request bodies are spliced,
+ * counted by the framer. */
 #include "proxy/conn.h"
 
 #include <arpa/inet.h>
@@ -103,6 +105,20 @@ bind_subject(const struct conn *c, char *out, size_t outlen)
 		snprintf(out, outlen, "connection to %s", ip);
 }
 
+/* The most a subject takes. */
+#define BIND_SUBJECT_MAX (HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32)
+
+/* buf (BIND_SUBJECT_MAX bytes, "" until first needed) holding c's
+ * subject: written only when a reason needs it, so a look that passes
+ * costs no formatting. */
+static const char *
+bind_subj(const struct conn *c, char *buf)
+{
+	if (buf[0] == '\0')
+		bind_subject(c, buf, BIND_SUBJECT_MAX);
+	return buf;
+}
+
 /* Whether c->host is an address literal: a CONNECT's or a transparent
  * connection's own name can be one; a name a transparent connection
  * borrowed from DNS, or was bound to later, is a name (c->ip_literal only
@@ -119,7 +135,7 @@ bind_host_literal(const struct conn *c)
  * come first (the address itself is the cidr rule's, so no resolution is
  * needed to connect there). Returns 0 to go on, -1 after refusing. */
 static int
-bind_check_name(struct conn *c, const struct peek *p, const char *subject)
+bind_check_name(struct conn *c, const struct peek *p, char *subject)
 {
 	const struct policy *pol = c->px->px_cfg.policy;
 	const char *what = p->proto == PEEK_PROTO_TLS ? "a ClientHello for" : "a request for Host";
@@ -135,7 +151,7 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 			return 0; /* an address: the cidr rule's decision stands */
 		if (policy_name_normalize(p->name, folded, sizeof(folded), &why) != 0)
 			return bind_refuse(c, p, VR_BAD_NAME, "%s carries %s a bad name: %s",
-			                   subject, what, why);
+			                   bind_subj(c, subject), what, why);
 		/* Decided as if it had come first. */
 		q.claim = folded;
 		verdict_decide(pol, POLICY_MODE_ENFORCE, &q, &r);
@@ -147,30 +163,42 @@ bind_check_name(struct conn *c, const struct peek *p, const char *subject)
 			 * name is new. Not the policy's verdict, so audit mode
 			 * refuses it too. */
 			if (!elog_admit(c->px->px_cfg.log, folded, c->port)) {
-				snprintf(msg, sizeof(msg), "%s carries %s %s: %s", subject, what,
-				         folded, verdict_reason_text(VR_LOG_BUDGET));
+				snprintf(msg, sizeof(msg), "%s carries %s %s: %s",
+				         bind_subj(c, subject), what, folded,
+				         verdict_reason_text(VR_LOG_BUDGET));
 				return bind_deny(c, p, VR_LOG_BUDGET, msg);
 			}
 			/* Decided for it now: later names must be it. */
 			str_copy(c->host, folded, sizeof(c->host));
 			return 0;
 		}
-		return bind_refuse(c, p, r.reason, "%s carries %s %s: %s%s%s", subject, what,
-		                   folded, r.reason == VR_RULE_DENY ? "denied by rule " : "",
+		return bind_refuse(c, p, r.reason, "%s carries %s %s: %s%s%s",
+		                   bind_subj(c, subject), what, folded,
+		                   r.reason == VR_RULE_DENY ? "denied by rule " : "",
 		                   r.reason == VR_RULE_DENY && r.rule != NULL ? r.rule : "",
 		                   r.reason == VR_RULE_DENY ? "" : verdict_reason_text(r.reason));
 	}
 	if (!peek_same_name(p, c->host, bind_host_literal(c)))
-		return bind_refuse(c, p, VR_NAME_CHANGED, "%s carries %s %s", subject, what,
-		                   p->name);
+		return bind_refuse(c, p, VR_NAME_CHANGED, "%s carries %s %s", bind_subj(c, subject),
+		                   what, p->name);
 	if (p->proto == PEEK_PROTO_TLS && p->ech &&
 	    (c->lkind == PROXY_LISTEN_TRANSPARENT || c->ip_literal ||
 	     policy_match_ech(pol, c->host, c->port) == NULL))
 		return bind_refuse(c, p, VR_ECH,
 		                   "%s carries a ClientHello with encrypted_client_hello: the name "
 		                   "served may not be %s; no rule for it has `ech: allow`",
-		                   subject, c->host);
+		                   bind_subj(c, subject), c->host);
 	return 0;
+}
+
+/* The look is over: what the client sends from now on is the tunnel's.
+ * On bufferevents the input's cap goes too. */
+static void
+bind_watch_over(struct conn *c)
+{
+	c->bind_watch = false;
+	if (c->down.bev != NULL)
+		bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
 }
 
 /* Wait for the rest of a head or a record: as long as the explicit
@@ -194,8 +222,9 @@ bind_head(struct conn *c)
 	const uint8_t *buf;
 	struct http_head h;
 	struct peek p;
-	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->detail)];
+	char subject[BIND_SUBJECT_MAX], seen[sizeof(c->detail)];
 
+	subject[0] = '\0';
 	if (n == 0) {
 		if (!c->down.eof)
 			return 1;
@@ -207,7 +236,6 @@ bind_head(struct conn *c)
 		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return -1;
 	}
-	bind_subject(c, subject, sizeof(subject));
 	switch (peek_parse(buf, n, c->port, &h, &p)) {
 	case PEEK_MORE:
 		if (!c->down.eof) {
@@ -222,7 +250,7 @@ bind_head(struct conn *c)
 		if (p.proto != PEEK_PROTO_UNKNOWN &&
 		    bind_refuse(c, &p,
 		                p.proto == PEEK_PROTO_TLS ? VR_TLS_MALFORMED : VR_BAD_REQUEST,
-		                "%s ended inside an incomplete %s", subject,
+		                "%s ended inside an incomplete %s", bind_subj(c, subject),
 		                p.proto == PEEK_PROTO_TLS ? "ClientHello" : "request head") != 0)
 			return -1;
 		break;
@@ -230,7 +258,7 @@ bind_head(struct conn *c)
 		break;
 	case PEEK_BAD:
 		peek_reason(&p, seen, sizeof(seen));
-		if (bind_refuse(c, &p, peek_why(&p), "%s: %s", subject, seen) != 0)
+		if (bind_refuse(c, &p, peek_why(&p), "%s: %s", bind_subj(c, subject), seen) != 0)
 			return -1;
 		break;
 	case PEEK_HTTP:
@@ -248,44 +276,33 @@ bind_head(struct conn *c)
 		    bind_refuse(c, &p, VR_ECH,
 		                "%s carries a ClientHello with encrypted_client_hello and no "
 		                "server_name: the name is hidden",
-		                subject) != 0)
+		                bind_subj(c, subject)) != 0)
 			return -1;
 		/* The second hello a HelloRetryRequest asks for must carry
 		 * the name this one did, or, after one without, is decided as
 		 * if it came first: the handshake records are watched from
-		 * here on (bind_tls_records, which sees this hello again). */
+		 * here on (bind_tls_scan, which sees this hello again). */
 		c->bind_tls = true;
 		c->bind_unnamed = p.name[0] == '\0';
 		c->ech = p.ech;
 		return 0;
 	}
 	/* Looked at and bound (or nameless): the rest is the tunnel's. */
-	c->bind_watch = false;
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	bind_watch_over(c);
 	return 0;
 }
 
-/* A named TLS connection's plaintext handshake records, from a record
- * boundary: each ClientHello (a HelloRetryRequest's second one) must carry
- * the decided name. Whole records that pass go at once (the client waits
- * for the server between its flights); the look ends at the first record
- * that is not handshake or change_cipher_spec. 0 with *pass the bytes that
- * may go, or -1 after refusing (c is gone). */
-static int
-bind_tls_records(struct conn *c, size_t *pass)
+int
+bind_tls_scan(struct conn *c, const uint8_t *buf, size_t len, size_t *pass)
 {
-	struct evbuffer *in = bufferevent_get_input(c->down.bev);
-	size_t len = evbuffer_get_length(in), off = 0, skip;
-	const uint8_t *buf = len > 0 ? evbuffer_pullup(in, (ssize_t)len) : NULL;
-	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->detail)];
+	size_t off = 0, skip;
+	/* Written only for a refusal: the records that pass, nearly all of
+	 * them, cost no formatting. */
+	char subject[BIND_SUBJECT_MAX], seen[sizeof(c->detail)];
 	struct peek p;
 
 	*pass = 0;
-	if (len > 0 && buf == NULL) {
-		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
-		return -1;
-	}
-	bind_subject(c, subject, sizeof(subject));
+	subject[0] = '\0';
 	while (off < len) {
 		if (c->bind_fin && buf[off] == 0x16) {
 			/* After the small handshake record that followed
@@ -296,7 +313,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 			if (bind_refuse(c, &p, VR_TLS_MALFORMED,
 			                "%s: a handshake record after change_cipher_spec and "
 			                "the Finished",
-			                subject) != 0)
+			                bind_subj(c, subject)) != 0)
 				return -1;
 			goto over;
 		}
@@ -328,7 +345,8 @@ bind_tls_records(struct conn *c, size_t *pass)
 			} else if (p.name[0] == '\0' ||
 			           !peek_same_name(&p, c->host, bind_host_literal(c))) {
 				if (bind_refuse(c, &p, VR_NAME_CHANGED,
-				                "%s carries a second ClientHello for %s", subject,
+				                "%s carries a second ClientHello for %s",
+				                bind_subj(c, subject),
 				                p.name[0] != '\0' ? p.name : "no name") != 0)
 					return -1;
 				goto over;
@@ -339,7 +357,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 				if (bind_refuse(c, &p, VR_ECH,
 				                "%s carries a second ClientHello with "
 				                "encrypted_client_hello; the first had none",
-				                subject) != 0)
+				                bind_subj(c, subject)) != 0)
 					return -1;
 				goto over;
 			}
@@ -348,7 +366,7 @@ bind_tls_records(struct conn *c, size_t *pass)
 		case PEEK_REC_BAD:
 			peek_reason(&p, seen, sizeof(seen));
 			if (bind_refuse(c, &p, VR_TLS_MALFORMED, "%s: second ClientHello: %s",
-			                subject, seen) != 0)
+			                bind_subj(c, subject), seen) != 0)
 				return -1;
 			goto over;
 		case PEEK_REC_END:
@@ -359,10 +377,24 @@ bind_tls_records(struct conn *c, size_t *pass)
 	c->bind_since_ms = 0;
 	return 0;
 over:
-	c->bind_watch = false;
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	bind_watch_over(c);
 	*pass = SIZE_MAX;
 	return 0;
+}
+
+/* The record watch on bufferevents: what c->down's input holds. */
+static int
+bind_tls_records(struct conn *c, size_t *pass)
+{
+	struct evbuffer *in = bufferevent_get_input(c->down.bev);
+	size_t len = evbuffer_get_length(in);
+	const uint8_t *buf = len > 0 ? evbuffer_pullup(in, (ssize_t)len) : NULL;
+
+	if (len > 0 && buf == NULL) {
+		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
+		return -1;
+	}
+	return bind_tls_scan(c, buf, len, pass);
 }
 
 int
@@ -384,8 +416,9 @@ bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 {
 	uint64_t limit = c->px->px_cfg.header_timeout_ms;
 	struct peek p = {.proto = PEEK_PROTO_UNKNOWN};
-	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32];
+	char subject[BIND_SUBJECT_MAX];
 
+	subject[0] = '\0';
 	if (c->bind_since_ms == 0)
 		return 0;
 	if (now - c->bind_since_ms < limit) {
@@ -395,16 +428,17 @@ bind_tunnel_timer(struct conn *c, uint64_t now, uint64_t *next_ms)
 	}
 	/* Held back until now, so nothing of it went up. In audit mode it
 	 * goes, and the look is over. */
-	bind_subject(c, subject, sizeof(subject));
-	if (bind_refuse(c, &p, VR_HEAD_TIMEOUT, "%s: %s within %u ms", subject,
+	if (bind_refuse(c, &p, VR_HEAD_TIMEOUT, "%s: %s within %u ms", bind_subj(c, subject),
 	                c->bind_tls ? "TLS record not complete" : "first bytes not a complete head",
 	                (unsigned)limit) != 0)
 		return -1;
-	c->bind_watch = false;
-	bufferevent_setwatermark(c->down.bev, EV_READ, 0, 0);
+	bind_watch_over(c);
 	/* The held bytes go from the relay's read callback, from the loop:
 	 * called from here, it could free c under the timer's feet. */
-	bufferevent_trigger(c->down.bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+	if (c->down.bev != NULL)
+		bufferevent_trigger(c->down.bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+	else
+		relay_watch_flush(c);
 	return 0;
 }
 
@@ -462,7 +496,7 @@ static void __attribute__((format(printf, 2, 3))) bind_note(struct conn *c, cons
  * (HTTP/1.0 without Host) lets the server pick the name, so it is only
  * let through where nothing is bound yet. 0 to go on, -1 after refusing. */
 static int
-bind_frame_head(struct conn *c, const struct peek *p, const char *subject)
+bind_frame_head(struct conn *c, const struct peek *p, char *subject)
 {
 	if (p->name[0] != '\0')
 		return bind_check_name(c, p, subject);
@@ -471,7 +505,7 @@ bind_frame_head(struct conn *c, const struct peek *p, const char *subject)
 	return bind_refuse(c, p, VR_BAD_NAME,
 	                   "%s carries a request with no Host nor absolute target: the "
 	                   "server would pick the name, not %s",
-	                   subject, c->host);
+	                   bind_subj(c, subject), c->host);
 }
 
 /* Whether the answer to a WebSocket upgrade can be told: only for the
@@ -488,7 +522,7 @@ bind_may_upgrade(const struct conn *c)
 ssize_t
 bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, void *arg)
 {
-	char subject[HTTP_HOST_MAX + INET6_ADDRSTRLEN + 32], seen[sizeof(c->detail)];
+	char subject[BIND_SUBJECT_MAX], seen[sizeof(c->detail)];
 	struct h1frame *f = c->frame;
 	struct http_head h;
 	struct peek p;
@@ -496,6 +530,7 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 	bool watch;
 
 	while (off < len) {
+		subject[0] = '\0'; /* c->host may have been decided since */
 		switch (h1frame_step(f, buf + off, len - off, c->port, &h, &p, &used)) {
 		case H1FRAME_STEP_PASS:
 			if (emit(arg, buf + off, used) != 0)
@@ -506,7 +541,6 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 		case H1FRAME_STEP_WAIT:
 			return (ssize_t)off;
 		case H1FRAME_STEP_HEAD:
-			bind_subject(c, subject, sizeof(subject));
 			if (bind_frame_head(c, &p, subject) != 0)
 				return -1;
 			if (emit(arg, f->out, f->out_len) != 0)
@@ -522,14 +556,13 @@ bind_frame(struct conn *c, const uint8_t *buf, size_t len, bind_emit_fn *emit, v
 			                           ? BIND_UNFRAMED
 			                           : "";
 
-			bind_subject(c, subject, sizeof(subject));
 			if (f->why != NULL)
 				str_copy(seen, f->why, sizeof(seen));
 			else
 				peek_reason(&p, seen, sizeof(seen));
 			p.proto = PEEK_PROTO_HTTP; /* the client speaks HTTP: a status */
 			if (bind_refuse(c, &p, f->why != NULL ? f->vr : peek_why(&p),
-			                "%s: request %llu: %s%s", subject,
+			                "%s: request %llu: %s%s", bind_subj(c, subject),
 			                (unsigned long long)f->requests + 1, seen, rest) != 0)
 				return -1;
 			/* Audit mode: the rest goes unframed, what was held of a

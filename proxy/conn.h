@@ -178,7 +178,8 @@ struct conn {
 	/* CONNECT, or transparent decided without a name: the client's
 	 * first bytes in the tunnel are still to be looked at (bind.c);
 	 * until then nothing of them goes up, and the tunnel stays on
-	 * bufferevents. */
+	 * bufferevents; a TLS tunnel's later handshake records (bind_tls)
+	 * are watched on either (relay.c splices them). */
 	bool bind_watch;
 	uint64_t bind_since_ms; /* when a head began to come while watched; 0 before */
 	bool bind_tls;          /* transparent TLS: every plaintext ClientHello is read */
@@ -298,6 +299,11 @@ void sniff_decide(struct conn *c, bool timed_out);
  * in audit mode also after a logged refusal; the rest waits where it is),
  * or -1 after refusing the connection (c is gone). */
 int bind_tunnel_read(struct conn *c, size_t *pass);
+/* The same for a TLS connection whose handshake records are watched
+ * (c->bind_tls), on bytes wherever they wait: buf[0..len), the client's
+ * bytes from a record boundary on (a bufferevent's input, or a spliced
+ * tunnel's, relay.c). c->down.eof says whether more can come. */
+int bind_tls_scan(struct conn *c, const uint8_t *buf, size_t len, size_t *pass);
 /* The tunnel's timer, while c->bind_watch: a head that began to come
  * header_timeout_ms ago and is still not complete is refused (-1, c is
  * gone); else 0, with *next_ms lowered to when to look again. */
@@ -392,5 +398,9 @@ void relay_free(struct conn *c);
 int relay_reply_bev(struct conn *c);
 void relay_pause(struct conn *c);
 void relay_resume(struct conn *c);
+/* The record watch ended outside the relay (bind_tunnel_timer, audit
+ * mode): the client's bytes it held go from the loop. Only on a spliced
+ * tunnel. */
+void relay_watch_flush(struct conn *c);
 
 #endif

@@ -3,7 +3,9 @@
  * backpressure; as soon as every buffer is empty it drops them and moves
  * bytes kernel-side with splice(2) through one pipe per direction, taken
  * only while bytes are in flight, so an idle tunnel costs two sockets and
- * a few events. When no pipe can be had (out of descriptors) a direction
+ * a few events. A TLS tunnel splices while its handshake is still
+ * watched (bind.c): the client's records are read here, looked at, and put
+ * into the pipe whole. When no pipe can be had (out of descriptors) a direction
  * copies through a buffer of its own instead. Either way a direction holds
  * at most CONN_HIGH_WATER, charged to the proxy's queue budget, and reads
  * nothing while the budget is over. Half-close is kept: EOF from one side
@@ -42,6 +44,10 @@
  * puts in the medium, with a head held from before (HTTP_MAX_HEAD), fits
  * an empty pipe or copy buffer. */
 #define RELAY_FRAME_READ (16 * 1024)
+/* A watched TLS tunnel's reads (relay_read_watched): what is held of a
+ * record not yet whole, with the next read, fits (a record or a
+ * ClientHello that does not fit is refused by peek_tls_record first). */
+#define RELAY_WATCH_READ PEEK_MAX_INPUT
 
 /* One direction: from src's socket to dst's socket, through a pipe (or,
  * without one, a buffer of ours) that holds what dst has not taken yet. */
@@ -54,9 +60,14 @@ struct relay_dir {
 	size_t copy_off;          /* where the held bytes start in copy */
 	size_t cap;               /* the most this direction may hold */
 	size_t held;              /* bytes read from src, not yet written to dst */
-	struct membudget_share q; /* held, on the proxy's budget */
-	bool read_blocked;        /* pipe full (or src empty) with bytes in it:
-	                           * read again after the next write makes room */
+	struct membudget_share q; /* held (and watch_len), on the proxy's budget */
+	/* Owned, dir[0] of a TLS tunnel whose handshake records are still
+	 * watched (c->bind_tls): the client's bytes of a record not yet
+	 * whole, read but not in the medium. NULL until a read cuts one. */
+	uint8_t *watch;
+	size_t watch_len;
+	bool read_blocked; /* pipe full (or src empty) with bytes in it:
+	                    * read again after the next write makes room */
 	bool eof, done;
 };
 
@@ -165,6 +176,7 @@ relay_dir_free(struct proxy *px, struct relay_dir *d)
 	if (d->ev_write != NULL)
 		event_free(d->ev_write);
 	relay_medium_put(px, d);
+	free(d->watch);
 	membudget_share_release(&d->q);
 }
 
@@ -300,6 +312,93 @@ relay_read_framed(struct relay_dir *d, size_t room)
 	return n;
 }
 
+/* Put buf[0..n) into what d holds, after it, already on the budget (the
+ * read that brought them charged them). Only with room (the medium empty
+ * before a watched read). */
+static int
+relay_put_medium(struct relay_dir *d, const uint8_t *buf, size_t n)
+{
+	ssize_t w;
+
+	if (n == 0)
+		return 0;
+	if (d->copy != NULL) {
+		if (d->copy_off + d->held + n > RELAY_COPY_SIZE)
+			return -1;
+		memcpy(d->copy + d->copy_off + d->held, buf, n);
+		w = (ssize_t)n;
+	} else {
+		w = write(d->pipe[1], buf, n);
+	}
+	if (w > 0)
+		d->held += (size_t)w;
+	return w == (ssize_t)n ? 0 : -1;
+}
+
+/* Read the client's bytes on a TLS tunnel whose plaintext handshake is
+ * still watched (c->bind_tls): the server's bytes are spliced meanwhile,
+ * and the client's are read here, after what a read before left of a
+ * record (d->watch), and looked at (bind_tls_scan). Whole records that
+ * pass go into the medium, the rest of a record waits in d->watch for its
+ * next read; once the look is over every byte goes, and from the next
+ * read on the direction splices as any other. Only with an empty medium,
+ * as relay_read_framed. Returns the bytes read (or, when the look ended
+ * elsewhere, those it held and now let go), 0 at EOF (what was held goes
+ * first), -1 with errno, or -2 when the relay is gone (c refused, or
+ * closed). d->held is kept here. */
+static ssize_t
+relay_read_watched(struct relay_dir *d, size_t room)
+{
+	struct conn *c = d->src->c;
+	uint8_t buf[RELAY_WATCH_READ];
+	size_t len = d->watch_len, pass = SIZE_MAX, want;
+	bool reads = c->bind_watch; /* else: only let go what is held */
+	ssize_t n = 0;
+
+	if (d->held > 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if (len > 0)
+		memcpy(buf, d->watch, len);
+	if (reads) {
+		want = sizeof(buf) - len < room ? sizeof(buf) - len : room;
+		if (want == 0) {
+			/* peek_tls_record decides any record before this. */
+			conn_tunnel_done(c, VR_TLS_MALFORMED, "TLS record larger than the watch");
+			return -2;
+		}
+		n = recv(d->src->fd, buf + len, want, MSG_DONTWAIT);
+		if (n < 0 || (n == 0 && len == 0))
+			return n;
+		if (n == 0)
+			c->down.eof = true; /* the scan lets the rest go */
+		membudget_share_add(&d->q, (size_t)n);
+		len += (size_t)n;
+		if (bind_tls_scan(c, buf, len, &pass) != 0)
+			return -2;
+	}
+	if (pass > len)
+		pass = len;
+	if (relay_put_medium(d, buf, pass) != 0) {
+		/* The medium is empty and larger than buf: only an error. */
+		conn_tunnel_done(c, VR_RESOURCE, "splice pipe write failed");
+		return -2;
+	}
+	d->watch_len = len - pass;
+	if (d->watch_len > 0) {
+		if (d->watch == NULL && (d->watch = malloc(RELAY_WATCH_READ)) == NULL) {
+			conn_tunnel_done(c, VR_RESOURCE, "out of memory");
+			return -2;
+		}
+		memmove(d->watch, buf + pass, d->watch_len);
+	} else if (!c->bind_watch) {
+		free(d->watch);
+		d->watch = NULL;
+	}
+	return reads ? n : (ssize_t)pass;
+}
+
 /* Move what can be moved in one direction: write what is held, read more
  * while there is room, so reading src overlaps a slow dst instead of
  * waiting for it. Returns -1 if the connection was closed (c is gone),
@@ -333,7 +432,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			}
 		}
 		if (relay_wants_read(d)) {
-			bool framed;
+			bool framed, watched;
 			size_t room;
 
 			if (!relay_has_medium(d) && relay_medium_get(c->px, d) != 0) {
@@ -347,8 +446,11 @@ relay_pump(struct relay *r, struct relay_dir *d)
 			if (room > membudget_room(d->q.b))
 				room = membudget_room(d->q.b);
 			framed = d == &r->dir[0] && c->frame != NULL;
-			if (room > 0 && framed) {
-				n = relay_read_framed(d, room);
+			watched = d == &r->dir[0] &&
+			          ((c->bind_watch && c->bind_tls) || d->watch_len > 0);
+			if (room > 0 && (framed || watched)) {
+				n = watched ? relay_read_watched(d, room)
+				            : relay_read_framed(d, room);
 				if (n == -2)
 					return -1;
 			} else if (room > 0) {
@@ -358,7 +460,7 @@ relay_pump(struct relay *r, struct relay_dir *d)
 				errno = EAGAIN;
 			}
 			if (n > 0) {
-				if (!framed) {
+				if (!framed && !watched) {
 					d->held += (size_t)n;
 					membudget_share_add(&d->q, (size_t)n);
 				}
@@ -436,6 +538,13 @@ relay_pause(struct conn *c)
 }
 
 void
+relay_watch_flush(struct conn *c)
+{
+	if (c->relay != NULL)
+		event_active(c->relay->dir[0].ev_read, EV_READ, 1);
+}
+
+void
 relay_resume(struct conn *c)
 {
 	if (c->relay == NULL)
@@ -510,8 +619,10 @@ relay_upgrade_wait(const struct conn *c)
 static void
 relay_maybe_splice(struct conn *c)
 {
-	if (c->relay != NULL || c->bind_watch || c->down.eof || c->up.eof || c->down.bev == NULL ||
-	    c->up.bev == NULL || relay_upgrade_wait(c))
+	/* A first look waits on bufferevents; a TLS tunnel's handshake
+	 * records are watched on splice too (relay_read_watched). */
+	if (c->relay != NULL || (c->bind_watch && !c->bind_tls) || c->down.eof || c->up.eof ||
+	    c->down.bev == NULL || c->up.bev == NULL || relay_upgrade_wait(c))
 		return;
 	if (evbuffer_get_length(bufferevent_get_input(c->down.bev)) != 0 ||
 	    evbuffer_get_length(bufferevent_get_output(c->down.bev)) != 0 ||
@@ -543,6 +654,34 @@ relay_bev_shut(struct conn *c, struct conn_half *to)
 }
 
 static int relay_bev_move(struct conn *c, struct conn_half *from);
+
+/* Send up to n of in's first bytes to fd now, without blocking, and drain
+ * what went: the count (0 when the socket takes none, or fails). */
+static ssize_t
+relay_send_direct(int fd, struct evbuffer *in, size_t n)
+{
+	struct evbuffer_iovec v[8];
+	struct msghdr msg = {.msg_iov = (struct iovec *)v};
+	int k = evbuffer_peek(in, (ssize_t)n, NULL, v, ARRAY_SIZE(v));
+	size_t len = 0;
+	ssize_t w;
+
+	if (k <= 0)
+		return 0;
+	if (k > (int)ARRAY_SIZE(v))
+		k = ARRAY_SIZE(v);
+	for (int i = 0; i < k; i++) {
+		if (v[i].iov_len > n - len)
+			v[i].iov_len = n - len;
+		len += v[i].iov_len;
+	}
+	msg.msg_iovlen = (size_t)k;
+	w = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (w <= 0)
+		return 0;
+	evbuffer_drain(in, (size_t)w);
+	return w;
+}
 
 static int
 relay_emit_bev(void *arg, const void *p, size_t n)
@@ -631,6 +770,17 @@ relay_bev_move(struct conn *c, struct conn_half *from)
 	if (n > pass)
 		n = pass;
 	to->bytes += n;
+	if (n > 0 && evbuffer_get_length(out) == 0) {
+		/* Straight to the socket, as the CONNECT reply: nothing is
+		 * queued before them, and a tunnel whose buffers are then
+		 * empty splices from this callback (relay_bev_read) instead
+		 * of after a round through the loop for writability. What the
+		 * socket does not take (or an error, which the bufferevent
+		 * then reports) is queued as before. */
+		ssize_t w = relay_send_direct(to->fd, in, n);
+
+		n -= (size_t)w;
+	}
 	if (conn_queue_move(out, in, n) != 0) {
 		conn_tunnel_done(c, VR_RESOURCE, "out of memory");
 		return -1;
@@ -645,7 +795,8 @@ relay_bev_read(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
-	(void)relay_bev_move(c, half_of(c, bev));
+	if (relay_bev_move(c, half_of(c, bev)) == 0)
+		relay_maybe_splice(c);
 }
 
 static void

@@ -1830,6 +1830,119 @@ test_tunnel_hello_fragments_after_ccs(void **state)
 	assert_non_null(strstr(log_text(f), "after change_cipher_spec"));
 }
 
+/* The one connection the proxy has (tests that open one tunnel). */
+static struct conn *
+only_conn(struct fixture *f)
+{
+	struct conn *c = TAILQ_FIRST(&f->px->px_conns);
+
+	assert_non_null(c);
+	assert_null(TAILQ_NEXT(c, entry));
+	return c;
+}
+
+/* A TLS tunnel is spliced as soon as its first ClientHello has gone: the
+ * rest of the handshake is watched on the splice (relay.c), not on
+ * bufferevents. The watch still reads every record there: a second
+ * ClientHello for another name, cut in two reads, is refused, and none
+ * of it reaches the server (the change_cipher_spec before it does). */
+static void
+test_tunnel_tls_watch_spliced(void **state)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	uint8_t flight[512], in[1024];
+	size_t n = sizeof(tls13_hello), got;
+	uint8_t *name;
+	struct conn *c;
+	bool eof;
+
+	assert_int_equal(send(fd, tls13_hello, n, 0), (ssize_t)n);
+	got = drive_recv(f, srv, (char *)in, sizeof(in), n, 2000, &eof);
+	assert_int_equal(got, n);
+	for (int k = 0; k < 3; k++)
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+	c = only_conn(f);
+	assert_true(c->bind_watch && c->bind_tls);
+	assert_non_null(c->relay); /* spliced, and still watched */
+
+	memcpy(flight, (const uint8_t[]){0x14, 0x03, 0x03, 0x00, 0x01, 0x01}, 6);
+	memcpy(flight + 6, tls13_hello, n);
+	name = memmem(flight + 6, n, "127.0.0.1", 9);
+	assert_non_null(name);
+	name[8] = '2'; /* the same length: 127.0.0.2 */
+	n += 6;
+	assert_int_equal(send(fd, flight, 100, 0), 100);
+	for (int k = 0; k < 3; k++)
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+	got = drive_recv(f, srv, (char *)in, sizeof(in), 6, 300, &eof);
+	assert_int_equal(got, 6);
+	assert_memory_equal(in, flight, 6);
+	assert_non_null(f->px->px_conns.tqh_first);
+	assert_int_equal(send(fd, flight + 100, n - 100, 0), (ssize_t)(n - 100));
+	(void)exchange(f, fd, NULL, 2000);
+	got = drive_recv(f, srv, (char *)in, sizeof(in), sizeof(in), 300, &eof);
+	assert_int_equal(got, 0);
+	close(fd);
+	close(srv);
+	assert_non_null(strstr(log_text(f), "\"verdict\":\"deny\""));
+	assert_non_null(strstr(log_text(f), "second ClientHello for 127.0.0.2"));
+}
+
+/* A record cut on a spliced, watched TLS tunnel waits for its rest for
+ * the header time; then it is refused, or in audit mode let go from the
+ * splice (relay_watch_flush), and the tunnel goes on. */
+static void
+test_tunnel_tls_watch_timeout(void **state, bool audit)
+{
+	struct fixture *f = *state;
+	int srv, fd = tunnel_open(f, &srv);
+	static const uint8_t cut[] = {0x16, 0x03, 0x03, 0x00, 0x40, 0x0f, 0x00, 0x00, 0x3c, 0x04};
+	uint8_t in[512];
+	size_t n = sizeof(tls13_hello);
+	bool eof;
+
+	assert_int_equal(send(fd, tls13_hello, n, 0), (ssize_t)n);
+	assert_int_equal(drive_recv(f, srv, (char *)in, sizeof(in), n, 2000, &eof), n);
+	for (int k = 0; k < 3; k++)
+		event_base_loop(f->base, EVLOOP_NONBLOCK);
+	assert_non_null(only_conn(f)->relay);
+	assert_int_equal(send(fd, cut, sizeof(cut), 0), (ssize_t)sizeof(cut));
+	/* Held: nothing of the record before the header time (300 ms). */
+	assert_int_equal(drive_recv(f, srv, (char *)in, sizeof(in), 1, 150, &eof), 0);
+	if (audit) {
+		assert_int_equal(
+		        drive_recv(f, srv, (char *)in, sizeof(in), sizeof(cut), 2000, &eof),
+		        sizeof(cut));
+		assert_memory_equal(in, cut, sizeof(cut));
+		/* The look is over: what follows goes as it comes. */
+		assert_int_equal(send(fd, "\x17\x03\x03\x00\x01x", 6, 0), 6);
+		assert_int_equal(drive_recv(f, srv, (char *)in, sizeof(in), 6, 2000, &eof), 6);
+	} else {
+		(void)exchange(f, fd, NULL, 2000);
+		assert_int_equal(drive_recv(f, srv, (char *)in, sizeof(in), sizeof(in), 300, &eof),
+		                 0);
+	}
+	close(fd);
+	close(srv);
+	exchange(f, client(f), NULL, 50);
+	assert_non_null(
+	        strstr(log_text(f), audit ? "\"verdict\":\"audit-deny\"" : "\"verdict\":\"deny\""));
+	assert_non_null(strstr(log_text(f), "TLS record not complete within 300 ms"));
+}
+
+static void
+test_tunnel_tls_watch_timeout_enforce(void **state)
+{
+	test_tunnel_tls_watch_timeout(state, false);
+}
+
+static void
+test_tunnel_tls_watch_timeout_audit(void **state)
+{
+	test_tunnel_tls_watch_timeout(state, true);
+}
+
 int
 main(void)
 {
@@ -1897,6 +2010,12 @@ main(void)
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_tunnel_tls12_finished_like_hello,
 	                                        setup_loopback, teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_tls_watch_spliced, setup_loopback,
+	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_tls_watch_timeout_enforce,
+	                                        setup_loopback_header, teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_tunnel_tls_watch_timeout_audit,
+	                                        setup_loopback_header_audit, teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_tunnel_hello_fragments_after_ccs,
 	                                        setup_loopback, teardown_loopback),
 	};
