@@ -140,7 +140,7 @@ spawn(struct fixture *f, unsigned inflight, bool silent_dns, uint32_t timeout_ms
 	cfg.policy = f->policy;
 	cfg.max_inflight = inflight;
 	cfg.connect_timeout_ms = timeout_ms;
-	cfg.n_upstreams = 1;
+	cfg.dns.n_upstream = 1;
 	if (silent_dns) {
 		struct sockaddr_in sin = {.sin_family = AF_INET,
 		                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -149,12 +149,12 @@ spawn(struct fixture *f, unsigned inflight, bool silent_dns, uint32_t timeout_ms
 		f->silent = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		assert_int_equal(bind(f->silent, (struct sockaddr *)&sin, sizeof(sin)), 0);
 		assert_int_equal(getsockname(f->silent, (struct sockaddr *)&sin, &len), 0);
-		memcpy(&cfg.upstreams[0], &sin, sizeof(sin));
+		memcpy(&cfg.dns.upstream[0], &sin, sizeof(sin));
 	} else {
 		const char *dns = getenv("BROKER_DNS");
 
 		assert_non_null(dns);
-		parse_hostport(dns, &cfg.upstreams[0]);
+		parse_hostport(dns, &cfg.dns.upstream[0]);
 	}
 	f->fd = broker_spawn(&cfg, &f->pid, err, sizeof(err));
 	if (f->fd < 0)
