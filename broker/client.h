@@ -29,7 +29,7 @@ struct broker_client *broker_client_new(struct event_base *base, int fd, unsigne
 void broker_client_free(struct broker_client *c);
 
 /* Ask for NAME:PORT (orig: the transparent original destination, or
- * NULL; flags: BROKER_F_ECH or 0; rule: the worker's own verdict's rule,
+ * NULL; flags: BROKER_F_ECH, BROKER_F_TOLD (with orig) or 0; rule: the worker's own verdict's rule,
  * or NULL). The id (nonzero) goes to *id for broker_client_cancel. 0, or
  * -1 with errno: EBUSY (max_inflight out), EAGAIN (the socket is full),
  * EINVAL (the name does not fit), EPIPE (the broker is gone). fn is
