@@ -178,6 +178,12 @@ broker_client_cancel(struct broker_client *c, uint32_t id)
 		p->cancelled = true;
 }
 
+unsigned
+broker_client_inflight(const struct broker_client *c)
+{
+	return c->used;
+}
+
 uint64_t
 broker_client_dropped(const struct broker_client *c)
 {

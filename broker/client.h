@@ -46,6 +46,10 @@ int broker_client_connect_addr(struct broker_client *c, const struct sockaddr *d
  * dropped and its socket closed. Unknown ids are ignored. */
 void broker_client_cancel(struct broker_client *c, uint32_t id);
 
+/* Requests in flight: a caller that got EBUSY or EAGAIN may wait for a
+ * reply (one comes for each) only while this is nonzero. */
+unsigned broker_client_inflight(const struct broker_client *c);
+
 /* Replies dropped because they broke the format or named no request in
  * flight (a broker bug, or a cancelled request). For tests and -v. */
 uint64_t broker_client_dropped(const struct broker_client *c);

@@ -88,6 +88,10 @@ struct proxy {
 	struct fdres *px_fds;       /* descriptors kept for the DNS listener, the log */
 	bool px_fd_starved;         /* said so; cleared by the next clean accept */
 	struct conn_list px_conns;
+	/* Connections whose request the broker's client could not take
+	 * (max in flight, or its socket full), oldest first: each reply
+	 * makes room, and sends from here (upstream.c). */
+	TAILQ_HEAD(, conn) px_broker_wait;
 	unsigned px_n_conns;
 	uint64_t px_next_id;
 	bool px_said_log_failed;
@@ -156,6 +160,8 @@ struct conn {
 	uint64_t start_ms, last_ms;
 	struct relay *relay;             /* splice state once the tunnel switched */
 	uint32_t broker_id;              /* the broker's request while it is out, else 0 */
+	bool broker_waiting;             /* on px_broker_wait */
+	TAILQ_ENTRY(conn) wait_entry;
 
 	/* What is being asked, for the decision and the log. */
 	enum conn_kind kind;

@@ -205,6 +205,7 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 	px->px_base = base;
 	px->px_cfg = *cfg;
 	TAILQ_INIT(&px->px_conns);
+	TAILQ_INIT(&px->px_broker_wait);
 	if (px->px_cfg.max_conns == 0)
 		px->px_cfg.max_conns = PROXY_DEFAULT_MAX_CONNS;
 	if (px->px_cfg.connect_timeout_ms == 0)

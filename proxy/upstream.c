@@ -216,10 +216,11 @@ refuse_as(struct conn *c, const struct broker_reply *r)
 		conn_refuse(c, why, "%s", r->reason);
 }
 
+static void drain_waiting(struct proxy *px);
+
 static void
-upstream_reply(const struct broker_reply *r, int fd, void *arg)
+take_reply(struct conn *c, const struct broker_reply *r, int fd)
 {
-	struct conn *c = arg;
 	struct bufferevent *bev;
 	struct sockaddr_storage ss;
 
@@ -243,6 +244,16 @@ upstream_reply(const struct broker_reply *r, int fd, void *arg)
 	conn_connected(c);
 }
 
+static void
+upstream_reply(const struct broker_reply *r, int fd, void *arg)
+{
+	struct conn *c = arg;
+	struct proxy *px = c->px; /* c may be gone after take_reply */
+
+	take_reply(c, r, fd);
+	drain_waiting(px);
+}
+
 /* Whether the sandbox's DNS listener told it orig for c->host, within
  * its TTL: servers that rotate their answers give the broker's lookup
  * other addresses (broker/msg.h, BROKER_F_TOLD). */
@@ -257,8 +268,10 @@ told(const struct conn *c)
 	return dns_cache_told(c->px->px_cfg.cache, &c->orig.sa, c->host, (uint64_t)ts.tv_sec);
 }
 
-int
-upstream_request(struct conn *c)
+/* Send c's request. 0 when it is out, 1 when the client cannot take it
+ * now but a reply will make room (c waits), -1 after refusing c. */
+static int
+upstream_send(struct conn *c)
 {
 	struct broker_client *b = c->px->px_cfg.broker;
 	const union conn_addr *dst = NULL;
@@ -314,6 +327,8 @@ upstream_request(struct conn *c)
 		int err = errno;
 
 		c->broker_id = 0;
+		if ((err == EBUSY || err == EAGAIN) && broker_client_inflight(b) > 0)
+			return 1;
 		conn_refuse(c, VR_BROKER, "broker: %s",
 		            err == EPIPE   ? "the broker is gone"
 		            : err == EBUSY ? "too many requests in flight"
@@ -324,9 +339,46 @@ upstream_request(struct conn *c)
 	return 0;
 }
 
+/* Send for the connections waiting, oldest first, while the client takes
+ * them. */
+static void
+drain_waiting(struct proxy *px)
+{
+	struct conn *c;
+
+	while ((c = TAILQ_FIRST(&px->px_broker_wait)) != NULL) {
+		TAILQ_REMOVE(&px->px_broker_wait, c, wait_entry);
+		c->broker_waiting = false;
+		if (upstream_send(c) == 1) {
+			TAILQ_INSERT_HEAD(&px->px_broker_wait, c, wait_entry);
+			c->broker_waiting = true;
+			return;
+		}
+	}
+}
+
+int
+upstream_request(struct conn *c)
+{
+	int rc;
+
+	/* Behind those already waiting: first come, first sent. */
+	rc = TAILQ_EMPTY(&c->px->px_broker_wait) ? upstream_send(c) : 1;
+	if (rc == 1) {
+		TAILQ_INSERT_TAIL(&c->px->px_broker_wait, c, wait_entry);
+		c->broker_waiting = true;
+		return 0;
+	}
+	return rc;
+}
+
 void
 upstream_cancel(struct conn *c)
 {
+	if (c->broker_waiting) {
+		TAILQ_REMOVE(&c->px->px_broker_wait, c, wait_entry);
+		c->broker_waiting = false;
+	}
 	if (c->broker_id != 0) {
 		broker_client_cancel(c->px->px_cfg.broker, c->broker_id);
 		c->broker_id = 0;
