@@ -293,8 +293,20 @@ reply_to(struct fixture *f, uint32_t id, struct broker_reply *r, int ms)
 	return fd;
 }
 
+static uint32_t ask_name_flags(struct fixture *f, const char *name, uint16_t port,
+                               const char *orig, unsigned flags);
+
 static uint32_t
 ask_name(struct fixture *f, const char *name, uint16_t port, const char *orig)
+{
+	return ask_name_flags(f, name, port, orig, 0);
+}
+
+/* With flags (BROKER_F_TOLD: the worker claims its DNS listener told the
+ * sandbox orig for the name). */
+static uint32_t
+ask_name_flags(struct fixture *f, const char *name, uint16_t port, const char *orig,
+               unsigned flags)
 {
 	struct broker_req_name m;
 	struct sockaddr_storage ss;
@@ -302,7 +314,7 @@ ask_name(struct fixture *f, const char *name, uint16_t port, const char *orig)
 
 	if (orig != NULL)
 		assert_int_not_equal(sockaddr_set(&ss, AF_INET, orig, port), 0);
-	assert_int_equal(broker_build_name(&m, id, name, port, 0,
+	assert_int_equal(broker_build_name(&m, id, name, port, flags,
 	                                   orig != NULL ? (struct sockaddr *)&ss : NULL,
 	                                   "claimed:1"),
 	                 0);
@@ -440,6 +452,21 @@ test_denied_names(void **state)
 	/* Addresses no cidr rule allows, or a deny cidr rule refuses. */
 	expect_status(f, ask_addr(f, "203.0.113.11", LISTEN_PORT), BROKER_E_NO_RULE, NULL);
 	expect_status(f, ask_addr(f, "198.51.100.66", LISTEN_PORT), BROKER_E_DENIED, NULL);
+	/* The worker's claim that its DNS listener told the sandbox the
+	 * address (BROKER_F_TOLD) opens no name the policy refuses, and no
+	 * address the guard or a deny cidr rule refuses. */
+	expect_status(f,
+	              ask_name_flags(f, "sub.evil.test", LISTEN_PORT, PEER_ADDR, BROKER_F_TOLD),
+	              BROKER_E_DENIED, "denied by rule");
+	expect_status(f,
+	              ask_name_flags(f, "unlisted.test", LISTEN_PORT, PEER_ADDR, BROKER_F_TOLD),
+	              BROKER_E_NO_RULE, NULL);
+	expect_status(f,
+	              ask_name_flags(f, "allowed.test", LISTEN_PORT, "127.0.0.1", BROKER_F_TOLD),
+	              BROKER_E_GUARD, "loopback");
+	expect_status(f,
+	              ask_name_flags(f, "allowed.test", LISTEN_PORT, "198.51.100.66", BROKER_F_TOLD),
+	              BROKER_E_DENY_CIDR, "denied by a cidr rule");
 	expect_alive(f);
 }
 
@@ -485,6 +512,22 @@ test_audit(void **state)
 	spawn(f, 0, false, 3000);
 	expect_connected_as(f, ask_name(f, "sub.evil.test", LISTEN_PORT, NULL), BROKER_V_AUDIT_DENY,
 	                    "denied by rule");
+	{
+		/* The reply says which refusal enforce would have given. */
+		struct broker_reply r;
+		int fd = reply_to(f, ask_name(f, "sub.evil.test", LISTEN_PORT, NULL), &r, 5000);
+
+		assert_true(fd >= 0);
+		assert_int_equal(r.verdict, BROKER_V_AUDIT_DENY);
+		assert_int_equal(r.audit, BROKER_E_DENIED);
+		close(fd);
+		close(accept(f->lfd, NULL, NULL));
+		/* And for a name that does not resolve to the original
+		 * destination (the peer's listener is at PEER_ADDR). */
+		fd = reply_to(f, ask_name(f, "meta.test", LISTEN_PORT, PEER_ADDR), &r, 5000);
+		fd_close(&fd);
+		assert_int_equal(r.status, BROKER_E_GUARD); /* the answer's guard first */
+	}
 	expect_connected_as(f, ask_addr(f, PEER_ADDR, LISTEN_PORT), BROKER_V_ALLOW, "");
 	expect_status(f, ask_name(f, "rebind.test", LISTEN_PORT, NULL), BROKER_E_GUARD, "loopback");
 	expect_status(f, ask_addr(f, "169.254.169.254", LISTEN_PORT), BROKER_E_GUARD, "link-local");
