@@ -1433,6 +1433,32 @@ test_tunnel_copies_without_pipes(void **state)
 	assert_non_null(strstr(log_text(f), "\"bytes_up\":300000,\"bytes_down\":300000"));
 }
 
+/* The broker is gone: every connection that needs an upstream is refused
+ * (fail closed), 503 proxy_internal_error, reason broker-failed; the
+ * request out when it went, and each one after. */
+static void
+test_broker_gone(void **state)
+{
+	struct fixture *f = *state;
+	const char *r;
+
+	broker_stop(f->broker_pid);
+	f->broker_pid = 0;
+	/* Two names: two lines, not one counted twice. */
+	static const char *const reqs[] = {"CONNECT b.d.test:443 HTTP/1.1\r\n\r\n",
+	                                   "CONNECT c.d.test:443 HTTP/1.1\r\n\r\n"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(reqs); i++) {
+		r = exchange(f, client(f), reqs[i], 3000);
+		assert_true(strncmp(r, "HTTP/1.1 503", 12) == 0);
+		assert_non_null(strstr(r, "error=proxy_internal_error"));
+	}
+	exchange(f, client(f), NULL, 50);
+	assert_int_equal(log_lines(f), 2);
+	assert_non_null(strstr(log_text(f), "\"reason\":\"broker-failed\""));
+	assert_non_null(strstr(log_text(f), "the broker is gone"));
+}
+
 /* Accepted, then no descriptor for the upstream: 503 naming the resource
  * limit, never a 502 that blames the destination. */
 static void
@@ -1828,6 +1854,7 @@ main(void)
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_tunnel_copies_without_pipes, setup_loopback,
 	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_broker_gone, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_no_fd_for_upstream, setup_loopback,
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_queue_cap_holds, setup_loopback_capped,
