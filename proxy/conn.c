@@ -48,7 +48,7 @@ static const char *const conn_kind_names[] = {
 };
 
 /* How long a connection may stay in state s before conn_timer() acts
- * (0: no timer; the upstream's connect has its own, upstream.c). */
+ * (0: no timer; the broker bounds resolving and connecting, upstream.c). */
 static uint64_t
 conn_state_timeout(const struct conn *c, enum conn_state s)
 {
@@ -76,10 +76,10 @@ conn_state_timeout(const struct conn *c, enum conn_state s)
 
 /* The only place the state changes. Entering a state sets what runs in
  * it: the timer (conn_state_timeout), the callbacks of the halves this
- * file serves and their watermarks. Two states keep other owners' setup:
- * the connect's upstream callbacks are upstream.c's (set with the
- * bufferevent), and a tunnel's are the relay's (relay_start, which enters
- * CONN_TUNNEL first). */
+ * file serves and their watermarks. A tunnel keeps another owner's setup:
+ * its callbacks are the relay's (relay_start, which enters CONN_TUNNEL
+ * first). In CONN_CONNECT there is no upstream yet: the broker's reply
+ * brings it (upstream.c). */
 void
 conn_enter(struct conn *c, enum conn_state s)
 {

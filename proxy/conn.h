@@ -213,8 +213,8 @@ void conn_close(struct conn *c);
 /* The only place c->state changes (logged at debug level). Entering s
  * sets what runs in it: the callbacks and watermarks of the halves conn.c
  * serves in s, and c->timer armed for s's limit (none for CONN_CONNECT,
- * whose upstream has its own). A tunnel's callbacks are the relay's
- * (relay_start), the connect's upstream ones upstream.c's. */
+ * which the broker bounds). A tunnel's callbacks are the relay's
+ * (relay_start). */
 void conn_enter(struct conn *c, enum conn_state s);
 /* Re-arm c->timer within the current state (a deadline moved, a look
  * started); what it means depends on the state. */
