@@ -42,16 +42,18 @@ struct broker_cfg {
  * stderr (every other inherited descriptor is closed), builds its loop,
  * resolver and host-address watch, confines itself and serves until the
  * worker's end closes; it never returns. Returns the worker's end (owned
- * by the caller, CLOEXEC, nonblocking) with the child's pid in *pid,
- * once the child has closed every descriptor it inherited (one the caller
- * closes from then on is closed), or -1 with a one-line reason in err. A child that cannot confine itself
+ * by the caller, CLOEXEC, nonblocking) with the child's pid in *pid, or
+ * -1 with a one-line reason in err. It does not wait for the child: until
+ * the child has closed what it inherited (before it serves: its first
+ * reply comes after), a descriptor the caller closes may still be open
+ * there. A child that cannot confine itself
  * exits (status 1) with the step named on stderr: the worker's first
  * request then fails (fail closed). */
 int broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen);
 
 /* End the broker spawned as pid (0: none) once its socket is closed (no
- * request is left for it) and reap it. Blocks for as long as the kernel
- * takes to kill it; call it at teardown, never from the loop. */
+ * request is left for it): SIGKILL, reaped when it is gone already, never
+ * waited for. */
 void broker_stop(pid_t pid);
 
 /* The child's body, for broker_spawn and tests: serve fd (owned) with cfg

@@ -29,20 +29,10 @@ int
 broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 {
 	pid_t parent = getpid();
-	int sv[2], ready[2];
-	char byte;
-	ssize_t n;
+	int sv[2];
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
 		snprintf(err, errlen, "broker: socketpair: %s", strerror(errno));
-		return -1;
-	}
-	/* Closed by the child once it holds none of our descriptors: a
-	 * listener or log the caller closes after this returns is closed. */
-	if (pipe2(ready, O_CLOEXEC) != 0) {
-		snprintf(err, errlen, "broker: pipe: %s", strerror(errno));
-		close(sv[0]);
-		close(sv[1]);
 		return -1;
 	}
 	fflush(NULL); /* no buffered output written twice */
@@ -51,15 +41,12 @@ broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 		snprintf(err, errlen, "broker: fork: %s", strerror(errno));
 		close(sv[0]);
 		close(sv[1]);
-		close(ready[0]);
-		close(ready[1]);
 		return -1;
 	}
 	if (*pid == 0) {
 		int fd = sv[1];
 
 		close(sv[0]);
-		close(ready[0]);
 		log_set_ident("airlock[broker]");
 		/* Its end above stderr, so closing the rest cannot hit it. */
 		if (fd < 3 && (fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 3)) < 0)
@@ -68,7 +55,6 @@ broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 			log_warn("broker: closing inherited descriptors");
 			_exit(1);
 		}
-		/* ready[1] went with the rest: the parent reads its EOF. */
 		/* The broker does not outlive the process that spawned it. */
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 			_exit(1);
@@ -78,11 +64,6 @@ broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 		_exit(broker_serve(cfg, fd, true));
 	}
 	close(sv[1]);
-	close(ready[1]);
-	do
-		n = read(ready[0], &byte, 1);
-	while (n < 0 && errno == EINTR);
-	close(ready[0]);
 	if (fd_set_nonblock(sv[0], true) != 0) {
 		snprintf(err, errlen, "broker: nonblocking socket: %s", strerror(errno));
 		close(sv[0]);
@@ -97,9 +78,9 @@ broker_stop(pid_t pid)
 	if (pid <= 0)
 		return;
 	/* Nothing is in flight once the worker's end is closed: the kill
-	 * spares only its last debug line, and no teardown waits on a
-	 * connect it may still have under way. */
+	 * spares only its last debug line. Reaped if it is gone already;
+	 * else not waited for (an exit path should not wait on the
+	 * scheduler): the kernel ends it, and init reaps it after us. */
 	(void)kill(pid, SIGKILL);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
+	(void)waitpid(pid, NULL, WNOHANG);
 }

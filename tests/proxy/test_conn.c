@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,22 @@ static int next_log_fd = -1;
 /* For the next setup: the origin response timeout (0: the default). */
 static uint32_t next_response_ms;
 
+/* Wait until the broker serves: it has closed what it inherited (a
+ * listener a test closes is closed) once it answers. A header of no known
+ * type is refused as malformed, by id. */
+static void
+broker_ready(int fd)
+{
+	struct broker_hdr h = {.type = 0x55, .len = sizeof(h), .id = 1};
+	struct broker_reply r;
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	assert_int_equal(send(fd, &h, sizeof(h), MSG_NOSIGNAL), (ssize_t)sizeof(h));
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_int_equal(recv(fd, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	assert_int_equal(r.status, BROKER_E_MALFORMED);
+}
+
 static int
 setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char *log_path,
                 bool audit)
@@ -93,6 +110,7 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 
 		if (bfd < 0)
 			fail_msg("%s", err);
+		broker_ready(bfd);
 		f->broker = broker_client_new(f->base, bfd, 0);
 		assert_non_null(f->broker);
 	}
