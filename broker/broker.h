@@ -52,9 +52,11 @@ struct broker_cfg {
 int broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen);
 
 /* End the broker spawned as pid (0: none) once its socket is closed (no
- * request is left for it): SIGKILL, reaped when it is gone already, never
- * waited for. */
+ * request is left for it): SIGKILL, not waited for. broker_reap waits
+ * for it; called as late as the caller can, the kernel has ended it by
+ * then (the last lines of the log are written in between). */
 void broker_stop(pid_t pid);
+void broker_reap(pid_t pid);
 
 /* The child's body, for broker_spawn and tests: serve fd (owned) with cfg
  * and return the exit status when the worker's end closes (0), or 1 after

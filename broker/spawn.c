@@ -78,9 +78,15 @@ broker_stop(pid_t pid)
 	if (pid <= 0)
 		return;
 	/* Nothing is in flight once the worker's end is closed: the kill
-	 * spares only its last debug line. Reaped if it is gone already;
-	 * else not waited for (an exit path should not wait on the
-	 * scheduler): the kernel ends it, and init reaps it after us. */
+	 * spares only its last debug line. */
 	(void)kill(pid, SIGKILL);
-	(void)waitpid(pid, NULL, WNOHANG);
+}
+
+void
+broker_reap(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
 }

@@ -374,6 +374,8 @@ out:
 	 * counts still held go out. A log that failed at any point fails the
 	 * run: its record is incomplete (docs/proxy.md). */
 	proxy_free(px);
+	broker_client_free(broker); /* after the proxy, which borrows it */
+	broker_stop(broker_pid);
 	if (elog != NULL && base != NULL) {
 		struct elog_task_end te;
 
@@ -396,8 +398,7 @@ out:
 		event_free(sigint);
 	if (sigterm != NULL)
 		event_free(sigterm);
-	broker_client_free(broker); /* after the proxy, which borrows it */
-	broker_stop(broker_pid);
+	broker_reap(broker_pid);
 	if (base != NULL)
 		event_base_free(base);
 	fd_close(&fd);

@@ -714,6 +714,10 @@ run_stop_serving(struct run *r)
 	if (r->proxy != NULL)
 		proxy_free(r->proxy);
 	r->proxy = NULL;
+	/* After the proxy, which borrows it; reaped in run_free. */
+	broker_client_free(r->broker);
+	r->broker = NULL;
+	broker_stop(r->broker_pid);
 }
 
 /* The task's last lines: everything still open or counted, then
@@ -765,9 +769,7 @@ run_free(struct run *r)
 		event_free(r->ev_watch_gate);
 	fd_close(&r->sigfd);
 	run_stop_serving(r);
-	/* After the proxy, which borrows it. */
-	broker_client_free(r->broker);
-	broker_stop(r->broker_pid);
+	broker_reap(r->broker_pid);
 	/* After the DNS server and the proxy, which borrow it. */
 	resolver_free(r->resolver);
 	if (r->cache != NULL)

@@ -191,6 +191,7 @@ teardown(void **state)
 	proxy_free(f->px);
 	broker_client_free(f->broker);
 	broker_stop(f->broker_pid);
+	broker_reap(f->broker_pid);
 	event_base_free(f->base);
 	elog_free(f->log);
 	policy_free(f->pol);
@@ -1461,6 +1462,7 @@ test_broker_gone(void **state)
 	const char *r;
 
 	broker_stop(f->broker_pid);
+	broker_reap(f->broker_pid);
 	f->broker_pid = 0;
 	/* Two names: two lines, not one counted twice. */
 	static const char *const reqs[] = {"CONNECT b.d.test:443 HTTP/1.1\r\n\r\n",
