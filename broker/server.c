@@ -949,8 +949,11 @@ static void
 broker_free(struct broker *b)
 {
 	if (b->slots != NULL) {
+		/* A free slot holds nothing (its fd field is not a
+		 * descriptor until handle() takes the slot). */
 		for (unsigned i = 0; i < b->n_slots; i++)
-			slot_release(&b->slots[i]);
+			if (b->slots[i].state != SLOT_FREE)
+				slot_release(&b->slots[i]);
 		free(b->slots);
 	}
 	free(b->ring);
@@ -1019,8 +1022,8 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 		log_warnx("broker: cannot create the event loop");
 		goto out;
 	}
-	for (unsigned i = 0; i < b.n_slots; i++)
-		b.slots[i].fd = -1;
+	/* Left untouched until used: the table's pages are only faulted in
+	 * as a flood fills it. */
 	b.ring_cap = b.n_slots < 64 ? 64 : b.n_slots;
 	if ((b.ring = calloc(b.ring_cap, sizeof(*b.ring))) == NULL) {
 		log_warnx("broker: out of memory");
