@@ -1,5 +1,6 @@
 /* The broker (DESIGN.md, "Confinement"): a child process that holds the
- * compiled policy and the resolver, and the only one of the serving
+ * compiled policy and the resolver (dns/resolver.h: its cache, CNAME
+ * policy and hosts file live here), and the only one of the serving
  * processes that may create and connect sockets. The worker asks it,
  * over a SOCK_SEQPACKET socketpair (broker/msg.h), to connect NAME:PORT or
  * ADDR:PORT; the broker decides again from the policy (it never trusts the
@@ -17,6 +18,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "dns/resolver.h"
+
 struct policy;
 
 /* The proxy's upstream connect timeout (proxy/conn.h,
@@ -25,12 +28,12 @@ struct policy;
 /* Requests one worker may have in flight; more are refused (E_BUSY). */
 #define BROKER_DEFAULT_INFLIGHT 256
 #define BROKER_MAX_INFLIGHT     4096
-#define BROKER_MAX_UPSTREAMS    8
 
 struct broker_cfg {
 	const struct policy *policy; /* borrowed; the child keeps its copy */
-	struct sockaddr_storage upstreams[BROKER_MAX_UPSTREAMS]; /* nameservers */
-	size_t n_upstreams;
+	/* The resolver's (dns/resolver.h): nameservers, TTL cap, timeout,
+	 * hosts file (read before confinement). Its policy is the one above. */
+	struct resolver_config dns;
 	uint32_t connect_timeout_ms; /* 0 = BROKER_DEFAULT_CONNECT_MS */
 	unsigned max_inflight;       /* 0 = BROKER_DEFAULT_INFLIGHT */
 };
@@ -40,10 +43,20 @@ struct broker_cfg {
  * resolver and host-address watch, confines itself and serves until the
  * worker's end closes; it never returns. Returns the worker's end (owned
  * by the caller, CLOEXEC, nonblocking) with the child's pid in *pid, or
- * -1 with a one-line reason in err. A child that cannot confine itself
+ * -1 with a one-line reason in err. It does not wait for the child: until
+ * the child has closed what it inherited (before it serves: its first
+ * reply comes after), a descriptor the caller closes may still be open
+ * there. A child that cannot confine itself
  * exits (status 1) with the step named on stderr: the worker's first
  * request then fails (fail closed). */
 int broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen);
+
+/* End the broker spawned as pid (0: none) once its socket is closed (no
+ * request is left for it): SIGKILL, not waited for. broker_reap waits
+ * for it; called as late as the caller can, the kernel has ended it by
+ * then (the last lines of the log are written in between). */
+void broker_stop(pid_t pid);
+void broker_reap(pid_t pid);
 
 /* The child's body, for broker_spawn and tests: serve fd (owned) with cfg
  * and return the exit status when the worker's end closes (0), or 1 after

@@ -138,7 +138,7 @@ broker_client_connect_name(struct broker_client *c, const char *name, uint16_t p
 
 	if (slot < 0)
 		return -1;
-	if (broker_build_name(&m, *id, name, port, flags & BROKER_F_ECH, orig, rule) != 0) {
+	if (broker_build_name(&m, *id, name, port, flags & (BROKER_F_ECH | BROKER_F_TOLD), orig, rule) != 0) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -176,6 +176,12 @@ broker_client_cancel(struct broker_client *c, uint32_t id)
 
 	if (p != NULL)
 		p->cancelled = true;
+}
+
+unsigned
+broker_client_inflight(const struct broker_client *c)
+{
+	return c->used;
 }
 
 uint64_t
@@ -257,11 +263,22 @@ client_read(evutil_socket_t fd, short what, void *arg)
 				}
 			}
 		}
-		p = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra != 0 ||
-		                    broker_parse_reply(buf, (size_t)n, &r) != 0 ||
-		                    (r.status == BROKER_OK) != (got >= 0)
-		            ? NULL
-		            : lookup(c, r.h.id);
+		/* A connected socket that could not be received here (no
+		 * descriptor free: the kernel truncated the control data and
+		 * closed it) fails its request as the resource limit it is. */
+		if (!(msg.msg_flags & MSG_TRUNC) && (msg.msg_flags & MSG_CTRUNC) && got < 0 &&
+		    extra == 0 && broker_parse_reply(buf, (size_t)n, &r) == 0 &&
+		    r.status == BROKER_OK) {
+			broker_build_reply(&r, r.h.id, BROKER_E_RESOURCE, BROKER_V_DENY, EMFILE, NULL,
+			                   NULL, "out of file descriptors");
+			p = lookup(c, r.h.id);
+		} else {
+			p = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra != 0 ||
+			                    broker_parse_reply(buf, (size_t)n, &r) != 0 ||
+			                    (r.status == BROKER_OK) != (got >= 0)
+			            ? NULL
+			            : lookup(c, r.h.id);
+		}
 		if (p == NULL || p->cancelled) {
 			if (p != NULL) {
 				p->id = 0;

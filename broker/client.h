@@ -29,7 +29,7 @@ struct broker_client *broker_client_new(struct event_base *base, int fd, unsigne
 void broker_client_free(struct broker_client *c);
 
 /* Ask for NAME:PORT (orig: the transparent original destination, or
- * NULL; flags: BROKER_F_ECH or 0; rule: the worker's own verdict's rule,
+ * NULL; flags: BROKER_F_ECH, BROKER_F_TOLD (with orig) or 0; rule: the worker's own verdict's rule,
  * or NULL). The id (nonzero) goes to *id for broker_client_cancel. 0, or
  * -1 with errno: EBUSY (max_inflight out), EAGAIN (the socket is full),
  * EINVAL (the name does not fit), EPIPE (the broker is gone). fn is
@@ -45,6 +45,10 @@ int broker_client_connect_addr(struct broker_client *c, const struct sockaddr *d
 /* The connection that asked is gone: its reply, when it comes, is
  * dropped and its socket closed. Unknown ids are ignored. */
 void broker_client_cancel(struct broker_client *c, uint32_t id);
+
+/* Requests in flight: a caller that got EBUSY or EAGAIN may wait for a
+ * reply (one comes for each) only while this is nonzero. */
+unsigned broker_client_inflight(const struct broker_client *c);
 
 /* Replies dropped because they broke the format or named no request in
  * flight (a broker bug, or a cancelled request). For tests and -v. */

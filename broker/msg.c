@@ -102,6 +102,8 @@ parse_name(const struct broker_req_name *m, struct broker_request *out)
 		return BROKER_PARSE_ADDR;
 	if ((m->flags & BROKER_F_ORIG) && m->orig.port != m->port)
 		return BROKER_PARSE_PORT;
+	if ((m->flags & BROKER_F_TOLD) && !(m->flags & BROKER_F_ORIG))
+		return BROKER_PARSE_FLAGS;
 	if ((r = check_string(m->name, sizeof(m->name))) != BROKER_PARSE_OK ||
 	    (r = check_string(m->rule, sizeof(m->rule))) != BROKER_PARSE_OK)
 		return r;
@@ -209,6 +211,8 @@ broker_parse_reply(const void *buf, size_t len, struct broker_reply *out)
 	memcpy(out, buf, sizeof(*out));
 	if (out->h.type != BROKER_MSG_REPLY || out->h.len != len || out->h.id == 0 ||
 	    out->status > BROKER_STATUS_MAX || out->verdict > BROKER_V_AUDIT_DENY ||
+	    out->audit > BROKER_STATUS_MAX ||
+	    (out->audit != BROKER_OK) != (out->verdict == BROKER_V_AUDIT_DENY) ||
 	    out->pad != 0 || out->addr.pad != 0 ||
 	    (out->addr.family != AF_UNSPEC && out->addr.family != AF_INET &&
 	     out->addr.family != AF_INET6) ||
@@ -357,6 +361,7 @@ broker_status_name(enum broker_status s)
 	        [BROKER_E_TIMEOUT] = "connection-timeout",
 	        [BROKER_E_RESOURCE] = "resource",
 	        [BROKER_E_GONE] = "broker-gone",
+	        [BROKER_E_CNAME] = "cname-denied",
 	};
 
 	return (unsigned)s < ARRAY_SIZE(names) && names[s] != NULL ? names[s] : "?";

@@ -30,8 +30,9 @@ enum broker_msg_type {
 #define BROKER_NAME_MAX 256
 /* "file:line" of a rule, NUL included; a longer one is cut. */
 #define BROKER_RULE_MAX 128
-/* A refusal's reason for the log, NUL included. */
-#define BROKER_REASON_MAX 160
+/* A refusal's reason for the log, NUL included: room for the proxy's
+ * sentences about a long name (a reply is then as large as a request). */
+#define BROKER_REASON_MAX 256
 
 struct broker_hdr {
 	uint16_t type; /* enum broker_msg_type */
@@ -54,7 +55,13 @@ struct broker_addr {
 	0x1u              /* transparent: orig is the original destination,                        \
 	                   * and the name must resolve to it */
 #define BROKER_F_ECH 0x2u /* the ClientHello has encrypted_client_hello */
-#define BROKER_F_ALL (BROKER_F_ORIG | BROKER_F_ECH)
+/* With BROKER_F_ORIG: the worker's DNS listener told the sandbox orig for
+ * this name within its TTL (servers that rotate their answers give the
+ * broker's lookup others). A claim of the worker's, taken only for a name
+ * the broker's policy allows and an address its guard permits; it goes
+ * once the listener's record of what it told moves into the broker. */
+#define BROKER_F_TOLD 0x4u
+#define BROKER_F_ALL  (BROKER_F_ORIG | BROKER_F_ECH | BROKER_F_TOLD)
 
 /* "Connect NAME:PORT", the worker having matched rule (its claim: the
  * broker decides again and reports its own). A name learned from DNS for
@@ -122,7 +129,8 @@ enum broker_status {
 	BROKER_E_TIMEOUT,     /* connecting timed out */
 	BROKER_E_RESOURCE,    /* out of descriptors or memory in the broker */
 	BROKER_E_GONE,        /* client side only: the broker went away */
-	BROKER_STATUS_MAX = BROKER_E_GONE,
+	BROKER_E_CNAME,       /* the name's CNAME chain runs through a denied name */
+	BROKER_STATUS_MAX = BROKER_E_CNAME,
 };
 
 /* Which verdict the broker's own decision gave. */
@@ -136,7 +144,11 @@ struct broker_reply {
 	struct broker_hdr h;
 	uint8_t status;  /* enum broker_status */
 	uint8_t verdict; /* enum broker_verdict */
-	uint16_t pad;
+	/* With BROKER_V_AUDIT_DENY: the refusal enforce mode would have
+	 * given (BROKER_E_DENIED, _NO_RULE, _ECH, _NOT_ORIG, _DENY_CIDR,
+	 * _CNAME); else BROKER_OK. */
+	uint8_t audit;
+	uint8_t pad;
 	int32_t err;                    /* an errno for E_UNREACHABLE / E_RESOURCE, else 0 */
 	struct broker_addr addr;        /* connected to, or the refused address */
 	char rule[BROKER_RULE_MAX];     /* the deciding rule, may be empty */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +21,11 @@
 
 #include "broker/decide.h"
 #include "broker/msg.h"
-#include "broker/resolve.h"
 #include "broker/sysfilter.h"
 #include "common/confine.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "dns/resolver.h"
 #include "nft/hostaddr.h"
 #include "policy/guard.h"
 #include "policy/policy.h"
@@ -36,6 +37,9 @@
  * at once; more are truncated by the kernel (MSG_CTRUNC), which closes
  * them itself. */
 #define BROKER_STRAY_FDS 8
+/* Addresses of one answer kept and tried at most (v6 first, then v4, in
+ * the resolver's order), as the proxy did (proxy/conn.h, CONN_MAX_ADDRS). */
+#define BROKER_MAX_ADDRS 8
 
 struct broker;
 
@@ -51,13 +55,14 @@ struct slot {
 	struct broker *b;
 	enum slot_state state;
 	struct broker_request rq;
-	struct broker_resolve *dns; /* SLOT_RESOLVING */
+	struct resolver_lookup *dns; /* SLOT_RESOLVING */
 	struct event *ev;           /* deadline, or the connect's wait */
 	int fd;                     /* the upstream socket */
 	struct sockaddr_storage addrs[BROKER_MAX_ADDRS];
 	bool audit[BROKER_MAX_ADDRS]; /* addrs[i] let through by audit mode */
 	size_t n_addrs, next;
 	enum broker_verdict verdict;
+	enum broker_status audit_st; /* BROKER_V_AUDIT_DENY: what enforce would refuse */
 	char rule[BROKER_RULE_MAX];
 	char reason[BROKER_REASON_MAX];
 	int last_err;
@@ -74,7 +79,7 @@ struct broker {
 	const struct policy *policy; /* borrowed from the config */
 	struct guard_hosts *hosts;
 	struct hostaddr_watch *watch;
-	struct broker_resolver *res;
+	struct resolver *res; /* dns/resolver.h: cache, CNAME policy, hosts file */
 	int fd; /* the worker's socket, owned */
 	struct event *ev_read, *ev_write;
 	struct slot *slots;
@@ -173,7 +178,7 @@ static void
 slot_release(struct slot *s)
 {
 	if (s->dns != NULL) {
-		broker_resolve_cancel(s->dns);
+		resolver_lookup_cancel(s->dns);
 		s->dns = NULL;
 	}
 	if (s->ev != NULL) {
@@ -220,6 +225,8 @@ slot_reply(struct slot *s, enum broker_status status, int err, const struct sock
 	broker_build_reply(&s->reply, s->rq.id, status,
 	                   status == BROKER_OK ? s->verdict : BROKER_V_DENY, err, addr, s->rule,
 	                   reason);
+	if (status == BROKER_OK && s->verdict == BROKER_V_AUDIT_DENY)
+		s->reply.audit = (uint8_t)s->audit_st;
 	/* Every status but OK carries no descriptor. */
 	if (status != BROKER_OK)
 		fd_close(&s->fd);
@@ -317,6 +324,7 @@ try_next(struct slot *s)
 			const char *rule = NULL;
 
 			s->verdict = BROKER_V_AUDIT_DENY;
+			s->audit_st = BROKER_E_DENY_CIDR;
 			(void)guard_addr_check(b->policy, b->hosts, (const struct sockaddr *)a,
 			                       s->rq.port, s->reason, sizeof(s->reason), &rule);
 			str_copy(s->rule, rule != NULL ? rule : "", sizeof(s->rule));
@@ -447,33 +455,127 @@ filter_and_connect(struct slot *s)
 	try_next(s);
 }
 
+/* A reason for the log, cut to the reply's field: a long name may cut
+ * it, never the reply. */
+__attribute__((format(printf, 3, 4))) static void
+say(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(why, whylen, fmt, ap);
+	va_end(ap);
+}
+
+/* Audit mode let through what enforce refuses: the reply says which
+ * refusal (the worker's log line names it). */
 static void
-resolved(enum broker_resolve_err err, const struct sockaddr_storage *addrs, size_t n,
-         const char *whytext, void *arg)
+slot_audit(struct slot *s, enum broker_status st, const char *why)
+{
+	s->verdict = BROKER_V_AUDIT_DENY;
+	s->audit_st = st;
+	str_copy(s->reason, why, sizeof(s->reason));
+}
+
+/* Refuse after the resolver's answer res, in the words the proxy's log
+ * has always used for it (docs/log.md, "Reasons"). */
+static void
+refuse_answer(struct slot *s, const struct resolver_addrs *res)
+{
+	const char *name = s->rq.name;
+	struct sockaddr_storage refused;
+	char why[BROKER_REASON_MAX];
+
+	switch (res->status) {
+	case RESOLVER_ADDRS_CNAME:
+		/* The chain decided, not a rule that matched the name. */
+		s->rule[0] = '\0';
+		say(why, sizeof(why), "%s: %s", name, res->why);
+		slot_reply(s, BROKER_E_CNAME, 0, NULL, why);
+		return;
+	case RESOLVER_ADDRS_GUARD:
+		refused = res->refused;
+		set_port(&refused, s->rq.port);
+		say(why, sizeof(why), "%s: %s", name, res->why);
+		slot_reply(s, BROKER_E_GUARD, 0,
+		           refused.ss_family != 0 ? (const struct sockaddr *)&refused : NULL, why);
+		return;
+	case RESOLVER_ADDRS_TIMEOUT:
+		say(why, sizeof(why), "resolving %s timed out (%s)", name, res->why);
+		slot_reply(s, BROKER_E_DNS_TIMEOUT, 0, NULL, why);
+		return;
+	case RESOLVER_ADDRS_NXDOMAIN:
+		say(why, sizeof(why), "%s does not resolve (no such name)", name);
+		break;
+	case RESOLVER_ADDRS_NODATA:
+	case RESOLVER_ADDRS_OK: /* with no address */
+		say(why, sizeof(why), "%s does not resolve (no addresses)", name);
+		break;
+	case RESOLVER_ADDRS_FAIL:
+		say(why, sizeof(why), "%s does not resolve (%s)", name,
+		         res->why[0] != '\0' ? res->why : "resolver failed");
+		break;
+	}
+	slot_reply(s, BROKER_E_DNS, 0, NULL, why);
+}
+
+/* Keep v6 first, then v4 (as the resolver gives them), at most
+ * BROKER_MAX_ADDRS, without repeats; a mapped v6 answer is the v4
+ * address it is. */
+static void
+take_addrs(struct slot *s, const struct resolver_addrs *res)
+{
+	s->n_addrs = 0;
+	for (size_t i = 0; i < res->n && s->n_addrs < BROKER_MAX_ADDRS; i++) {
+		struct broker_addr ba;
+		struct sockaddr_storage a;
+		bool dup = false;
+
+		broker_addr_set(&ba, (const struct sockaddr *)&res->addr[i], 0);
+		if (broker_addr_get(&ba, &a) != 0)
+			continue;
+		for (size_t k = 0; k < s->n_addrs && !dup; k++)
+			dup = same_addr(&s->addrs[k], &a);
+		if (!dup)
+			s->addrs[s->n_addrs++] = a;
+	}
+}
+
+static void
+resolved(const struct resolver_addrs *res, void *arg)
 {
 	struct slot *s = arg;
-	char why[BROKER_REASON_MAX];
 	bool found = false;
 
 	s->dns = NULL;
-	event_free(s->ev); /* the deadline */
-	s->ev = NULL;
-	if (err == BROKER_RESOLVE_TIMEOUT) {
-		snprintf(why, sizeof(why), "resolving %.100s timed out", s->rq.name);
-		slot_reply(s, BROKER_E_DNS_TIMEOUT, 0, NULL, why);
+	if (s->ev != NULL) {
+		event_free(s->ev); /* the deadline */
+		s->ev = NULL;
+	}
+	if (res->status != RESOLVER_ADDRS_OK || res->n == 0) {
+		refuse_answer(s, res);
 		return;
 	}
-	if (err != BROKER_RESOLVE_OK || n == 0) {
-		snprintf(why, sizeof(why), "%.100s does not resolve (%s)", s->rq.name,
-		         whytext != NULL ? whytext : "no addresses");
-		slot_reply(s, BROKER_E_DNS, 0, NULL, why);
+	take_addrs(s, res);
+	if (s->n_addrs == 0) {
+		refuse_answer(s, &(struct resolver_addrs){.status = RESOLVER_ADDRS_NODATA});
 		return;
+	}
+	if (res->audit_cname && s->verdict == BROKER_V_ALLOW) {
+		char why[BROKER_REASON_MAX];
+
+		say(why, sizeof(why), "%s: CNAME to a denied name", s->rq.name);
+		slot_audit(s, BROKER_E_CNAME, why);
 	}
 	if (s->rq.flags & BROKER_F_ORIG) {
 		/* Connect only to the original destination, and only if the
 		 * name resolves to it: a name alone never decides. */
-		for (size_t i = 0; i < n; i++)
-			found = found || same_addr(&addrs[i], &s->rq.addr);
+		for (size_t i = 0; i < s->n_addrs; i++)
+			found = found || same_addr(&s->addrs[i], &s->rq.addr);
+		/* Or the worker's DNS listener told the sandbox so (msg.h,
+		 * BROKER_F_TOLD): the name is allowed, and the guard still
+		 * applies to the address. */
+		found = found || (s->rq.flags & BROKER_F_TOLD) != 0;
 		s->addrs[0] = s->rq.addr;
 		s->n_addrs = 1;
 		if (!found) {
@@ -483,13 +585,9 @@ resolved(enum broker_resolve_err err, const struct sockaddr_storage *addrs, size
 				           "name does not resolve to the original destination");
 				return;
 			}
-			s->verdict = BROKER_V_AUDIT_DENY;
-			str_copy(s->reason, "name does not resolve to the original destination",
-			         sizeof(s->reason));
+			slot_audit(s, BROKER_E_NOT_ORIG,
+			           "name does not resolve to the original destination");
 		}
-	} else {
-		memcpy(s->addrs, addrs, n * sizeof(addrs[0]));
-		s->n_addrs = n;
 	}
 	filter_and_connect(s);
 }
@@ -502,11 +600,12 @@ resolve_deadline(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	/* evdns has its own timeouts; a resolver with no reachable
-	 * nameserver must not hold a slot for longer than this. */
-	broker_resolve_cancel(s->dns);
+	/* The resolver has its own timeouts (dns/resolver.h); this one
+	 * bounds the whole wait, whatever the resolver does. */
+	resolver_lookup_cancel(s->dns);
 	s->dns = NULL;
-	snprintf(why, sizeof(why), "resolving %.100s timed out", s->rq.name);
+	say(why, sizeof(why), "resolving %s took longer than %u ms", s->rq.name,
+	         (unsigned)s->b->connect_ms);
 	slot_reply(s, BROKER_E_DNS_TIMEOUT, 0, NULL, why);
 }
 
@@ -546,8 +645,11 @@ decide_name(struct slot *s)
 		snprintf(why, sizeof(why), "no rule allows %.100s port %u", s->rq.name,
 		         (unsigned)s->rq.port);
 	if (policy_mode(p) == POLICY_MODE_AUDIT) {
-		s->verdict = BROKER_V_AUDIT_DENY;
-		str_copy(s->reason, why, sizeof(s->reason));
+		slot_audit(s,
+		           ech_refused               ? BROKER_E_ECH
+		           : v.action == POLICY_DENY ? BROKER_E_DENIED
+		                                     : BROKER_E_NO_RULE,
+		           why);
 		return true;
 	}
 	slot_reply(s,
@@ -579,8 +681,7 @@ decide_addr(struct slot *s)
 		snprintf(why, sizeof(why), "no rule allows address %s port %u", ip,
 		         (unsigned)s->rq.port);
 	if (policy_mode(p) == POLICY_MODE_AUDIT) {
-		s->verdict = BROKER_V_AUDIT_DENY;
-		str_copy(s->reason, why, sizeof(s->reason));
+		slot_audit(s, v.action == POLICY_DENY ? BROKER_E_DENIED : BROKER_E_NO_RULE, why);
 		return true;
 	}
 	slot_reply(s, v.action == POLICY_DENY ? BROKER_E_DENIED : BROKER_E_NO_RULE, 0,
@@ -594,6 +695,7 @@ slot_start(struct slot *s)
 	struct broker *b = s->b;
 	struct timeval tv = {.tv_sec = b->connect_ms / 1000,
 	                     .tv_usec = (b->connect_ms % 1000) * 1000};
+	struct resolver_addrs now;
 
 	if (s->rq.type == BROKER_MSG_CONNECT_ADDR) {
 		if (!decide_addr(s))
@@ -607,9 +709,15 @@ slot_start(struct slot *s)
 		return;
 	s->state = SLOT_RESOLVING;
 	s->ev = evtimer_new(b->base, resolve_deadline, s);
-	if (s->ev == NULL || evtimer_add(s->ev, &tv) != 0 ||
-	    (s->dns = broker_resolve_start(b->res, s->rq.name, resolved, s)) == NULL)
+	if (s->ev == NULL || evtimer_add(s->ev, &tv) != 0) {
 		slot_reply(s, BROKER_E_RESOURCE, ENOMEM, NULL, "out of memory");
+		return;
+	}
+	/* An answer known at once (cache, hosts file, a local failure)
+	 * is in now; else resolved() follows from the loop. */
+	s->dns = resolver_lookup(b->res, s->rq.name, resolved, s, &now);
+	if (s->dns == NULL)
+		resolved(&now, s);
 }
 
 /* ---- the self-test (test builds) ---- */
@@ -841,8 +949,11 @@ static void
 broker_free(struct broker *b)
 {
 	if (b->slots != NULL) {
+		/* A free slot holds nothing (its fd field is not a
+		 * descriptor until handle() takes the slot). */
 		for (unsigned i = 0; i < b->n_slots; i++)
-			slot_release(&b->slots[i]);
+			if (b->slots[i].state != SLOT_FREE)
+				slot_release(&b->slots[i]);
 		free(b->slots);
 	}
 	free(b->ring);
@@ -850,7 +961,7 @@ broker_free(struct broker *b)
 		event_free(b->ev_read);
 	if (b->ev_write != NULL)
 		event_free(b->ev_write);
-	broker_resolver_free(b->res);
+	resolver_free(b->res);
 	hostaddr_watch_free(b->watch);
 	guard_hosts_free(b->hosts);
 	if (b->base != NULL)
@@ -902,7 +1013,7 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 	b.n_slots = cfg->max_inflight != 0 ? cfg->max_inflight : BROKER_DEFAULT_INFLIGHT;
 	if (b.n_slots > BROKER_MAX_INFLIGHT)
 		b.n_slots = BROKER_MAX_INFLIGHT;
-	if (cfg->policy == NULL || cfg->n_upstreams > BROKER_MAX_UPSTREAMS) {
+	if (cfg->policy == NULL || cfg->dns.n_upstream > DNS_MAX_UPSTREAMS) {
 		log_warnx("broker: bad configuration");
 		goto out;
 	}
@@ -911,17 +1022,23 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 		log_warnx("broker: cannot create the event loop");
 		goto out;
 	}
-	for (unsigned i = 0; i < b.n_slots; i++)
-		b.slots[i].fd = -1;
+	/* Left untouched until used: the table's pages are only faulted in
+	 * as a flood fills it. */
 	b.ring_cap = b.n_slots < 64 ? 64 : b.n_slots;
 	if ((b.ring = calloc(b.ring_cap, sizeof(*b.ring))) == NULL) {
 		log_warnx("broker: out of memory");
 		goto out;
 	}
-	if ((b.res = broker_resolver_new(b.base, cfg->upstreams, cfg->n_upstreams, err,
-	                                 sizeof(err))) == NULL) {
-		log_warnx("broker: %s", err);
-		goto out;
+	{
+		/* The one resolver (dns/resolver.h), here alone: the hosts
+		 * file is read now, before confinement shuts the filesystem. */
+		struct resolver_config rc = cfg->dns;
+
+		rc.policy = cfg->policy;
+		if ((b.res = resolver_new(b.base, &rc)) == NULL) {
+			log_warnx("broker: cannot create the resolver");
+			goto out;
+		}
 	}
 	/* The host's own addresses, followed for the whole run from the
 	 * namespace the broker runs in (the host's). */
@@ -937,12 +1054,6 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 		goto out;
 	}
 	b.reading = true;
-	/* Seeded now, while the random source can still be opened: evdns
-	 * draws its transaction ids from it. */
-	if (evutil_secure_rng_init() != 0) {
-		log_warnx("broker: no random source for DNS ids");
-		goto out;
-	}
 	if (confine && broker_confine(&b) != 0)
 		goto out;
 	event_base_dispatch(b.base);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -69,4 +70,23 @@ broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 		return -1;
 	}
 	return sv[0];
+}
+
+void
+broker_stop(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	/* Nothing is in flight once the worker's end is closed: the kill
+	 * spares only its last debug line. */
+	(void)kill(pid, SIGKILL);
+}
+
+void
+broker_reap(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
 }

@@ -16,6 +16,8 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
+#include "broker/broker.h"
+#include "broker/client.h"
 #include "cli/cmd.h"
 #include "common/confine.h"
 #include "common/fdres.h"
@@ -25,8 +27,6 @@
 #include "dns/resolver.h"
 #include "elog/elog.h"
 #include "elog/logger.h"
-#include "nft/hostaddr.h"
-#include "policy/guard.h"
 #include "policy/policy.h"
 #include "proxy/proxy.h"
 #include "worker/confine.h"
@@ -118,42 +118,39 @@ proxy_listen_on(const char *spec)
 	return fd;
 }
 
-/* The resolver: --dns-upstream addresses, else /etc/resolv.conf's; the
- * hosts file first, as every other proxy does (docs/proxy.md). */
-static struct resolver *
-proxy_resolver(struct event_base *base, const struct policy *pol, char **upstreams, size_t n_up,
-               const char *hosts_path)
+/* The broker's resolver: --dns-upstream addresses, else
+ * /etc/resolv.conf's; the hosts file first, as every other proxy does
+ * (docs/proxy.md). 0, or -1 after saying why. */
+static int
+proxy_dns_config(struct resolver_config *rc, char **upstreams, size_t n_up,
+                 const char *hosts_path)
 {
-	struct resolver_config rc = {.policy = pol};
-	struct resolver *r;
 	int n = 0;
 
 	if (n_up > 0) {
 		for (size_t i = 0; i < n_up; i++) {
-			if (dns_upstream_parse(upstreams[i], &rc.upstream[n]) != 0) {
+			if (dns_upstream_parse(upstreams[i], &rc->upstream[n]) != 0) {
 				fprintf(stderr,
 				        "airlock proxy: --dns-upstream '%s': expected ADDR or "
 				        "ADDR:PORT\n",
 				        upstreams[i]);
-				return NULL;
+				return -1;
 			}
 			n++;
 		}
 	} else {
-		n = dns_upstream_from_resolv_conf("/etc/resolv.conf", rc.upstream,
+		n = dns_upstream_from_resolv_conf("/etc/resolv.conf", rc->upstream,
 		                                  DNS_MAX_UPSTREAMS);
 		if (n <= 0) {
 			fprintf(stderr, "airlock proxy: no nameserver in /etc/resolv.conf; use "
 			                "--dns-upstream\n");
-			return NULL;
+			return -1;
 		}
 	}
-	rc.n_upstream = (size_t)n;
+	rc->n_upstream = (size_t)n;
 	/* No search domains: names are resolved as given. */
-	rc.hosts_path = hosts_path[0] != '\0' ? hosts_path : NULL;
-	if ((r = resolver_new(base, &rc)) == NULL)
-		fprintf(stderr, "airlock proxy: cannot create the resolver\n");
-	return r;
+	rc->hosts_path = hosts_path[0] != '\0' ? hosts_path : NULL;
+	return 0;
 }
 
 static void
@@ -193,10 +190,10 @@ cmd_proxy(int argc, char **argv)
 	struct policy_diag diag = {0};
 	struct elog *elog = NULL;
 	struct event_base *base = NULL;
-	struct resolver *dns = NULL;
+	struct broker_cfg bc;
+	struct broker_client *broker = NULL;
+	pid_t broker_pid = 0;
 	struct proxy *px = NULL;
-	struct guard_hosts *hosts = NULL;
-	struct hostaddr_watch *hostwatch = NULL;
 	struct event *sigint = NULL, *sigterm = NULL;
 	struct proxy_config cfg;
 	char err[256], task[32];
@@ -320,16 +317,23 @@ cmd_proxy(int argc, char **argv)
 		fprintf(stderr, "airlock proxy: cannot create the event loop\n");
 		goto out;
 	}
-	if ((dns = proxy_resolver(base, pol, upstreams, n_up, hosts_path)) == NULL)
+	/* The broker resolves, guards and connects every upstream socket;
+	 * this process makes none (docs/run.md, "The broker"). */
+	memset(&bc, 0, sizeof(bc));
+	bc.policy = pol;
+	if (proxy_dns_config(&bc.dns, upstreams, n_up, hosts_path) != 0)
 		goto out;
-	/* The host's addresses, followed while the proxy runs. */
-	if ((hosts = guard_hosts_new(0)) == NULL) {
-		fprintf(stderr, "airlock proxy: out of memory\n");
-		goto out;
-	}
-	if ((hostwatch = hostaddr_watch_new(base, hosts, err, sizeof(err))) == NULL) {
-		fprintf(stderr, "airlock proxy: %s\n", err);
-		goto out;
+	{
+		int bfd = broker_spawn(&bc, &broker_pid, err, sizeof(err));
+
+		if (bfd < 0) {
+			fprintf(stderr, "airlock proxy: %s\n", err);
+			goto out;
+		}
+		if ((broker = broker_client_new(base, bfd, 0)) == NULL) {
+			fprintf(stderr, "airlock proxy: out of memory\n");
+			goto out;
+		}
 	}
 	if (elog_attach(elog, base) != 0)
 		fprintf(stderr, "airlock proxy: cannot attach the egress log to the loop; counts "
@@ -337,12 +341,10 @@ cmd_proxy(int argc, char **argv)
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.policy = pol;
 	cfg.log = elog;
-	cfg.resolver = dns;
-	cfg.hosts = hosts;
+	cfg.broker = broker;
 	cfg.max_conns = (unsigned)max_conns;
 	if ((px = proxy_new(base, &cfg)) == NULL)
 		goto out;
-	resolver_set_limits(dns, proxy_queue_budget(px), proxy_fd_reserve(px));
 	if (proxy_add_listener(px, fd, PROXY_LISTEN_EXPLICIT) != 0) {
 		fd = -1;
 		goto out;
@@ -396,6 +398,8 @@ out:
 	 * counts still held go out. A log that failed at any point fails the
 	 * run: its record is incomplete (docs/proxy.md). */
 	proxy_free(px);
+	broker_client_free(broker); /* after the proxy, which borrows it */
+	broker_stop(broker_pid);
 	if (elog != NULL && base != NULL) {
 		struct elog_task_end te;
 
@@ -418,9 +422,7 @@ out:
 		event_free(sigint);
 	if (sigterm != NULL)
 		event_free(sigterm);
-	hostaddr_watch_free(hostwatch);
-	guard_hosts_free(hosts);
-	resolver_free(dns); /* after the proxy, which borrows it */
+	broker_reap(broker_pid);
 	if (base != NULL)
 		event_base_free(base);
 	fd_close(&fd);

@@ -23,6 +23,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "broker/broker.h"
+#include "broker/client.h"
 #include "cli/cmd.h"
 #include "common/confine.h"
 #include "common/fdres.h"
@@ -36,7 +38,6 @@
 #include "elog/logdir.h"
 #include "elog/logger.h"
 #include "elog/notice.h"
-#include "nft/hostaddr.h"
 #include "nft/nflog.h"
 #include "policy/policy.h"
 #include "policy/verdict.h"
@@ -119,8 +120,8 @@ struct run {
 	struct proxy *proxy;
 	struct dns_server *dns;
 	struct nflog_reader *nflog;
-	struct guard_hosts *hosts;        /* the host's addresses, for the guard */
-	struct hostaddr_watch *hostwatch; /* keeps hosts current */
+	struct broker_client *broker; /* the proxy's upstream sockets (broker/broker.h) */
+	pid_t broker_pid;             /* 0 when none was spawned */
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
 	/* The unix socket gate's view of the policy's unix: list (strings
@@ -559,12 +560,28 @@ prepare_loop(struct run *r)
 {
 	struct proxy_config pc;
 	struct dns_server_config dc;
+	struct broker_cfg bc;
 	char err[256];
+	int bfd;
 
 	/* Two descriptors per tunnel: the supervisor takes every one the
 	 * hard limit allows. Only the supervisor: CMD, started already,
 	 * keeps the caller's limit. */
 	(void)fdres_raise_limit();
+
+	/* The broker first, while this process holds least: it resolves,
+	 * guards and connects every upstream socket of the proxy, with its
+	 * own resolver (the hosts file read before it confines itself) and
+	 * its own watch of the host's addresses (docs/run.md, "The broker"). */
+	memset(&bc, 0, sizeof(bc));
+	bc.policy = r->policy;
+	bc.dns.n_upstream = r->n_upstream;
+	memcpy(bc.dns.upstream, r->upstream, sizeof(bc.dns.upstream));
+	bc.dns.hosts_path = "/etc/hosts";
+	if ((bfd = broker_spawn(&bc, &r->broker_pid, err, sizeof(err))) < 0) {
+		log_warnx("%s", err);
+		return -1;
+	}
 
 	/* The changelist folds the add/del pairs of a connection's life into
 	 * one epoll_ctl each (as in cmd_proxy.c): fewer syscalls. */
@@ -576,6 +593,11 @@ prepare_loop(struct run *r)
 	}
 	if (r->base == NULL) {
 		log_warnx("cannot create the event loop");
+		close(bfd);
+		return -1;
+	}
+	if ((r->broker = broker_client_new(r->base, bfd, 0)) == NULL) {
+		log_warnx("broker: out of memory");
 		return -1;
 	}
 	r->cache = dns_cache_new(DNS_CACHE_ENTRIES);
@@ -583,10 +605,10 @@ prepare_loop(struct run *r)
 		log_warnx("DNS cache: out of memory");
 		return -1;
 	}
-	/* The proxy resolves names itself (never trusting the sandbox's
-	 * idea of an address) through the resolver the DNS server asks too:
-	 * one cache, one CNAME policy, and the host's /etc/hosts, which the
-	 * sandbox sees as well (docs/dns.md, "The hosts file"). */
+	/* The DNS server's resolver: the same configuration as the
+	 * broker's, which resolves for the proxy (one CNAME policy, the
+	 * host's /etc/hosts, which the sandbox sees as well: docs/dns.md,
+	 * "The hosts file"). */
 	{
 		struct resolver_config rc = {.policy = r->policy,
 		                             .n_upstream = r->n_upstream,
@@ -599,18 +621,6 @@ prepare_loop(struct run *r)
 		}
 	}
 
-	/* The host's addresses, followed for the whole run (the supervisor
-	 * is in the host's network namespace). */
-	r->hosts = guard_hosts_new(0);
-	if (r->hosts == NULL) {
-		log_warnx("host addresses: out of memory");
-		return -1;
-	}
-	r->hostwatch = hostaddr_watch_new(r->base, r->hosts, err, sizeof(err));
-	if (r->hostwatch == NULL) {
-		log_warnx("%s", err);
-		return -1;
-	}
 	/* The log's aggregation window and its slow-reader queue run on the
 	 * same loop as the traffic they record. */
 	if (elog_attach(r->log, r->base) < 0)
@@ -621,8 +631,7 @@ prepare_loop(struct run *r)
 	pc.policy = r->policy;
 	pc.log = r->log;
 	pc.cache = r->cache;
-	pc.resolver = r->resolver;
-	pc.hosts = r->hosts;
+	pc.broker = r->broker;
 	r->proxy = proxy_new(r->base, &pc);
 	if (r->proxy == NULL) {
 		log_warnx("proxy: cannot start");
@@ -759,6 +768,10 @@ run_stop_serving(struct run *r)
 	if (r->proxy != NULL)
 		proxy_free(r->proxy);
 	r->proxy = NULL;
+	/* After the proxy, which borrows it; reaped in run_free. */
+	broker_client_free(r->broker);
+	r->broker = NULL;
+	broker_stop(r->broker_pid);
 }
 
 /* The copies of the serving objects the fork left here: freed without a
@@ -772,10 +785,6 @@ serving_abandon(struct run *r)
 	if (r->serve_base == NULL)
 		return;
 	run_stop_serving(r);
-	hostaddr_watch_free(r->hostwatch);
-	r->hostwatch = NULL;
-	guard_hosts_free(r->hosts);
-	r->hosts = NULL;
 	resolver_free(r->resolver);
 	r->resolver = NULL;
 	dns_cache_free(r->cache);
@@ -844,9 +853,7 @@ run_free(struct run *r)
 	fd_close(&r->sigfd);
 	serving_abandon(r);
 	run_stop_serving(r);
-	/* After the proxy, its reader. */
-	hostaddr_watch_free(r->hostwatch);
-	guard_hosts_free(r->hosts);
+	broker_reap(r->broker_pid);
 	/* After the DNS server and the proxy, which borrow it. */
 	resolver_free(r->resolver);
 	if (r->cache != NULL)

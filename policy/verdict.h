@@ -102,6 +102,8 @@ enum verdict {
 	  "the egress log cannot be written")                                                      \
 	X(NO_ORIG_DST, "no-original-destination", "proxy_internal_error", 0, VR_DENIES,            \
 	  "no original destination (not redirected by nftables?)")                                 \
+	X(BROKER, "broker-failed", "proxy_internal_error", 503, 0,                                 \
+	  "the broker cannot take the request (gone, busy, or it refused the message)")            \
 	/* the DNS listener */                                                                     \
 	X(DNS_CLASS, "dns-class", "", 0, 0, "query class is not IN")                               \
 	X(DNS_REVERSE, "dns-reverse", "", 0, 0, "reverse zone: only PTR of learned addresses")     \

@@ -31,8 +31,7 @@
 #include "proxy/sni.h"
 
 static const char *const conn_state_names[] = {
-        [CONN_HEAD] = "head",       [CONN_SNIFF] = "sniff",   [CONN_RESOLVE] = "resolve",
-        [CONN_CONNECT] = "connect", [CONN_TUNNEL] = "tunnel", [CONN_HTTP] = "http",
+        [CONN_HEAD] = "head",       [CONN_SNIFF] = "sniff",   [CONN_CONNECT] = "connect", [CONN_TUNNEL] = "tunnel", [CONN_HTTP] = "http",
         [CONN_REPLY] = "reply",
 };
 
@@ -50,7 +49,7 @@ static const char *const conn_kind_names[] = {
 };
 
 /* How long a connection may stay in state s before conn_timer() acts
- * (0: no timer; the upstream's connect has its own, upstream.c). */
+ * (0: no timer; the broker bounds resolving and connecting, upstream.c). */
 static uint64_t
 conn_state_timeout(const struct conn *c, enum conn_state s)
 {
@@ -63,10 +62,6 @@ conn_state_timeout(const struct conn *c, enum conn_state s)
 		/* A silent client is taken for a server-speaks-first one. */
 		return PROXY_SNIFF_SILENT_MS < cfg->header_timeout_ms ? PROXY_SNIFF_SILENT_MS
 		                                                      : cfg->header_timeout_ms;
-	case CONN_RESOLVE:
-		/* The resolver has its own timeouts (dns/resolver.h); this
-		 * one bounds the whole wait, whatever the resolver does. */
-		return cfg->connect_timeout_ms;
 	case CONN_CONNECT:
 		return 0;
 	case CONN_TUNNEL:
@@ -82,10 +77,10 @@ conn_state_timeout(const struct conn *c, enum conn_state s)
 
 /* The only place the state changes. Entering a state sets what runs in
  * it: the timer (conn_state_timeout), the callbacks of the halves this
- * file serves and their watermarks. Two states keep other owners' setup:
- * the connect's upstream callbacks are upstream.c's (set with the
- * bufferevent), and a tunnel's are the relay's (relay_start, which enters
- * CONN_TUNNEL first). */
+ * file serves and their watermarks. A tunnel keeps another owner's setup:
+ * its callbacks are the relay's (relay_start, which enters CONN_TUNNEL
+ * first). In CONN_CONNECT there is no upstream yet: the broker's reply
+ * brings it (upstream.c). */
 void
 conn_enter(struct conn *c, enum conn_state s)
 {
@@ -112,7 +107,6 @@ conn_enter(struct conn *c, enum conn_state s)
 		bufferevent_setcb(down, conn_down_read, conn_down_write, conn_down_event, c);
 		bufferevent_setwatermark(down, EV_READ, 0, SNI_MAX_INPUT);
 		break;
-	case CONN_RESOLVE:
 	case CONN_CONNECT:
 		/* The client's early bytes wait in its input, bounded by the
 		 * head's or the sniffer's mark. */
@@ -574,70 +568,6 @@ conn_set_host(struct conn *c, const char *name, bool ip_literal, const char **wh
 	return 0;
 }
 
-/* The destination has been resolved (or was a literal / transparent
- * original destination): apply the guard and connect. */
-void
-conn_resolved(struct conn *c)
-{
-	union conn_addr refused = {0};
-	const char *deny_rule;
-	char why[160] = "";
-
-	if (upstream_take_answer(c) != 0)
-		return;
-	if (c->lkind == PROXY_LISTEN_TRANSPARENT) {
-		/* Connect only to the original destination, and only if the
-		 * name resolves to it: SNI/Host alone never decides. */
-		bool found = false;
-
-		for (size_t i = 0; i < c->n_addrs; i++)
-			found = found || conn_addr_eq(&c->addrs[i], &c->orig);
-		/* Or the sandbox's own DNS listener handed it out for this
-		 * name within its TTL: servers that rotate their answers give
-		 * the proxy's lookup other addresses. */
-		if (!found && c->px->px_cfg.cache != NULL) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			found = dns_cache_told(c->px->px_cfg.cache, &c->orig.sa, c->host,
-			                       (uint64_t)ts.tv_sec);
-		}
-		c->addrs[0] = c->orig;
-		c->n_addrs = 1;
-		c->next_addr = 0;
-		if (!found) {
-			c->dst = c->orig;
-			c->has_dst = true;
-			if (policy_mode(c->px->px_cfg.policy) != POLICY_MODE_AUDIT) {
-				conn_refuse(c, VR_NOT_AT_ADDRESS,
-				            "%s does not resolve to the original destination",
-				            c->tls ? "SNI" : "Host");
-				return;
-			}
-			c->verdict = VERDICT_AUDIT_DENY;
-			c->why = VR_NOT_AT_ADDRESS;
-			snprintf(c->detail, sizeof(c->detail),
-			         "%s does not resolve to the original destination",
-			         c->tls ? "SNI" : "Host");
-		}
-	}
-	if (upstream_filter(c, why, sizeof(why), &deny_rule, &refused) == 0) {
-		/* The refused address is the line's ip and is named in the
-		 * reason; a deny rule that refused it is the line's rule. */
-		c->dst = refused;
-		c->has_dst = true;
-		if (deny_rule != NULL) {
-			str_copy(c->rule, deny_rule, sizeof(c->rule));
-			conn_refuse(c, VR_RULE_DENY, "%s", why);
-		} else {
-			conn_refuse(c, VR_GUARD, "%s", why);
-		}
-		return;
-	}
-	conn_enter(c, CONN_CONNECT);
-	upstream_connect(c);
-}
-
 /* Transparent connection without a name: the original address must be
  * allowed by a cidr rule, or have been learned from DNS for an allowed
  * name still within its TTL. */
@@ -667,20 +597,18 @@ conn_decide_noname(struct conn *c)
 	}
 	if (!conn_admit(c))
 		return;
-	c->addrs[0] = c->orig;
-	c->n_addrs = 1;
-	c->next_addr = 0;
 	c->ip_literal = true;
-	c->resolve_ready = true;
-	conn_enter(c, CONN_RESOLVE);
-	conn_resolved(c);
+	conn_start_resolve(c);
 }
 
 void
 conn_start_resolve(struct conn *c)
 {
-	conn_enter(c, CONN_RESOLVE); /* arms the resolve timeout */
-	upstream_resolve(c);
+	/* No timer of ours: the broker bounds resolving and each connect
+	 * with the connect timeout, and always answers (a broker that goes
+	 * away answers every request at once). */
+	conn_enter(c, CONN_CONNECT);
+	upstream_request(c);
 }
 
 /* ---- explicit: request heads ---- */
@@ -979,11 +907,6 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 	}
 	case CONN_REPLY:
 		conn_close(c);
-		return;
-	case CONN_RESOLVE:
-		upstream_cancel(c);
-		conn_refuse(c, VR_DNS_TIMEOUT, "resolving %s took longer than %u ms", c->host,
-		            (unsigned)c->px->px_cfg.connect_timeout_ms);
 		return;
 	default:
 		return;

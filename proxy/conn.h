@@ -5,7 +5,7 @@
  *   conn.c      the per-connection state machine, decisions, replies, log
  *   sniff.c     transparent: SNI / Host / no name from the first bytes
  *   forward.c   explicit absolute-form HTTP: one exchange at a time
- *   upstream.c  resolution (dns/resolver.h), the address guard, connect with timeout
+ *   upstream.c  the upstream socket, asked of the broker (broker/client.h)
  *   relay.c     tunnel bytes both ways: bufferevents, then splice(2)
  *   bind.c      the first bytes after a decision must name what was decided,
  *               and so must every ClientHello and HTTP/1 request after them
@@ -31,7 +31,6 @@ struct bufferevent;
 struct event;
 struct evconnlistener;
 struct evbuffer;
-struct resolver_lookup;
 struct fdres;
 struct h1frame;
 struct relay;
@@ -46,8 +45,6 @@ struct relay;
 /* Transparent: how long a silent client is given before it is taken for a
  * server-speaks-first protocol (ssh banner exchange, SMTP, ...). */
 #define PROXY_SNIFF_SILENT_MS 300
-/* Most addresses tried per name (v6 first, then v4). */
-#define CONN_MAX_ADDRS 8
 /* A reply (403, 502, alert) gets this long to drain before a hard close. */
 #define CONN_REPLY_MS 5000
 /* Longest URL kept for the log. */
@@ -91,10 +88,15 @@ struct proxy {
 	struct fdres *px_fds;       /* descriptors kept for the DNS listener, the log */
 	bool px_fd_starved;         /* said so; cleared by the next clean accept */
 	struct conn_list px_conns;
+	/* Connections whose request the broker's client could not take
+	 * (max in flight, or its socket full), oldest first: each reply
+	 * makes room, and sends from here (upstream.c). */
+	TAILQ_HEAD(, conn) px_broker_wait;
 	unsigned px_n_conns;
 	uint64_t px_over_limit; /* refused at the limit since it was reached */
 	uint64_t px_next_id;
 	bool px_said_log_failed;
+	bool px_said_broker_gone;
 	/* Empty pipes for splice, shared: a tunnel holds one only while
 	 * bytes wait in it, so idle tunnels cost no pipe descriptors. */
 	int px_pipes[PROXY_PIPE_POOL][2];
@@ -105,8 +107,7 @@ struct proxy {
 enum conn_state {
 	CONN_HEAD,    /* explicit: reading a request head */
 	CONN_SNIFF,   /* transparent: peeking at the first bytes */
-	CONN_RESOLVE, /* waiting for the resolver */
-	CONN_CONNECT, /* waiting for the upstream connect */
+	CONN_CONNECT, /* waiting for the broker: it resolves and connects */
 	CONN_TUNNEL,  /* relaying bytes both ways (CONNECT, transparent) */
 	CONN_HTTP,    /* forwarding one request and its response */
 	CONN_REPLY,   /* our own reply (403, 502, TLS alert) drains, then close */
@@ -159,12 +160,9 @@ struct conn {
 	struct event *timer;   /* header deadline, sniff wait, idle, reply */
 	uint64_t start_ms, last_ms;
 	struct relay *relay;             /* splice state once the tunnel switched */
-	struct resolver_lookup *dnsreq;  /* while a lookup is out */
-	int resolve_status;              /* its enum resolver_addrs_status */
-	union conn_addr resolve_refused; /* GUARD: the address the guard removed */
-	bool resolve_audit_cname;        /* audit: it followed a denied CNAME */
-	char resolve_why[192];           /* a refusal: what the resolver said */
-	bool resolve_ready;
+	uint32_t broker_id;              /* the broker's request while it is out, else 0 */
+	bool broker_waiting;             /* on px_broker_wait */
+	TAILQ_ENTRY(conn) wait_entry;
 
 	/* What is being asked, for the decision and the log. */
 	enum conn_kind kind;
@@ -195,8 +193,6 @@ struct conn {
 	char *url;            /* malloc'd, capped; HTTP only */
 	union conn_addr orig; /* transparent: SO_ORIGINAL_DST */
 	bool has_orig;
-	union conn_addr addrs[CONN_MAX_ADDRS];
-	size_t n_addrs, next_addr;
 	union conn_addr dst; /* the address dialled */
 	bool has_dst;
 	char up_host[HTTP_HOST_MAX]; /* host:port the open upstream serves */
@@ -219,8 +215,8 @@ void conn_close(struct conn *c);
 /* The only place c->state changes (logged at debug level). Entering s
  * sets what runs in it: the callbacks and watermarks of the halves conn.c
  * serves in s, and c->timer armed for s's limit (none for CONN_CONNECT,
- * whose upstream has its own). A tunnel's callbacks are the relay's
- * (relay_start), the connect's upstream ones upstream.c's. */
+ * which the broker bounds). A tunnel's callbacks are the relay's
+ * (relay_start). */
 void conn_enter(struct conn *c, enum conn_state s);
 /* Re-arm c->timer within the current state (a deadline moved, a look
  * started); what it means depends on the state. */
@@ -259,14 +255,14 @@ void conn_set_method_url(struct conn *c, const char *s, const struct http_head *
 /* Transparent without a name: a cidr rule decides (a deny is final); only
  * when none speaks of the address and port, the DNS cache's name does. */
 void conn_decide_noname(struct conn *c);
+/* Ask the broker for the upstream; the connection parks in CONN_CONNECT. */
 void conn_start_resolve(struct conn *c);
 /* Explicit: parse the request head buffered so far and act on it. */
 void conn_head_read(struct conn *c);
 void conn_touch(struct conn *c);
 /* conn_enter(c, CONN_TUNNEL): the idle timer runs (relay.c). */
 void conn_enter_tunnel(struct conn *c);
-/* Called by upstream.c. */
-void conn_resolved(struct conn *c);
+/* Called by upstream.c: c->up holds the connected socket. */
 void conn_connected(struct conn *c);
 /* Refuse for why with the HTTP status and Proxy-Status error its row of
  * the table gives (policy/verdict.h), a TLS alert or a reset, as fits the
@@ -344,26 +340,17 @@ void forward_upstream_event(struct conn *c, short what);
 void forward_timer(struct conn *c, uint64_t now);
 
 /* upstream.c */
-/* Resolve c->host (or take the literal) into c->addrs, then call
- * conn_resolved(). Returns 0, or -1 after refusing the connection. */
-int upstream_resolve(struct conn *c);
-/* Act on the resolver's answer (c->addrs, c->resolve_status and, for a
- * refusal, c->resolve_why hold it); returns 0, or -1 after
- * refusing (the reply names the resolver's answer). */
-int upstream_take_answer(struct conn *c);
-/* Keep only the addresses the policy's deny cidr rules and the guard
- * permit (in audit mode, addresses a deny cidr rule covers go last);
- * why describes the first one refused, *refused is that address, and
- * *deny_rule the deny rule's "file:line" when that was the reason (else
- * NULL). Returns how many remain. */
-size_t upstream_filter(struct conn *c, char *why, size_t whylen, const char **deny_rule,
-                       union conn_addr *refused);
+/* Ask the broker for c's upstream: c->host (a name, or an IP literal) and
+ * c->port, or for a transparent connection the original destination, which
+ * a name must resolve to. Its reply calls conn_connected() or refuses c.
+ * Returns 0, or -1 after refusing the connection (c is gone). */
+int upstream_request(struct conn *c);
 /* Audit mode: mark c audit-deny if a deny cidr rule covers a, the address
- * being dialled (or reused), and nothing else marked it already. */
+ * of an upstream kept open for the next request, and nothing else marked
+ * it already. */
 void upstream_mark_audit(struct conn *c, const union conn_addr *a);
-/* Connect to c->addrs[c->next_addr...] in turn, then conn_connected().
- * Returns 0, or -1 after refusing the connection. */
-int upstream_connect(struct conn *c);
+/* The connection is gone or moves on: its request's reply, when it comes,
+ * is dropped (and its socket closed). */
 void upstream_cancel(struct conn *c);
 /* proxy.c: descriptors ran out (EMFILE/ENFILE, or the reserve could not be
  * made whole). Pauses accepting for a while, gives the spare pipes back,

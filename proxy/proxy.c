@@ -205,6 +205,7 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 	px->px_base = base;
 	px->px_cfg = *cfg;
 	TAILQ_INIT(&px->px_conns);
+	TAILQ_INIT(&px->px_broker_wait);
 	if (px->px_cfg.max_conns == 0)
 		px->px_cfg.max_conns = PROXY_DEFAULT_MAX_CONNS;
 	if (px->px_cfg.connect_timeout_ms == 0)
@@ -215,9 +216,8 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 		px->px_cfg.header_timeout_ms = PROXY_DEFAULT_HEADER_MS;
 	if (px->px_cfg.response_timeout_ms == 0)
 		px->px_cfg.response_timeout_ms = PROXY_DEFAULT_RESPONSE_MS;
-	if (cfg->policy == NULL || cfg->log == NULL || cfg->resolver == NULL || cfg->hosts == NULL) {
-		log_warnx("proxy: a policy, an egress log, a resolver and the host's addresses are "
-		          "required");
+	if (cfg->policy == NULL || cfg->log == NULL || cfg->broker == NULL) {
+		log_warnx("proxy: a policy, an egress log and the broker are required");
 		free(px);
 		return NULL;
 	}

@@ -8,11 +8,10 @@
 #include <stdint.h>
 
 struct event_base;
-struct resolver;
+struct broker_client;
 struct policy;
 struct elog;
 struct dns_cache;
-struct guard_hosts;
 struct fdres;
 struct membudget;
 struct proxy;
@@ -28,12 +27,10 @@ struct proxy_config {
 	/* borrowed, may be NULL: the IP -> name cache of what the sandbox's
 	 * DNS listener answered (dns/cache.h) */
 	struct dns_cache *cache;
-	/* borrowed, outlives the proxy: the resolver the DNS listener uses
-	 * too (dns/resolver.h), with its cache, CNAME policy and hosts */
-	struct resolver *resolver;
-	/* borrowed, outlives the proxy: the host's own addresses, which the
-	 * guard refuses (policy/guard.h; kept current by nft/hostaddr.h) */
-	const struct guard_hosts *hosts;
+	/* borrowed, outlives the proxy: the broker (broker/client.h), which
+	 * resolves, guards and connects every upstream socket; the proxy
+	 * makes none itself */
+	struct broker_client *broker;
 	unsigned max_conns;          /* concurrent connections; 0 = default */
 	uint32_t connect_timeout_ms; /* 0 = default */
 	uint32_t idle_timeout_ms;    /* 0 = default */

@@ -1,8 +1,9 @@
-/* Upstream side: resolve in the supervisor (never trusting the sandbox's
- * idea of an address) through the resolver the DNS listener uses too
- * (dns/resolver.h: one cache, one CNAME policy, one hosts file), apply the
- * address guard, connect with a timeout, trying v6 then v4 addresses in
- * turn. */
+/* Upstream side: every upstream socket is the broker's (broker/broker.h).
+ * The connection asks it for NAME:PORT or ADDR:PORT and parks; the broker
+ * decides again, resolves (dns/resolver.h: one cache, one CNAME policy,
+ * one hosts file), applies the address guard, connects with the timeout
+ * and passes the socket back. Here its reply becomes the connection's
+ * upstream, or its refusal the log's reason (docs/log.md, "Reasons"). */
 #include "proxy/conn.h"
 
 #include <arpa/inet.h>
@@ -16,11 +17,10 @@
 #include <event2/event.h>
 #include <event2/util.h>
 
-#include "common/fdres.h"
+#include "broker/client.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "dns/resolver.h"
-#include "policy/guard.h"
+#include "dns/cache.h"
 #include "policy/policy.h"
 
 socklen_t
@@ -62,15 +62,6 @@ conn_addr_unmap(union conn_addr *a)
 	a->in = v4;
 }
 
-static void
-set_port(union conn_addr *a, uint16_t port)
-{
-	if (a->sa.sa_family == AF_INET6)
-		a->in6.sin6_port = htons(port);
-	else
-		a->in.sin_port = htons(port);
-}
-
 bool
 conn_addr_parse(union conn_addr *a, const char *text, uint16_t port)
 {
@@ -95,63 +86,6 @@ say_denied(char *why, size_t whylen, const union conn_addr *a)
 	snprintf(why, whylen, "%s is denied by a cidr rule", ip);
 }
 
-/* What the deny cidr rules and the address guard say of one address. */
-enum addr_check {
-	ADDR_REFUSED,
-	ADDR_PERMITTED,
-	ADDR_AUDIT_DENIED, /* audit mode: a deny cidr rule covers it, let through */
-};
-
-static enum addr_check
-addr_check(struct conn *c, const union conn_addr *a, char *why, size_t whylen,
-           const char **deny_rule)
-{
-	switch (guard_addr_check(c->px->px_cfg.policy, c->px->px_cfg.hosts, &a->sa, c->port, why,
-	                         whylen, deny_rule)) {
-	case GUARD_ADDR_PERMITTED:
-		return ADDR_PERMITTED;
-	case GUARD_ADDR_AUDIT_DENIED:
-		return ADDR_AUDIT_DENIED;
-	case GUARD_ADDR_REFUSED_GUARD:
-	case GUARD_ADDR_REFUSED_CIDR:
-		break;
-	}
-	return ADDR_REFUSED;
-}
-
-size_t
-upstream_filter(struct conn *c, char *why, size_t whylen, const char **deny_rule,
-                union conn_addr *refused)
-{
-	union conn_addr late[CONN_MAX_ADDRS];
-	size_t kept = 0, n_late = 0;
-	bool said = false;
-
-	*deny_rule = NULL;
-	for (size_t i = 0; i < c->n_addrs; i++) {
-		switch (addr_check(c, &c->addrs[i], said ? NULL : why, whylen,
-		                   said ? NULL : deny_rule)) {
-		case ADDR_PERMITTED:
-			c->addrs[kept++] = c->addrs[i];
-			break;
-		case ADDR_AUDIT_DENIED:
-			/* Tried only after every address enforce mode would
-			 * use, so audit marks only what enforce would refuse. */
-			late[n_late++] = c->addrs[i];
-			break;
-		case ADDR_REFUSED:
-			if (!said)
-				*refused = c->addrs[i];
-			said = true;
-			break;
-		}
-	}
-	for (size_t i = 0; i < n_late; i++)
-		c->addrs[kept++] = late[i];
-	c->n_addrs = kept;
-	return kept;
-}
-
 void
 upstream_mark_audit(struct conn *c, const union conn_addr *a)
 {
@@ -170,259 +104,283 @@ upstream_mark_audit(struct conn *c, const union conn_addr *a)
 	say_denied(c->detail, sizeof(c->detail), a);
 }
 
-/* Keep v6 first, then v4 (as the resolver gives them), at most
- * CONN_MAX_ADDRS, without repeats. A mapped v6 answer is taken as the v4
- * address it is. */
-static void
-take_addrs(struct conn *c, const struct resolver_addrs *res)
+/* "SNI" or "Host": what named a transparent connection. */
+static const char *
+named_by(const struct conn *c)
 {
-	c->n_addrs = 0;
-	for (size_t i = 0; i < res->n && c->n_addrs < CONN_MAX_ADDRS; i++) {
-		union conn_addr a;
-		bool dup = false;
-
-		memset(&a, 0, sizeof(a));
-		memcpy(&a, &res->addr[i],
-		       res->addr[i].ss_family == AF_INET6 ? sizeof(a.in6) : sizeof(a.in));
-		conn_addr_unmap(&a);
-		set_port(&a, c->port);
-		for (size_t k = 0; k < c->n_addrs; k++)
-			dup = dup || conn_addr_eq(&c->addrs[k], &a);
-		if (!dup)
-			c->addrs[c->n_addrs++] = a;
-	}
+	return c->tls ? "SNI" : "Host";
 }
 
-/* Store the resolver's answer in c: the addresses, the status and, when
- * the answer refuses, what the resolver said (for the refusal). */
+/* Audit mode: the broker let through what enforce would have refused,
+ * and says which refusal (r->audit). A refusal the connection's own
+ * decision already marked stays, as when each was found here: only the
+ * original destination's check speaks over it. */
 static void
-take_answer(struct conn *c, const struct resolver_addrs *res)
+take_audit(struct conn *c, const struct broker_reply *r)
 {
-	take_addrs(c, res);
-	c->resolve_status = (int)res->status;
-	c->resolve_audit_cname = res->audit_cname;
-	memset(&c->resolve_refused, 0, sizeof(c->resolve_refused));
-	if (res->status == RESOLVER_ADDRS_GUARD) {
-		memcpy(&c->resolve_refused, &res->refused,
-		       res->refused.ss_family == AF_INET6 ? sizeof(c->resolve_refused.in6)
-		                                          : sizeof(c->resolve_refused.in));
-		set_port(&c->resolve_refused, c->port);
+	bool was_allowed = !c->decided || c->verdict == VERDICT_ALLOW;
+
+	switch ((enum broker_status)r->audit) {
+	case BROKER_E_NOT_ORIG:
+		c->decided = true;
+		c->verdict = VERDICT_AUDIT_DENY;
+		c->why = VR_NOT_AT_ADDRESS;
+		snprintf(c->detail, sizeof(c->detail),
+		         "%s does not resolve to the original destination", named_by(c));
+		return;
+	case BROKER_E_DENY_CIDR:
+	case BROKER_E_DENIED:
+		if (!was_allowed)
+			return;
+		c->why = VR_RULE_DENY;
+		str_copy(c->rule, r->rule, sizeof(c->rule));
+		break;
+	case BROKER_E_CNAME:
+		if (!was_allowed)
+			return;
+		c->why = VR_CNAME_DENIED;
+		break;
+	case BROKER_E_NO_RULE:
+	case BROKER_E_ECH:
+		if (!was_allowed)
+			return;
+		c->why = r->audit == BROKER_E_ECH ? VR_ECH : VR_NO_RULE;
+		break;
+	default:
+		return;
 	}
-	c->resolve_why[0] = '\0';
-	if (res->status != RESOLVER_ADDRS_OK)
-		str_copy(c->resolve_why, res->why, sizeof(c->resolve_why));
-	c->resolve_ready = true;
+	c->decided = true;
+	c->verdict = VERDICT_AUDIT_DENY;
+	str_copy(c->detail, r->reason, sizeof(c->detail));
+}
+
+/* The broker's refusal, as the log's reason. The sentences are the
+ * broker's (the words this file used when it resolved and dialled). */
+static void
+refuse_as(struct conn *c, const struct broker_reply *r)
+{
+	static const enum verdict_reason map[] = {
+	        [BROKER_E_BAD_NAME] = VR_BAD_NAME,
+	        [BROKER_E_DENIED] = VR_RULE_DENY,
+	        [BROKER_E_NO_RULE] = VR_NO_RULE,
+	        [BROKER_E_ECH] = VR_ECH,
+	        [BROKER_E_DNS] = VR_DNS_ERROR,
+	        [BROKER_E_DNS_TIMEOUT] = VR_DNS_TIMEOUT,
+	        [BROKER_E_NOT_ORIG] = VR_NOT_AT_ADDRESS,
+	        [BROKER_E_GUARD] = VR_GUARD,
+	        [BROKER_E_DENY_CIDR] = VR_RULE_DENY,
+	        [BROKER_E_REFUSED] = VR_CONNECT_REFUSED,
+	        [BROKER_E_UNREACHABLE] = VR_UNREACHABLE,
+	        [BROKER_E_TIMEOUT] = VR_CONNECT_TIMEOUT,
+	        [BROKER_E_CNAME] = VR_CNAME_DENIED,
+	};
+	enum verdict_reason why =
+	        r->status < ARRAY_SIZE(map) && map[r->status] != VR_NONE ? map[r->status] : VR_BROKER;
+	struct sockaddr_storage ss;
+
+	/* The address refused or dialled last is the line's ip. */
+	if (broker_addr_get(&r->addr, &ss) == 0) {
+		memcpy(&c->dst, &ss, ss.ss_family == AF_INET6 ? sizeof(c->dst.in6) : sizeof(c->dst.in));
+		c->has_dst = true;
+	}
+	switch ((enum broker_status)r->status) {
+	case BROKER_E_RESOURCE:
+		/* No descriptor here for the socket the broker made: as when
+		 * this process ran out itself. */
+		if (r->err == EMFILE || r->err == ENFILE)
+			proxy_fd_starved(c->px);
+		conn_refuse_resource(c, r->reason);
+		return;
+	case BROKER_E_DENIED:
+	case BROKER_E_DENY_CIDR:
+		str_copy(c->rule, r->rule, sizeof(c->rule));
+		break;
+	case BROKER_E_CNAME:
+		c->rule[0] = '\0'; /* the chain decided, not the rule on the name */
+		break;
+	case BROKER_E_NOT_ORIG:
+		conn_refuse(c, why, "%s does not resolve to the original destination",
+		            named_by(c));
+		return;
+	case BROKER_E_GONE:
+		if (!c->px->px_said_broker_gone)
+			log_warnx("proxy: the broker is gone; every upstream connection is refused");
+		c->px->px_said_broker_gone = true;
+		break;
+	default:
+		break;
+	}
+	if (why == VR_BROKER)
+		conn_refuse(c, why, "broker: %s (%s)", broker_status_name(r->status), r->reason);
+	else
+		conn_refuse(c, why, "%s", r->reason);
+}
+
+static void drain_waiting(struct proxy *px);
+
+static void
+take_reply(struct conn *c, const struct broker_reply *r, int fd)
+{
+	struct bufferevent *bev;
+	struct sockaddr_storage ss;
+
+	c->broker_id = 0;
+	if (r->status != BROKER_OK) {
+		refuse_as(c, r);
+		return;
+	}
+	if (broker_addr_get(&r->addr, &ss) == 0) {
+		memcpy(&c->dst, &ss, ss.ss_family == AF_INET6 ? sizeof(c->dst.in6) : sizeof(c->dst.in));
+		c->has_dst = true;
+	}
+	if (r->verdict == BROKER_V_AUDIT_DENY)
+		take_audit(c, r);
+	c->up.fd = fd;
+	if ((bev = bufferevent_socket_new(c->px->px_base, fd, 0)) == NULL) {
+		conn_refuse_resource(c, "out of memory");
+		return;
+	}
+	conn_half_set_bev(&c->up, bev);
+	conn_connected(c);
 }
 
 static void
-upstream_dns_done(const struct resolver_addrs *res, void *arg)
+upstream_reply(const struct broker_reply *r, int fd, void *arg)
 {
 	struct conn *c = arg;
+	struct proxy *px = c->px; /* c may be gone after take_reply */
 
-	c->dnsreq = NULL;
-	take_answer(c, res);
-	conn_resolved(c);
+	take_reply(c, r, fd);
+	drain_waiting(px);
 }
 
-int
-upstream_resolve(struct conn *c)
+/* Whether the sandbox's DNS listener told it orig for c->host, within
+ * its TTL: servers that rotate their answers give the broker's lookup
+ * other addresses (broker/msg.h, BROKER_F_TOLD). */
+static bool
+told(const struct conn *c)
 {
-	struct resolver_addrs now;
-	union conn_addr a;
+	struct timespec ts;
 
-	memset(&a, 0, sizeof(a));
-	c->n_addrs = 0;
-	c->next_addr = 0;
-	c->resolve_ready = false;
-	c->resolve_status = RESOLVER_ADDRS_OK;
-	c->resolve_audit_cname = false;
-	if (c->ip_literal) {
-		if (!conn_addr_parse(&a, c->host, c->port)) {
+	if (c->px->px_cfg.cache == NULL)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return dns_cache_told(c->px->px_cfg.cache, &c->orig.sa, c->host, (uint64_t)ts.tv_sec);
+}
+
+/* Send c's request. 0 when it is out, 1 when the client cannot take it
+ * now but a reply will make room (c waits), -1 after refusing c. */
+static int
+upstream_send(struct conn *c)
+{
+	struct broker_client *b = c->px->px_cfg.broker;
+	const union conn_addr *dst = NULL;
+	union conn_addr lit;
+	unsigned flags = c->ech ? BROKER_F_ECH : 0;
+	int rc;
+
+	if (c->lkind == PROXY_LISTEN_TRANSPARENT && c->ip_literal) {
+		/* Only the original destination is dialled. A Host that is an
+		 * address must be that one; no name at all (a cidr rule, or a
+		 * name DNS taught, decided) needs nothing more here. */
+		if (c->has_name && (!conn_addr_parse(&lit, c->host, c->port) ||
+		                    !conn_addr_eq(&lit, &c->orig))) {
+			c->dst = c->orig;
+			c->has_dst = true;
+			if (policy_mode(c->px->px_cfg.policy) != POLICY_MODE_AUDIT) {
+				conn_refuse(c, VR_NOT_AT_ADDRESS,
+				            "%s does not resolve to the original destination",
+				            named_by(c));
+				return -1;
+			}
+			c->verdict = VERDICT_AUDIT_DENY;
+			c->why = VR_NOT_AT_ADDRESS;
+			snprintf(c->detail, sizeof(c->detail),
+			         "%s does not resolve to the original destination", named_by(c));
+		}
+		dst = &c->orig;
+	} else if (c->ip_literal) {
+		if (!conn_addr_parse(&lit, c->host, c->port)) {
 			conn_refuse(c, VR_BAD_NAME, "bad IP literal");
 			return -1;
 		}
-		c->addrs[0] = a;
-		c->n_addrs = 1;
-		c->resolve_ready = true;
-		conn_resolved(c);
-		return 0;
+		dst = &lit;
 	}
-	/* Never calls back from inside: an answer known at once (cache,
-	 * hosts file, a local failure) is in now. */
-	c->dnsreq = resolver_lookup(c->px->px_cfg.resolver, c->host, upstream_dns_done, c, &now);
-	if (c->dnsreq == NULL) {
-		take_answer(c, &now);
-		conn_resolved(c);
+	/* A transparent connection without a name whose address DNS taught
+	 * for a name is asked by that name: the broker decides on it and
+	 * checks that it is the original destination. */
+	if (dst == &c->orig && !c->has_name && c->host[0] != '\0')
+		dst = NULL;
+	if (dst != NULL) {
+		rc = broker_client_connect_addr(b, &dst->sa, c->port, c->rule, upstream_reply, c,
+		                                &c->broker_id);
+	} else if (c->lkind == PROXY_LISTEN_TRANSPARENT) {
+		if (told(c))
+			flags |= BROKER_F_TOLD;
+		rc = broker_client_connect_name(b, c->host, c->port, &c->orig.sa, flags, c->rule,
+		                                upstream_reply, c, &c->broker_id);
+	} else {
+		rc = broker_client_connect_name(b, c->host, c->port, NULL, flags, c->rule,
+		                                upstream_reply, c, &c->broker_id);
+	}
+	if (rc != 0) {
+		int err = errno;
+
+		c->broker_id = 0;
+		if ((err == EBUSY || err == EAGAIN) && broker_client_inflight(b) > 0)
+			return 1;
+		conn_refuse(c, VR_BROKER, "broker: %s",
+		            err == EPIPE   ? "the broker is gone"
+		            : err == EBUSY ? "too many requests in flight"
+		            : err == EAGAIN ? "its socket is full"
+		                            : strerror(err));
+		return -1;
 	}
 	return 0;
 }
 
-int
-upstream_take_answer(struct conn *c)
+/* Send for the connections waiting, oldest first, while the client takes
+ * them. */
+static void
+drain_waiting(struct proxy *px)
 {
-	if (c->ip_literal)
-		return 0;
-	switch ((enum resolver_addrs_status)c->resolve_status) {
-	case RESOLVER_ADDRS_OK:
-		if (c->resolve_audit_cname && c->decided && c->verdict == VERDICT_ALLOW) {
-			/* Audit: enforce mode would have refused the chain. */
-			c->verdict = VERDICT_AUDIT_DENY;
-			c->why = VR_CNAME_DENIED;
-			snprintf(c->detail, sizeof(c->detail), "%s: CNAME to a denied name",
-			         c->host);
+	struct conn *c;
+
+	while ((c = TAILQ_FIRST(&px->px_broker_wait)) != NULL) {
+		TAILQ_REMOVE(&px->px_broker_wait, c, wait_entry);
+		c->broker_waiting = false;
+		if (upstream_send(c) == 1) {
+			TAILQ_INSERT_HEAD(&px->px_broker_wait, c, wait_entry);
+			c->broker_waiting = true;
+			return;
 		}
-		return 0;
-	case RESOLVER_ADDRS_CNAME:
-		/* The listener refuses this name's chain; so does the proxy. */
-		c->rule[0] = '\0';
-		conn_refuse(c, VR_CNAME_DENIED, "%s: %s", c->host, c->resolve_why);
-		return -1;
-	case RESOLVER_ADDRS_GUARD:
-		/* The refused address is the line's ip, as when the guard
-		 * refuses it here (upstream_filter). */
-		if (c->resolve_refused.sa.sa_family != 0) {
-			c->dst = c->resolve_refused;
-			c->has_dst = true;
-		}
-		conn_refuse(c, VR_GUARD, "%s: %s", c->host, c->resolve_why);
-		return -1;
-	case RESOLVER_ADDRS_TIMEOUT:
-		conn_refuse(c, VR_DNS_TIMEOUT, "resolving %s timed out (%s)", c->host,
-		            c->resolve_why);
-		return -1;
-	case RESOLVER_ADDRS_NXDOMAIN:
-		conn_refuse(c, VR_DNS_ERROR, "%s does not resolve (no such name)", c->host);
-		return -1;
-	case RESOLVER_ADDRS_NODATA:
-		conn_refuse(c, VR_DNS_ERROR, "%s does not resolve (no addresses)", c->host);
-		return -1;
-	case RESOLVER_ADDRS_FAIL:
-		break;
 	}
-	conn_refuse(c, VR_DNS_ERROR, "%s does not resolve (%s)", c->host,
-	            c->resolve_why[0] != '\0' ? c->resolve_why : "resolver failed");
-	return -1;
+}
+
+int
+upstream_request(struct conn *c)
+{
+	int rc;
+
+	/* Behind those already waiting: first come, first sent. */
+	rc = TAILQ_EMPTY(&c->px->px_broker_wait) ? upstream_send(c) : 1;
+	if (rc == 1) {
+		TAILQ_INSERT_TAIL(&c->px->px_broker_wait, c, wait_entry);
+		c->broker_waiting = true;
+		return 0;
+	}
+	return rc;
 }
 
 void
 upstream_cancel(struct conn *c)
 {
-	if (c->dnsreq != NULL) {
-		struct resolver_lookup *l = c->dnsreq;
-
-		c->dnsreq = NULL;
-		resolver_lookup_cancel(l);
+	if (c->broker_waiting) {
+		TAILQ_REMOVE(&c->px->px_broker_wait, c, wait_entry);
+		c->broker_waiting = false;
 	}
-}
-
-static void upstream_event(struct bufferevent *bev, short what, void *arg);
-
-/* What one try at the next address came to. */
-enum upstream_try {
-	UPSTREAM_CONNECTING, /* under way: upstream_event() tells the end */
-	UPSTREAM_FAILED,     /* this address failed (errno); another may not */
-	UPSTREAM_NO_SOCKET,  /* out of descriptors or memory here: none will do */
-};
-
-static enum upstream_try
-upstream_try(struct conn *c)
-{
-	union conn_addr *a;
-	struct bufferevent *bev;
-	struct timeval tv;
-	int fd;
-
-	conn_half_free(&c->up);
-	if (c->next_addr >= c->n_addrs)
-		return UPSTREAM_FAILED;
-	a = &c->addrs[c->next_addr++];
-	c->dst = *a;
-	c->has_dst = true;
-	upstream_mark_audit(c, a);
-	/* Descriptors freed since go back to the reserve before this takes
-	 * one: when it cannot be made whole, none is free for us either. */
-	fdres_refill(c->px->px_fds);
-	fd = socket(a->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM
-		               ? UPSTREAM_NO_SOCKET
-		               : UPSTREAM_FAILED;
-	c->up.fd = fd;
-	/* connect() here, not in libevent, so an immediate failure keeps
-	 * its errno for the message. */
-	if (connect(fd, &a->sa, conn_addr_len(a)) != 0 && errno != EINPROGRESS)
-		return UPSTREAM_FAILED;
-	bev = bufferevent_socket_new(c->px->px_base, fd, 0);
-	if (bev == NULL) {
-		errno = ENOMEM;
-		return UPSTREAM_NO_SOCKET;
+	if (c->broker_id != 0) {
+		broker_client_cancel(c->px->px_cfg.broker, c->broker_id);
+		c->broker_id = 0;
 	}
-	conn_half_set_bev(&c->up, bev);
-	bufferevent_setcb(c->up.bev, NULL, NULL, upstream_event, c);
-	tv.tv_sec = c->px->px_cfg.connect_timeout_ms / 1000;
-	tv.tv_usec = (c->px->px_cfg.connect_timeout_ms % 1000) * 1000;
-	bufferevent_set_timeouts(c->up.bev, NULL, &tv);
-	/* NULL address: the fd is already connecting; report when done. */
-	if (bufferevent_socket_connect(c->up.bev, NULL, 0) != 0)
-		return UPSTREAM_FAILED;
-	return UPSTREAM_CONNECTING;
-}
-
-/* Try the next address; after the last, refuse with the last error. A
- * connection this side cannot make (no descriptor) is refused as the
- * resource limit it is, not blamed on the destination. True while a
- * connect is under way; false after refusing (c may be gone). */
-static bool
-upstream_next(struct conn *c, int err, bool timeout)
-{
-	char ip[INET6_ADDRSTRLEN];
-
-	while (c->next_addr < c->n_addrs) {
-		enum upstream_try r = upstream_try(c);
-
-		if (r == UPSTREAM_CONNECTING)
-			return true;
-		err = errno;
-		if (r == UPSTREAM_NO_SOCKET) {
-			conn_half_free(&c->up);
-			if (err != ENOMEM)
-				proxy_fd_starved(c->px);
-			conn_refuse_resource(c, err == ENOMEM ? "out of memory"
-			                                      : "out of file descriptors");
-			return false;
-		}
-	}
-	conn_half_free(&c->up);
-	conn_addr_str(&c->dst, ip, sizeof(ip));
-	if (timeout)
-		conn_refuse(c, VR_CONNECT_TIMEOUT, "connecting to %s port %u timed out", ip,
-		            (unsigned)c->port);
-	else if (err == ECONNREFUSED)
-		conn_refuse(c, VR_CONNECT_REFUSED, "%s port %u refused the connection", ip,
-		            (unsigned)c->port);
-	else
-		conn_refuse(c, VR_UNREACHABLE, "connecting to %s port %u: %s", ip,
-		            (unsigned)c->port, strerror(err));
-	return false;
-}
-
-static void
-upstream_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct conn *c = arg;
-	(void)bev;
-
-	if (what & BEV_EVENT_CONNECTED) {
-		bufferevent_set_timeouts(c->up.bev, NULL, NULL);
-		conn_connected(c);
-		return;
-	}
-	(void)upstream_next(c, EVUTIL_SOCKET_ERROR(), (what & BEV_EVENT_TIMEOUT) != 0);
-}
-
-int
-upstream_connect(struct conn *c)
-{
-	/* The first try is the loop's first round. */
-	return upstream_next(c, 0, false) ? 0 : -1;
 }

@@ -140,7 +140,7 @@ spawn(struct fixture *f, unsigned inflight, bool silent_dns, uint32_t timeout_ms
 	cfg.policy = f->policy;
 	cfg.max_inflight = inflight;
 	cfg.connect_timeout_ms = timeout_ms;
-	cfg.n_upstreams = 1;
+	cfg.dns.n_upstream = 1;
 	if (silent_dns) {
 		struct sockaddr_in sin = {.sin_family = AF_INET,
 		                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -149,12 +149,12 @@ spawn(struct fixture *f, unsigned inflight, bool silent_dns, uint32_t timeout_ms
 		f->silent = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 		assert_int_equal(bind(f->silent, (struct sockaddr *)&sin, sizeof(sin)), 0);
 		assert_int_equal(getsockname(f->silent, (struct sockaddr *)&sin, &len), 0);
-		memcpy(&cfg.upstreams[0], &sin, sizeof(sin));
+		memcpy(&cfg.dns.upstream[0], &sin, sizeof(sin));
 	} else {
 		const char *dns = getenv("BROKER_DNS");
 
 		assert_non_null(dns);
-		parse_hostport(dns, &cfg.upstreams[0]);
+		parse_hostport(dns, &cfg.dns.upstream[0]);
 	}
 	f->fd = broker_spawn(&cfg, &f->pid, err, sizeof(err));
 	if (f->fd < 0)
@@ -293,8 +293,20 @@ reply_to(struct fixture *f, uint32_t id, struct broker_reply *r, int ms)
 	return fd;
 }
 
+static uint32_t ask_name_flags(struct fixture *f, const char *name, uint16_t port,
+                               const char *orig, unsigned flags);
+
 static uint32_t
 ask_name(struct fixture *f, const char *name, uint16_t port, const char *orig)
+{
+	return ask_name_flags(f, name, port, orig, 0);
+}
+
+/* With flags (BROKER_F_TOLD: the worker claims its DNS listener told the
+ * sandbox orig for the name). */
+static uint32_t
+ask_name_flags(struct fixture *f, const char *name, uint16_t port, const char *orig,
+               unsigned flags)
 {
 	struct broker_req_name m;
 	struct sockaddr_storage ss;
@@ -302,7 +314,7 @@ ask_name(struct fixture *f, const char *name, uint16_t port, const char *orig)
 
 	if (orig != NULL)
 		assert_int_not_equal(sockaddr_set(&ss, AF_INET, orig, port), 0);
-	assert_int_equal(broker_build_name(&m, id, name, port, 0,
+	assert_int_equal(broker_build_name(&m, id, name, port, flags,
 	                                   orig != NULL ? (struct sockaddr *)&ss : NULL,
 	                                   "claimed:1"),
 	                 0);
@@ -440,6 +452,21 @@ test_denied_names(void **state)
 	/* Addresses no cidr rule allows, or a deny cidr rule refuses. */
 	expect_status(f, ask_addr(f, "203.0.113.11", LISTEN_PORT), BROKER_E_NO_RULE, NULL);
 	expect_status(f, ask_addr(f, "198.51.100.66", LISTEN_PORT), BROKER_E_DENIED, NULL);
+	/* The worker's claim that its DNS listener told the sandbox the
+	 * address (BROKER_F_TOLD) opens no name the policy refuses, and no
+	 * address the guard or a deny cidr rule refuses. */
+	expect_status(f,
+	              ask_name_flags(f, "sub.evil.test", LISTEN_PORT, PEER_ADDR, BROKER_F_TOLD),
+	              BROKER_E_DENIED, "denied by rule");
+	expect_status(f,
+	              ask_name_flags(f, "unlisted.test", LISTEN_PORT, PEER_ADDR, BROKER_F_TOLD),
+	              BROKER_E_NO_RULE, NULL);
+	expect_status(f,
+	              ask_name_flags(f, "allowed.test", LISTEN_PORT, "127.0.0.1", BROKER_F_TOLD),
+	              BROKER_E_GUARD, "loopback");
+	expect_status(f,
+	              ask_name_flags(f, "allowed.test", LISTEN_PORT, "198.51.100.66", BROKER_F_TOLD),
+	              BROKER_E_DENY_CIDR, "denied by a cidr rule");
 	expect_alive(f);
 }
 
@@ -449,11 +476,12 @@ test_guarded_addresses(void **state)
 	struct fixture *f = *state;
 
 	spawn(f, 0, false, 3000);
-	/* Allowed names that resolve to guarded addresses (rebinding). */
+	/* Allowed names that resolve to guarded addresses (rebinding): the
+	 * resolver's filter (dns/resolver.h) removes them, in its words. */
 	expect_status(f, ask_name(f, "rebind.test", LISTEN_PORT, NULL), BROKER_E_GUARD,
-	              "127.0.0.1 is loopback");
+	              "rebind.test: address guard removed answers: 127.0.0.1 (loopback)");
 	expect_status(f, ask_name(f, "meta.test", LISTEN_PORT, NULL), BROKER_E_GUARD,
-	              "169.254.169.254 is link-local");
+	              "169.254.169.254 (link-local)");
 	expect_status(f, ask_name(f, "own.test", LISTEN_PORT, NULL), BROKER_E_GUARD,
 	              OWN_ADDR " is one of this host's addresses");
 	/* Resolves to an address a deny cidr rule covers. */
@@ -484,6 +512,22 @@ test_audit(void **state)
 	spawn(f, 0, false, 3000);
 	expect_connected_as(f, ask_name(f, "sub.evil.test", LISTEN_PORT, NULL), BROKER_V_AUDIT_DENY,
 	                    "denied by rule");
+	{
+		/* The reply says which refusal enforce would have given. */
+		struct broker_reply r;
+		int fd = reply_to(f, ask_name(f, "sub.evil.test", LISTEN_PORT, NULL), &r, 5000);
+
+		assert_true(fd >= 0);
+		assert_int_equal(r.verdict, BROKER_V_AUDIT_DENY);
+		assert_int_equal(r.audit, BROKER_E_DENIED);
+		close(fd);
+		close(accept(f->lfd, NULL, NULL));
+		/* And for a name that does not resolve to the original
+		 * destination (the peer's listener is at PEER_ADDR). */
+		fd = reply_to(f, ask_name(f, "meta.test", LISTEN_PORT, PEER_ADDR), &r, 5000);
+		fd_close(&fd);
+		assert_int_equal(r.status, BROKER_E_GUARD); /* the answer's guard first */
+	}
 	expect_connected_as(f, ask_addr(f, PEER_ADDR, LISTEN_PORT), BROKER_V_ALLOW, "");
 	expect_status(f, ask_name(f, "rebind.test", LISTEN_PORT, NULL), BROKER_E_GUARD, "loopback");
 	expect_status(f, ask_addr(f, "169.254.169.254", LISTEN_PORT), BROKER_E_GUARD, "link-local");

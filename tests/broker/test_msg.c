@@ -131,6 +131,9 @@ test_name_refusals(void **state)
 	m.flags = BROKER_F_ORIG; /* no address */
 	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_ADDR);
 	m = good;
+	m.flags = BROKER_F_TOLD; /* told of which address? */
+	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_FLAGS);
+	m = good;
 	m.orig.family = AF_INET; /* an address, no flag */
 	m.orig.port = 443;
 	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_ADDR);
@@ -239,6 +242,20 @@ test_reply(void **state)
 	assert_int_equal(broker_parse_reply(&out, sizeof(out), &out), -1);
 	out = r;
 	out.h.type = BROKER_MSG_CONNECT_NAME;
+	assert_int_equal(broker_parse_reply(&out, sizeof(out), &out), -1);
+	/* An audit refusal comes with the audit-deny verdict and only then. */
+	out = r;
+	out.audit = BROKER_E_DENIED;
+	assert_int_equal(broker_parse_reply(&out, sizeof(out), &out), -1);
+	out = r;
+	out.verdict = BROKER_V_AUDIT_DENY;
+	assert_int_equal(broker_parse_reply(&out, sizeof(out), &out), -1);
+	out.audit = BROKER_E_NOT_ORIG;
+	assert_int_equal(broker_parse_reply(&out, sizeof(out), &out), 0);
+	out.audit = BROKER_STATUS_MAX + 1;
+	assert_int_equal(broker_parse_reply(&out, sizeof(out), &out), -1);
+	out = r;
+	out.pad = 1;
 	assert_int_equal(broker_parse_reply(&out, sizeof(out), &out), -1);
 	for (int s = 0; s <= BROKER_STATUS_MAX; s++)
 		assert_string_not_equal(broker_status_name((enum broker_status)s), "?");

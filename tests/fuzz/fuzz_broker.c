@@ -27,7 +27,8 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 	case BROKER_MSG_CONNECT_NAME: {
 		struct broker_req_name m, again;
 
-		if (rq->port == 0 || size != sizeof(m))
+		if (rq->port == 0 || size != sizeof(m) ||
+		    ((rq->flags & BROKER_F_TOLD) && !(rq->flags & BROKER_F_ORIG)))
 			abort();
 		if (policy_name_normalize(rq->name, norm, sizeof(norm), &why) != 0 ||
 		    strcmp(norm, rq->name) != 0 || inet_pton(AF_INET, rq->name, b) == 1 ||
@@ -37,7 +38,8 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 		if (strcmp(m.name, rq->name) != 0)
 			break; /* normalised: another spelling of the same name */
 		if (broker_build_name(
-		            &again, rq->id, rq->name, rq->port, rq->flags & BROKER_F_ECH,
+		            &again, rq->id, rq->name, rq->port,
+		            rq->flags & (BROKER_F_ECH | BROKER_F_TOLD),
 		            (rq->flags & BROKER_F_ORIG) ? (const struct sockaddr *)&rq->addr : NULL,
 		            rq->rule) != 0 ||
 		    memcmp(&again, data, sizeof(again)) != 0)
@@ -92,7 +94,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	if (broker_parse_reply(data, size, &r) == 0) {
-		if (r.h.id == 0 || r.status > BROKER_STATUS_MAX ||
+		if (r.h.id == 0 || r.status > BROKER_STATUS_MAX || r.audit > BROKER_STATUS_MAX ||
+		    (r.audit != BROKER_OK) != (r.verdict == BROKER_V_AUDIT_DENY) ||
 		    memchr(r.rule, '\0', sizeof(r.rule)) == NULL ||
 		    memchr(r.reason, '\0', sizeof(r.reason)) == NULL ||
 		    broker_status_name((enum broker_status)r.status)[0] == '?')

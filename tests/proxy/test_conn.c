@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@
 
 #include "dns/cache.h"
 #include "dns/resolver.h"
+#include "broker/broker.h"
+#include "broker/client.h"
 #include "elog/elog.h"
 #include "common/membudget.h"
 #include "common/util.h"
@@ -45,12 +48,12 @@ static const char policy_deny[] = "deny:\n"
 
 struct fixture {
 	struct event_base *base;
-	struct resolver *dns;
+	struct broker_client *broker; /* a broker of its own, without nameservers */
+	pid_t broker_pid;
 	struct policy *pol;
 	struct elog *log;
 	int log_fd; /* a dup of the log's memfd, to read it back */
 	struct proxy *px;
-	struct guard_hosts *hosts; /* none of the host's addresses are public here */
 	struct sockaddr_un addr;
 };
 
@@ -64,6 +67,22 @@ static struct dns_cache *next_cache;
 static int next_log_fd = -1;
 /* For the next setup: the origin response timeout (0: the default). */
 static uint32_t next_response_ms;
+
+/* Wait until the broker serves: it has closed what it inherited (a
+ * listener a test closes is closed) once it answers. A header of no known
+ * type is refused as malformed, by id. */
+static void
+broker_ready(int fd)
+{
+	struct broker_hdr h = {.type = 0x55, .len = sizeof(h), .id = 1};
+	struct broker_reply r;
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	assert_int_equal(send(fd, &h, sizeof(h), MSG_NOSIGNAL), (ssize_t)sizeof(h));
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_int_equal(recv(fd, &r, sizeof(r), 0), (ssize_t)sizeof(r));
+	assert_int_equal(r.status, BROKER_E_MALFORMED);
+}
 
 static int
 setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char *log_path,
@@ -83,11 +102,17 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 	if (audit)
 		policy_set_mode(f->pol, POLICY_MODE_AUDIT);
 	{
-		/* No nameserver: every lookup fails. */
-		struct resolver_config rc = {.policy = f->pol};
+		/* No nameserver: every lookup fails. The connect timeout is
+		 * the proxy's below. */
+		struct broker_cfg bc = {.policy = f->pol, .connect_timeout_ms = 500};
+		char err[256];
+		int bfd = broker_spawn(&bc, &f->broker_pid, err, sizeof(err));
 
-		f->dns = resolver_new(f->base, &rc);
-		assert_non_null(f->dns);
+		if (bfd < 0)
+			fail_msg("%s", err);
+		broker_ready(bfd);
+		f->broker = broker_client_new(f->base, bfd, 0);
+		assert_non_null(f->broker);
 	}
 	if (log_path != NULL) {
 		char err[128];
@@ -106,17 +131,13 @@ setup_with_mode(void **state, unsigned max_conns, uint32_t header_ms, const char
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.policy = f->pol;
 	cfg.log = f->log;
-	cfg.resolver = f->dns;
+	cfg.broker = f->broker;
 	cfg.cache = next_cache;
 	cfg.max_conns = max_conns;
 	cfg.header_timeout_ms = header_ms;
 	cfg.connect_timeout_ms = 500; /* also the resolution deadline */
 	cfg.response_timeout_ms = next_response_ms;
 	next_response_ms = 0;
-	f->hosts = guard_hosts_new(0);
-	assert_non_null(f->hosts);
-	guard_hosts_set_state(f->hosts, GUARD_HOSTS_KNOWN);
-	cfg.hosts = f->hosts;
 	f->px = proxy_new(f->base, &cfg);
 	assert_non_null(f->px);
 
@@ -168,8 +189,9 @@ teardown(void **state)
 	struct fixture *f = *state;
 
 	proxy_free(f->px);
-	guard_hosts_free(f->hosts);
-	resolver_free(f->dns);
+	broker_client_free(f->broker);
+	broker_stop(f->broker_pid);
+	broker_reap(f->broker_pid);
 	event_base_free(f->base);
 	elog_free(f->log);
 	policy_free(f->pol);
@@ -1071,12 +1093,6 @@ setup_deny_cidr_with(void **state, bool audit)
 }
 
 static int
-setup_deny_cidr(void **state)
-{
-	return setup_deny_cidr_with(state, false);
-}
-
-static int
 setup_deny_cidr_audit(void **state)
 {
 	return setup_deny_cidr_with(state, true);
@@ -1089,10 +1105,10 @@ teardown_deny_cidr(void **state)
 	return teardown(state);
 }
 
-/* A connection whose allowed name resolved to ips (port 443), as
- * conn_resolved() sees it before upstream_filter(). */
+/* A connection allowed for a.test port 443, as forward_request sees it
+ * before reusing an upstream dialled at some address. */
 static struct conn *
-resolved_conn(struct fixture *f, const char *const *ips, size_t n)
+allowed_conn(struct fixture *f)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 
@@ -1103,12 +1119,6 @@ resolved_conn(struct fixture *f, const char *const *ips, size_t n)
 	c->verdict = VERDICT_ALLOW;
 	str_copy(c->host, "a.test", sizeof(c->host));
 	str_copy(c->rule, "unit.yaml:4", sizeof(c->rule));
-	for (size_t i = 0; i < n; i++) {
-		c->addrs[i].in.sin_family = AF_INET;
-		c->addrs[i].in.sin_port = htons(443);
-		assert_int_equal(inet_pton(AF_INET, ips[i], &c->addrs[i].in.sin_addr), 1);
-	}
-	c->n_addrs = n;
 	return c;
 }
 
@@ -1125,74 +1135,24 @@ deny_cidr_line(void)
 	return n;
 }
 
-/* An allowed name that resolves into a deny cidr rule: that address is
- * dropped before any dial, the others stay; with none left, the reason
- * names the address, *refused is it and deny_rule the rule. The
- * connection's own verdict and rule (the name's) are untouched until the
- * caller refuses it. */
+/* Audit mode: an upstream kept open at an address a deny cidr rule covers
+ * marks the request that reuses it audit-deny, with the deny rule and the
+ * address; one at another address does not. (Which addresses are dialled
+ * at all is the broker's: tests/broker/test_broker.c.) */
 static void
-test_resolved_addr_in_deny_cidr(void **state)
+test_reused_addr_in_deny_cidr_audit(void **state)
 {
 	struct fixture *f = *state;
-	static const char *const both[] = {"203.0.113.7", "198.51.100.7"};
-	static const char *const denied[] = {"203.0.113.7"};
-	struct conn *c = resolved_conn(f, both, 2);
-	char why[160] = "", want[32];
-	const char *rule = NULL;
-	union conn_addr refused;
-	char ip[INET6_ADDRSTRLEN];
+	struct conn *c = allowed_conn(f);
+	union conn_addr a;
+	char want[32];
 
-	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule, &refused), 1);
-	conn_addr_str(&c->addrs[0], ip, sizeof(ip));
-	assert_string_equal(ip, "198.51.100.7");
-	assert_string_equal(why, "203.0.113.7 is denied by a cidr rule");
-	conn_addr_str(&refused, ip, sizeof(ip));
-	assert_string_equal(ip, "203.0.113.7");
-	snprintf(want, sizeof(want), "unit.yaml:%d", deny_cidr_line());
-	assert_non_null(rule);
-	assert_string_equal(rule, want);
+	assert_true(conn_addr_parse(&a, "198.51.100.7", 443));
+	upstream_mark_audit(c, &a);
 	assert_int_equal(c->verdict, VERDICT_ALLOW);
 	assert_string_equal(c->rule, "unit.yaml:4");
-	free(c);
-
-	c = resolved_conn(f, denied, 1);
-	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule, &refused), 0);
-	assert_string_equal(rule, want);
-	free(c);
-
-	/* Another port: the rule does not cover it. */
-	c = resolved_conn(f, denied, 1);
-	c->port = 80;
-	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule, &refused), 1);
-	assert_null(rule);
-	free(c);
-}
-
-/* Audit mode: the covered address is kept but tried last, after every
- * address enforce mode would use; only dialling it (or reusing an
- * upstream dialled at it) marks the connection audit-deny, with the deny
- * rule and the address. */
-static void
-test_resolved_addr_in_deny_cidr_audit(void **state)
-{
-	struct fixture *f = *state;
-	static const char *const both[] = {"203.0.113.7", "198.51.100.7"};
-	struct conn *c = resolved_conn(f, both, 2);
-	char why[160] = "", want[32];
-	const char *rule = NULL;
-	union conn_addr refused;
-	char ip[INET6_ADDRSTRLEN];
-
-	assert_int_equal(upstream_filter(c, why, sizeof(why), &rule, &refused), 2);
-	assert_null(rule);
-	conn_addr_str(&c->addrs[0], ip, sizeof(ip));
-	assert_string_equal(ip, "198.51.100.7");
-	conn_addr_str(&c->addrs[1], ip, sizeof(ip));
-	assert_string_equal(ip, "203.0.113.7");
-	upstream_mark_audit(c, &c->addrs[0]);
-	assert_int_equal(c->verdict, VERDICT_ALLOW);
-	assert_string_equal(c->rule, "unit.yaml:4");
-	upstream_mark_audit(c, &c->addrs[1]);
+	assert_true(conn_addr_parse(&a, "203.0.113.7", 443));
+	upstream_mark_audit(c, &a);
 	assert_int_equal(c->verdict, VERDICT_AUDIT_DENY);
 	snprintf(want, sizeof(want), "unit.yaml:%d", deny_cidr_line());
 	assert_string_equal(c->rule, want);
@@ -1490,6 +1450,33 @@ test_tunnel_copies_without_pipes(void **state)
 	assert_int_equal(log_lines(f), 1);
 	assert_null(strstr(log_text(f), "file descriptors"));
 	assert_non_null(strstr(log_text(f), "\"bytes_up\":300000,\"bytes_down\":300000"));
+}
+
+/* The broker is gone: every connection that needs an upstream is refused
+ * (fail closed), 503 proxy_internal_error, reason broker-failed; the
+ * request out when it went, and each one after. */
+static void
+test_broker_gone(void **state)
+{
+	struct fixture *f = *state;
+	const char *r;
+
+	broker_stop(f->broker_pid);
+	broker_reap(f->broker_pid);
+	f->broker_pid = 0;
+	/* Two names: two lines, not one counted twice. */
+	static const char *const reqs[] = {"CONNECT b.d.test:443 HTTP/1.1\r\n\r\n",
+	                                   "CONNECT c.d.test:443 HTTP/1.1\r\n\r\n"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(reqs); i++) {
+		r = exchange(f, client(f), reqs[i], 3000);
+		assert_true(strncmp(r, "HTTP/1.1 503", 12) == 0);
+		assert_non_null(strstr(r, "error=proxy_internal_error"));
+	}
+	exchange(f, client(f), NULL, 50);
+	assert_int_equal(log_lines(f), 2);
+	assert_non_null(strstr(log_text(f), "\"reason\":\"broker-failed\""));
+	assert_non_null(strstr(log_text(f), "the broker is gone"));
 }
 
 /* Accepted, then no descriptor for the upstream: 503 naming the resource
@@ -1955,9 +1942,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_log_failure_ends_idle_tunnel,
 	                                        setup_loopback_pipe_log,
 	                                        teardown_loopback_pipe_log),
-	        cmocka_unit_test_setup_teardown(test_resolved_addr_in_deny_cidr, setup_deny_cidr,
-	                                        teardown_deny_cidr),
-	        cmocka_unit_test_setup_teardown(test_resolved_addr_in_deny_cidr_audit,
+	        cmocka_unit_test_setup_teardown(test_reused_addr_in_deny_cidr_audit,
 	                                        setup_deny_cidr_audit, teardown_deny_cidr),
 	        cmocka_unit_test_setup_teardown(test_own_addr_v4_mapped, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_mapped_literal_is_v4, setup_loopback,
@@ -2002,6 +1987,7 @@ main(void)
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_tunnel_copies_without_pipes, setup_loopback,
 	                                        teardown_loopback),
+	        cmocka_unit_test_setup_teardown(test_broker_gone, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_no_fd_for_upstream, setup_loopback,
 	                                        teardown_loopback),
 	        cmocka_unit_test_setup_teardown(test_queue_cap_holds, setup_loopback_capped,
