@@ -122,6 +122,7 @@ struct run {
 	struct nflog_reader *nflog;
 	struct broker_client *broker; /* the proxy's upstream sockets (broker/broker.h) */
 	pid_t broker_pid;             /* 0 when none was spawned */
+	pid_t logger_pid;             /* the log's logger once the worker writes to it; 0 */
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
 	/* The unix socket gate's view of the policy's unix: list (strings
@@ -768,10 +769,11 @@ run_stop_serving(struct run *r)
 	if (r->proxy != NULL)
 		proxy_free(r->proxy);
 	r->proxy = NULL;
-	/* After the proxy, which borrows it; reaped in run_free. */
+	/* After the proxy, which borrows it. The broker itself is the
+	 * supervisor's to stop and reap (run_free), once the worker that
+	 * asks it is done. */
 	broker_client_free(r->broker);
 	r->broker = NULL;
-	broker_stop(r->broker_pid);
 }
 
 /* The copies of the serving objects the fork left here: freed without a
@@ -853,6 +855,7 @@ run_free(struct run *r)
 	fd_close(&r->sigfd);
 	serving_abandon(r);
 	run_stop_serving(r);
+	broker_stop(r->broker_pid);
 	broker_reap(r->broker_pid);
 	/* After the DNS server and the proxy, which borrow it. */
 	resolver_free(r->resolver);
@@ -873,6 +876,8 @@ run_free(struct run *r)
 	/* The worker, last as well: it takes its namespaces apart meanwhile. */
 	while (r->worker > 0 && waitpid(r->worker, NULL, 0) < 0 && errno == EINTR)
 		;
+	/* Its last writer gone, the logger has written everything and exits. */
+	elog_logger_reap(r->logger_pid, LOG_DRAIN_MS);
 	free(r->unix_allow);  /* after the gate, which borrowed it, in sbx_free */
 	sbx_env_free(r->env); /* the sandbox's config borrowed it */
 }
@@ -956,6 +961,8 @@ worker_main(struct run *r, int fd, pid_t parent)
 
 	log_set_ident("airlock[worker]");
 	sbx_forget_fds(r->sbx);
+	/* The logger is the supervisor's child: not this process's to reap. */
+	(void)elog_disown_logger(r->log);
 	/* The worker does not outlive the supervisor. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 		_exit(1);
@@ -1020,6 +1027,7 @@ spawn_worker(struct run *r)
 	}
 	close(sv[1]);
 	r->worker_fd = sv[0];
+	r->logger_pid = elog_disown_logger(r->log);
 	/* Room for a burst of the gate's decisions (drain_gate never waits). */
 	(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &(int){1 << 20}, sizeof(int));
 	log_debug("supervisor: worker %d forked, %.3f ms", (int)r->worker, ms_since_boot());

@@ -231,6 +231,12 @@ elog_abandon(struct elog *log)
 	elog_free(log);
 }
 
+pid_t
+elog_disown_logger(struct elog *log)
+{
+	return log != NULL ? elog_sink_disown(log->sink) : 0;
+}
+
 void
 elog_set_task(struct elog *log, const char *task_id)
 {

@@ -62,6 +62,11 @@ void elog_free(struct elog *log);
  * what waits for a slow reader, and the descriptor's flags stay as the
  * writer set them. */
 void elog_abandon(struct elog *log);
+/* The logger process behind log (elog_logger_open), from now on reaped by
+ * whoever calls this, not by elog_free/elog_drain: the supervisor, whose
+ * child it is, while a worker it forked writes to it (elog_logger_reap).
+ * Returns its pid, 0 when there is none. */
+pid_t elog_disown_logger(struct elog *log);
 
 /* Serve the log from an event loop (borrowed; detach before it is freed):
  * the aggregation window closes on a timer, and lines a slow reader had

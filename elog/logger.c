@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/confine.h"
@@ -367,4 +368,24 @@ elog_logger_open(int logfd, char *err, size_t errlen)
 	if ((log = elog_open_logger(sv[0], pid)) == NULL)
 		snprintf(err, errlen, "logger: out of memory");
 	return log;
+}
+
+void
+elog_logger_reap(pid_t pid, unsigned max_ms)
+{
+	uint64_t deadline = now_ms() + max_ms;
+	struct timespec tick = {0, 2 * 1000 * 1000};
+
+	while (pid > 0) {
+		pid_t r = waitpid(pid, NULL, WNOHANG);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			return;
+		if (now_ms() >= deadline) {
+			(void)kill(pid, SIGKILL);
+			(void)waitpid(pid, NULL, 0);
+			return;
+		}
+		(void)nanosleep(&tick, NULL);
+	}
 }

@@ -48,4 +48,9 @@ struct elog *elog_logger_open(int logfd, char *err, size_t errlen);
  * that run it unconfined. */
 int elog_logger_serve(int sock, int logfd, bool confine);
 
+/* Reap a disowned logger (elog_disown_logger) once no one writes to it:
+ * it exits on its own when the last writer's end closes; waited for at
+ * most max_ms, then killed. pid 0 is fine. */
+void elog_logger_reap(pid_t pid, unsigned max_ms);
+
 #endif

@@ -169,9 +169,21 @@ elog_sink_free(struct elog_sink *s)
 void
 elog_sink_abandon(struct elog_sink *s)
 {
-	if (s != NULL)
+	if (s != NULL) {
 		s->sk_saved_flags = -1;
+		s->sk_pid = 0; /* another process writes to it still */
+	}
 	elog_sink_free(s);
+}
+
+pid_t
+elog_sink_disown(struct elog_sink *s)
+{
+	pid_t pid = s != NULL ? s->sk_pid : 0;
+
+	if (s != NULL)
+		s->sk_pid = 0;
+	return pid;
 }
 
 /* One line, one write(2). Short means the disk, a quota or a size limit

@@ -65,6 +65,11 @@ struct elog_sink *elog_sink_new_logger(int fd, pid_t pid, char *err, size_t errl
  * without touching the description the writer shares (its flags stay as
  * the writer needs them; nothing queued is written). */
 void elog_sink_abandon(struct elog_sink *s);
+/* The logger this sink writes to (its pid, 0 when none) is not this
+ * process's to reap from now on: after a fork, in both processes, the
+ * parent reaps it (elog_logger_reap) once every writer is done. Returns
+ * the pid. */
+pid_t elog_sink_disown(struct elog_sink *s);
 
 /* Append one whole line (line[len - 1] is '\n'). Returns 0 when it was
  * written or queued, -1 when the sink has failed (now or before); the
