@@ -138,6 +138,9 @@ struct run {
 	pid_t worker;             /* -1 before the fork and once reaped */
 	int worker_fd;            /* the supervisor's end of its socketpair; -1 */
 	struct event *ev_worker;  /* its messages, and its end */
+	int worker_err;           /* the worker's stderr, a pipe read here; -1 */
+	struct event *ev_worker_err;
+	uint64_t worker_err_bytes; /* relayed so far (WORKER_STDERR_MAX) */
 	bool worker_ready;        /* it said READY: confined and serving */
 	bool worker_gone;         /* it ended before it was told to: the run fails */
 	bool worker_done;         /* it said DONE: it is exiting on its own */
@@ -702,6 +705,52 @@ serve(struct run *r, char *why, size_t whylen)
 	return 0;
 }
 
+/* The worker writes no file (RLIMIT_FSIZE 0: a stderr redirected to a
+ * file would be one); its stderr is a pipe that the supervisor copies to
+ * its own, through log_stream (CR LF while CMD's terminal is raw), up to
+ * this many bytes: a compromised worker cannot fill a disk through it. */
+#define WORKER_STDERR_MAX (4u << 20)
+
+static void
+relay_worker_err(struct run *r)
+{
+	char buf[16384];
+	FILE *out = log_stream() != NULL ? log_stream() : stderr;
+
+	for (;;) {
+		ssize_t n = read(r->worker_err, buf, sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+				if (r->ev_worker_err != NULL)
+					event_del(r->ev_worker_err);
+				fd_close(&r->worker_err);
+			}
+			return;
+		}
+		if (r->worker_err_bytes < WORKER_STDERR_MAX) {
+			size_t room = WORKER_STDERR_MAX - r->worker_err_bytes;
+
+			fwrite(buf, 1, (size_t)n < room ? (size_t)n : room, out);
+			fflush(out);
+			if ((size_t)n >= room)
+				log_warnx("the worker's stderr passed %u MiB: the rest is dropped",
+				          WORKER_STDERR_MAX >> 20);
+		}
+		r->worker_err_bytes += (uint64_t)n;
+	}
+}
+
+static void
+on_worker_err(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	relay_worker_err(arg);
+}
+
 static void on_worker(evutil_socket_t fd, short what, void *arg);
 
 static int
@@ -735,6 +784,11 @@ setup_events(struct run *r)
 	}
 	if (r->worker_fd >= 0) {
 		r->ev_worker = event_new(r->base, r->worker_fd, EV_READ | EV_PERSIST, on_worker, r);
+		if (r->worker_err >= 0 &&
+		    ((r->ev_worker_err = event_new(r->base, r->worker_err, EV_READ | EV_PERSIST,
+		                                   on_worker_err, r)) == NULL ||
+		     event_add(r->ev_worker_err, NULL) < 0))
+			log_warnx("cannot watch the worker's stderr");
 		if (r->ev_worker == NULL || event_add(r->ev_worker, NULL) < 0) {
 			log_warnx("cannot watch the worker");
 			return -1;
@@ -876,6 +930,14 @@ run_free(struct run *r)
 	/* The worker, last as well: it takes its namespaces apart meanwhile. */
 	while (r->worker > 0 && waitpid(r->worker, NULL, 0) < 0 && errno == EINTR)
 		;
+	/* Its last words (the run's summary among them), to the end. */
+	if (r->worker_err >= 0) {
+		(void)fd_set_nonblock(r->worker_err, false);
+		relay_worker_err(r);
+	}
+	if (r->ev_worker_err != NULL)
+		event_free(r->ev_worker_err);
+	fd_close(&r->worker_err);
 	/* Its last writer gone, the logger has written everything and exits. */
 	elog_logger_reap(r->logger_pid, LOG_DRAIN_MS);
 	free(r->unix_allow);  /* after the gate, which borrowed it, in sbx_free */
@@ -1007,10 +1069,16 @@ static int
 spawn_worker(struct run *r)
 {
 	pid_t parent = getpid();
-	int sv[2];
+	int sv[2], ep[2];
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
 		log_warn("worker: socketpair");
+		return -1;
+	}
+	if (pipe2(ep, O_CLOEXEC) != 0) {
+		log_warn("worker: pipe for its stderr");
+		close(sv[0]);
+		close(sv[1]);
 		return -1;
 	}
 	fflush(NULL); /* no buffered output written twice */
@@ -1019,13 +1087,22 @@ spawn_worker(struct run *r)
 		log_warn("worker: fork");
 		close(sv[0]);
 		close(sv[1]);
+		close(ep[0]);
+		close(ep[1]);
 		return -1;
 	}
 	if (r->worker == 0) {
 		close(sv[0]);
+		close(ep[0]);
+		if (dup2(ep[1], STDERR_FILENO) < 0)
+			_exit(1);
+		close(ep[1]);
 		worker_main(r, sv[1], parent);
 	}
 	close(sv[1]);
+	close(ep[1]);
+	r->worker_err = ep[0];
+	(void)fd_set_nonblock(r->worker_err, true);
 	r->worker_fd = sv[0];
 	r->logger_pid = elog_disown_logger(r->log);
 	/* Room for a burst of the gate's decisions (drain_gate never waits). */
@@ -1164,6 +1241,7 @@ cmd_run(int argc, char **argv)
 	r.tty_master = -1;
 	r.worker = -1;
 	r.worker_fd = -1;
+	r.worker_err = -1;
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;

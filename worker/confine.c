@@ -151,13 +151,12 @@ limits(char *err, size_t errlen)
 		snprintf(err, errlen, "worker: RLIMIT_NPROC: %s", strerror(errno));
 		return -1;
 	}
-#if !WORKER_UNTIL_LOGGER
-	/* No file grows: the worker writes sockets only. */
+	/* No file grows: the worker writes sockets only (the log is the
+	 * logger's, elog/logger.h). */
 	if (setrlimit(RLIMIT_FSIZE, &zero) != 0) {
 		snprintf(err, errlen, "worker: RLIMIT_FSIZE: %s", strerror(errno));
 		return -1;
 	}
-#endif
 	return 0;
 }
 

@@ -12,15 +12,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* True while the serving process still dials upstream and resolves itself
- * (until the broker dials, branch s8-brokerdial): socket and connect stay
- * in the filter (sysfilter.c, until_broker) and Landlock does not handle
- * TCP connect. The coordinator deletes it at that merge. */
+/* True while the DNS listener resolves in the worker (its resolver makes
+ * UDP and TCP sockets to the upstream servers): socket (TCP and UDP only)
+ * and connect stay in the filter (sysfilter.c, until_broker) and Landlock
+ * does not handle TCP connect. The proxy's own upstream connections are
+ * the broker's already (broker/); this goes when the listener's questions
+ * are the broker's too (issue 16, item 2). */
 #define WORKER_UNTIL_BROKER 1
-/* True while the worker writes the egress log itself (until the logger
- * holds the log fd, branch s8-logger): RLIMIT_FSIZE 0 would fail every
- * line written to a log file. */
-#define WORKER_UNTIL_LOGGER 1
 
 /* What worker_confine applied. */
 struct worker_confined {

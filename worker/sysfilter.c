@@ -37,7 +37,8 @@ static const char *const allowed[] = {
         "clock_getres",
         "gettimeofday",
         "time",
-        /* descriptors it holds: sockets, splice pipes, the log */
+        /* descriptors it holds: sockets, splice pipes (the log is the
+         * logger's: lines go to it over a socket) */
         "read",
         "write",
         "readv",
@@ -46,8 +47,6 @@ static const char *const allowed[] = {
         "fcntl",
         "fstat",
         "newfstatat", /* glibc's fstat */
-        "lseek",      /* the log: a short write is cut back (elog/sink.c) */
-        "ftruncate",
         /* connections on the listeners it was given */
         "accept",
         "accept4",
@@ -91,12 +90,11 @@ static const char *const allowed[] = {
         "sigaltstack",
 };
 
-/* Calls the worker needs until the broker dials (branch s8-brokerdial):
- * the proxy still creates and connects its upstream TCP sockets, and the
- * resolver its UDP and TCP sockets to the upstream DNS servers. TCP and
- * UDP only (checked below). At the merge with s8-brokerdial this list
- * goes, with WORKER_UNTIL_BROKER in worker/confine.c, and nothing else
- * changes. */
+/* Calls the worker needs while the DNS listener resolves in it
+ * (WORKER_UNTIL_BROKER, worker/confine.h): its resolver creates and
+ * connects UDP and TCP sockets to the upstream DNS servers. TCP and UDP
+ * only (checked below). The proxy's upstream connections are the
+ * broker's; this list goes when the listener's questions are too. */
 static const char *const until_broker[] = {
         "socket",
         "connect",
