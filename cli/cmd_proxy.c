@@ -381,13 +381,20 @@ cmd_proxy(int argc, char **argv)
 	{
 		struct worker_confined wc;
 
-		if (worker_confine(WORKER_VIEW_OPTIONAL, &wc, err, sizeof(err)) != 0) {
+		if (worker_confine(WORKER_VIEW_OPTIONAL | WORKER_OWN_STDERR, &wc, err, sizeof(err)) !=
+		    0) {
 			fprintf(stderr, "airlock proxy: %s; refusing to serve\n", err);
 			goto out;
 		}
 		if (!wc.view)
 			fprintf(stderr, "airlock proxy: %s: serving without the empty mount view\n",
 			        wc.view_err);
+		/* Confined, it can neither signal nor wait: the logger ends
+		 * after its DONE (elog_drain waits for that on the socket) and
+		 * the broker when this process does (it dies with its parent);
+		 * the zombies are reaped by whoever reaps this process. */
+		(void)elog_disown_logger(elog);
+		broker_pid = 0;
 	}
 	fprintf(stderr, "airlock proxy: listening on %s (policy %s, %s)\n", listen_spec,
 	        policy_name(pol), policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce");

@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -141,9 +142,10 @@ leave_root(char *err, size_t errlen)
 }
 
 static int
-limits(char *err, size_t errlen)
+limits(unsigned flags, char *err, size_t errlen)
 {
 	struct rlimit zero = {0, 0};
+	struct stat st;
 
 	/* No process of its own: a fork fails even before seccomp refuses
 	 * it. */
@@ -152,7 +154,10 @@ limits(char *err, size_t errlen)
 		return -1;
 	}
 	/* No file grows: the worker writes sockets only (the log is the
-	 * logger's, elog/logger.h). */
+	 * logger's, elog/logger.h; run's worker's stderr is a pipe). */
+	if ((flags & WORKER_OWN_STDERR) != 0 && fstat(STDERR_FILENO, &st) == 0 &&
+	    S_ISREG(st.st_mode))
+		return 0;
 	if (setrlimit(RLIMIT_FSIZE, &zero) != 0) {
 		snprintf(err, errlen, "worker: RLIMIT_FSIZE: %s", strerror(errno));
 		return -1;
@@ -239,7 +244,7 @@ worker_confine(unsigned flags, struct worker_confined *out, char *err, size_t er
 	worker_probe(WORKER_PROBE_MOUNT);
 	if (geteuid() == 0 && leave_root(err, errlen) < 0)
 		return -1;
-	if (limits(err, errlen) < 0)
+	if (limits(flags, err, errlen) < 0)
 		return -1;
 	if (confine_drop_caps() != 0) {
 		snprintf(err, errlen, "worker: dropping capabilities: %s", strerror(errno));

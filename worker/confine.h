@@ -31,6 +31,10 @@ struct worker_confined {
  * and mount): it goes on without the empty mount view, the rest applied.
  * `airlock run`, which made namespaces already, never passes it. */
 #define WORKER_VIEW_OPTIONAL 0x1u
+/* stderr is the caller's own (airlock proxy has no supervisor to relay
+ * it): RLIMIT_FSIZE 0 would kill the process at its first line to a
+ * stderr that is a file (SIGXFSZ), so it is left when stderr is one. */
+#define WORKER_OWN_STDERR 0x2u
 
 /* Confine the calling process, which must be single-threaded (a user
  * namespace cannot be entered otherwise) and must have opened everything
