@@ -56,6 +56,7 @@ broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 			_exit(1);
 		}
 		/* The broker does not outlive the process that spawned it. */
+		(void)prctl(PR_SET_NAME, "airlock-broker"); /* for ps */
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
 			_exit(1);
 		signal(SIGINT, SIG_IGN); /* the supervisor decides when to stop */

@@ -1022,6 +1022,7 @@ worker_main(struct run *r, int fd, pid_t parent)
 	int rc;
 
 	log_set_ident("airlock[worker]");
+	(void)prctl(PR_SET_NAME, "airlock-worker"); /* for ps, and tests */
 	sbx_forget_fds(r->sbx);
 	/* The logger is the supervisor's child: not this process's to reap. */
 	(void)elog_disown_logger(r->log);

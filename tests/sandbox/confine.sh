@@ -17,8 +17,10 @@ chmod 755 "$SCRATCH/airlock-real"
 # namespace (init, the other child, is pid 1 of the sandbox's).
 worker_of() {
 	local c
+	# Its children: init (in the sandbox's pid namespace), the logger,
+	# the broker and the worker, which names itself.
 	for c in $(pgrep -P "$1"); do
-		[ "$(awk '/^NSpid:/ {print NF - 1}' /proc/"$c"/status)" = 1 ] && { echo "$c"; return; }
+		[ "$(cat /proc/"$c"/comm 2>/dev/null)" = airlock-worker ] && { echo "$c"; return; }
 	done
 }
 
