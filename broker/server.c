@@ -572,10 +572,10 @@ resolved(const struct resolver_addrs *res, void *arg)
 		 * name resolves to it: a name alone never decides. */
 		for (size_t i = 0; i < s->n_addrs; i++)
 			found = found || same_addr(&s->addrs[i], &s->rq.addr);
-		/* Or the worker's DNS listener told the sandbox so (msg.h,
-		 * BROKER_F_TOLD): the name is allowed, and the guard still
-		 * applies to the address. */
-		found = found || (s->rq.flags & BROKER_F_TOLD) != 0;
+		/* BROKER_F_TOLD (the worker's DNS listener told the sandbox
+		 * so) is the worker's claim, and a compromised worker would
+		 * make it for any address: not taken until the record of what
+		 * was told lives here (issue 16). */
 		s->addrs[0] = s->rq.addr;
 		s->n_addrs = 1;
 		if (!found) {

@@ -41,7 +41,6 @@ static const char *const allowed[] = {
         "readv",
         "writev",
         "close",
-        "fcntl",
         /* sockets it makes (socket() is checked below) and the worker's */
         "connect",
         "getsockopt",
@@ -102,6 +101,8 @@ broker_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *er
 	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
 		if (confine_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err, errlen) < 0)
 			goto fail;
+	if (confine_add_common(ctx, err, errlen) < 0)
+		goto fail;
 	/* TCP and UDP only: no unix socket to a host daemon, no netlink,
 	 * no raw or packet socket. The family on the low 32 bits (the
 	 * kernel's int); the type without its SOCK_NONBLOCK/SOCK_CLOEXEC

@@ -96,6 +96,7 @@ struct run {
 	char task[ELOG_TASK_ID_MAX + 1];
 	char logpath[PATH_MAX];
 	char logdir[PATH_MAX]; /* default log directory, hidden inside; or "" */
+	char other_logdir[PATH_MAX]; /* with --log: the default one, hidden too */
 	char exe[PATH_MAX];    /* airlock's own executable, kept read-only; or "" */
 	struct sockaddr_storage upstream[DNS_MAX_UPSTREAMS];
 	size_t n_upstream;
@@ -299,16 +300,27 @@ protect_files(struct run *r)
 	ssize_t len;
 
 	/* Fail closed: every file, or no run. */
-	if (nsrc + ndirs + nunix + 2 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs) ||
+	if (nsrc + ndirs + nunix + 3 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs) ||
 	    nunix > MAX_KEEP_UNIX) {
 		log_warnx(
 		        "too many policy files and preset directories to keep out of CMD's reach");
 		return -1;
 	}
-	if (r->logdir[0] != '\0')
+	if (r->logdir[0] != '\0') {
 		keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->logdir, "log directory"};
-	else
+	} else {
+		char err2[PATH_MAX + 64];
+		struct stat st;
+
 		keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->logpath, "egress log"};
+		/* The default directory too, where earlier runs' logs are: a
+		 * task must not plant one that `log show --last` would take.
+		 * Made when missing, so that CMD cannot make it first. */
+		if (elog_logdir(r->other_logdir, sizeof(r->other_logdir), true, err2, sizeof(err2)) ==
+		            0 &&
+		    stat(r->other_logdir, &st) == 0 && S_ISDIR(st.st_mode))
+			keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->other_logdir, "log directory"};
+	}
 	for (size_t i = 0; i < nsrc; i++)
 		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, src[i].path, "policy file"};
 	for (size_t i = 0; i < ndirs; i++)
@@ -732,8 +744,18 @@ relay_worker_err(struct run *r)
 		}
 		if (r->worker_err_bytes < WORKER_STDERR_MAX) {
 			size_t room = WORKER_STDERR_MAX - r->worker_err_bytes;
+			size_t len = (size_t)n < room ? (size_t)n : room;
 
-			fwrite(buf, 1, (size_t)n < room ? (size_t)n : room, out);
+			/* What drives a terminal is shown, not sent: the worker
+			 * escapes what it writes, a compromised one would not. */
+			for (size_t i = 0; i < len; i++) {
+				unsigned char c = (unsigned char)buf[i];
+
+				if ((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t')
+					fputc(c, out);
+				else
+					fprintf(out, "\\x%02x", c);
+			}
 			fflush(out);
 			if ((size_t)n >= room)
 				log_warnx("the worker's stderr passed %u MiB: the rest is dropped",
@@ -1024,6 +1046,16 @@ worker_main(struct run *r, int fd, pid_t parent)
 	log_set_ident("airlock[worker]");
 	(void)prctl(PR_SET_NAME, "airlock-worker"); /* for ps, and tests */
 	sbx_forget_fds(r->sbx);
+	/* Not the caller's terminal: a compromised worker must not read its
+	 * keystrokes or write to it but through the supervisor's relay. */
+	{
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (nul < 0 || dup2(nul, STDIN_FILENO) < 0 || dup2(nul, STDOUT_FILENO) < 0)
+			_exit(1);
+		if (nul > STDERR_FILENO)
+			close(nul);
+	}
 	/* The logger is the supervisor's child: not this process's to reap. */
 	(void)elog_disown_logger(r->log);
 	/* The worker does not outlive the supervisor. */

@@ -18,6 +18,13 @@ struct sock_filter;
  * reason in err. */
 int confine_rule_add(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned nargs,
                      const struct scmp_arg_cmp *args, char *err, size_t errlen);
+/* The narrow forms every confined process of airlock gets instead of the
+ * whole call: fcntl with F_GETFD, F_SETFD, F_GETFL, F_DUPFD_CLOEXEC,
+ * F_SETPIPE_SZ, F_GETPIPE_SZ (the tunnels' pipes), and F_SETFL without
+ * O_ASYNC (F_SETOWN, F_SETSIG and O_ASYNC would let it signal another
+ * process of its uid); prlimit64 on itself only (pid 0: glibc's getrlimit
+ * and setrlimit), never on another process. 0, or -1 with err. */
+int confine_add_common(scmp_filter_ctx ctx, char *err, size_t errlen);
 /* Compile ctx to classic BPF: *insns malloc'd (the caller frees), *len
  * instructions. 0, or -1 with a one-line reason in err. */
 int confine_bpf_export(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len,

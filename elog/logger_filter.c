@@ -36,7 +36,6 @@ static const char *const allowed[] = {
         "writev",
         "lseek",
         "ftruncate",
-        "fcntl",
         /* docs/log.md: lines are not synced one by one; allowed, as the
          * design's table grants it, for a sync point at the end */
         "fsync",
@@ -87,6 +86,8 @@ elog_logger_seccomp_compile(struct sock_filter **insns, unsigned short *len, cha
 	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
 		if (confine_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err, errlen) < 0)
 			goto fail;
+	if (confine_add_common(ctx, err, errlen) < 0)
+		goto fail;
 	/* Memory, never executable: no new code in a compromised logger. */
 	a = (struct scmp_arg_cmp)SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
 	if (confine_rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 1, &a, err, errlen) < 0 ||

@@ -43,6 +43,13 @@ elog_logmsg_parse_input(const void *buf, size_t len, struct elog_logmsg *m)
 		if (c < 0x20 || c == 0x7f)
 			return ELOG_LOGMSG_E_CONTROL;
 	}
+	/* The chain's fields are the logger's to add: a sender's own "seq"
+	 * or "prev" would be the one a reader takes (the first of duplicate
+	 * keys). Every string in a line is escaped, so an unescaped quote is
+	 * structure, and these bytes can only be the keys. */
+	if (memmem(m->body, m->len, "\"seq\":", 6) != NULL ||
+	    memmem(m->body, m->len, "\"prev\":", 7) != NULL)
+		return ELOG_LOGMSG_E_CHAIN;
 	return ELOG_LOGMSG_OK;
 }
 
@@ -88,6 +95,8 @@ elog_logmsg_error(enum elog_logmsg_parse p)
 		return "a line with a raw control byte (a newline would forge a line)";
 	case ELOG_LOGMSG_E_BODY:
 		return "a status with a malformed body";
+	case ELOG_LOGMSG_E_CHAIN:
+		return "a line that carries its own seq or prev (the chain is the logger's)";
 	}
 	return "unknown";
 }

@@ -67,6 +67,7 @@ enum elog_logmsg_parse {
 	ELOG_LOGMSG_E_NOT_OBJECT, /* a LINE that does not begin with '{' */
 	ELOG_LOGMSG_E_CONTROL,    /* a LINE with a raw control byte (a newline: a forged line) */
 	ELOG_LOGMSG_E_BODY,       /* a DONE or SYNC with a body, a FAILED reason too long or empty */
+	ELOG_LOGMSG_E_CHAIN,      /* a LINE that carries "seq" or "prev" (the logger's to add) */
 };
 
 /* A parsed message: type and body (pointing into the datagram). */

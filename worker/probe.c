@@ -9,6 +9,7 @@
 #include <string.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/ioctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -119,6 +120,14 @@ worker_probe(enum worker_probe_step step)
 		report("seccomp", "ptrace", syscall(SYS_ptrace, PTRACE_TRACEME, 0, 0, 0));
 		report("seccomp", "process_vm_readv",
 		       syscall(SYS_process_vm_readv, getpid(), NULL, 0, NULL, 0, 0));
+		/* Limits of another process (the parent's): its own only. */
+		report("seccomp", "prlimit-other",
+		       syscall(SYS_prlimit64, getppid(), RLIMIT_NOFILE, NULL, NULL));
+		/* A descriptor that would signal another process: no F_SETOWN,
+		 * F_SETSIG or O_ASYNC. */
+		report("seccomp", "fcntl-setown", syscall(SYS_fcntl, 2, F_SETOWN, getppid()));
+		report("seccomp", "fcntl-async",
+		       syscall(SYS_fcntl, 2, F_SETFL, O_ASYNC | O_NONBLOCK));
 		try_fork("seccomp", false);
 		break;
 	}

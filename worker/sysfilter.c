@@ -44,7 +44,6 @@ static const char *const allowed[] = {
         "readv",
         "writev",
         "close",
-        "fcntl",
         "fstat",
         "newfstatat", /* glibc's fstat */
         /* connections on the listeners it was given */
@@ -67,7 +66,6 @@ static const char *const allowed[] = {
         /* the descriptor reserve (common/fdres.c) */
         "eventfd2",
         "getrlimit",
-        "prlimit64",
         /* memory (mmap and mprotect below) */
         "brk",
         "munmap",
@@ -153,6 +151,8 @@ worker_seccomp_compile(bool trap, struct sock_filter **insns, unsigned short *le
 	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
 		if (confine_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err, errlen) < 0)
 			goto fail;
+	if (confine_add_common(ctx, err, errlen) < 0)
+		goto fail;
 	for (size_t i = 0; i < ARRAY_SIZE(until_broker); i++) {
 		if (strcmp(until_broker[i], "socket") == 0) {
 			if (add_inet_socket(ctx, err, errlen) < 0)

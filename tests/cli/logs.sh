@@ -91,6 +91,17 @@ rc=0
 "$AIRLOCK" log prune >/dev/null 2>&1 || rc=$?
 expect_eq "prune without --older" 2 "$rc"
 echo "ok   log prune --older"
+# With --log elsewhere, the default log directory (earlier runs' logs,
+# and where --last looks) is still out of CMD's reach: no log planted.
+mkdir -p "$dir/wd"
+plant='mkdir -p "$XDG_STATE_HOME/airlock" 2>/dev/null; printf "%s\n" "{\"ts\":\"2030-01-01T00:00:00.000Z\",\"task\":\"zzzz\",\"kind\":\"task-start\",\"airlock\":\"0.1.0\",\"pid\":1,\"policy\":\"x\",\"policy_sha256\":\"x\",\"mode\":\"audit\",\"command\":[\"x\"],\"selftest\":\"pass\"}" > "$XDG_STATE_HOME/airlock/zzzz.jsonl" 2>/dev/null && echo planted; true'
+out=$(cd "$dir/wd" && XDG_STATE_HOME=$dir/wd/state "$AIRLOCK" run -p "$dir/none.yaml" -q --log "$dir/other.jsonl" -- sh -c "$plant")
+mkdir -p "$dir/wd/state/airlock"
+out=$(cd "$dir/wd" && XDG_STATE_HOME=$dir/wd/state "$AIRLOCK" run -p "$dir/none.yaml" -q --log "$dir/other.jsonl" -- sh -c "$plant")
+[ "$out" != planted ] && [ ! -e "$dir/wd/state/airlock/zzzz.jsonl" ] ||
+	fail "CMD planted a log in the default directory while --log was elsewhere"
+echo "ok   the default log directory is out of CMD's reach with --log FILE too"
+
 # What airlock prints: libevent's own messages as airlock: lines (its
 # EVENT_SHOW_METHOD message, a debug one, shows with -vv), never bare
 # "[msg]"/"[warn]"; -vv's timeline counts from the run's start.

@@ -186,6 +186,10 @@ test_forged_datagrams_refused(void **state)
 	send_line(c.sock, "\"a\":1");
 	send_line(c.sock, "{\"a\":1}\n{\"kind\":\"task-start\",\"seq\":0");
 	send_line(c.sock, "{\"a\":\"\x7f\"");
+	/* a chain of the sender's own: its seq or prev would be the one a
+	 * reader takes (the first of duplicate keys) */
+	send_line(c.sock, "{\"kind\":\"x\",\"seq\":7");
+	send_line(c.sock, "{\"kind\":\"x\",\"prev\":\"00\"");
 	/* one byte over the longest line, and far over (the header honest) */
 	memset(big, 'a', sizeof(big));
 	big[0] = '{';
@@ -217,7 +221,7 @@ test_forged_datagrams_refused(void **state)
 	expect_sealed(log, (size_t)(nl - log), two, 2, hex);
 
 	err = slurp(c.err, NULL);
-	assert_int_equal(count(err, "refused a datagram"), 12);
+	assert_int_equal(count(err, "refused a datagram"), 14);
 	assert_int_equal(count(err, "shorter than its header"), 2);
 	assert_int_equal(count(err, "its length field is not its length"), 2);
 	assert_int_equal(count(err, "a message type not taken here"), 2);
@@ -225,7 +229,7 @@ test_forged_datagrams_refused(void **state)
 	assert_int_equal(count(err, "not a JSON object"), 1);
 	assert_int_equal(count(err, "raw control byte"), 2);
 	assert_int_equal(count(err, "longer than the longest line"), 2);
-	assert_non_null(strstr(err, "12 datagrams refused, 3 lines written"));
+	assert_non_null(strstr(err, "14 datagrams refused, 3 lines written"));
 	free(text);
 	free(err);
 	unlink(c.log);

@@ -68,6 +68,9 @@ seccomp ioctl-tiocgwinsz=ENOSYS
 seccomp execve=ENOSYS
 seccomp ptrace=ENOSYS
 seccomp process_vm_readv=ENOSYS
+seccomp prlimit-other=ENOSYS
+seccomp fcntl-setown=ENOSYS
+seccomp fcntl-async=ENOSYS
 seccomp fork=ENOSYS"
 	while IFS= read -r want; do
 		grep -Eqx -- "$want" <<<"$got" || fail "$r: no line /$want/ in:
