@@ -572,10 +572,15 @@ resolved(const struct resolver_addrs *res, void *arg)
 		 * name resolves to it: a name alone never decides. */
 		for (size_t i = 0; i < s->n_addrs; i++)
 			found = found || same_addr(&s->addrs[i], &s->rq.addr);
-		/* BROKER_F_TOLD (the worker's DNS listener told the sandbox
-		 * so) is the worker's claim, and a compromised worker would
-		 * make it for any address: not taken until the record of what
-		 * was told lives here (issue 16). */
+		/* Or the worker's DNS listener told the sandbox so (msg.h,
+		 * BROKER_F_TOLD): the name is allowed, and the guard still
+		 * applies to the address. It is the worker's claim: a
+		 * compromised worker can make it for any public address, as it
+		 * can connect one itself while the listener resolves in it
+		 * (WORKER_UNTIL_BROKER); both go when the record of what was
+		 * told lives here (issue 16). Without it, a rotating name's
+		 * transparent connections would be refused. */
+		found = found || (s->rq.flags & BROKER_F_TOLD) != 0;
 		s->addrs[0] = s->rq.addr;
 		s->n_addrs = 1;
 		if (!found) {

@@ -453,9 +453,8 @@ test_denied_names(void **state)
 	expect_status(f, ask_addr(f, "203.0.113.11", LISTEN_PORT), BROKER_E_NO_RULE, NULL);
 	expect_status(f, ask_addr(f, "198.51.100.66", LISTEN_PORT), BROKER_E_DENIED, NULL);
 	/* The worker's claim that its DNS listener told the sandbox the
-	 * address (BROKER_F_TOLD) opens nothing: a compromised worker would
-	 * make it for any address. Refused as any original destination the
-	 * name does not resolve to, guarded, denied or public. */
+	 * address (BROKER_F_TOLD) opens no name the policy refuses, and no
+	 * address the guard or a deny cidr rule refuses. */
 	expect_status(f,
 	              ask_name_flags(f, "sub.evil.test", LISTEN_PORT, PEER_ADDR, BROKER_F_TOLD),
 	              BROKER_E_DENIED, "denied by rule");
@@ -464,13 +463,10 @@ test_denied_names(void **state)
 	              BROKER_E_NO_RULE, NULL);
 	expect_status(f,
 	              ask_name_flags(f, "allowed.test", LISTEN_PORT, "127.0.0.1", BROKER_F_TOLD),
-	              BROKER_E_NOT_ORIG, "original destination");
+	              BROKER_E_GUARD, "loopback");
 	expect_status(f,
 	              ask_name_flags(f, "allowed.test", LISTEN_PORT, "198.51.100.66", BROKER_F_TOLD),
-	              BROKER_E_NOT_ORIG, "original destination");
-	expect_status(f,
-	              ask_name_flags(f, "allowed.test", LISTEN_PORT, "203.0.113.99", BROKER_F_TOLD),
-	              BROKER_E_NOT_ORIG, "original destination");
+	              BROKER_E_DENY_CIDR, "denied by a cidr rule");
 	expect_alive(f);
 }
 
