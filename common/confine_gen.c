@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,6 +50,74 @@ confine_add_common(scmp_filter_ctx ctx, char *err, size_t errlen)
 	if (confine_rule_add(ctx, SCMP_ACT_ALLOW, "fcntl", 2, setfl, err, errlen) < 0)
 		return -1;
 	return confine_rule_add(ctx, SCMP_ACT_ALLOW, "prlimit64", 1, &self, err, errlen);
+}
+
+scmp_filter_ctx
+confine_filter_begin(uint32_t dflt, const char *const *allowed, size_t n, char *err,
+                     size_t errlen)
+{
+	scmp_filter_ctx ctx = seccomp_init(dflt);
+	struct scmp_arg_cmp noexec = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
+	int rc;
+
+	if (ctx == NULL) {
+		snprintf(err, errlen, "seccomp: init failed");
+		return NULL;
+	}
+	/* Only the native architecture is in the filter: the others take
+	 * the bad-arch action. */
+	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0 ||
+	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0) {
+		snprintf(err, errlen, "seccomp: attributes: %s", strerror(-rc));
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (confine_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err, errlen) < 0)
+			goto fail;
+	/* Memory, never executable: no new code in a compromised process. */
+	if (confine_add_common(ctx, err, errlen) < 0 ||
+	    confine_rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 1, &noexec, err, errlen) < 0 ||
+	    confine_rule_add(ctx, SCMP_ACT_ALLOW, "mprotect", 1, &noexec, err, errlen) < 0)
+		goto fail;
+	return ctx;
+fail:
+	seccomp_release(ctx);
+	return NULL;
+}
+
+int
+confine_add_inet_socket(scmp_filter_ctx ctx, char *err, size_t errlen)
+{
+	static const int families[] = {AF_INET, AF_INET6};
+	static const int types[] = {SOCK_STREAM, SOCK_DGRAM};
+
+	/* The family on the low 32 bits (the kernel's int); the type
+	 * without its SOCK_NONBLOCK/SOCK_CLOEXEC flags. */
+	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+		for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+			struct scmp_arg_cmp two[2] = {
+			        SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (unsigned)families[i]),
+			        SCMP_A1(SCMP_CMP_MASKED_EQ,
+			                0xffffffffu & ~(unsigned)(SOCK_NONBLOCK | SOCK_CLOEXEC),
+			                (unsigned)types[t]),
+			};
+
+			if (confine_rule_add(ctx, SCMP_ACT_ALLOW, "socket", 2, two, err, errlen) <
+			    0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+int
+confine_filter_end(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len,
+                   char *err, size_t errlen)
+{
+	int rc = confine_bpf_export(ctx, insns, len, err, errlen);
+
+	seccomp_release(ctx);
+	return rc;
 }
 
 int

@@ -64,40 +64,10 @@ int
 elog_logger_seccomp_compile(struct sock_filter **insns, unsigned short *len, char *err,
                             size_t errlen)
 {
-	scmp_filter_ctx ctx;
-	struct scmp_arg_cmp a;
-	int rc;
+	scmp_filter_ctx ctx =
+	        confine_filter_begin(SCMP_ACT_ERRNO(ENOSYS), allowed, ARRAY_SIZE(allowed), err, errlen);
 
 	*insns = NULL;
 	*len = 0;
-	ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
-	if (ctx == NULL) {
-		snprintf(err, errlen, "seccomp: init failed");
-		return -1;
-	}
-	/* Only the native architecture is in the filter: every other ABI
-	 * (i386 on x86-64; x32, which libseccomp treats as another ABI)
-	 * takes the bad-arch action. */
-	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0 ||
-	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0) {
-		snprintf(err, errlen, "seccomp: attributes: %s", strerror(-rc));
-		goto fail;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
-		if (confine_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err, errlen) < 0)
-			goto fail;
-	if (confine_add_common(ctx, err, errlen) < 0)
-		goto fail;
-	/* Memory, never executable: no new code in a compromised logger. */
-	a = (struct scmp_arg_cmp)SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
-	if (confine_rule_add(ctx, SCMP_ACT_ALLOW, "mmap", 1, &a, err, errlen) < 0 ||
-	    confine_rule_add(ctx, SCMP_ACT_ALLOW, "mprotect", 1, &a, err, errlen) < 0)
-		goto fail;
-	if (confine_bpf_export(ctx, insns, len, err, errlen) < 0)
-		goto fail;
-	seccomp_release(ctx);
-	return 0;
-fail:
-	seccomp_release(ctx);
-	return -1;
+	return ctx != NULL ? confine_filter_end(ctx, insns, len, err, errlen) : -1;
 }
