@@ -35,7 +35,7 @@ confine_rule_add(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigne
 int
 confine_add_common(scmp_filter_ctx ctx, char *err, size_t errlen)
 {
-	static const int cmds[] = {F_GETFD,        F_SETFD,       F_GETFL,
+	static const int cmds[] = {F_GETFD,         F_SETFD,      F_GETFL,
 	                           F_DUPFD_CLOEXEC, F_SETPIPE_SZ, F_GETPIPE_SZ};
 	struct scmp_arg_cmp setfl[2] = {SCMP_A1(SCMP_CMP_EQ, F_SETFL),
 	                                SCMP_A2(SCMP_CMP_MASKED_EQ, O_ASYNC, 0)};
@@ -52,9 +52,22 @@ confine_add_common(scmp_filter_ctx ctx, char *err, size_t errlen)
 	return confine_rule_add(ctx, SCMP_ACT_ALLOW, "prlimit64", 1, &self, err, errlen);
 }
 
+/* What every confined process of airlock needs, whatever else it does:
+ * its waits and clocks, writing and closing what it holds, the datagrams
+ * of its socketpairs, memory (mmap and mprotect, never executable, are
+ * added below), threads' futexes, signals' returns and its exit.
+ * AddressSanitizer asks for the signal stack before every noreturn call
+ * (_exit): memory of its own, nothing else. */
+static const char *const base[] = {
+        "poll",     "ppoll",      "clock_gettime", "clock_getres",   "gettimeofday",
+        "time",     "write",      "writev",        "close",          "sendto",
+        "recvfrom", "brk",        "munmap",        "mremap",         "madvise",
+        "exit",     "exit_group", "rt_sigreturn",  "rt_sigprocmask", "restart_syscall",
+        "getpid",   "gettid",     "futex",         "sigaltstack",
+};
+
 scmp_filter_ctx
-confine_filter_begin(uint32_t dflt, const char *const *allowed, size_t n, char *err,
-                     size_t errlen)
+confine_filter_begin(uint32_t dflt, const char *const *allowed, size_t n, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx = seccomp_init(dflt);
 	struct scmp_arg_cmp noexec = SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
@@ -71,6 +84,9 @@ confine_filter_begin(uint32_t dflt, const char *const *allowed, size_t n, char *
 		snprintf(err, errlen, "seccomp: attributes: %s", strerror(-rc));
 		goto fail;
 	}
+	for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++)
+		if (confine_rule_add(ctx, SCMP_ACT_ALLOW, base[i], 0, NULL, err, errlen) < 0)
+			goto fail;
 	for (size_t i = 0; i < n; i++)
 		if (confine_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err, errlen) < 0)
 			goto fail;
@@ -111,8 +127,8 @@ confine_add_inet_socket(scmp_filter_ctx ctx, char *err, size_t errlen)
 }
 
 int
-confine_filter_end(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len,
-                   char *err, size_t errlen)
+confine_filter_end(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len, char *err,
+                   size_t errlen)
 {
 	int rc = confine_bpf_export(ctx, insns, len, err, errlen);
 
@@ -173,4 +189,23 @@ confine_bpf_print(FILE *out, const char *name, const struct sock_filter *insns, 
 		        (unsigned)insns[i].jt, (unsigned)insns[i].jf, (unsigned)insns[i].k);
 	fprintf(out, "};\nconst unsigned short %s_len = %u;\n", name, (unsigned)len);
 	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+}
+
+int
+confine_gen_main(const char *who, const char *array,
+                 int (*compile)(struct sock_filter **insns, unsigned short *len, char *err,
+                                size_t errlen))
+{
+	struct sock_filter *insns;
+	unsigned short len;
+	char err[256];
+	int rc;
+
+	if (compile(&insns, &len, err, sizeof(err)) < 0) {
+		fprintf(stderr, "%s gen_seccomp: %s\n", who, err);
+		return 1;
+	}
+	rc = confine_bpf_print(stdout, array, insns, len);
+	free(insns);
+	return rc == 0 ? 0 : 1;
 }

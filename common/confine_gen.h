@@ -29,13 +29,21 @@ int confine_add_common(scmp_filter_ctx ctx, char *err, size_t errlen);
 /* The start every confined process's filter shares: calls not listed take
  * dflt (ENOSYS, or a trap in a test build); every other architecture's
  * ABI (i386 on x86-64; x32, which libseccomp treats as another ABI) kills
- * the process; the n names of allowed; confine_add_common; memory
- * (mmap, mprotect) never executable. NULL with a one-line reason in err. */
+ * the process; the calls every such process needs (waits, clocks, write,
+ * close, its socketpairs' datagrams, memory, futex, exit: the base list in
+ * confine_gen.c), then the n names of allowed; confine_add_common; mmap
+ * and mprotect never executable. NULL with a one-line reason in err. */
 scmp_filter_ctx confine_filter_begin(uint32_t dflt, const char *const *allowed, size_t n,
                                      char *err, size_t errlen);
 /* socket() of TCP and UDP over IPv4 and IPv6 only: no unix socket to a
  * host daemon, no netlink, no raw or packet socket. 0, or -1 with err. */
 int confine_add_inet_socket(scmp_filter_ctx ctx, char *err, size_t errlen);
+/* A generator's whole main (broker/gen_seccomp.c, elog/gen_logger_seccomp.c):
+ * compile the filter and print it to stdout as the C array named array
+ * (confine_bpf_print); who names the filter in an error. The exit status. */
+int confine_gen_main(const char *who, const char *array,
+                     int (*compile)(struct sock_filter **insns, unsigned short *len, char *err,
+                                    size_t errlen));
 /* Export ctx (confine_bpf_export) and release it, also on failure. */
 int confine_filter_end(scmp_filter_ctx ctx, struct sock_filter **insns, unsigned short *len,
                        char *err, size_t errlen);
