@@ -37,12 +37,12 @@ confine_add_common(scmp_filter_ctx ctx, char *err, size_t errlen)
 {
 	static const int cmds[] = {F_GETFD,         F_SETFD,      F_GETFL,
 	                           F_DUPFD_CLOEXEC, F_SETPIPE_SZ, F_GETPIPE_SZ};
-	struct scmp_arg_cmp setfl[2] = {SCMP_A1(SCMP_CMP_EQ, F_SETFL),
+	struct scmp_arg_cmp setfl[2] = {SCMP_A1(SCMP_CMP_EQ, F_SETFL, 0),
 	                                SCMP_A2(SCMP_CMP_MASKED_EQ, O_ASYNC, 0)};
-	struct scmp_arg_cmp self = SCMP_A0(SCMP_CMP_EQ, 0);
+	struct scmp_arg_cmp self = SCMP_A0(SCMP_CMP_EQ, 0, 0);
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)cmds[i]);
+		struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)cmds[i], 0);
 
 		if (confine_rule_add(ctx, SCMP_ACT_ALLOW, "fcntl", 1, &c, err, errlen) < 0)
 			return -1;
