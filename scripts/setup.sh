@@ -13,7 +13,7 @@ build_deps=(
 )
 # Real programs for the end-to-end tests and the test lab (DESIGN.md).
 test_deps=(
-	iproute2 nftables util-linux uidmap procps psmisc
+	iproute2 nftables util-linux uidmap procps psmisc ca-certificates
 	curl dnsutils netcat-openbsd openssl git python3 python3-pip python3-venv
 	dnsmasq-base nginx-light fcgiwrap
 	man-db groff-base zsh
