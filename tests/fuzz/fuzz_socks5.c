@@ -41,10 +41,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Prefixes: bounded to the first 300 bytes (every message fits). */
 	for (size_t i = 0; i < size && i < 300; i++) {
 		r = socks5_greeting_parse(copy, i, &g, &used);
-		if (r != SOCKS5_MORE && (r != whole_g || used != used_g))
+		if (r != SOCKS5_MORE && (r != whole_g || (r == SOCKS5_DONE && used != used_g)))
 			abort();
 		r = socks5_userpass_parse(copy, i, &up, &used);
-		if (r != SOCKS5_MORE && (r != whole_u || used != used_u))
+		if (r != SOCKS5_MORE && (r != whole_u || (r == SOCKS5_DONE && used != used_u)))
 			abort();
 		r = socks5_request_parse(copy, i, &rq, &used, &rep);
 		if (r != SOCKS5_MORE && (r != whole_r || (r == SOCKS5_DONE && used != used_r)))
