@@ -1,6 +1,8 @@
 /* Canonical request paths and path globs (inspect/path.h). */
 #include "inspect/path.h"
 
+#include "common/util.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -19,18 +21,6 @@ pchar(unsigned char c)
 	return unreserved(c) || (c != '\0' && strchr("!$&'()*+,;=:@", c) != NULL);
 }
 
-static int
-hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static const char hex_upper[] = "0123456789ABCDEF";
 
 /* The escape at in[i] ('%') of in[0..len), checked: its value, or -1
@@ -38,8 +28,8 @@ static const char hex_upper[] = "0123456789ABCDEF";
 static int
 escape_take(const char *in, size_t len, size_t i, enum inspect_path_err *err)
 {
-	int hi = i + 2 < len ? hexval((unsigned char)in[i + 1]) : -1;
-	int lo = i + 2 < len ? hexval((unsigned char)in[i + 2]) : -1;
+	int hi = i + 2 < len ? hex_value((unsigned char)in[i + 1]) : -1;
+	int lo = i + 2 < len ? hex_value((unsigned char)in[i + 2]) : -1;
 
 	if (hi < 0 || lo < 0) {
 		*err = INSPECT_PATH_ESCAPE;
@@ -346,8 +336,8 @@ inspect_glob_check(const char *glob, size_t *at)
 			if (c == ';')
 				return "';' in a path glob (parameters are removed from paths)";
 			if (c == '%') {
-				hi = i + 2 < g.n ? hexval((unsigned char)g.s[i + 1]) : -1;
-				lo = hi >= 0 ? hexval((unsigned char)g.s[i + 2]) : -1;
+				hi = i + 2 < g.n ? hex_value((unsigned char)g.s[i + 1]) : -1;
+				lo = hi >= 0 ? hex_value((unsigned char)g.s[i + 2]) : -1;
 				if (hi < 0 || lo < 0)
 					return "a '%' not followed by two hex digits in a path glob";
 				v = hi * 16 + lo;

@@ -7,6 +7,8 @@
  * a task cannot aim its names at one bucket. */
 #include "tls/ca.h"
 
+#include "tls/error.h"
+
 #include "policy/policy.h"
 
 #include <stdbool.h>
@@ -64,20 +66,6 @@ static time_t
 clock_now(void)
 {
 	return time(NULL);
-}
-
-/* OpenSSL's first queued error as one line after prefix; the queue is
- * emptied. */
-static void
-ssl_error(char *err, size_t errlen, const char *prefix)
-{
-	unsigned long e = ERR_get_error();
-	char buf[256] = "unknown error";
-
-	if (e != 0)
-		ERR_error_string_n(e, buf, sizeof(buf));
-	ERR_clear_error();
-	snprintf(err, errlen, "%s: %s", prefix, buf);
 }
 
 static EVP_PKEY *
@@ -309,25 +297,25 @@ tlsca_new(const struct tlsca_config *cfg, char *err, size_t errlen)
 		goto fail;
 	}
 	if (RAND_bytes((unsigned char *)&ca->seed, sizeof(ca->seed)) != 1) {
-		ssl_error(err, errlen, "tls ca: random seed");
+		tls_error(err, errlen, "tls ca: random seed");
 		goto fail;
 	}
 	if ((ca->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL)) == NULL) {
-		ssl_error(err, errlen, "tls ca: SHA-256");
+		tls_error(err, errlen, "tls ca: SHA-256");
 		goto fail;
 	}
 	if ((ca->ca_key = key_p256()) == NULL || (ca->leaf_key = key_p256()) == NULL ||
 	    (ca->leaf_point_len = EVP_PKEY_get1_encoded_public_key(ca->leaf_key,
 	                                                           &ca->leaf_point)) == 0) {
-		ssl_error(err, errlen, "tls ca: P-256 key");
+		tls_error(err, errlen, "tls ca: P-256 key");
 		goto fail;
 	}
 	if ((ca->ca_cert = ca_cert_make(ca, label, ca_secs)) == NULL) {
-		ssl_error(err, errlen, "tls ca: CA certificate");
+		tls_error(err, errlen, "tls ca: CA certificate");
 		goto fail;
 	}
 	if (leaf_ext_make(ca) < 0) {
-		ssl_error(err, errlen, "tls ca: leaf extensions");
+		tls_error(err, errlen, "tls ca: leaf extensions");
 		goto fail;
 	}
 	return ca;

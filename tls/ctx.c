@@ -1,6 +1,8 @@
 /* The two TLS legs of an inspected connection (tls/ctx.h). */
 #include "tls/ctx.h"
 
+#include "tls/error.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,18 +22,6 @@ alpn_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void 
 	free(ptr);
 }
 
-static void
-ssl_error(char *err, size_t errlen, const char *prefix)
-{
-	unsigned long e = ERR_get_error();
-	char buf[256] = "unknown error";
-
-	if (e != 0)
-		ERR_error_string_n(e, buf, sizeof(buf));
-	ERR_clear_error();
-	snprintf(err, errlen, "%s: %s", prefix, buf);
-}
-
 SSL_CTX *
 tlsctx_upstream_new(const char *store_file, const char *extra_ca, char *err, size_t errlen)
 {
@@ -40,11 +30,11 @@ tlsctx_upstream_new(const char *store_file, const char *extra_ca, char *err, siz
 	const char *file = store_file != NULL ? store_file : X509_get_default_cert_file();
 
 	if (ctx == NULL) {
-		ssl_error(err, errlen, "tls upstream");
+		tls_error(err, errlen, "tls upstream");
 		return NULL;
 	}
 	if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
-		ssl_error(err, errlen, "tls upstream: TLS 1.2");
+		tls_error(err, errlen, "tls upstream: TLS 1.2");
 		goto fail;
 	}
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
@@ -56,14 +46,14 @@ tlsctx_upstream_new(const char *store_file, const char *extra_ca, char *err, siz
 		char what[320];
 
 		snprintf(what, sizeof(what), "tls upstream: trust store %s", file);
-		ssl_error(err, errlen, what);
+		tls_error(err, errlen, what);
 		goto fail;
 	}
 	if (extra_ca != NULL && X509_STORE_load_file(store, extra_ca) != 1) {
 		char what[320];
 
 		snprintf(what, sizeof(what), "tls upstream: CA file %s", extra_ca);
-		ssl_error(err, errlen, what);
+		tls_error(err, errlen, what);
 		goto fail;
 	}
 	return ctx;
@@ -119,16 +109,16 @@ tlsctx_sandbox_new(EVP_PKEY *leaf_key, char *err, size_t errlen)
 
 	if (alpn_index < 0 &&
 	    (alpn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, alpn_free)) < 0) {
-		ssl_error(err, errlen, "tls sandbox: ex_data");
+		tls_error(err, errlen, "tls sandbox: ex_data");
 		return NULL;
 	}
 	if ((ctx = SSL_CTX_new(TLS_server_method())) == NULL) {
-		ssl_error(err, errlen, "tls sandbox");
+		tls_error(err, errlen, "tls sandbox");
 		return NULL;
 	}
 	if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
 	    SSL_CTX_use_PrivateKey(ctx, leaf_key) != 1) {
-		ssl_error(err, errlen, "tls sandbox: the leaf key");
+		tls_error(err, errlen, "tls sandbox: the leaf key");
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
