@@ -17,6 +17,7 @@
 #include "cli/cmd.h"
 #include "common/util.h"
 #include "elog/logdir.h"
+#include "elog/ocsf.h"
 #include "elog/review.h"
 #include "elog/verify.h"
 
@@ -33,6 +34,7 @@ usage_log(FILE *out)
 	             "                           FILE...|--last > policy.yaml\n"
 	             "       airlock log replay -p POLICY FILE...|--last\n"
 	             "       airlock log verify FILE...|--last\n"
+	             "       airlock log export --format ocsf FILE...|--last\n"
 	             "       airlock log prune --older DURATION [--dry-run]\n"
 	             "\n"
 	             "  show     one readable line per event, filtered\n"
@@ -40,6 +42,7 @@ usage_log(FILE *out)
 	             "  suggest  the smallest policy that would have allowed what was allowed\n"
 	             "  replay   what would change under another policy (exit 1 if anything)\n"
 	             "  verify   check each run's hash chain; name the line that breaks it\n"
+	             "  export   the events in another schema (OCSF 1.1), one JSON object a line\n"
 	             "  prune    remove the log directory's logs older than DURATION\n"
 	             "\n"
 	             "FILE is an egress log (JSON Lines, docs/log.md), or - for stdin;\n"
@@ -660,6 +663,62 @@ log_verify(int argc, char **argv)
 	return 1;
 }
 
+static void
+usage_export(FILE *out)
+{
+	fprintf(out, "usage: airlock log export --format ocsf FILE...|--last\n"
+	             "\n"
+	             "Write each event (connection, request, DNS query, blocked packets) as an\n"
+	             "OCSF 1.1 event on stdout, one JSON object a line: DNS Activity (4003),\n"
+	             "HTTP Activity (4002) or Network Activity (4001), the task id in\n"
+	             "metadata.correlation_uid, the verdict in disposition_id and action_id,\n"
+	             "airlock's own fields in unmapped.airlock (docs/log.md, \"OCSF\").\n"
+	             "task-start and task-end lines are not events and are left out.\n");
+}
+
+static int
+log_export(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"format", required_argument, NULL, 'f'},
+	        {"last", no_argument, NULL, 'L'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
+	};
+	char path[PATH_MAX], *one[1], **files;
+	const char *format = NULL;
+	bool last = false;
+	int c, n, rc;
+
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			format = optarg;
+			break;
+		case 'L':
+			last = true;
+			break;
+		case 'h':
+			usage_export(stdout);
+			return 0;
+		default:
+			return bad_option(c, argc, argv);
+		}
+	}
+	if (format == NULL) {
+		fprintf(stderr, "airlock: log export: --format is required (ocsf)\n");
+		return EXIT_USAGE;
+	}
+	if (strcmp(format, "ocsf") != 0) {
+		fprintf(stderr, "airlock: log export: unknown format '%s'; expected ocsf\n", format);
+		return EXIT_USAGE;
+	}
+	if ((rc = pick_files("export", last, NULL, argc - optind, argv + optind, path, sizeof(path),
+	                     one, &files, &n)) != 0)
+		return rc;
+	return elog_export_ocsf(files, n, stdout) == 0 ? 0 : 1;
+}
+
 int
 cmd_log(int argc, char **argv)
 {
@@ -669,6 +728,7 @@ cmd_log(int argc, char **argv)
 	} subs[] = {
 	        {"show", log_show},     {"summary", log_summary}, {"suggest", log_suggest},
 	        {"replay", log_replay}, {"verify", log_verify},   {"prune", log_prune},
+	        {"export", log_export},
 	};
 
 	if (argc < 2) {
@@ -695,7 +755,7 @@ cmd_log(int argc, char **argv)
 	}
 	fprintf(stderr,
 	        "airlock: log: unknown command '%s'; expected show, summary, "
-	        "suggest, replay or verify\n",
+	        "suggest, replay, verify, export or prune\n",
 	        argv[1]);
 	return EXIT_USAGE;
 }

@@ -87,7 +87,7 @@ _airlock()
 		;;
 	log)
 		if [ "$COMP_CWORD" -eq 2 ]; then
-			COMPREPLY=($(compgen -W "show summary suggest replay verify prune --help" -- "$cur"))
+			COMPREPLY=($(compgen -W "show summary suggest replay verify export prune --help" -- "$cur"))
 			return
 		fi
 		case $sub in
@@ -96,6 +96,7 @@ _airlock()
 		suggest) opts="--wildcard-min --name --include-denied --last --help" ;;
 		replay) opts="--policy --last --help" ;;
 		verify) opts="--last --help" ;;
+		export) opts="--format --last --help" ;;
 		prune) opts="--older --dry-run --help" ;;
 		*) opts="--help" ;;
 		esac
