@@ -16,7 +16,7 @@ test_deps=(
 	iproute2 nftables util-linux uidmap procps psmisc ca-certificates
 	curl dnsutils netcat-openbsd openssl git python3 python3-pip python3-venv
 	dnsmasq-base nginx-light fcgiwrap
-	man-db groff-base zsh
+	man-db groff-base zsh openjdk-17-jre-headless
 )
 # What the benchmarks compare against.
 bench_deps=(squid tinyproxy bubblewrap dnsperf hyperfine)
