@@ -10,13 +10,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct nft_refuse;
+
 struct nft_params {
 	uint16_t tproxy_port; /* AIRLOCK_TPROXY_PORT */
 	uint16_t dns_port;    /* AIRLOCK_DNS_PORT */
 	uint16_t nflog_group; /* AIRLOCK_NFLOG_GROUP */
+	/* The refusals at the SYN (nft/refuse.h), borrowed; NULL: none, no
+	 * chain syn_output. */
+	const struct nft_refuse *refuse;
 };
 
-/* Fill p with the constants of common/netconst.h. */
+/* Fill p with the constants of common/netconst.h, no refusals. */
 void nft_params_default(struct nft_params *p);
 
 /* Build the whole ruleset (table inet airlock, its chains and rules) as one
