@@ -637,7 +637,8 @@ put_set(struct rs_build *bd, const char *name, uint32_t id, uint32_t key_type, u
 	}
 	ret = 0;
 out:
-	nftnl_set_free(s);
+	if (s != NULL) /* nftnl_set_free does not take NULL */
+		nftnl_set_free(s);
 	return ret;
 }
 

@@ -27,6 +27,7 @@ curl_rc() {
 	shift
 	airlock_lab "$LAB_WORK/syn.yaml" -- sh -c 'curl -sS --noproxy "*" --max-time 10 -o /dev/null "$@"; echo $? >"$0"' \
 		"$LAB_WORK/$name.rc" "$@" 2>"$LAB_WORK/$name.err" || true
+	[ -s "$LAB_WORK/$name.rc" ] || fail "$name: airlock run failed: $(tail -n 5 "$LAB_WORK/$name.err")"
 	cat "$LAB_WORK/$name.rc"
 }
 
