@@ -479,12 +479,16 @@ rule_exprs(struct nftnl_rule *r, enum rule_kind kind, const struct nft_params *p
 		return add_verdict(r, NF_ACCEPT);
 	}
 	case R_SYN_NOT_SYN:
-		return match_not_bare_syn(r) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
+		/* The l4proto match is redundant (R_SYN_NOT_TCP) but lets nft
+		 * list show "tcp flags" and "tcp dport" for people. */
+		if (match_l4proto(r, IPPROTO_TCP) < 0 || match_not_bare_syn(r) < 0)
+			return -1;
+		return add_verdict(r, NF_ACCEPT);
 	case R_SYN_DNS:
 		return match_dport(r, IPPROTO_TCP, 53) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
 	case R_SYN_PORTS:
-		/* Only TCP reaches this rule (R_SYN_NOT_TCP). */
-		if (add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2) < 0 ||
+		if (match_l4proto(r, IPPROTO_TCP) < 0 ||
+		    add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2) < 0 ||
 		    add_lookup(r, SET_PORTS, SET_ID_PORTS, true) < 0)
 			return -1;
 		return refuse_with(r, p, NFT_REFUSE_PREFIX_NO_RULE);

@@ -34,7 +34,9 @@ curl_rc() {
 # refused NAME IP PORT REASON URL: curl exits 7 (connection refused), one
 # deny line of kind tcp with the reason, and stderr names the destination.
 refused() {
-	local name=$1 ip=$2 port=$3 reason=$4 url=$5 rc n
+	local name=$1 ip=$2 port=$3 reason=$4 url=$5 rc n key
+	key="$ip:$port"
+	case $ip in *:*) key="\\[$ip\\]:$port" ;; esac
 	: >"$LOGF"
 	rc=$(curl_rc "$name" "$url")
 	[ "$rc" = 7 ] || fail "$name: curl exit $rc, expected 7 (connection refused): $(tail -n 3 "$LAB_WORK/$name.err")"
@@ -43,9 +45,10 @@ refused() {
 		 e.get('port') == $port and e.get('reason') == '$reason'"
 	n=$(log_count "e.get('ip') == '$ip' and e.get('verdict') == 'deny'")
 	[ "$n" = 1 ] || fail "$name: $n deny lines for $ip, expected 1: $(cat "$LOGF")"
-	grep -Eq "^airlock: refused $ip:$port.*\($reason\)" "$LAB_WORK/$name.err" ||
-		fail "$name: stderr does not name $ip:$port ($reason): $(cat "$LAB_WORK/$name.err")"
-	echo "ok   $name: curl exit 7, one deny line ($reason), stderr: $(grep -m1 "^airlock: refused $ip" "$LAB_WORK/$name.err")"
+	grep -Eq "airlock: refused $key: .*\($reason\)" "$LAB_WORK/$name.err" ||
+		fail "$name: stderr does not name $key ($reason): $(cat "$LAB_WORK/$name.err")"
+	/usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" >/dev/null || fail "$name: the egress log does not match docs/log.md"
+	echo "ok   $name: curl exit 7, one deny line ($reason), stderr: $(grep -o -m1 "airlock: refused $key.*" "$LAB_WORK/$name.err")"
 }
 
 # A port no rule opens, on a public (lab) address; the canary listens there.
@@ -71,7 +74,7 @@ echo "ok   a name-less connection to an address learned from DNS: works"
 # The rules are in the sandbox's ruleset, before nat.
 out=$(airlock_lab "$LAB_WORK/syn.yaml" -- nft list table inet airlock 2>&1) ||
 	fail "nft list inside: $out"
-expect_match "a refuse chain before nat" 'type filter hook output priority -150' "$out"
+expect_match "a refuse chain before nat" 'type filter hook output priority (mangle|-150)' "$out"
 expect_match "the no-rule log prefix" 'log prefix "airlock-syn no-rule"' "$out"
 expect_match "the guard log prefix" 'log prefix "airlock-syn address-guard"' "$out"
 echo "ok   nft list shows the refuse chain"
