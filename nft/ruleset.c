@@ -591,6 +591,7 @@ put_set(struct rs_build *bd, const char *name, uint32_t id, uint32_t key_type, u
 	                            NLM_F_CREATE, bd->seq);
 	nftnl_set_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
+	s = NULL;
 	label(bd, "creating set ", name, "");
 	if (!next_msg(bd))
 		return -1;

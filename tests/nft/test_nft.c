@@ -799,6 +799,17 @@ test_ruleset_refuse(void **state)
 	assert_int_equal(mc.rules, 11 + 6);
 	assert_int_equal(mc.acks, 1);
 
+	/* No port open at all (a policy that allows nothing): an empty set,
+	 * and the rule refusing every port. */
+	rf.ports = true;
+	rf.n_open = 0;
+	len = nft_ruleset_build(&p, buf, sizeof(buf), 1);
+	assert_true(len > 0);
+	count_msgs(buf, len, &mc);
+	assert_int_equal(mc.sets, 2);
+	assert_int_equal(mc.elems, (2 * 96 + 15) / 16);
+	assert_int_equal(mc.rules, 11 + 7);
+
 	/* No refusals: the ruleset of before. */
 	p.refuse = NULL;
 	len = nft_ruleset_build(&p, buf, sizeof(buf), 1);
