@@ -537,7 +537,10 @@ syn_refusal(const struct nflog_packet *pkt)
 }
 
 /* The line of a connection refused at the SYN, in the words the proxy
- * and the broker use for the same refusal (proxy/, policy/guard.c). */
+ * and the broker use for the same refusal (proxy/, policy/guard.c).
+ * Through the log's repeated-event counting, as the proxy's refusals:
+ * a loop of connects to one refused destination is one line and counts,
+ * not a line per attempt. */
 static void
 nflog_write_syn(struct nflog_reader *r, const struct nflog_packet *pkt, enum verdict_reason why)
 {
@@ -560,7 +563,7 @@ nflog_write_syn(struct nflog_reader *r, const struct nflog_packet *pkt, enum ver
 	ev.verdict = "deny";
 	ev.reason = verdict_reason_token(why);
 	ev.detail = detail;
-	(void)elog_event(r->nr_log, &ev);
+	(void)elog_event_agg(r->nr_log, &ev);
 }
 
 static void
@@ -592,6 +595,12 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 		}
 	}
 	if (r->nr_ndests == r->nr_maxdests) {
+		/* A refused connection is still one: written (and counted by
+		 * the log), only its retransmits are no longer told apart. */
+		if (syn != VR_NONE) {
+			nflog_write_syn(r, pkt, syn);
+			return;
+		}
 		r->nr_overflow++;
 		nflog_arm(r);
 		return;

@@ -51,10 +51,13 @@ int nflog_parse(const void *buf, size_t len, void (*fn)(const struct nflog_packe
  * A TCP SYN the refuse chain logged (prefix NFT_REFUSE_PREFIX...) is a
  * refused connection instead: a "tcp" event, verdict "deny", ip, port,
  * the proxy's reason token (no-rule, address-guard) and sentence, written
- * at once, one per connection attempt: the source port is part of its
- * key, so a retransmitted SYN is only counted, never a line (the reset
- * makes the client give up, so there is rarely one). Those keys share
- * the table below.
+ * through the log's counting of repeated events (elog_event_agg: the
+ * first at once, repeats in one line per window with "count"), once per
+ * connection attempt: the source port is part of its key here, so a
+ * retransmitted SYN is not another attempt (the reset makes the client
+ * give up, so there is rarely one). Those keys share the table below;
+ * when it is full, attempts are still written, retransmits no longer
+ * told apart.
  *
  * Aggregated per destination (family, protocol, address, port) so a flood
  * cannot fill the disk under the log:
