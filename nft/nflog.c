@@ -440,7 +440,7 @@ struct nflog_dest {
 	char nd_proto[sizeof(((struct nflog_packet *)0)->proto)];
 	int nd_family;
 	int nd_dport;
-	int nd_sport; /* refused SYNs only (one attempt each); else -1 */
+	int nd_sport;               /* refused SYNs only (one attempt each); else -1 */
 	enum verdict_reason nd_syn; /* VR_NONE: a blocked packet */
 	uint8_t nd_l4proto;
 	bool nd_quiet;     /* a whole window passed with no packet */
@@ -622,8 +622,8 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 	if (syn != VR_NONE)
 		nflog_write_syn(r, pkt, syn);
 	else
-		nflog_write(r, pkt->dst, pkt->dport, pkt->proto, VR_FIREWALL,
-		            NFLOG_REASON_BLOCKED, 1);
+		nflog_write(r, pkt->dst, pkt->dport, pkt->proto, VR_FIREWALL, NFLOG_REASON_BLOCKED,
+		            1);
 	nflog_arm(r);
 }
 

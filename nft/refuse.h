@@ -28,9 +28,9 @@ struct policy;
 
 /* The NFLOG prefixes of the two rules: the reader (nft/nflog.c) tells a
  * refused SYN from the catch-all reject by them. */
-#define NFT_REFUSE_PREFIX           "airlock-syn "
-#define NFT_REFUSE_PREFIX_NO_RULE   NFT_REFUSE_PREFIX "no-rule"
-#define NFT_REFUSE_PREFIX_GUARD     NFT_REFUSE_PREFIX "address-guard"
+#define NFT_REFUSE_PREFIX         "airlock-syn "
+#define NFT_REFUSE_PREFIX_NO_RULE NFT_REFUSE_PREFIX "no-rule"
+#define NFT_REFUSE_PREFIX_GUARD   NFT_REFUSE_PREFIX "address-guard"
 
 /* An inclusive address range, network order; AF_INET uses 4 bytes. */
 struct nft_range {

@@ -724,9 +724,8 @@ build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq, char (
 	    put_chain(&bd, NAT_CHAIN, "nat", NAT_PRIO, NF_ACCEPT) < 0 ||
 	    put_chain(&bd, FILTER_CHAIN, "filter", FILTER_PRIO, NF_DROP) < 0)
 		goto out;
-	if (p->refuse != NULL &&
-	    (put_chain(&bd, SYN_CHAIN, "filter", SYN_PRIO, NF_ACCEPT) < 0 ||
-	     put_sets(&bd, p->refuse) < 0))
+	if (p->refuse != NULL && (put_chain(&bd, SYN_CHAIN, "filter", SYN_PRIO, NF_ACCEPT) < 0 ||
+	                          put_sets(&bd, p->refuse) < 0))
 		goto out;
 	for (i = 0; i < ARRAY_SIZE(rules); i++)
 		if (rule_present(&rules[i], p))

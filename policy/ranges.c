@@ -58,8 +58,7 @@ chain_allows(const struct policy *p, uint32_t first)
 
 size_t
 policy_allow_cidrs(const struct policy *p,
-                   void (*fn)(int family, const uint8_t *addr, unsigned plen, void *arg),
-                   void *arg)
+                   void (*fn)(int family, const uint8_t *addr, unsigned plen, void *arg), void *arg)
 {
 	uint64_t size4 = (UINT64_MAX >> p->p_cidr4_shift) + 1;
 	uint64_t size6 = (UINT64_MAX >> p->p_cidr6_shift) + 1;

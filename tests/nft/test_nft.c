@@ -1058,10 +1058,11 @@ test_nflog_syn_refused(void **state)
 	 * the log counts (elog_event_agg), the retransmits nothing. */
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 5);
-	assert_int_equal(count_str(log, "\"kind\":\"tcp\",\"ip\":\"203.0.113.7\",\"port\":25,"
-	                                "\"verdict\":\"deny\",\"reason\":\"no-rule\",\"bytes_up\":0,"
-	                                "\"bytes_down\":0,\"duration_ms\":0,"
-	                                "\"detail\":\"no rule allows address 203.0.113.7 port 25\","),
+	assert_int_equal(count_str(log,
+	                           "\"kind\":\"tcp\",\"ip\":\"203.0.113.7\",\"port\":25,"
+	                           "\"verdict\":\"deny\",\"reason\":\"no-rule\",\"bytes_up\":0,"
+	                           "\"bytes_down\":0,\"duration_ms\":0,"
+	                           "\"detail\":\"no rule allows address 203.0.113.7 port 25\","),
 	                 1);
 	assert_int_equal(count_str(log, "\"kind\":\"tcp\",\"ip\":\"fd00::1\",\"port\":80,"
 	                                "\"verdict\":\"deny\",\"reason\":\"address-guard\""),

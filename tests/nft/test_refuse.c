@@ -93,9 +93,8 @@ check_sound(const struct policy *p, const struct nft_range *r, size_t n, int fam
 			/* lo, with random low bits where lo and hi differ. */
 			unsigned common = 0;
 
-			while (common < len * 8 &&
-			       ((r[i].lo[common / 8] ^ r[i].hi[common / 8]) & (0x80u >> (common % 8))) ==
-			               0)
+			while (common < len * 8 && ((r[i].lo[common / 8] ^ r[i].hi[common / 8]) &
+			                            (0x80u >> (common % 8))) == 0)
 				common++;
 			memcpy(pts[k], r[i].lo, 16);
 			for (unsigned bit = common; bit < len * 8; bit++)
@@ -275,8 +274,8 @@ test_too_many_port_ranges(void **state)
 		off += (size_t)snprintf(yaml + off, sizeof(yaml) - off,
 		                        "  - host: h%d.example\n    ports: [", r);
 		for (int i = 0; i < 60; i++)
-			off += (size_t)snprintf(yaml + off, sizeof(yaml) - off, "%s%d", i ? ", " : "",
-			                        1000 + 2 * (r * 60 + i));
+			off += (size_t)snprintf(yaml + off, sizeof(yaml) - off, "%s%d",
+			                        i ? ", " : "", 1000 + 2 * (r * 60 + i));
 		off += (size_t)snprintf(yaml + off, sizeof(yaml) - off, "]\n");
 	}
 	p = load(yaml);
@@ -290,10 +289,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_ports_and_guard),
-	        cmocka_unit_test(test_audit),
-	        cmocka_unit_test(test_cidr_opens_guarded),
-	        cmocka_unit_test(test_no_allow),
+	        cmocka_unit_test(test_ports_and_guard),      cmocka_unit_test(test_audit),
+	        cmocka_unit_test(test_cidr_opens_guarded),   cmocka_unit_test(test_no_allow),
 	        cmocka_unit_test(test_too_many_port_ranges),
 	};
 
