@@ -39,6 +39,7 @@
 #include "elog/logger.h"
 #include "elog/notice.h"
 #include "nft/nflog.h"
+#include "nft/refuse.h"
 #include "policy/policy.h"
 #include "policy/verdict.h"
 #include "proxy/proxy.h"
@@ -108,6 +109,8 @@ struct run {
 	ino_t log_ino;
 
 	struct policy *policy;
+	/* What the ruleset refuses at the SYN, from the policy (load_policy). */
+	struct nft_refuse refuse;
 	struct elog *log;
 	struct elog_notice *notice; /* denials on stderr (-q: none) */
 	char **env;
@@ -279,6 +282,7 @@ load_policy(struct run *r)
 	policy_diag_clear(&diag);
 	if (r->opts.audit)
 		policy_set_mode(r->policy, POLICY_MODE_AUDIT);
+	nft_refuse_build(r->policy, &r->refuse);
 	return 0;
 }
 
@@ -1327,6 +1331,7 @@ cmd_run(int argc, char **argv)
 	cfg.home = getenv("HOME");
 	cfg.share_home = r.opts.share_home;
 	cfg.tty = term_probe(&r.tio);
+	cfg.refuse = &r.refuse; /* filled by load_policy, before it is read */
 	r.sbx = sbx_new(&cfg, err, sizeof(err));
 	if (r.sbx == NULL) {
 		log_warnx("%s", err);

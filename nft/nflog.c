@@ -34,6 +34,8 @@
 #include "elog/elog.h"
 #include "nft/nft.h"
 #include "nft/nlutil.h"
+#include "nft/refuse.h"
+#include "policy/guard.h"
 
 /* Bytes of each packet the kernel copies to us: IPv6 header (40), a few
  * extension headers and the first 4 bytes of L4 are all the parser reads.
@@ -214,6 +216,9 @@ attr_cb(const struct nlattr *attr, void *data)
 	if (type == NFULA_PACKET_HDR &&
 	    mnl_attr_validate2(attr, MNL_TYPE_UNSPEC, sizeof(struct nfulnl_msg_packet_hdr)) < 0)
 		return MNL_CB_ERROR;
+	/* The kernel sends the prefix with its NUL. */
+	if (type == NFULA_PREFIX && mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0)
+		return MNL_CB_ERROR;
 	tb[type] = attr;
 	return MNL_CB_OK;
 }
@@ -267,8 +272,11 @@ static void
 set_port(struct nflog_packet *pkt, const uint8_t *p, size_t len, size_t l4off, bool first_fragment)
 {
 	pkt->dport = -1;
-	if (first_fragment && has_ports(pkt->l4proto) && l4off <= len && len - l4off >= 4)
+	pkt->sport = -1;
+	if (first_fragment && has_ports(pkt->l4proto) && l4off <= len && len - l4off >= 4) {
+		pkt->sport = (p[l4off] << 8) | p[l4off + 1];
 		pkt->dport = (p[l4off + 2] << 8) | p[l4off + 3];
+	}
 }
 
 static int
@@ -371,6 +379,8 @@ packet_cb(const struct nlmsghdr *nlh, void *data)
 	if (ret < 0)
 		return MNL_CB_ERROR;
 	set_proto(&pkt);
+	if (tb[NFULA_PREFIX] != NULL)
+		str_copy(pkt.prefix, mnl_attr_get_str(tb[NFULA_PREFIX]), sizeof(pkt.prefix));
 	st->count++;
 	if (st->fn != NULL)
 		st->fn(&pkt, st->arg);
@@ -430,6 +440,8 @@ struct nflog_dest {
 	char nd_proto[sizeof(((struct nflog_packet *)0)->proto)];
 	int nd_family;
 	int nd_dport;
+	int nd_sport;               /* refused SYNs only (one attempt each); else -1 */
+	enum verdict_reason nd_syn; /* VR_NONE: a blocked packet */
 	uint8_t nd_l4proto;
 	bool nd_quiet;     /* a whole window passed with no packet */
 	uint64_t nd_count; /* packets not yet written in a line */
@@ -461,11 +473,13 @@ struct nflog_reader {
 
 /* FNV-1a over the key, started from the reader's random seed. */
 static uint32_t
-dest_hash(const struct nflog_reader *r, const struct nflog_packet *pkt)
+dest_hash(const struct nflog_reader *r, const struct nflog_packet *pkt, int sport,
+          enum verdict_reason syn)
 {
 	uint32_t h = 2166136261u ^ r->nr_seed;
 	const unsigned char *s = (const unsigned char *)pkt->dst;
-	uint32_t extra[3] = {(uint32_t)pkt->family, pkt->l4proto, (uint32_t)pkt->dport};
+	uint32_t extra[5] = {(uint32_t)pkt->family, pkt->l4proto, (uint32_t)pkt->dport,
+	                     (uint32_t)sport, (uint32_t)syn};
 	const unsigned char *e = (const unsigned char *)extra;
 
 	for (; *s != '\0'; s++)
@@ -508,6 +522,50 @@ nflog_write_count(struct nflog_reader *r, const struct nflog_dest *d)
 	nflog_write(r, d->nd_dst, d->nd_dport, d->nd_proto, VR_FIREWALL, reason, d->nd_count);
 }
 
+/* Which refusal at the SYN a packet is: VR_NONE for any other. Only a
+ * TCP packet with ports under one of the refuse chain's prefixes. */
+static enum verdict_reason
+syn_refusal(const struct nflog_packet *pkt)
+{
+	if (pkt->l4proto != IPPROTO_TCP || pkt->dport < 0)
+		return VR_NONE;
+	if (strcmp(pkt->prefix, NFT_REFUSE_PREFIX_NO_RULE) == 0)
+		return VR_NO_RULE;
+	if (strcmp(pkt->prefix, NFT_REFUSE_PREFIX_GUARD) == 0)
+		return VR_GUARD;
+	return VR_NONE;
+}
+
+/* The line of a connection refused at the SYN, in the words the proxy
+ * and the broker use for the same refusal (proxy/, policy/guard.c).
+ * Through the log's repeated-event counting, as the proxy's refusals:
+ * a loop of connects to one refused destination is one line and counts,
+ * not a line per attempt. */
+static void
+nflog_write_syn(struct nflog_reader *r, const struct nflog_packet *pkt, enum verdict_reason why)
+{
+	struct sockaddr_storage ss;
+	struct elog_event ev;
+	char detail[128];
+
+	if (why == VR_GUARD && sockaddr_set(&ss, pkt->family, pkt->dst, 0) > 0)
+		snprintf(detail, sizeof(detail), "%s is %s (address guard)", pkt->dst,
+		         guard_class_name(guard_classify((struct sockaddr *)&ss)));
+	else if (why == VR_GUARD)
+		snprintf(detail, sizeof(detail), "%s is refused by the address guard", pkt->dst);
+	else
+		snprintf(detail, sizeof(detail), "no rule allows address %s port %d", pkt->dst,
+		         pkt->dport);
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = "tcp";
+	ev.ip = pkt->dst;
+	ev.port = pkt->dport;
+	ev.verdict = "deny";
+	ev.reason = verdict_reason_token(why);
+	ev.detail = detail;
+	(void)elog_event_agg(r->nr_log, &ev);
+}
+
 static void
 nflog_arm(struct nflog_reader *r)
 {
@@ -520,7 +578,9 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 {
 	struct nflog_reader *r = arg;
 	struct nflog_dest *d;
-	uint32_t h = dest_hash(r, pkt);
+	enum verdict_reason syn = syn_refusal(pkt);
+	int sport = syn != VR_NONE ? pkt->sport : -1;
+	uint32_t h = dest_hash(r, pkt, sport, syn);
 	int32_t *bucket = &r->nr_buckets[h & (r->nr_nbuckets - 1)];
 	int32_t i;
 
@@ -528,13 +588,19 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 		d = &r->nr_dests[i];
 		if (d->nd_hash == h && d->nd_family == pkt->family &&
 		    d->nd_l4proto == pkt->l4proto && d->nd_dport == pkt->dport &&
-		    strcmp(d->nd_dst, pkt->dst) == 0) {
+		    d->nd_sport == sport && d->nd_syn == syn && strcmp(d->nd_dst, pkt->dst) == 0) {
 			d->nd_count++;
 			d->nd_quiet = false;
 			return;
 		}
 	}
 	if (r->nr_ndests == r->nr_maxdests) {
+		/* A refused connection is still one: written (and counted by
+		 * the log), only its retransmits are no longer told apart. */
+		if (syn != VR_NONE) {
+			nflog_write_syn(r, pkt, syn);
+			return;
+		}
 		r->nr_overflow++;
 		nflog_arm(r);
 		return;
@@ -546,12 +612,18 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 	d->nd_family = pkt->family;
 	d->nd_dport = pkt->dport;
 	d->nd_l4proto = pkt->l4proto;
+	d->nd_sport = sport;
+	d->nd_syn = syn;
 	d->nd_hash = h;
 	d->nd_next = *bucket;
 	*bucket = (int32_t)r->nr_ndests;
 	r->nr_ndests++;
 	/* The first packet to a destination is written now. */
-	nflog_write(r, pkt->dst, pkt->dport, pkt->proto, VR_FIREWALL, NFLOG_REASON_BLOCKED, 1);
+	if (syn != VR_NONE)
+		nflog_write_syn(r, pkt, syn);
+	else
+		nflog_write(r, pkt->dst, pkt->dport, pkt->proto, VR_FIREWALL, NFLOG_REASON_BLOCKED,
+		            1);
 	nflog_arm(r);
 }
 
@@ -581,7 +653,10 @@ nflog_flush(struct nflog_reader *r, bool final)
 		struct nflog_dest *d = &r->nr_dests[i];
 
 		if (d->nd_count > 0) {
-			nflog_write_count(r, d);
+			/* A refused SYN's retransmits are the same attempt:
+			 * counted to keep it from being new, never a line. */
+			if (d->nd_syn == VR_NONE)
+				nflog_write_count(r, d);
 			d->nd_count = 0;
 		} else if (d->nd_quiet) {
 			continue;

@@ -29,7 +29,12 @@ struct nflog_packet {
 	uint8_t l4proto; /* IPPROTO_* */
 	char dst[46];    /* destination address text */
 	int dport;       /* -1 when the protocol has no ports */
+	int sport;       /* the same, the source port */
 	char proto[12];  /* "udp", "tcp", "icmp", "icmpv6", "raw:N" */
+	/* The log rule's prefix (NFULA_PREFIX): "" for the catch-all
+	 * reject, NFT_REFUSE_PREFIX... for a SYN refused (nft/refuse.h); a
+	 * prefix that does not fit is cut, and then matches neither. */
+	char prefix[32];
 };
 /* Parse every packet in one netlink datagram (buf 4-byte aligned, as any
  * recv buffer), calling fn (may be NULL) per packet. Bounded by len, never
@@ -42,6 +47,17 @@ int nflog_parse(const void *buf, size_t len, void (*fn)(const struct nflog_packe
  * and turn blocked packets into "packet" events on log (borrowed, must
  * outlive the reader): verdict "deny", ip, port (when the protocol has
  * one), proto. At most 32 datagrams are read per wake-up.
+ *
+ * A TCP SYN the refuse chain logged (prefix NFT_REFUSE_PREFIX...) is a
+ * refused connection instead: a "tcp" event, verdict "deny", ip, port,
+ * the proxy's reason token (no-rule, address-guard) and sentence, written
+ * through the log's counting of repeated events (elog_event_agg: the
+ * first at once, repeats in one line per window with "count"), once per
+ * connection attempt: the source port is part of its key here, so a
+ * retransmitted SYN is not another attempt (the reset makes the client
+ * give up, so there is rarely one). Those keys share the table below;
+ * when it is full, attempts are still written, retransmits no longer
+ * told apart.
  *
  * Aggregated per destination (family, protocol, address, port) so a flood
  * cannot fill the disk under the log:

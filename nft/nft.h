@@ -10,18 +10,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct nft_refuse;
+
 struct nft_params {
 	uint16_t tproxy_port; /* AIRLOCK_TPROXY_PORT */
 	uint16_t dns_port;    /* AIRLOCK_DNS_PORT */
 	uint16_t nflog_group; /* AIRLOCK_NFLOG_GROUP */
+	/* The refusals at the SYN (nft/refuse.h), borrowed; NULL: none, no
+	 * chain syn_output. */
+	const struct nft_refuse *refuse;
 };
 
-/* Fill p with the constants of common/netconst.h. */
+/* Fill p with the constants of common/netconst.h, no refusals. */
 void nft_params_default(struct nft_params *p);
 
-/* Build the whole ruleset (table inet airlock, its chains and rules) as one
- * batch into buf. Pure: no socket. Returns the batch length, or -1 if buf
- * is too small. */
+/* Build the whole ruleset (table inet airlock, its chains and rules, and
+ * with p->refuse the refuse chain and its sets) as one batch into buf.
+ * Pure: no socket. Returns the batch length, or -1 if buf is too small
+ * (64 KiB always holds it). */
 long nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq);
 
 /* Build and commit the ruleset, once per network namespace: if table inet
@@ -30,9 +36,10 @@ long nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen, uin
 int nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen);
 
 /* Self-test: read the ruleset back from the kernel and check the table,
- * both chains (type, hook, priority, policy), the rule counts, and that the
- * rules redirect to p's ports and log to p's group. 0 or -1 with the
- * reason. */
+ * the chains (type, hook, priority, policy; syn_output exactly when
+ * p->refuse), the rule counts, and that the rules redirect to p's ports
+ * and log to p's group. The sets' elements are not read back. 0 or -1
+ * with the reason. */
 int nft_ruleset_verify(const struct nft_params *p, char *err, size_t errlen);
 
 /* Set-up from outside the namespace. A netlink socket stays in the

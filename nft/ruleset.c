@@ -3,6 +3,21 @@
  * What the kernel ends up with, in nft syntax:
  *
  *   table inet airlock {
+ *     set syn_open_ports { type inet_service; flags interval; }   (refuse)
+ *     set syn_guard4 { type ipv4_addr; flags interval; }           (refuse)
+ *     set syn_guard6 { type ipv6_addr; flags interval; }           (refuse)
+ *     chain syn_output {                                           (refuse)
+ *       type filter hook output priority -150; policy accept;
+ *       ip daddr 127.0.0.0/8 accept
+ *       ip6 daddr ::1 accept
+ *       meta l4proto != tcp accept
+ *       tcp flags & (fin|syn|rst|ack) != syn accept
+ *       tcp dport 53 accept
+ *       tcp dport != @syn_open_ports log prefix "airlock-syn no-rule"
+ *           group NFLOG_GROUP snaplen 128 reject with tcp reset
+ *       ip daddr @syn_guard4 log prefix "airlock-syn address-guard" ...
+ *       ip6 daddr @syn_guard6 log prefix "airlock-syn address-guard" ...
+ *     }
  *     chain nat_output {
  *       type nat hook output priority -100; policy accept;
  *       ip daddr 127.0.0.0/8 accept
@@ -21,6 +36,15 @@
  *       reject with icmpx admin-prohibited
  *     }
  *   }
+ *
+ * syn_output and its sets exist only when the caller gives the refusals
+ * at the SYN (nft_params.refuse, nft/refuse.h says which); each of its
+ * refusing rules only when it has something to refuse. It runs before
+ * nat (-150 < -100), on the original destination, where reject is valid
+ * (not in a nat chain); its accept only ends this chain, so what it lets
+ * by still meets nat_output and filter_output. Only a bare SYN is
+ * judged: the resets, the SYN-ACKs of the listeners and everything of an
+ * established connection pass.
  *
  * The filter chain runs after nat (priority 0 > -100), so a redirected
  * packet already has a loopback destination when it is filtered. Replies
@@ -60,27 +84,46 @@
 #include <libnftnl/common.h>
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
+#include <libnftnl/set.h>
 #include <libnftnl/table.h>
 
 #include "common/netconst.h"
 #include "common/util.h"
 #include "nft/nlutil.h"
+#include "nft/refuse.h"
 
 #define NAT_CHAIN    "nat_output"
 #define FILTER_CHAIN "filter_output"
 #define NAT_PRIO     (-100)
 #define FILTER_PRIO  0
+#define SYN_CHAIN    "syn_output"
+#define SYN_PRIO     (-150)
+#define SET_PORTS    "syn_open_ports"
+#define SET_GUARD4   "syn_guard4"
+#define SET_GUARD6   "syn_guard6"
+/* The sets' ids in the batch, for the rules that look them up. */
+#define SET_ID_PORTS  1
+#define SET_ID_GUARD4 2
+#define SET_ID_GUARD6 3
+/* nft's datatype numbers for the set keys (nft list shows the types). */
+#define NFT_TYPE_IPADDR       7
+#define NFT_TYPE_IP6ADDR      8
+#define NFT_TYPE_INET_SERVICE 13
+/* Set elements per message: each is at most about 40 bytes, so a message
+ * stays far below MSG_RESERVE. */
+#define ELEMS_PER_MSG 16
 /* Bytes of each blocked packet copied to NFLOG: enough for an IPv6 header,
  * a few extension headers and the L4 ports, never the payload. */
 #define NFLOG_SNAPLEN 128
 
-/* Every message built here is far below this (the largest, a rule with six
- * expressions, is about 300 bytes; the unit test checks). The batch is cut
+/* Every message built here is far below this (the largest, a rule with
+ * eight expressions or ELEMS_PER_MSG set elements, is about 700 bytes; the
+ * unit test checks). The batch is cut
  * off this much before the end of the caller's buffer, because libnftnl
  * writes a message before libmnl can say it went past the limit. */
 #define MSG_RESERVE 1024
 /* Messages in one batch, for the per-message labels of nft_ruleset_apply. */
-#define MAX_MSGS 32
+#define MAX_MSGS 96
 
 struct rs_build {
 	struct mnl_nlmsg_batch *b;
@@ -252,6 +295,67 @@ add_log(struct nftnl_rule *r, uint16_t group)
 	return 0;
 }
 
+/* log prefix PREFIX group G snaplen 128. */
+static int
+add_log_prefix(struct nftnl_rule *r, uint16_t group, const char *prefix)
+{
+	struct nftnl_expr *e = expr_new(r, "log");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, group);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, NFLOG_SNAPLEN);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix);
+	return 0;
+}
+
+/* Register 1 in the set (or not in it: inv). */
+static int
+add_lookup(struct nftnl_rule *r, const char *set, uint32_t id, bool inv)
+{
+	struct nftnl_expr *e = expr_new(r, "lookup");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, id);
+	if (inv)
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
+	return 0;
+}
+
+/* tcp flags & (fin|syn|rst|ack) != syn: anything but a bare SYN. */
+static int
+match_not_bare_syn(struct nftnl_rule *r)
+{
+	uint8_t mask = 0x17, syn = 0x02, zero = 0; /* FIN 01, SYN 02, RST 04, ACK 10 */
+	struct nftnl_expr *e;
+
+	if (add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 13, 1) < 0)
+		return -1;
+	e = expr_new(r, "bitwise");
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, sizeof(mask));
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
+	return add_cmp(r, NFT_CMP_NEQ, &syn, sizeof(syn));
+}
+
+/* meta nfproto FAMILY, then the destination address (len bytes at off)
+ * in register 1. */
+static int
+load_daddr(struct nftnl_rule *r, uint8_t nfproto, uint32_t off, uint32_t len)
+{
+	if (add_meta(r, NFT_META_NFPROTO) < 0 ||
+	    add_cmp(r, NFT_CMP_EQ, &nfproto, sizeof(nfproto)) < 0)
+		return -1;
+	return add_payload(r, NFT_PAYLOAD_NETWORK_HEADER, off, len);
+}
+
 static int
 add_reject(struct nftnl_rule *r, uint32_t type, uint8_t code)
 {
@@ -276,6 +380,12 @@ enum rule_kind {
 	R_LOG,
 	R_REJECT_TCP,
 	R_REJECT_OTHER,
+	R_SYN_NOT_TCP,
+	R_SYN_NOT_SYN,
+	R_SYN_DNS,
+	R_SYN_PORTS,
+	R_SYN_GUARD4,
+	R_SYN_GUARD6,
 };
 
 struct rule_spec {
@@ -296,7 +406,47 @@ static const struct rule_spec rules[] = {
         {FILTER_CHAIN, R_LOG, "log group (NFLOG)"},
         {FILTER_CHAIN, R_REJECT_TCP, "tcp reject with tcp reset"},
         {FILTER_CHAIN, R_REJECT_OTHER, "reject with icmpx admin-prohibited"},
+        {SYN_CHAIN, R_LOOPBACK_V4, "ip daddr 127.0.0.0/8 accept"},
+        {SYN_CHAIN, R_LOOPBACK_V6, "ip6 daddr ::1 accept"},
+        {SYN_CHAIN, R_SYN_NOT_TCP, "meta l4proto != tcp accept"},
+        {SYN_CHAIN, R_SYN_NOT_SYN, "tcp flags != syn accept"},
+        {SYN_CHAIN, R_SYN_DNS, "tcp dport 53 accept"},
+        {SYN_CHAIN, R_SYN_PORTS, "tcp dport != @" SET_PORTS " reject"},
+        {SYN_CHAIN, R_SYN_GUARD4, "ip daddr @" SET_GUARD4 " reject"},
+        {SYN_CHAIN, R_SYN_GUARD6, "ip6 daddr @" SET_GUARD6 " reject"},
 };
+
+/* Whether the ruleset for p holds the rule: the refuse chain's only with
+ * refusals, and each refusing rule only with something to refuse. */
+static bool
+rule_present(const struct rule_spec *spec, const struct nft_params *p)
+{
+	const struct nft_refuse *rf = p->refuse;
+
+	if (strcmp(spec->chain, SYN_CHAIN) != 0)
+		return true;
+	if (rf == NULL)
+		return false;
+	switch (spec->kind) {
+	case R_SYN_PORTS:
+		return rf->ports;
+	case R_SYN_GUARD4:
+		return rf->n_guard4 > 0;
+	case R_SYN_GUARD6:
+		return rf->n_guard6 > 0;
+	default:
+		return true;
+	}
+}
+
+/* The NFLOG line of a refusing rule, then the reset. */
+static int
+refuse_with(struct nftnl_rule *r, const struct nft_params *p, const char *prefix)
+{
+	if (add_log_prefix(r, p->nflog_group, prefix) < 0)
+		return -1;
+	return add_reject(r, NFT_REJECT_TCP_RST, 0);
+}
 
 static int
 rule_exprs(struct nftnl_rule *r, enum rule_kind kind, const struct nft_params *p)
@@ -321,6 +471,37 @@ rule_exprs(struct nftnl_rule *r, enum rule_kind kind, const struct nft_params *p
 		                                         : add_reject(r, NFT_REJECT_TCP_RST, 0);
 	case R_REJECT_OTHER:
 		return add_reject(r, NFT_REJECT_ICMPX_UNREACH, NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+	case R_SYN_NOT_TCP: {
+		uint8_t tcp = IPPROTO_TCP;
+
+		if (add_meta(r, NFT_META_L4PROTO) < 0 || add_cmp(r, NFT_CMP_NEQ, &tcp, 1) < 0)
+			return -1;
+		return add_verdict(r, NF_ACCEPT);
+	}
+	case R_SYN_NOT_SYN:
+		/* The l4proto match is redundant (R_SYN_NOT_TCP) but lets nft
+		 * list show "tcp flags" and "tcp dport" for people. */
+		if (match_l4proto(r, IPPROTO_TCP) < 0 || match_not_bare_syn(r) < 0)
+			return -1;
+		return add_verdict(r, NF_ACCEPT);
+	case R_SYN_DNS:
+		return match_dport(r, IPPROTO_TCP, 53) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
+	case R_SYN_PORTS:
+		if (match_l4proto(r, IPPROTO_TCP) < 0 ||
+		    add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2) < 0 ||
+		    add_lookup(r, SET_PORTS, SET_ID_PORTS, true) < 0)
+			return -1;
+		return refuse_with(r, p, NFT_REFUSE_PREFIX_NO_RULE);
+	case R_SYN_GUARD4:
+		if (load_daddr(r, NFPROTO_IPV4, 16, 4) < 0 ||
+		    add_lookup(r, SET_GUARD4, SET_ID_GUARD4, false) < 0)
+			return -1;
+		return refuse_with(r, p, NFT_REFUSE_PREFIX_GUARD);
+	case R_SYN_GUARD6:
+		if (load_daddr(r, NFPROTO_IPV6, 24, 16) < 0 ||
+		    add_lookup(r, SET_GUARD6, SET_ID_GUARD6, false) < 0)
+			return -1;
+		return refuse_with(r, p, NFT_REFUSE_PREFIX_GUARD);
 	}
 	return -1;
 }
@@ -384,6 +565,116 @@ put_chain(struct rs_build *bd, const char *name, const char *type, int prio, uin
 	return next_msg(bd) ? 0 : -1;
 }
 
+/* One interval set of the refuse chain, then its elements: for each range
+ * an element at its start and an interval-end one just past its end (none
+ * when the range runs to the top of the key space). lo and hi point at
+ * n ranges of key_len bytes each, stride bytes apart. */
+static int
+put_set(struct rs_build *bd, const char *name, uint32_t id, uint32_t key_type, uint32_t key_len,
+        const uint8_t *lo, const uint8_t *hi, size_t stride, size_t n)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	struct nlmsghdr *nlh;
+	size_t i = 0;
+	int ret = -1;
+
+	if (s == NULL)
+		return -1;
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, AIRLOCK_NFT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, key_type);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, key_len);
+	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL);
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b), NFT_MSG_NEWSET, NFPROTO_INET,
+	                            NLM_F_CREATE, bd->seq);
+	nftnl_set_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	s = NULL;
+	label(bd, "creating set ", name, "");
+	if (!next_msg(bd))
+		return -1;
+
+	while (i < n) {
+		size_t in_msg = 0;
+
+		s = nftnl_set_alloc();
+		if (s == NULL)
+			return -1;
+		nftnl_set_set_str(s, NFTNL_SET_TABLE, AIRLOCK_NFT_TABLE);
+		nftnl_set_set_str(s, NFTNL_SET_NAME, name);
+		nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+		for (; i < n && in_msg + 2 <= ELEMS_PER_MSG; i++) {
+			uint8_t end[16];
+			struct nftnl_set_elem *e;
+			int k;
+
+			e = nftnl_set_elem_alloc();
+			if (e == NULL)
+				goto out;
+			nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, lo + i * stride, key_len);
+			nftnl_set_elem_add(s, e);
+			in_msg++;
+			/* end = hi + 1, big-endian; no end past the top. */
+			memcpy(end, hi + i * stride, key_len);
+			for (k = (int)key_len - 1; k >= 0; k--)
+				if (++end[k] != 0)
+					break;
+			if (k < 0)
+				continue;
+			e = nftnl_set_elem_alloc();
+			if (e == NULL)
+				goto out;
+			nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, end, key_len);
+			nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
+			nftnl_set_elem_add(s, e);
+			in_msg++;
+		}
+		nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b), NFT_MSG_NEWSETELEM,
+		                            NFPROTO_INET, NLM_F_CREATE, bd->seq);
+		nftnl_set_elems_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+		s = NULL;
+		label(bd, "adding elements to set ", name, "");
+		if (!next_msg(bd))
+			return -1;
+	}
+	ret = 0;
+out:
+	if (s != NULL) /* nftnl_set_free does not take NULL */
+		nftnl_set_free(s);
+	return ret;
+}
+
+/* The refuse chain's sets, those its rules use. */
+static int
+put_sets(struct rs_build *bd, const struct nft_refuse *rf)
+{
+	uint8_t lo[NFT_REFUSE_MAX_PORTS][2], hi[NFT_REFUSE_MAX_PORTS][2];
+
+	if (rf->ports) {
+		for (size_t i = 0; i < rf->n_open; i++) {
+			uint16_t l = htons(rf->open[i].lo), h = htons(rf->open[i].hi);
+
+			memcpy(lo[i], &l, 2);
+			memcpy(hi[i], &h, 2);
+		}
+		if (put_set(bd, SET_PORTS, SET_ID_PORTS, NFT_TYPE_INET_SERVICE, 2, lo[0], hi[0], 2,
+		            rf->n_open) < 0)
+			return -1;
+	}
+	if (rf->n_guard4 > 0 &&
+	    put_set(bd, SET_GUARD4, SET_ID_GUARD4, NFT_TYPE_IPADDR, 4, rf->guard4[0].lo,
+	            rf->guard4[0].hi, sizeof(rf->guard4[0]), rf->n_guard4) < 0)
+		return -1;
+	if (rf->n_guard6 > 0 &&
+	    put_set(bd, SET_GUARD6, SET_ID_GUARD6, NFT_TYPE_IP6ADDR, 16, rf->guard6[0].lo,
+	            rf->guard6[0].hi, sizeof(rf->guard6[0]), rf->n_guard6) < 0)
+		return -1;
+	return 0;
+}
+
 static int
 put_rule(struct rs_build *bd, const struct rule_spec *spec, const struct nft_params *p,
          uint16_t extra_flags)
@@ -409,13 +700,15 @@ out:
 	return ret;
 }
 
-/* The whole batch. labels (MAX_MSGS entries) may be NULL. */
+/* The whole batch. labels (MAX_MSGS entries) may be NULL; *nmsgs (may
+ * be NULL) gets the number of messages, begin and end included. */
 static long
-build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq, char (*labels)[80])
+build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq, char (*labels)[80],
+      uint32_t *nmsgs)
 {
 	struct rs_build bd = {.seq = seq, .first_seq = seq, .labels = labels};
 	long len = -1;
-	size_t i;
+	size_t i, last = 0;
 
 	if (buflen < 2 * MSG_RESERVE)
 		return -1;
@@ -431,11 +724,19 @@ build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq, char (
 	    put_chain(&bd, NAT_CHAIN, "nat", NAT_PRIO, NF_ACCEPT) < 0 ||
 	    put_chain(&bd, FILTER_CHAIN, "filter", FILTER_PRIO, NF_DROP) < 0)
 		goto out;
+	if (p->refuse != NULL && (put_chain(&bd, SYN_CHAIN, "filter", SYN_PRIO, NF_ACCEPT) < 0 ||
+	                          put_sets(&bd, p->refuse) < 0))
+		goto out;
+	for (i = 0; i < ARRAY_SIZE(rules); i++)
+		if (rule_present(&rules[i], p))
+			last = i;
 	for (i = 0; i < ARRAY_SIZE(rules); i++) {
 		/* Only the last message asks for an ACK: errors come anyway,
 		 * and one ACK at the end says the whole batch was taken. */
-		uint16_t ack = i + 1 == ARRAY_SIZE(rules) ? NLM_F_ACK : 0;
+		uint16_t ack = i == last ? NLM_F_ACK : 0;
 
+		if (!rule_present(&rules[i], p))
+			continue;
 		if (put_rule(&bd, &rules[i], p, ack) < 0)
 			goto out;
 	}
@@ -444,6 +745,8 @@ build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq, char (
 	if (!next_msg(&bd))
 		goto out;
 	len = (long)mnl_nlmsg_batch_size(bd.b);
+	if (nmsgs != NULL)
+		*nmsgs = bd.seq - bd.first_seq;
 out:
 	mnl_nlmsg_batch_stop(bd.b);
 	return len;
@@ -455,12 +758,13 @@ nft_params_default(struct nft_params *p)
 	p->tproxy_port = AIRLOCK_TPROXY_PORT;
 	p->dns_port = AIRLOCK_DNS_PORT;
 	p->nflog_group = AIRLOCK_NFLOG_GROUP;
+	p->refuse = NULL;
 }
 
 long
 nft_ruleset_build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq)
 {
-	return build(p, buf, buflen, seq, NULL);
+	return build(p, buf, buflen, seq, NULL, NULL);
 }
 
 /* --- talking to the kernel --------------------------------------------- */
@@ -515,7 +819,9 @@ seq_base(void)
 static int
 apply_on(struct mnl_socket *nl, const struct nft_params *p, char *err, size_t errlen)
 {
-	static uint64_t buf[16384 / sizeof(uint64_t)]; /* see nft_nl_talk */
+	/* See nft_nl_talk. The refuse chain's sets take most of it: at most
+	 * about 30 KiB with NFT_REFUSE_MAX_PORTS and _RANGES all used. */
+	static uint64_t buf[65536 / sizeof(uint64_t)];
 	char labels[MAX_MSGS][80];
 	struct nft_nl_ack failed;
 	uint32_t seq = seq_base();
@@ -523,14 +829,13 @@ apply_on(struct mnl_socket *nl, const struct nft_params *p, char *err, size_t er
 	long len;
 
 	memset(labels, 0, sizeof(labels));
-	len = build(p, buf, sizeof(buf), seq, labels);
+	len = build(p, buf, sizeof(buf), seq, labels, &nmsgs);
 	if (len < 0) {
 		snprintf(err, errlen,
 		         "nftables: building the ruleset failed "
 		         "(out of memory or buffer too small)");
 		return -1;
 	}
-	nmsgs = 1 + 1 + 2 + (uint32_t)ARRAY_SIZE(rules) + 1;
 	/* The last rule (seq + nmsgs - 2) carries the ACK; the batch begin
 	 * (seq) is where whole-batch failures such as EPERM are reported. */
 	if (nft_nl_batch(nl, buf, (size_t)len, seq + nmsgs - 2, seq, &failed) < 0) {
@@ -583,9 +888,9 @@ nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen)
 struct verify_state {
 	const struct nft_params *p;
 	bool table;
-	bool nat, filter;
-	bool nat_ok, filter_ok;
-	unsigned int nat_rules, filter_rules;
+	bool nat, filter, syn;
+	bool nat_ok, filter_ok, syn_ok;
+	unsigned int nat_rules, filter_rules, syn_rules;
 	unsigned int dns_redirects, tproxy_redirects, logs; /* with p's values */
 	char why[160];
 };
@@ -642,6 +947,9 @@ chain_cb(const struct nlmsghdr *nlh, void *data)
 	} else if (strcmp(name, FILTER_CHAIN) == 0) {
 		st->filter = true;
 		st->filter_ok = chain_is(c, "filter", NF_INET_LOCAL_OUT, FILTER_PRIO, NF_DROP);
+	} else if (strcmp(name, SYN_CHAIN) == 0 && st->p->refuse != NULL) {
+		st->syn = true;
+		st->syn_ok = chain_is(c, "filter", NF_INET_LOCAL_OUT, SYN_PRIO, NF_ACCEPT);
 	} else if (st->why[0] == '\0') {
 		snprintf(st->why, sizeof(st->why), "unexpected chain %s", name);
 	}
@@ -699,6 +1007,8 @@ rule_cb(const struct nlmsghdr *nlh, void *data)
 		st->nat_rules++;
 	else if (strcmp(chain, FILTER_CHAIN) == 0)
 		st->filter_rules++;
+	else if (strcmp(chain, SYN_CHAIN) == 0)
+		st->syn_rules++;
 	nftnl_expr_foreach(r, rule_expr_cb, st);
 out:
 	nftnl_rule_free(r);
@@ -706,15 +1016,26 @@ out:
 }
 
 static unsigned int
-expected_rules(const char *chain)
+expected_rules(const char *chain, const struct nft_params *p)
 {
 	unsigned int n = 0;
 	size_t i;
 
 	for (i = 0; i < ARRAY_SIZE(rules); i++)
-		if (strcmp(rules[i].chain, chain) == 0)
+		if (strcmp(rules[i].chain, chain) == 0 && rule_present(&rules[i], p))
 			n++;
 	return n;
+}
+
+/* The log rules: the catch-all's and each refusing rule's. */
+static unsigned int
+expected_logs(const struct nft_params *p)
+{
+	const struct nft_refuse *rf = p->refuse;
+
+	if (rf == NULL)
+		return 1;
+	return 1 + (rf->ports ? 1u : 0u) + (rf->n_guard4 > 0) + (rf->n_guard6 > 0);
 }
 
 /* Read the ruleset back over nl and check it. */
@@ -774,14 +1095,22 @@ verify_on(struct mnl_socket *nl, const struct nft_params *p, char *err, size_t e
 		         "nftables: chain %s is not type filter hook "
 		         "output priority %d policy drop",
 		         FILTER_CHAIN, FILTER_PRIO);
-	else if (st.nat_rules != expected_rules(NAT_CHAIN) ||
-	         st.filter_rules != expected_rules(FILTER_CHAIN))
+	else if (p->refuse != NULL && !st.syn)
+		snprintf(err, errlen, "nftables: chain %s is missing", SYN_CHAIN);
+	else if (p->refuse != NULL && !st.syn_ok)
 		snprintf(err, errlen,
-		         "nftables: chains hold %u and %u rules, "
-		         "expected %u and %u",
-		         st.nat_rules, st.filter_rules, expected_rules(NAT_CHAIN),
-		         expected_rules(FILTER_CHAIN));
-	else if (st.dns_redirects != 2 || st.tproxy_redirects != 1 || st.logs != 1)
+		         "nftables: chain %s is not type filter hook "
+		         "output priority %d policy accept",
+		         SYN_CHAIN, SYN_PRIO);
+	else if (st.nat_rules != expected_rules(NAT_CHAIN, p) ||
+	         st.filter_rules != expected_rules(FILTER_CHAIN, p) ||
+	         st.syn_rules != expected_rules(SYN_CHAIN, p))
+		snprintf(err, errlen,
+		         "nftables: chains hold %u, %u and %u rules, "
+		         "expected %u, %u and %u",
+		         st.nat_rules, st.filter_rules, st.syn_rules, expected_rules(NAT_CHAIN, p),
+		         expected_rules(FILTER_CHAIN, p), expected_rules(SYN_CHAIN, p));
+	else if (st.dns_redirects != 2 || st.tproxy_redirects != 1 || st.logs != expected_logs(p))
 		snprintf(err, errlen,
 		         "nftables: the rules do not redirect to ports %u "
 		         "and %u and log to group %u",

@@ -22,41 +22,42 @@
 #include "common/util.h"
 #include "policy/policy.h"
 
+/* The IPv4 blocks, first match wins (guard_blocks lists them too). */
+static const struct {
+	uint32_t net;
+	unsigned plen;
+	enum guard_class cls;
+} ranges4[] = {
+        /* Listed before the broader ranges they sit in. */
+        {0xc0000200u, 24, GUARD_PUBLIC},     /* 192.0.2.0/24 TEST-NET-1 (lab) */
+        {0xc6336400u, 24, GUARD_PUBLIC},     /* 198.51.100.0/24 TEST-NET-2 (lab) */
+        {0xcb007100u, 24, GUARD_PUBLIC},     /* 203.0.113.0/24 TEST-NET-3 (lab) */
+        {0x00000000u, 8, GUARD_UNSPECIFIED}, /* 0.0.0.0/8 "this network" */
+        {0x0a000000u, 8, GUARD_PRIVATE},     /* 10.0.0.0/8 */
+        {0x64400000u, 10, GUARD_CGNAT},      /* 100.64.0.0/10 */
+        {0x7f000000u, 8, GUARD_LOOPBACK},    /* 127.0.0.0/8 */
+        {0xa9fe0000u, 16, GUARD_LINK_LOCAL}, /* 169.254.0.0/16 (metadata) */
+        {0xac100000u, 12, GUARD_PRIVATE},    /* 172.16.0.0/12 */
+        {0xc0000000u, 24, GUARD_RESERVED},   /* 192.0.0.0/24 IETF protocol */
+        {0xc0586300u, 24, GUARD_RESERVED},   /* 192.88.99.0/24 6to4 relay */
+        {0xc0a80000u, 16, GUARD_PRIVATE},    /* 192.168.0.0/16 */
+        {0xc6120000u, 15, GUARD_RESERVED},   /* 198.18.0.0/15 benchmark, egress source */
+        {0xe0000000u, 4, GUARD_MULTICAST},   /* 224.0.0.0/4 */
+        {0xf0000000u, 4, GUARD_RESERVED},    /* 240.0.0.0/4 incl. broadcast */
+};
+
 /* The class of a, and in *plen the prefix length of the block of that
  * class holding it (32 for an address outside every listed block: only
  * public addresses, for which the block is not used). */
 static enum guard_class
 classify4(uint32_t a, unsigned *plen)
 {
-	static const struct {
-		uint32_t net;
-		unsigned plen;
-		enum guard_class cls;
-	} ranges[] = {
-	        /* Listed before the broader ranges they sit in. */
-	        {0xc0000200u, 24, GUARD_PUBLIC},     /* 192.0.2.0/24 TEST-NET-1 (lab) */
-	        {0xc6336400u, 24, GUARD_PUBLIC},     /* 198.51.100.0/24 TEST-NET-2 (lab) */
-	        {0xcb007100u, 24, GUARD_PUBLIC},     /* 203.0.113.0/24 TEST-NET-3 (lab) */
-	        {0x00000000u, 8, GUARD_UNSPECIFIED}, /* 0.0.0.0/8 "this network" */
-	        {0x0a000000u, 8, GUARD_PRIVATE},     /* 10.0.0.0/8 */
-	        {0x64400000u, 10, GUARD_CGNAT},      /* 100.64.0.0/10 */
-	        {0x7f000000u, 8, GUARD_LOOPBACK},    /* 127.0.0.0/8 */
-	        {0xa9fe0000u, 16, GUARD_LINK_LOCAL}, /* 169.254.0.0/16 (metadata) */
-	        {0xac100000u, 12, GUARD_PRIVATE},    /* 172.16.0.0/12 */
-	        {0xc0000000u, 24, GUARD_RESERVED},   /* 192.0.0.0/24 IETF protocol */
-	        {0xc0586300u, 24, GUARD_RESERVED},   /* 192.88.99.0/24 6to4 relay */
-	        {0xc0a80000u, 16, GUARD_PRIVATE},    /* 192.168.0.0/16 */
-	        {0xc6120000u, 15, GUARD_RESERVED},   /* 198.18.0.0/15 benchmark, egress source */
-	        {0xe0000000u, 4, GUARD_MULTICAST},   /* 224.0.0.0/4 */
-	        {0xf0000000u, 4, GUARD_RESERVED},    /* 240.0.0.0/4 incl. broadcast */
-	};
+	for (size_t i = 0; i < sizeof(ranges4) / sizeof(ranges4[0]); i++) {
+		uint32_t mask = ranges4[i].plen == 0 ? 0 : ~0u << (32 - ranges4[i].plen);
 
-	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-		uint32_t mask = ranges[i].plen == 0 ? 0 : ~0u << (32 - ranges[i].plen);
-
-		if ((a & mask) == ranges[i].net) {
-			*plen = ranges[i].plen;
-			return ranges[i].cls;
+		if ((a & mask) == ranges4[i].net) {
+			*plen = ranges4[i].plen;
+			return ranges4[i].cls;
 		}
 	}
 	*plen = 32;
@@ -230,6 +231,83 @@ guard_class_name(enum guard_class c)
 		return "reserved";
 	}
 	return "reserved";
+}
+
+/* --- the blocks, for the firewall ----------------------------------------- */
+
+static void
+put_block(struct guard_block *out, size_t max, size_t *n, int family, const uint8_t *addr,
+          unsigned plen, enum guard_class cls)
+{
+	if (*n < max) {
+		out[*n].family = family;
+		memcpy(out[*n].addr, addr, 16);
+		out[*n].plen = plen;
+		out[*n].cls = cls;
+	}
+	(*n)++;
+}
+
+size_t
+guard_blocks(struct guard_block *out, size_t max)
+{
+	/* classify6's prefixes, in its order (the builder merges overlaps:
+	 * 2001::/32 lies in 2001::/23). */
+	static const struct {
+		uint8_t head[8];
+		unsigned plen;
+		enum guard_class cls;
+	} ranges6[] = {
+	        {{0, 0x64, 0xff, 0x9b, 0, 1}, 48, GUARD_RESERVED}, /* 64:ff9b:1::/48 */
+	        {{0x20, 0x01, 0, 0}, 32, GUARD_RESERVED},          /* 2001::/32 Teredo */
+	        {{0x01, 0}, 64, GUARD_RESERVED},                   /* 100::/64 discard */
+	        {{0x20, 0x01, 0}, 23, GUARD_RESERVED},             /* 2001::/23 */
+	        {{0xff}, 8, GUARD_MULTICAST},                      /* ff00::/8 */
+	        {{0xfc}, 7, GUARD_PRIVATE},                        /* fc00::/7 */
+	        {{0xfe, 0x80}, 10, GUARD_LINK_LOCAL},              /* fe80::/10 */
+	        {{0xfe, 0xc0}, 10, GUARD_PRIVATE},                 /* fec0::/10 */
+	};
+	/* Where an IPv6 address carries an IPv4 one (guard_v4in6): the
+	 * bytes before it, where it starts, the prefix bits before it. */
+	static const struct {
+		uint8_t head[12];
+		unsigned at, bits;
+	} in6[] = {
+	        {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 12, 96}, /* ::ffff:0:0/96 */
+	        {{0, 0x64, 0xff, 0x9b}, 12, 96},                      /* 64:ff9b::/96 */
+	        {{0x20, 0x02}, 2, 16},                                /* 2002::/16 */
+	};
+	uint8_t a[16];
+	size_t n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(ranges4); i++) {
+		if (ranges4[i].cls == GUARD_PUBLIC)
+			continue;
+		memset(a, 0, sizeof(a));
+		a[0] = (uint8_t)(ranges4[i].net >> 24);
+		a[1] = (uint8_t)(ranges4[i].net >> 16);
+		a[2] = (uint8_t)(ranges4[i].net >> 8);
+		a[3] = (uint8_t)ranges4[i].net;
+		put_block(out, max, &n, AF_INET, a, ranges4[i].plen, ranges4[i].cls);
+		for (size_t j = 0; j < ARRAY_SIZE(in6); j++) {
+			uint8_t b[16] = {0};
+
+			memcpy(b, in6[j].head, sizeof(in6[j].head));
+			memcpy(b + in6[j].at, a, 4);
+			put_block(out, max, &n, AF_INET6, b, in6[j].bits + ranges4[i].plen,
+			          ranges4[i].cls);
+		}
+	}
+	memset(a, 0, sizeof(a));
+	put_block(out, max, &n, AF_INET6, a, 128, GUARD_UNSPECIFIED);
+	a[15] = 1;
+	put_block(out, max, &n, AF_INET6, a, 128, GUARD_LOOPBACK);
+	for (size_t i = 0; i < ARRAY_SIZE(ranges6); i++) {
+		memset(a, 0, sizeof(a));
+		memcpy(a, ranges6[i].head, sizeof(ranges6[i].head));
+		put_block(out, max, &n, AF_INET6, a, ranges6[i].plen, ranges6[i].cls);
+	}
+	return n;
 }
 
 /* --- the host's own addresses ------------------------------------------- */

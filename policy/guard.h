@@ -53,6 +53,22 @@ enum guard_v4in6 guard_v4in6(const uint8_t *a, uint32_t *v4);
 /* Short stable name for logs: "public", "loopback", "private", ... */
 const char *guard_class_name(enum guard_class c);
 
+/* The guarded blocks the classifier names, for the sandbox's firewall
+ * (nft/refuse.h): every IPv4 block of a class other than public, the
+ * same blocks as IPv6 addresses carrying them (v4-mapped, NAT64, 6to4),
+ * ::, ::1 and the IPv6 prefixes of guard_classify. Not listed: the
+ * unassigned rest of IPv6 (guard_classify calls it reserved block by
+ * address, no prefix covers it) and the host's own addresses. Blocks may
+ * overlap (2001::/32 lies in 2001::/23). Writes at most max into out and
+ * returns how many there are. Pure. */
+struct guard_block {
+	int family;       /* AF_INET or AF_INET6 */
+	uint8_t addr[16]; /* network order, host bits clear; AF_INET: 4 bytes */
+	unsigned plen;
+	enum guard_class cls;
+};
+size_t guard_blocks(struct guard_block *out, size_t max);
+
 /* --- the host's own addresses -------------------------------------------
  *
  * A public address can still be the host's own (a service bound to it is

@@ -148,6 +148,22 @@ bool policy_cidr_allows(const struct policy *p, const struct sockaddr *sa, uint1
  * policy_cidr_allows(p, sa, port) holds for some port. */
 bool policy_cidr_opens_any(const struct policy *p, const struct sockaddr *sa);
 
+/* What the policy opens, for refusals the sandbox's firewall makes before
+ * the proxy sees a connection (nft/refuse.h). policy_allow_ports: the
+ * ports some allow rule (host or cidr) lists, merged into sorted, disjoint,
+ * non-adjacent ranges; writes at most max into out and returns how many
+ * there are (more than max when they did not fit). policy_allow_cidrs:
+ * calls fn once per network (family, address in network order with the
+ * host bits clear, prefix length) that an allow cidr rule names, on
+ * whatever ports; returns how many. No allocation. */
+struct policy_port_range {
+	uint16_t lo, hi;
+};
+size_t policy_allow_ports(const struct policy *p, struct policy_port_range *out, size_t max);
+size_t policy_allow_cidrs(const struct policy *p,
+                          void (*fn)(int family, const uint8_t *addr, unsigned plen, void *arg),
+                          void *arg);
+
 /* The host's unix sockets the policy's `unix:` lists open (docs/policy.md,
  * "Unix sockets"), every file's in load order, each path once: how many,
  * and entry i's absolute path as written (the supervisor stats it on the

@@ -575,7 +575,8 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
  * NULL), each checked. A step whose predecessor failed is not tried: the
  * first failure is the reason. */
 static void
-setup_network(int rtnl, int nfnl, const struct sbx_listeners *l, struct sbx_report *rep)
+setup_network(int rtnl, int nfnl, const struct sbx_listeners *l,
+              const struct nft_refuse *refuse, struct sbx_report *rep)
 {
 	struct nft_params np;
 	char why[SBX_REASON_MAX];
@@ -590,6 +591,7 @@ setup_network(int rtnl, int nfnl, const struct sbx_listeners *l, struct sbx_repo
 	}
 	sbx_check_set(rep, SBX_CHECK_NET, true, NULL);
 	nft_params_default(&np);
+	np.refuse = refuse;
 	if (nft_ruleset_apply_verify_fd(&np, nfnl, why, sizeof(why)) < 0) {
 		sbx_check_set(rep, SBX_CHECK_RULESET, false, "%s", why);
 		return;
@@ -754,7 +756,7 @@ sbx_recv_listeners(struct sbx *s, struct sbx_listeners *out, struct sbx_report *
 			sbx_check_set(rep, SBX_CHECK_NET, false, "%s", why);
 		else
 			setup_network(fds[SBX_FD_RTNL], fds[SBX_FD_NFNL],
-			              nfds == SBX_N_SETUP_FDS ? out : NULL, rep);
+			              nfds == SBX_N_SETUP_FDS ? out : NULL, s->cfg->refuse, rep);
 		fd_close(&fds[SBX_FD_RTNL]);
 		/* Kept until sbx_free: its close may wait
 		 * (nft_ruleset_apply_verify_fd). */

@@ -38,6 +38,8 @@ struct sbx_mount {
 
 /* Everything init needs; borrowed by sbx_new() and valid until sbx_free().
  * Validated by sbx_new() before anything is created. */
+struct nft_refuse;
+
 struct sbx_config {
 	char *const *argv;              /* CMD, NULL-terminated; NULL with selftest */
 	char *const *envp;              /* CMD's whole environment (sbx_env_build) */
@@ -58,6 +60,9 @@ struct sbx_config {
 	 * stdin is a terminal. Without it CMD runs in a session of its own
 	 * with the caller's std fds as they are. */
 	bool tty;
+	/* The ruleset's refusals at the SYN (nft/refuse.h), borrowed and read
+	 * when the network is set up (sbx_recv_listeners); NULL: none. */
+	const struct nft_refuse *refuse;
 };
 
 /* A path sbx_protect keeps out of CMD's reach, for this run and the next. */

@@ -15,7 +15,9 @@ check(const struct nflog_packet *pkt, void *arg)
 	(void)arg;
 	if (memchr(pkt->dst, '\0', sizeof(pkt->dst)) == NULL ||
 	    memchr(pkt->proto, '\0', sizeof(pkt->proto)) == NULL || pkt->dport < -1 ||
-	    pkt->dport > 65535 || pkt->proto[0] == '\0')
+	    pkt->dport > 65535 || pkt->proto[0] == '\0' ||
+	    memchr(pkt->prefix, '\0', sizeof(pkt->prefix)) == NULL || pkt->sport < -1 ||
+	    pkt->sport > 65535 || (pkt->sport < 0) != (pkt->dport < 0))
 		abort();
 }
 

@@ -36,6 +36,7 @@
 #include "common/netconst.h"
 #include "elog/elog.h"
 #include "nft/nflog.h"
+#include "nft/refuse.h"
 #include "nft/nft.h"
 
 /* --- ruleset ------------------------------------------------------------ */
@@ -431,9 +432,11 @@ collect(const struct nflog_packet *pkt, void *arg)
 		g->pkt[g->n++] = *pkt;
 }
 
-/* Append one NFLOG packet message to buf at *off, as the kernel sends it. */
+/* Append one NFLOG packet message to buf at *off, as the kernel sends it,
+ * with the log rule's prefix. */
 static void
-put_nflog(uint8_t *buf, size_t *off, int family, const void *payload, size_t plen)
+put_nflog_prefix(uint8_t *buf, size_t *off, int family, const void *payload, size_t plen,
+                 const char *prefix)
 {
 	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf + *off);
 	struct nfgenmsg *nfg;
@@ -449,9 +452,16 @@ put_nflog(uint8_t *buf, size_t *off, int family, const void *payload, size_t ple
 	nfg->res_id = htons(7);
 	mnl_attr_put(nlh, NFULA_PACKET_HDR, sizeof(ph), &ph);
 	mnl_attr_put_u32(nlh, NFULA_IFINDEX_OUTDEV, htonl(1));
-	mnl_attr_put_strz(nlh, NFULA_PREFIX, "");
+	mnl_attr_put_strz(nlh, NFULA_PREFIX, prefix);
 	mnl_attr_put(nlh, NFULA_PAYLOAD, plen, payload);
 	*off += NLMSG_ALIGN(nlh->nlmsg_len);
+}
+
+/* The catch-all reject's packets carry no prefix (an empty one). */
+static void
+put_nflog(uint8_t *buf, size_t *off, int family, const void *payload, size_t plen)
+{
+	put_nflog_prefix(buf, off, family, payload, plen, "");
 }
 
 /* IPv4 header (20 bytes) + 8 bytes of L4 to dst. */
@@ -697,6 +707,156 @@ test_nflog_garbage(void **state)
 	}
 }
 
+/* Messages of one kind in a batch, and the batch's shape. */
+struct msg_counts {
+	int sets, elems, chains, rules, acks, gaps;
+	size_t max_msg;
+};
+
+static void
+count_msgs(const void *buf, long len, struct msg_counts *mc)
+{
+	const struct nlmsghdr *nlh = buf;
+	int rest = (int)len;
+	uint32_t seq = nlh->nlmsg_seq;
+
+	memset(mc, 0, sizeof(*mc));
+	for (; mnl_nlmsg_ok(nlh, rest); nlh = mnl_nlmsg_next(nlh, &rest), seq++) {
+		if (nlh->nlmsg_len > mc->max_msg)
+			mc->max_msg = nlh->nlmsg_len;
+		mc->gaps += nlh->nlmsg_seq != seq;
+		mc->acks += (nlh->nlmsg_flags & NLM_F_ACK) != 0;
+		if (nlh->nlmsg_type >> 8 != NFNL_SUBSYS_NFTABLES)
+			continue;
+		switch (nlh->nlmsg_type & 0xff) {
+		case NFT_MSG_NEWSET:
+			mc->sets++;
+			break;
+		case NFT_MSG_NEWSETELEM:
+			mc->elems++;
+			break;
+		case NFT_MSG_NEWCHAIN:
+			mc->chains++;
+			break;
+		case NFT_MSG_NEWRULE:
+			mc->rules++;
+			break;
+		default:
+			break;
+		}
+	}
+	assert_int_equal(rest, 0);
+}
+
+/* With refusals: a third chain, its sets in messages of bounded size,
+ * each refusing rule only with something to refuse, one ACK. The largest
+ * refusal fits the 64 KiB nft_ruleset_apply builds into. */
+static void
+test_ruleset_refuse(void **state)
+{
+	static uint64_t buf[65536 / sizeof(uint64_t)];
+	static struct nft_refuse rf;
+	struct nft_params p = test_params;
+	struct msg_counts mc;
+	long len;
+
+	(void)state;
+	memset(&rf, 0, sizeof(rf));
+	rf.ports = true;
+	rf.n_open = NFT_REFUSE_MAX_PORTS;
+	for (size_t i = 0; i < rf.n_open; i++)
+		rf.open[i].lo = rf.open[i].hi = (uint16_t)(100 + 2 * i);
+	rf.open[rf.n_open - 1].hi = 65535; /* to the top: no end element */
+	rf.n_guard4 = rf.n_guard6 = NFT_REFUSE_MAX_RANGES;
+	for (size_t i = 0; i < NFT_REFUSE_MAX_RANGES; i++) {
+		rf.guard4[i].lo[0] = rf.guard4[i].hi[0] = (uint8_t)(2 * i);
+		rf.guard4[i].hi[3] = 0xff;
+		rf.guard6[i].lo[0] = rf.guard6[i].hi[0] = (uint8_t)(2 * i);
+		memset(rf.guard6[i].hi + 1, 0xff, 15);
+	}
+	p.refuse = &rf;
+	len = nft_ruleset_build(&p, buf, sizeof(buf), 1);
+	assert_true(len > 0);
+	count_msgs(buf, len, &mc);
+	assert_int_equal(mc.chains, 3);
+	assert_int_equal(mc.sets, 3);
+	/* 2 elements per range (one less for the range to 65535), 16 a message. */
+	assert_int_equal(mc.elems, (2 * 128 - 1 + 15) / 16 + 2 * ((2 * 96 + 15) / 16));
+	assert_int_equal(mc.rules, 11 + 8);
+	assert_int_equal(mc.acks, 1);
+	assert_int_equal(mc.gaps, 0);
+	assert_true(mc.max_msg < 1024);
+
+	/* Nothing to refuse but the guard's IPv4 ranges: one set, one
+	 * refusing rule. */
+	rf.ports = false;
+	rf.n_guard6 = 0;
+	len = nft_ruleset_build(&p, buf, sizeof(buf), 1);
+	assert_true(len > 0);
+	count_msgs(buf, len, &mc);
+	assert_int_equal(mc.chains, 3);
+	assert_int_equal(mc.sets, 1);
+	assert_int_equal(mc.rules, 11 + 6);
+	assert_int_equal(mc.acks, 1);
+
+	/* No port open at all (a policy that allows nothing): an empty set,
+	 * and the rule refusing every port. */
+	rf.ports = true;
+	rf.n_open = 0;
+	len = nft_ruleset_build(&p, buf, sizeof(buf), 1);
+	assert_true(len > 0);
+	count_msgs(buf, len, &mc);
+	assert_int_equal(mc.sets, 2);
+	assert_int_equal(mc.elems, (2 * 96 + 15) / 16);
+	assert_int_equal(mc.rules, 11 + 7);
+
+	/* No refusals: the ruleset of before. */
+	p.refuse = NULL;
+	len = nft_ruleset_build(&p, buf, sizeof(buf), 1);
+	count_msgs(buf, len, &mc);
+	assert_int_equal(mc.chains, 2);
+	assert_int_equal(mc.sets, 0);
+	assert_int_equal(mc.rules, 11);
+}
+
+/* The refuse chain's prefix and the source port reach the packet. */
+static void
+test_nflog_prefix(void **state)
+{
+	uint8_t buf[1024] __attribute__((aligned(4)));
+	uint8_t pkt[64];
+	struct got g = {.n = 0};
+	size_t off = 0;
+
+	(void)state;
+	put_nflog_prefix(buf, &off, AF_INET, pkt,
+	                 ipv4_packet(pkt, IPPROTO_TCP, "203.0.113.7", 25, 0),
+	                 NFT_REFUSE_PREFIX_NO_RULE);
+	put_nflog(buf, &off, AF_INET, pkt, ipv4_packet(pkt, IPPROTO_UDP, "203.0.113.7", 53, 0));
+	assert_int_equal(nflog_parse(buf, off, collect, &g), 2);
+	assert_string_equal(g.pkt[0].prefix, "airlock-syn no-rule");
+	assert_int_equal(g.pkt[0].sport, 40000);
+	assert_int_equal(g.pkt[0].dport, 25);
+	assert_string_equal(g.pkt[1].prefix, "");
+	/* A prefix without its NUL is not what the kernel sends. */
+	off = 0;
+	{
+		struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+		struct nfgenmsg *nfg;
+		struct nfulnl_msg_packet_hdr ph = {.hook = NF_INET_LOCAL_OUT};
+
+		nlh->nlmsg_type = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET;
+		nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+		nfg->nfgen_family = AF_INET;
+		mnl_attr_put(nlh, NFULA_PACKET_HDR, sizeof(ph), &ph);
+		mnl_attr_put(nlh, NFULA_PREFIX, 3, "abc");
+		mnl_attr_put(nlh, NFULA_PAYLOAD, ipv4_packet(pkt, IPPROTO_TCP, "192.0.2.1", 1, 0),
+		             pkt);
+		off = NLMSG_ALIGN(nlh->nlmsg_len);
+	}
+	assert_int_equal(nflog_parse(buf, off, NULL, NULL), -1);
+}
+
 /* --- nflog_reader: datagrams in, egress log lines out --------------------- */
 
 static void
@@ -855,6 +1015,79 @@ agg_close(struct agg *a)
 	elog_free(a->log);
 	close(a->logfd);
 	close(a->sv1);
+}
+
+/* One TCP SYN the refuse chain logged, from source port sport. */
+static void
+agg_syn(struct agg *a, int family, const char *dst, uint16_t dport, uint16_t sport,
+        const char *prefix)
+{
+	uint8_t pkt[64];
+	size_t plen = family == AF_INET ? ipv4_packet(pkt, IPPROTO_TCP, dst, dport, 0)
+	                                : ipv6_packet(pkt, IPPROTO_TCP, dst, dport, false);
+	size_t l4 = family == AF_INET ? 20 : 40;
+
+	pkt[l4] = (uint8_t)(sport >> 8);
+	pkt[l4 + 1] = (uint8_t)sport;
+	put_nflog_prefix(a->buf, &a->off, family, pkt, plen, prefix);
+}
+
+static void
+test_nflog_syn_refused(void **state)
+{
+	struct agg a;
+	char *log;
+
+	(void)state;
+	agg_open(&a, 60000, 0);
+	/* One attempt and its two retransmits, then a second attempt. */
+	agg_syn(&a, AF_INET, "203.0.113.7", 25, 40000, NFT_REFUSE_PREFIX_NO_RULE);
+	agg_syn(&a, AF_INET, "203.0.113.7", 25, 40000, NFT_REFUSE_PREFIX_NO_RULE);
+	agg_syn(&a, AF_INET, "203.0.113.7", 25, 40000, NFT_REFUSE_PREFIX_NO_RULE);
+	agg_syn(&a, AF_INET, "203.0.113.7", 25, 40001, NFT_REFUSE_PREFIX_NO_RULE);
+	agg_syn(&a, AF_INET6, "fd00::1", 80, 41000, NFT_REFUSE_PREFIX_GUARD);
+	agg_syn(&a, AF_INET, "169.254.169.254", 80, 41001, NFT_REFUSE_PREFIX_GUARD);
+	/* The catch-all's TCP packet to the same place is a packet line. */
+	agg_syn(&a, AF_INET, "203.0.113.7", 25, 40002, "");
+	/* A prefix on anything but TCP is not a refused connection. */
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "203.0.113.8", 25, 1);
+	agg_send(&a);
+
+	/* At once: the first attempt to each refused destination, and the
+	 * two packet lines; the second attempt to 203.0.113.7:25 is a repeat
+	 * the log counts (elog_event_agg), the retransmits nothing. */
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 5);
+	assert_int_equal(count_str(log,
+	                           "\"kind\":\"tcp\",\"ip\":\"203.0.113.7\",\"port\":25,"
+	                           "\"verdict\":\"deny\",\"reason\":\"no-rule\",\"bytes_up\":0,"
+	                           "\"bytes_down\":0,\"duration_ms\":0,"
+	                           "\"detail\":\"no rule allows address 203.0.113.7 port 25\","),
+	                 1);
+	assert_int_equal(count_str(log, "\"kind\":\"tcp\",\"ip\":\"fd00::1\",\"port\":80,"
+	                                "\"verdict\":\"deny\",\"reason\":\"address-guard\""),
+	                 1);
+	assert_int_equal(count_str(log, "\"detail\":\"fd00::1 is private (address guard)\""), 1);
+	assert_int_equal(
+	        count_str(log, "\"detail\":\"169.254.169.254 is link-local (address guard)\""), 1);
+	assert_int_equal(count_str(log, "\"kind\":\"packet\""), 2);
+	assert_int_equal(count_str(log, "\"proto\":"), 2);
+	free(log);
+
+	/* Closing the reader's window writes nothing for the retransmits;
+	 * closing the log's, one line counting the second attempt. */
+	nflog_reader_free(a.r);
+	a.r = NULL;
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 5);
+	free(log);
+	elog_flush(a.log);
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\n"), 6);
+	assert_int_equal(count_str(log, "\"kind\":\"tcp\",\"ip\":\"203.0.113.7\",\"port\":25,"), 2);
+	assert_int_equal(count_str(log, "\"count\":1,"), 1);
+	free(log);
+	agg_close(&a);
 }
 
 static void
@@ -1056,7 +1289,10 @@ main(void)
 	        cmocka_unit_test(test_nflog_truncated),
 	        cmocka_unit_test(test_nflog_malformed),
 	        cmocka_unit_test(test_nflog_garbage),
+	        cmocka_unit_test(test_ruleset_refuse),
+	        cmocka_unit_test(test_nflog_prefix),
 	        cmocka_unit_test(test_nflog_reader),
+	        cmocka_unit_test(test_nflog_syn_refused),
 	        cmocka_unit_test(test_nflog_aggregate),
 	        cmocka_unit_test(test_nflog_aggregate_window),
 	        cmocka_unit_test(test_nflog_aggregate_bounded),
