@@ -834,9 +834,9 @@ run_stop_serving(struct run *r)
 	if (r->proxy != NULL)
 		proxy_free(r->proxy);
 	r->proxy = NULL;
-	/* After the proxy, which borrows it. The broker itself is the
-	 * supervisor's to stop and reap (run_free), once the worker that
-	 * asks it is done. */
+	/* After the proxy and the DNS server, which borrow it. The broker
+	 * itself is the supervisor's to stop and reap (run_free), once the
+	 * worker that asks it is done. */
 	broker_client_free(r->broker);
 	r->broker = NULL;
 }

@@ -1276,6 +1276,87 @@ test_client(void **state)
 	event_base_free(base);
 }
 
+struct dns_answer {
+	int n;
+	enum resolver_status status;
+	enum verdict_reason fail_reason;
+	size_t n_rr;
+	char why[128];
+};
+
+static void
+on_dns(const struct resolver_result *res, void *arg)
+{
+	struct dns_answer *a = arg;
+
+	a->n++;
+	a->status = res->status;
+	a->fail_reason = res->fail_reason;
+	a->n_rr = res->f != NULL ? res->f->n : 0;
+	str_copy(a->why, res->why != NULL ? res->why : "", sizeof(a->why));
+}
+
+/* The listener's questions through the client: answered, parked,
+ * cancelled, bounded to half the table, failed closed when the broker
+ * goes. */
+static void
+test_client_dns(void **state)
+{
+	struct fixture *f = *state;
+	struct event_base *base = event_base_new();
+	struct dns_answer ok = {0}, refused = {0}, gone = {0}, cancelled = {0}, late = {0};
+	struct dns_asker asker;
+	struct resolver_result now;
+	struct broker_client *c;
+	struct dns_query q;
+	uint64_t h;
+	int status;
+
+	spawn(f, 4, true, 3000);
+	c = broker_client_new(base, f->fd, 4);
+	assert_non_null(c);
+	f->fd = -1;
+	broker_client_asker(c, &asker);
+	memset(&q, 0, sizeof(q));
+	str_copy(q.qname, "allowed.test", sizeof(q.qname));
+	q.qtype = DNS_TYPE_A;
+	q.qclass = DNS_CLASS_IN;
+	assert_int_equal(asker.ask(asker.arg, &q, "allowed.test", on_dns, &ok, &now, &h), 0);
+	assert_int_equal(serve_query(f, PEER_ADDR, 60, 2000), DNS_TYPE_A);
+	run_until(base, &ok.n, 1);
+	assert_int_equal(ok.status, RESOLVER_ANSWER);
+	assert_int_equal(ok.n_rr, 1);
+	str_copy(q.qname, "sub.evil.test", sizeof(q.qname));
+	assert_int_equal(asker.ask(asker.arg, &q, "sub.evil.test", on_dns, &refused, &now, &h), 0);
+	run_until(base, &refused.n, 1);
+	assert_int_equal(refused.status, RESOLVER_FAIL);
+	assert_int_equal(refused.fail_reason, VR_RULE_DENY);
+	/* Two held by the silent nameserver (one cancelled): half of the
+	 * four; a third is answered at once. */
+	str_copy(q.qname, "a.evil.test", sizeof(q.qname));
+	assert_int_equal(asker.ask(asker.arg, &q, "a.evil.test", on_dns, &cancelled, &now, &h), 0);
+	asker.cancel(asker.arg, h);
+	str_copy(q.qname, "b.evil.test", sizeof(q.qname));
+	assert_int_equal(asker.ask(asker.arg, &q, "b.evil.test", on_dns, &gone, &now, &h), 0);
+	assert_int_equal(asker.ask(asker.arg, &q, "b.evil.test", on_dns, &late, &now, &h), 1);
+	assert_int_equal(now.status, RESOLVER_FAIL);
+	assert_int_equal(now.fail_reason, VR_RESOURCE);
+	/* The connects keep their half. */
+	assert_int_equal(broker_client_inflight(c), 2);
+	kill(f->pid, SIGKILL);
+	assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
+	run_until(base, &gone.n, 1);
+	assert_int_equal(gone.status, RESOLVER_FAIL);
+	assert_int_equal(gone.fail_reason, VR_BROKER);
+	assert_int_equal(cancelled.n, 0);
+	assert_int_equal(late.n, 0);
+	assert_int_equal(asker.ask(asker.arg, &q, "b.evil.test", on_dns, &late, &now, &h), 1);
+	assert_int_equal(now.fail_reason, VR_BROKER);
+	assert_int_equal(broker_client_inflight(c), 0);
+	broker_client_free(c);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -1295,6 +1376,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_seccomp, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_other_abis_killed, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_client_dns, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
