@@ -40,6 +40,10 @@ struct broker_client {
 	unsigned char *rbuf;
 	struct broker_dns_result *dres;
 	char now_why[96]; /* a failure answered at once (broker_client_asker) */
+	/* Told before and after each read event's replies (the listener
+	 * batches its UDP replies): dns_asker's set_burst. */
+	void (*burst)(void *arg, bool begin);
+	void *burst_arg;
 	/* A callback may free the client: inside client_read, free only
 	 * marks it dead and client_read frees it on the way out. */
 	unsigned in_read;
@@ -322,6 +326,8 @@ client_read(evutil_socket_t fd, short what, void *arg)
 
 	(void)what;
 	c->in_read++;
+	if (c->burst != NULL)
+		c->burst(c->burst_arg, true);
 	for (int k = 0; k < 64 && !c->dead && c->fd >= 0; k++) {
 		union {
 			struct cmsghdr h;
@@ -412,6 +418,10 @@ client_read(evutil_socket_t fd, short what, void *arg)
 		}
 		done.fn(&r, got, done.arg);
 	}
+	/* Read again: a listener freed meanwhile has said so (set_burst
+	 * NULL), and c itself is still here (in_read). */
+	if (c->burst != NULL)
+		c->burst(c->burst_arg, false);
 	if (--c->in_read == 0 && c->dead)
 		broker_client_free(c);
 }
@@ -449,8 +459,18 @@ asker_cancel(void *arg, uint64_t handle)
 	broker_client_cancel(arg, (uint32_t)handle);
 }
 
+static void
+asker_set_burst(void *arg, void (*fn)(void *fn_arg, bool begin), void *fn_arg)
+{
+	struct broker_client *c = arg;
+
+	c->burst = fn;
+	c->burst_arg = fn_arg;
+}
+
 void
 broker_client_asker(struct broker_client *c, struct dns_asker *out)
 {
-	*out = (struct dns_asker){.ask = asker_ask, .cancel = asker_cancel, .arg = c};
+	*out = (struct dns_asker){
+	        .ask = asker_ask, .cancel = asker_cancel, .set_burst = asker_set_burst, .arg = c};
 }

@@ -592,10 +592,17 @@ asker_cancel(void *arg, uint64_t handle)
 	resolver_cancel((struct resolver_req *)(uintptr_t)handle);
 }
 
+static void
+asker_set_burst(void *arg, void (*fn)(void *fn_arg, bool begin), void *fn_arg)
+{
+	resolver_set_burst(arg, fn, fn_arg);
+}
+
 void
 resolver_asker(struct resolver *r, struct dns_asker *out)
 {
-	*out = (struct dns_asker){.ask = asker_ask, .cancel = asker_cancel, .arg = r};
+	*out = (struct dns_asker){
+	        .ask = asker_ask, .cancel = asker_cancel, .set_burst = asker_set_burst, .arg = r};
 }
 
 static void

@@ -121,6 +121,9 @@ struct dns_asker {
 	           void *cb_arg, struct resolver_result *now, uint64_t *handle);
 	/* Forget an answer not yet given; its cb will not run. */
 	void (*cancel)(void *arg, uint64_t handle);
+	/* As resolver_set_burst: fn(fn_arg, true) before a burst of answers
+	 * and fn(fn_arg, false) after it; fn NULL to stop. */
+	void (*set_burst)(void *arg, void (*fn)(void *fn_arg, bool begin), void *fn_arg);
 	void *arg;
 };
 

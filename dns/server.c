@@ -340,8 +340,8 @@ pending_answered(const struct resolver_result *res, void *arg)
 	pending_free(p);
 }
 
-/* The resolver's upstream socket has a burst of answers: gather the UDP
- * replies and send them together. */
+/* The resolver's upstream socket (or the broker's) has a burst of
+ * answers: gather the UDP replies and send them together. */
 static void
 resolver_burst(void *arg, bool begin)
 {
@@ -871,12 +871,11 @@ dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
 			goto fail;
 		resolver_set_limits(srv->res_own, cfg->queue, cfg->fds);
 	}
-	if (cfg->asker != NULL) {
+	if (cfg->asker != NULL)
 		srv->ask = *cfg->asker;
-	} else {
+	else
 		resolver_asker(srv->res, &srv->ask);
-		resolver_set_burst(srv->res, resolver_burst, srv);
-	}
+	srv->ask.set_burst(srv->ask.arg, resolver_burst, srv);
 	srv->accept_timer = evtimer_new(base, accept_resume, srv);
 	if (srv->accept_timer == NULL) {
 		log_warn("dns: server");
@@ -977,8 +976,8 @@ dns_server_free(struct dns_server *srv)
 		pending_free(p);
 	}
 	membudget_share_release(&srv->pends_q);
-	if (srv->res != NULL)
-		resolver_set_burst(srv->res, NULL, NULL);
+	if (srv->ask.set_burst != NULL)
+		srv->ask.set_burst(srv->ask.arg, NULL, NULL);
 	resolver_free(srv->res_own);
 	if (srv->n_malformed > 0)
 		log_warnx("dns: dropped %llu malformed queries",
