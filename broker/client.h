@@ -1,6 +1,6 @@
 /* The worker's side of the broker (broker.h): send a request, park the
- * connection, get one callback per request with the broker's reply and,
- * when connected, the socket. Never blocks: a request the socket cannot
+ * connection (or the DNS query), get one callback per request with the
+ * broker's reply and, when connected, the socket. Never blocks: a request the socket cannot
  * take now fails at once, and the caller refuses its connection. */
 #ifndef AIRLOCK_BROKER_CLIENT_H
 #define AIRLOCK_BROKER_CLIENT_H

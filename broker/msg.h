@@ -203,7 +203,7 @@ struct broker_rr {
 
 /* The answer to a RESOLVE: a fixed head and exactly n records, so the
  * message is sizeof(head) + n * sizeof(struct broker_rr) bytes, n <=
- * DNS_MAX_RR. Fixed-size fields rather than DNS wire bytes: the worker
+ * DNS_MAX_RR (the whole may not fit 16 bits: h.len is the head's size). Fixed-size fields rather than DNS wire bytes: the worker
  * checks every field against what dns_filter can produce (types, class,
  * terminated strings with zero tails) with no parser of compressed names
  * in between, and a reply has one encoding. */
