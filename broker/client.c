@@ -408,11 +408,14 @@ client_read(evutil_socket_t fd, short what, void *arg)
 		done = *p;
 		release(c, p);
 		if (done.dns_fn != NULL) {
-			/* The broker refused the question before resolving it
-			 * (malformed, busy, a duplicate id): it never has a
-			 * socket for one. */
+			/* The broker refused the question (malformed, busy, a
+			 * duplicate id, out of memory): it never has a socket
+			 * for one. */
 			fd_close(&got);
-			dns_deliver(&done, NULL, r.status == BROKER_E_BUSY ? VR_RESOURCE : VR_BROKER,
+			dns_deliver(&done, NULL,
+			            r.status == BROKER_E_BUSY || r.status == BROKER_E_RESOURCE
+			                    ? VR_RESOURCE
+			                    : VR_BROKER,
 			            r.reason[0] != '\0' ? r.reason : broker_status_name(r.status));
 			continue;
 		}

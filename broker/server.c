@@ -233,6 +233,16 @@ slot_finish(struct slot *s)
 	struct broker *b = s->b;
 	int rc = slot_send(s);
 
+	if (rc < 0 && s->dreply != NULL && errno == EMSGSIZE) {
+		/* A socket buffer smaller than the answer (net.core.wmem_max
+		 * below BROKER_SOCK_BUF): the question still gets its answer,
+		 * a refusal that says why, sent as any other. */
+		free(s->dreply);
+		s->dreply = NULL;
+		broker_build_reply(&s->reply, s->rq.id, BROKER_E_RESOURCE, BROKER_V_DENY, EMSGSIZE,
+		                   NULL, NULL, "the answer is larger than the broker's socket takes");
+		rc = slot_send(s);
+	}
 	if (rc == 1) {
 		if (s->ev != NULL) {
 			event_free(s->ev);
@@ -242,19 +252,7 @@ slot_finish(struct slot *s)
 		event_add(b->ev_write, NULL);
 		return;
 	}
-	if (rc < 0 && s->dreply != NULL && errno == EMSGSIZE) {
-		/* A socket buffer smaller than the answer (net.core.wmem_max
-		 * below BROKER_SOCK_BUF): the question still gets its answer,
-		 * a failure that says why. */
-		struct broker_dns_reply m;
-
-		(void)broker_build_dns_reply(&m, s->rq.id, BROKER_DNS_FAIL, VR_RESOURCE, 0, NULL,
-		                             "the answer is larger than the broker's socket takes");
-		rc = send_msg(b, &m, sizeof(m), -1);
-		if (rc == 1)
-			b->st.stalls++;
-	}
-	if (rc != 0)
+	if (rc < 0)
 		b->st.replies_lost++;
 	slot_release(s);
 }
@@ -781,7 +779,8 @@ slot_start(struct slot *s)
 /* ---- the sandbox's questions ---- */
 
 /* Send s's DNS reply: the answer f (status ANSWER) or none. Out of memory
- * for it, the worker still gets its answer: a failure, from the stack. */
+ * for it, the worker still gets an answer: the refusal the slot holds
+ * room for (the client fails the question with it). */
 static void
 dns_finish(struct slot *s, enum broker_dns_status st, enum verdict_reason why, unsigned flags,
            const struct dns_filtered *f, const char *text)
@@ -790,13 +789,7 @@ dns_finish(struct slot *s, enum broker_dns_status st, enum verdict_reason why, u
 
 	s->dreply = malloc(sizeof(*s->dreply) + n * sizeof(s->dreply->rr[0]));
 	if (s->dreply == NULL) {
-		struct broker_dns_reply m;
-
-		(void)broker_build_dns_reply(&m, s->rq.id, BROKER_DNS_FAIL, VR_RESOURCE, 0, NULL,
-		                             "the broker is out of memory");
-		if (send_msg(s->b, &m, sizeof(m), -1) != 0)
-			s->b->st.replies_lost++;
-		slot_release(s);
+		slot_reply(s, BROKER_E_RESOURCE, ENOMEM, NULL, "out of memory");
 		return;
 	}
 	s->dlen = broker_build_dns_reply(s->dreply, s->rq.id, st, why, flags, f, text);
