@@ -6,7 +6,10 @@
  * ADDR:PORT; the broker decides again from the policy (it never trusts the
  * worker's verdict), resolves, applies the deny cidr rules and the address
  * guard to every address, connects with the proxy's timeout, and passes
- * the connected socket back (SCM_RIGHTS). It runs confined: no_new_privs,
+ * the connected socket back (SCM_RIGHTS). It also answers the DNS
+ * listener's questions (RESOLVE), decided again the same way, and keeps
+ * the record of what it told the sandbox, by which it checks a
+ * transparent connection's original destination. It runs confined: no_new_privs,
  * Landlock with no filesystem access, a seccomp allowlist (ENOSYS for the
  * rest, other ABIs killed). broker/client.h is the worker's side. */
 #ifndef AIRLOCK_BROKER_BROKER_H

@@ -21,7 +21,8 @@ _Static_assert((1u << CLIENT_SLOT_BITS) >= BROKER_MAX_INFLIGHT, "slot bits");
 struct pending {
 	uint32_t id; /* 0 when free */
 	bool cancelled;
-	broker_client_fn fn;
+	broker_client_fn fn;  /* a connect */
+	resolver_cb dns_fn;   /* a RESOLVE: fn is NULL */
 	void *arg;
 };
 
@@ -31,8 +32,18 @@ struct broker_client {
 	struct event *ev;
 	struct pending *p;
 	unsigned n, used, next_slot;
+	unsigned dns_used; /* RESOLVEs in flight, at most n / 2 */
 	uint32_t gen;
 	uint64_t dropped;
+	/* One datagram at a time (a DNS reply is large): the receive buffer,
+	 * one byte more than the largest (MSG_TRUNC), and its parse. */
+	unsigned char *rbuf;
+	struct broker_dns_result *dres;
+	char now_why[96]; /* a failure answered at once (broker_client_asker) */
+	/* Told before and after each read event's replies (the listener
+	 * batches its UDP replies): dns_asker's set_burst. */
+	void (*burst)(void *arg, bool begin);
+	void *burst_arg;
 	/* A callback may free the client: inside client_read, free only
 	 * marks it dead and client_read frees it on the way out. */
 	unsigned in_read;
@@ -56,8 +67,10 @@ broker_client_new(struct event_base *base, int fd, unsigned max_inflight)
 	if (c->n > BROKER_MAX_INFLIGHT)
 		c->n = BROKER_MAX_INFLIGHT;
 	c->p = calloc(c->n, sizeof(*c->p));
+	c->rbuf = malloc(BROKER_DNS_REPLY_MAX + 1);
+	c->dres = malloc(sizeof(*c->dres));
 	c->ev = event_new(base, fd, EV_READ | EV_PERSIST, client_read, c);
-	if (c->p == NULL || c->ev == NULL || event_add(c->ev, NULL) != 0 ||
+	if (c->p == NULL || c->rbuf == NULL || c->dres == NULL || c->ev == NULL || event_add(c->ev, NULL) != 0 ||
 	    fd_set_nonblock(fd, true) != 0) {
 		broker_client_free(c);
 		return NULL;
@@ -78,6 +91,8 @@ broker_client_free(struct broker_client *c)
 		event_free(c->ev);
 	fd_close(&c->fd);
 	free(c->p);
+	free(c->rbuf);
+	free(c->dres);
 	free(c);
 }
 
@@ -138,7 +153,7 @@ broker_client_connect_name(struct broker_client *c, const char *name, uint16_t p
 
 	if (slot < 0)
 		return -1;
-	if (broker_build_name(&m, *id, name, port, flags & (BROKER_F_ECH | BROKER_F_TOLD), orig, rule) != 0) {
+	if (broker_build_name(&m, *id, name, port, flags & BROKER_F_ECH, orig, rule) != 0) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -159,6 +174,32 @@ broker_client_connect_addr(struct broker_client *c, const struct sockaddr *dst, 
 		return -1;
 	}
 	return send_req(c, slot, *id, &m, sizeof(m), fn, arg);
+}
+
+int
+broker_client_resolve(struct broker_client *c, const struct dns_query *q, const char *name,
+                      resolver_cb fn, void *arg, uint32_t *id)
+{
+	struct broker_req_resolve m;
+	int slot;
+
+	/* Half the table at most: a connect refused EBUSY then always has
+	 * a connect in flight whose reply wakes it (client.h). */
+	if (c->fd >= 0 && c->dns_used >= c->n / 2) {
+		errno = EBUSY;
+		return -1;
+	}
+	if ((slot = take_slot(c, id)) < 0)
+		return -1;
+	if (broker_build_resolve(&m, *id, q->qname, q->qtype, q->qclass, name) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (send_req(c, slot, *id, &m, sizeof(m), NULL, arg) != 0)
+		return -1;
+	c->p[slot].dns_fn = fn;
+	c->dns_used++;
+	return 0;
 }
 
 static struct pending *
@@ -190,6 +231,51 @@ broker_client_dropped(const struct broker_client *c)
 	return c->dropped;
 }
 
+/* p's slot is free again. */
+static void
+release(struct broker_client *c, struct pending *p)
+{
+	if (p->dns_fn != NULL)
+		c->dns_used--;
+	p->id = 0;
+	p->dns_fn = NULL;
+	c->used--;
+}
+
+/* A RESOLVE's answer: the broker's reply as the resolver would have
+ * given it. r: a DNS reply (NULL when reason says why there is none). */
+static void
+dns_deliver(const struct pending *p, const struct broker_dns_result *r, enum verdict_reason reason,
+            const char *why)
+{
+	struct resolver_result res = {.status = RESOLVER_FAIL, .fail_reason = reason, .why = why};
+
+	if (r != NULL) {
+		res.why = r->why;
+		res.cached = (r->flags & BROKER_DNS_F_CACHED) != 0;
+		res.from_hosts = (r->flags & BROKER_DNS_F_HOSTS) != 0;
+		switch (r->status) {
+		case BROKER_DNS_ANSWER:
+			res.status = RESOLVER_ANSWER;
+			res.f = &r->f;
+			res.fail_reason = VR_NONE;
+			break;
+		case BROKER_DNS_TIMEOUT:
+			res.status = RESOLVER_TIMEOUT;
+			res.fail_reason = VR_NONE;
+			break;
+		case BROKER_DNS_FAIL:
+			res.fail_reason = r->f.why == VR_DNS_UPSTREAM ? VR_NONE : r->f.why;
+			break;
+		case BROKER_DNS_REFUSED:
+			/* The broker's policy and the worker's disagree. */
+			res.fail_reason = r->f.why != VR_NONE ? r->f.why : VR_BROKER;
+			break;
+		}
+	}
+	p->dns_fn(&res, p->arg);
+}
+
 /* Every request in flight fails: the broker is gone. */
 static void
 client_gone(struct broker_client *c)
@@ -202,14 +288,35 @@ client_gone(struct broker_client *c)
 
 		if (p.id == 0)
 			continue;
-		c->p[i].id = 0;
-		c->used--;
+		release(c, &c->p[i]);
 		if (p.cancelled)
 			continue;
+		if (p.dns_fn != NULL) {
+			dns_deliver(&p, NULL, VR_BROKER, "the broker is gone");
+			continue;
+		}
 		broker_build_reply(&r, p.id, BROKER_E_GONE, BROKER_V_DENY, EPIPE, NULL, NULL,
 		                   "the broker is gone");
 		p.fn(&r, -1, p.arg);
 	}
+}
+
+/* A DNS reply (n bytes of c->rbuf, no descriptor with it: nothing is
+ * dropped silently, so a parked question is answered whatever came). */
+static void
+take_dns(struct broker_client *c, size_t n, bool bad)
+{
+	struct pending *p, done;
+
+	if (bad || broker_parse_dns_reply(c->rbuf, n, c->dres) != 0 ||
+	    (p = lookup(c, c->dres->id)) == NULL || p->dns_fn == NULL) {
+		c->dropped++;
+		return;
+	}
+	done = *p;
+	release(c, p);
+	if (!done.cancelled)
+		dns_deliver(&done, c->dres, VR_NONE, NULL);
 }
 
 static void
@@ -219,18 +326,20 @@ client_read(evutil_socket_t fd, short what, void *arg)
 
 	(void)what;
 	c->in_read++;
+	if (c->burst != NULL)
+		c->burst(c->burst_arg, true);
 	for (int k = 0; k < 64 && !c->dead && c->fd >= 0; k++) {
-		_Alignas(8) unsigned char buf[sizeof(struct broker_reply) + 1];
 		union {
 			struct cmsghdr h;
 			char b[CMSG_SPACE(sizeof(int) * 4)];
 		} cm;
-		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct iovec iov = {.iov_base = c->rbuf, .iov_len = BROKER_DNS_REPLY_MAX + 1};
 		struct msghdr msg = {.msg_iov = &iov,
 		                     .msg_iovlen = 1,
 		                     .msg_control = cm.b,
 		                     .msg_controllen = sizeof(cm.b)};
 		struct broker_reply r;
+		struct broker_hdr h;
 		struct pending *p, done;
 		int got = -1, extra = 0;
 		ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -245,16 +354,17 @@ client_read(evutil_socket_t fd, short what, void *arg)
 			client_gone(c);
 			break;
 		}
-		for (struct cmsghdr *h = CMSG_FIRSTHDR(&msg); h != NULL; h = CMSG_NXTHDR(&msg, h)) {
+		for (struct cmsghdr *ch = CMSG_FIRSTHDR(&msg); ch != NULL;
+		     ch = CMSG_NXTHDR(&msg, ch)) {
 			size_t nfd;
 
-			if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			if (ch->cmsg_level != SOL_SOCKET || ch->cmsg_type != SCM_RIGHTS)
 				continue;
-			nfd = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			nfd = (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 			for (size_t i = 0; i < nfd; i++) {
 				int f;
 
-				memcpy(&f, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+				memcpy(&f, CMSG_DATA(ch) + i * sizeof(int), sizeof(int));
 				if (got < 0)
 					got = f;
 				else {
@@ -263,37 +373,107 @@ client_read(evutil_socket_t fd, short what, void *arg)
 				}
 			}
 		}
+		memset(&h, 0, sizeof(h));
+		memcpy(&h, c->rbuf, (size_t)n < sizeof(h) ? (size_t)n : sizeof(h));
+		if (h.type == BROKER_MSG_DNS_REPLY) {
+			take_dns(c, (size_t)n,
+			         (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || got >= 0 || extra != 0);
+			fd_close(&got);
+			continue;
+		}
 		/* A connected socket that could not be received here (no
 		 * descriptor free: the kernel truncated the control data and
 		 * closed it) fails its request as the resource limit it is. */
 		if (!(msg.msg_flags & MSG_TRUNC) && (msg.msg_flags & MSG_CTRUNC) && got < 0 &&
-		    extra == 0 && broker_parse_reply(buf, (size_t)n, &r) == 0 &&
+		    extra == 0 && broker_parse_reply(c->rbuf, (size_t)n, &r) == 0 &&
 		    r.status == BROKER_OK) {
 			broker_build_reply(&r, r.h.id, BROKER_E_RESOURCE, BROKER_V_DENY, EMFILE, NULL,
 			                   NULL, "out of file descriptors");
 			p = lookup(c, r.h.id);
 		} else {
 			p = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra != 0 ||
-			                    broker_parse_reply(buf, (size_t)n, &r) != 0 ||
+			                    broker_parse_reply(c->rbuf, (size_t)n, &r) != 0 ||
 			                    (r.status == BROKER_OK) != (got >= 0)
 			            ? NULL
 			            : lookup(c, r.h.id);
 		}
 		if (p == NULL || p->cancelled) {
-			if (p != NULL) {
-				p->id = 0;
-				c->used--;
-			} else {
+			if (p != NULL)
+				release(c, p);
+			else
 				c->dropped++;
-			}
 			fd_close(&got);
 			continue;
 		}
 		done = *p;
-		p->id = 0;
-		c->used--;
+		release(c, p);
+		if (done.dns_fn != NULL) {
+			/* The broker refused the question (malformed, busy, a
+			 * duplicate id, out of memory): it never has a socket
+			 * for one. */
+			fd_close(&got);
+			dns_deliver(&done, NULL,
+			            r.status == BROKER_E_BUSY || r.status == BROKER_E_RESOURCE
+			                    ? VR_RESOURCE
+			                    : VR_BROKER,
+			            r.reason[0] != '\0' ? r.reason : broker_status_name(r.status));
+			continue;
+		}
 		done.fn(&r, got, done.arg);
 	}
+	/* Read again: a listener freed meanwhile has said so (set_burst
+	 * NULL), and c itself is still here (in_read). */
+	if (c->burst != NULL)
+		c->burst(c->burst_arg, false);
 	if (--c->in_read == 0 && c->dead)
 		broker_client_free(c);
+}
+
+/* ---- the DNS listener's asker (dns/resolver.h) ---- */
+
+static int
+asker_ask(void *arg, const struct dns_query *q, const char *name, resolver_cb cb, void *cb_arg,
+          struct resolver_result *now, uint64_t *handle)
+{
+	struct broker_client *c = arg;
+	uint32_t id;
+	int err;
+
+	if (broker_client_resolve(c, q, name, cb, cb_arg, &id) == 0) {
+		*handle = id;
+		return 0;
+	}
+	err = errno;
+	memset(now, 0, sizeof(*now));
+	now->status = RESOLVER_FAIL;
+	now->fail_reason = err == EPIPE ? VR_BROKER : VR_RESOURCE;
+	str_copy(c->now_why,
+	         err == EPIPE                   ? "the broker is gone"
+	         : err == EBUSY || err == EAGAIN ? "too many questions out to the broker"
+	                                         : "the question does not fit the broker's message",
+	         sizeof(c->now_why));
+	now->why = c->now_why;
+	return 1;
+}
+
+static void
+asker_cancel(void *arg, uint64_t handle)
+{
+	broker_client_cancel(arg, (uint32_t)handle);
+}
+
+static void
+asker_set_burst(void *arg, void (*fn)(void *fn_arg, bool begin), void *fn_arg)
+{
+	struct broker_client *c = arg;
+
+	c->burst = fn;
+	c->burst_arg = fn_arg;
+}
+
+void
+broker_client_asker(struct broker_client *c, struct dns_asker *out)
+{
+	*out = (struct dns_asker){
+	        .ask = asker_ask, .cancel = asker_cancel, .set_burst = asker_set_burst, .arg = c};
 }

@@ -1,6 +1,6 @@
 /* The worker's side of the broker (broker.h): send a request, park the
- * connection, get one callback per request with the broker's reply and,
- * when connected, the socket. Never blocks: a request the socket cannot
+ * connection (or the DNS query), get one callback per request with the
+ * broker's reply and, when connected, the socket. Never blocks: a request the socket cannot
  * take now fails at once, and the caller refuses its connection. */
 #ifndef AIRLOCK_BROKER_CLIENT_H
 #define AIRLOCK_BROKER_CLIENT_H
@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "broker/msg.h"
+#include "dns/resolver.h"
 
 struct event_base;
 struct broker_client;
@@ -29,8 +30,8 @@ struct broker_client *broker_client_new(struct event_base *base, int fd, unsigne
 void broker_client_free(struct broker_client *c);
 
 /* Ask for NAME:PORT (orig: the transparent original destination, or
- * NULL; flags: BROKER_F_ECH, BROKER_F_TOLD (with orig) or 0; rule: the worker's own verdict's rule,
- * or NULL). The id (nonzero) goes to *id for broker_client_cancel. 0, or
+ * NULL; flags: BROKER_F_ECH or 0; rule: the worker's own verdict's
+ * rule, or NULL). The id (nonzero) goes to *id for broker_client_cancel. 0, or
  * -1 with errno: EBUSY (max_inflight out), EAGAIN (the socket is full),
  * EINVAL (the name does not fit), EPIPE (the broker is gone). fn is
  * never called for a request that failed here. */
@@ -41,6 +42,21 @@ int broker_client_connect_name(struct broker_client *c, const char *name, uint16
 /* Ask for ADDR:PORT (an IP literal, or a connection without a name). */
 int broker_client_connect_addr(struct broker_client *c, const struct sockaddr *dst, uint16_t port,
                                const char *rule, broker_client_fn fn, void *arg, uint32_t *id);
+
+/* Ask the broker to resolve q (qname as asked, qtype, qclass) for the
+ * normalised name. fn gets the answer as the resolver would give it
+ * (dns/resolver.h; res borrowed for the call): the broker's filtered
+ * records, or a failure: RESOLVER_FAIL with fail_reason VR_BROKER when
+ * the broker is gone or refused the question, VR_RESOURCE when it was
+ * busy. At most half of max_inflight questions are out at once (the
+ * rest is the proxy's). 0, or -1 with errno as for a connect (fn never
+ * called then). Cancelled with broker_client_cancel. */
+int broker_client_resolve(struct broker_client *c, const struct dns_query *q, const char *name,
+                          resolver_cb fn, void *arg, uint32_t *id);
+
+/* The listener's asker (dns/resolver.h) over c (borrowed: c outlives the
+ * DNS server): what dns/server.c asks in the worker. */
+void broker_client_asker(struct broker_client *c, struct dns_asker *out);
 
 /* The connection that asked is gone: its reply, when it comes, is
  * dropped and its socket closed. Unknown ids are ignored. */

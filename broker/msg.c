@@ -19,10 +19,21 @@ _Static_assert(sizeof(struct broker_req_addr) == 8 + 8 + 20 + BROKER_RULE_MAX,
 _Static_assert(sizeof(struct broker_req_selftest) == 16, "broker_req_selftest layout");
 _Static_assert(sizeof(struct broker_reply) == 8 + 8 + 20 + BROKER_RULE_MAX + BROKER_REASON_MAX,
                "broker_reply layout");
-_Static_assert(sizeof(struct broker_req_name) >= sizeof(struct broker_reply) &&
-                       sizeof(struct broker_req_name) >= sizeof(struct broker_req_addr),
-               "BROKER_MSG_MAX is the largest message");
+_Static_assert(sizeof(struct broker_req_resolve) == 8 + 8 + 2 * BROKER_NAME_MAX,
+               "broker_req_resolve layout");
+_Static_assert(sizeof(struct broker_rr) == 8 + 16 + 2 * BROKER_NAME_MAX, "broker_rr layout");
+_Static_assert(sizeof(struct broker_dns_reply) == 8 + 12 + BROKER_DNS_WHY_MAX,
+               "broker_dns_reply layout");
+_Static_assert(sizeof(struct broker_req_resolve) >= sizeof(struct broker_req_name) &&
+                       sizeof(struct broker_req_resolve) >= sizeof(struct broker_reply) &&
+                       sizeof(struct broker_req_resolve) >= sizeof(struct broker_req_addr),
+               "BROKER_MSG_MAX is the largest request");
 _Static_assert(BROKER_MSG_MAX < UINT16_MAX, "a length fits the header");
+/* A DNS reply's size does not fit 16 bits: its length field holds the
+ * head's size, its n the rest (broker_parse_dns_reply checks both). */
+_Static_assert(DNS_MAX_RR <= UINT16_MAX && DNS_NAME_TEXT_MAX <= BROKER_NAME_MAX,
+               "a record count and a name fit");
+_Static_assert(BROKER_DNS_STATUS_MAX < 256 && VR_COUNT < 256, "a DNS reply's bytes");
 
 static bool
 all_zero(const void *p, size_t n)
@@ -102,8 +113,6 @@ parse_name(const struct broker_req_name *m, struct broker_request *out)
 		return BROKER_PARSE_ADDR;
 	if ((m->flags & BROKER_F_ORIG) && m->orig.port != m->port)
 		return BROKER_PARSE_PORT;
-	if ((m->flags & BROKER_F_TOLD) && !(m->flags & BROKER_F_ORIG))
-		return BROKER_PARSE_FLAGS;
 	if ((r = check_string(m->name, sizeof(m->name))) != BROKER_PARSE_OK ||
 	    (r = check_string(m->rule, sizeof(m->rule))) != BROKER_PARSE_OK)
 		return r;
@@ -133,6 +142,55 @@ parse_addr(const struct broker_req_addr *m, struct broker_request *out)
 	return BROKER_PARSE_OK;
 }
 
+/* A name as dns_name_read writes it: labels of letters, digits, '-' and
+ * '_', 1 to 63 bytes each, joined by dots; none empty, shorter than
+ * DNS_NAME_TEXT_MAX. */
+static bool
+dns_text_name(const char *s)
+{
+	size_t label = 0, i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		char ch = s[i];
+
+		if (ch == '.') {
+			if (label == 0)
+				return false;
+			label = 0;
+			continue;
+		}
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '-' || ch == '_') ||
+		    ++label > 63)
+			return false;
+	}
+	return i > 0 && i < DNS_NAME_TEXT_MAX && label > 0;
+}
+
+static enum broker_parse
+parse_resolve(const struct broker_req_resolve *m, struct broker_request *out)
+{
+	enum broker_parse r;
+	const char *why;
+
+	out->qtype = m->qtype;
+	out->qclass = m->qclass;
+	if (m->pad != 0)
+		return BROKER_PARSE_PAD;
+	if ((r = check_string(m->qname, sizeof(m->qname))) != BROKER_PARSE_OK ||
+	    (r = check_string(m->name, sizeof(m->name))) != BROKER_PARSE_OK)
+		return r;
+	/* The question is the one dns_query_parse would have let through;
+	 * the normalised name is the broker's own, and the worker's must be
+	 * the same (it is the cache key of what the broker records). */
+	if (!dns_text_name(m->qname) ||
+	    policy_name_normalize(m->qname, out->name, sizeof(out->name), &why) != 0 ||
+	    strcmp(out->name, m->name) != 0)
+		return BROKER_PARSE_NAME;
+	memcpy(out->qname, m->qname, sizeof(out->qname));
+	return BROKER_PARSE_OK;
+}
+
 static size_t
 request_size(uint16_t type, bool selftest)
 {
@@ -141,6 +199,8 @@ request_size(uint16_t type, bool selftest)
 		return sizeof(struct broker_req_name);
 	case BROKER_MSG_CONNECT_ADDR:
 		return sizeof(struct broker_req_addr);
+	case BROKER_MSG_RESOLVE:
+		return sizeof(struct broker_req_resolve);
 	case BROKER_MSG_SELFTEST:
 		return selftest ? sizeof(struct broker_req_selftest) : 0;
 	default:
@@ -157,6 +217,7 @@ broker_parse_request(const void *buf, size_t len, bool selftest, struct broker_r
 		struct broker_req_name name;
 		struct broker_req_addr addr;
 		struct broker_req_selftest st;
+		struct broker_req_resolve rs;
 	} m;
 	size_t want;
 
@@ -180,6 +241,8 @@ broker_parse_request(const void *buf, size_t len, bool selftest, struct broker_r
 		return parse_name(&m.name, out);
 	case BROKER_MSG_CONNECT_ADDR:
 		return parse_addr(&m.addr, out);
+	case BROKER_MSG_RESOLVE:
+		return parse_resolve(&m.rs, out);
 	default: /* BROKER_MSG_SELFTEST, selftest true */
 		out->op = m.st.op;
 		if (m.st.pad != 0)
@@ -219,6 +282,83 @@ broker_parse_reply(const void *buf, size_t len, struct broker_reply *out)
 	    check_string(out->rule, sizeof(out->rule)) != BROKER_PARSE_OK ||
 	    check_string(out->reason, sizeof(out->reason)) != BROKER_PARSE_OK)
 		return -1;
+	return 0;
+}
+
+/* One record as dns_filter keeps it (dns/answer.h): IN class, A with
+ * four bytes, AAAA, or CNAME with a target; names complete. */
+static bool
+check_rr(const struct broker_rr *rr, struct dns_rr *out)
+{
+	if (rr->rclass != DNS_CLASS_IN ||
+	    check_string(rr->name, sizeof(rr->name)) != BROKER_PARSE_OK ||
+	    check_string(rr->target, sizeof(rr->target)) != BROKER_PARSE_OK ||
+	    !dns_text_name(rr->name))
+		return false;
+	switch (rr->type) {
+	case DNS_TYPE_A:
+		if (!all_zero(rr->addr + 4, sizeof(rr->addr) - 4) || rr->target[0] != '\0')
+			return false;
+		break;
+	case DNS_TYPE_AAAA:
+		if (rr->target[0] != '\0')
+			return false;
+		break;
+	case DNS_TYPE_CNAME:
+		if (!all_zero(rr->addr, sizeof(rr->addr)) || !dns_text_name(rr->target))
+			return false;
+		break;
+	default:
+		return false;
+	}
+	memset(out, 0, sizeof(*out));
+	out->type = rr->type;
+	out->rclass = rr->rclass;
+	out->ttl = rr->ttl;
+	memcpy(out->addr, rr->addr, sizeof(out->addr));
+	memcpy(out->name, rr->name, DNS_NAME_TEXT_MAX);
+	memcpy(out->target, rr->target, DNS_NAME_TEXT_MAX);
+	return true;
+}
+
+int
+broker_parse_dns_reply(const void *buf, size_t len, struct broker_dns_result *out)
+{
+	const unsigned char *b = buf;
+	struct broker_dns_reply h;
+	struct broker_rr rr;
+
+	memset(out, 0, offsetof(struct broker_dns_result, f.rr));
+	out->f.n_removed = 0;
+	if (len < sizeof(h))
+		return -1;
+	memcpy(&h, buf, sizeof(h));
+	if (h.h.type != BROKER_MSG_DNS_REPLY || h.h.len != sizeof(h) || h.h.id == 0 ||
+	    h.status > BROKER_DNS_STATUS_MAX || h.rcode > 15 || (h.flags & ~BROKER_DNS_F_ALL) != 0 ||
+	    h.why >= VR_COUNT || h.pad != 0 || h.pad2 != 0 || h.n > DNS_MAX_RR ||
+	    len != sizeof(h) + (size_t)h.n * sizeof(rr) ||
+	    check_string(h.text, sizeof(h.text)) != BROKER_PARSE_OK)
+		return -1;
+	/* Only an answer has records, an rcode and what filtering said. */
+	if (h.status != BROKER_DNS_ANSWER &&
+	    (h.n != 0 || h.rcode != 0 ||
+	     (h.flags & (BROKER_DNS_F_CNAME_DENIED | BROKER_DNS_F_GUARDED)) != 0))
+		return -1;
+	for (size_t i = 0; i < h.n; i++) {
+		memcpy(&rr, b + sizeof(h) + i * sizeof(rr), sizeof(rr));
+		if (!check_rr(&rr, &out->f.rr[i]))
+			return -1;
+	}
+	out->id = h.h.id;
+	out->status = (enum broker_dns_status)h.status;
+	out->flags = h.flags;
+	memcpy(out->why, h.text, sizeof(out->why));
+	out->f.rcode = h.rcode;
+	out->f.n = h.n;
+	out->f.why = (enum verdict_reason)h.why;
+	out->f.detail = h.why != VR_NONE ? verdict_reason_text(out->f.why) : NULL;
+	out->f.cname_denied = (h.flags & BROKER_DNS_F_CNAME_DENIED) != 0;
+	out->f.guarded = (h.flags & BROKER_DNS_F_GUARDED) != 0;
 	return 0;
 }
 
@@ -299,6 +439,63 @@ broker_build_name(struct broker_req_name *m, uint32_t id, const char *name, uint
 	set_field(m->name, sizeof(m->name), name);
 	set_field(m->rule, sizeof(m->rule), rule);
 	return 0;
+}
+
+int
+broker_build_resolve(struct broker_req_resolve *m, uint32_t id, const char *qname, uint16_t qtype,
+                     uint16_t qclass, const char *name)
+{
+	memset(m, 0, sizeof(*m));
+	m->h.type = BROKER_MSG_RESOLVE;
+	m->h.len = sizeof(*m);
+	m->h.id = id;
+	m->qtype = qtype;
+	m->qclass = qclass;
+	if (strlen(qname) >= sizeof(m->qname) || strlen(name) >= sizeof(m->name))
+		return -1;
+	set_field(m->qname, sizeof(m->qname), qname);
+	set_field(m->name, sizeof(m->name), name);
+	return 0;
+}
+
+size_t
+broker_build_dns_reply(struct broker_dns_reply *m, uint32_t id, enum broker_dns_status status,
+                       enum verdict_reason reason, unsigned flags, const struct dns_filtered *f,
+                       const char *why)
+{
+	size_t n = f != NULL && f->n < DNS_MAX_RR ? f->n : f != NULL ? DNS_MAX_RR : 0;
+
+	memset(m, 0, sizeof(*m) + n * sizeof(m->rr[0]));
+	m->h.type = BROKER_MSG_DNS_REPLY;
+	m->h.len = sizeof(*m);
+	m->h.id = id;
+	m->status = (uint8_t)status;
+	m->why = (uint8_t)(reason < VR_COUNT ? reason : VR_NONE);
+	m->flags = (uint8_t)(flags & BROKER_DNS_F_ALL);
+	set_field(m->text, sizeof(m->text), why);
+	if (f == NULL)
+		return sizeof(*m);
+	m->rcode = (uint8_t)(f->rcode & 0xf);
+	if (f->cname_denied)
+		m->flags |= BROKER_DNS_F_CNAME_DENIED;
+	if (f->guarded)
+		m->flags |= BROKER_DNS_F_GUARDED;
+	m->n = (uint16_t)n;
+	for (size_t i = 0; i < n; i++) {
+		struct broker_rr *rr = &m->rr[i];
+
+		rr->type = f->rr[i].type;
+		rr->rclass = f->rr[i].rclass;
+		rr->ttl = f->rr[i].ttl;
+		if (rr->type == DNS_TYPE_A)
+			memcpy(rr->addr, f->rr[i].addr, 4);
+		else if (rr->type == DNS_TYPE_AAAA)
+			memcpy(rr->addr, f->rr[i].addr, 16);
+		set_field(rr->name, sizeof(rr->name), f->rr[i].name);
+		if (rr->type == DNS_TYPE_CNAME)
+			set_field(rr->target, sizeof(rr->target), f->rr[i].target);
+	}
+	return sizeof(*m) + n * sizeof(m->rr[0]);
 }
 
 int

@@ -1,7 +1,9 @@
 /* The broker's messages (DESIGN.md, "Confinement"): fixed-layout structs,
  * one per SOCK_SEQPACKET datagram, in the manner of relayd's imsg. A
- * request asks the broker to connect one upstream socket; the reply
- * carries the outcome and, when connected, the socket (SCM_RIGHTS).
+ * request asks the broker to connect one upstream socket, or to resolve
+ * one DNS question for the sandbox's listener; the reply carries the
+ * outcome and, when connected, the socket (SCM_RIGHTS), or the filtered
+ * answer.
  *
  * Both ends run on the same host from the same binary: fields are in host
  * byte order, ports included. Every byte of a message is defined: padding
@@ -18,10 +20,15 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 
+#include "dns/answer.h"
+#include "policy/verdict.h"
+
 enum broker_msg_type {
 	BROKER_MSG_CONNECT_NAME = 1, /* worker -> broker: a name and a port */
 	BROKER_MSG_CONNECT_ADDR = 2, /* worker -> broker: an address and a port */
 	BROKER_MSG_REPLY = 3,        /* broker -> worker */
+	BROKER_MSG_RESOLVE = 4,      /* worker -> broker: a DNS question */
+	BROKER_MSG_DNS_REPLY = 5,    /* broker -> worker: its answer */
 	BROKER_MSG_SELFTEST = 0x7e,  /* test builds only (BROKER_SELFTEST) */
 };
 
@@ -55,13 +62,7 @@ struct broker_addr {
 	0x1u              /* transparent: orig is the original destination,                        \
 	                   * and the name must resolve to it */
 #define BROKER_F_ECH 0x2u /* the ClientHello has encrypted_client_hello */
-/* With BROKER_F_ORIG: the worker's DNS listener told the sandbox orig for
- * this name within its TTL (servers that rotate their answers give the
- * broker's lookup others). A claim of the worker's, taken only for a name
- * the broker's policy allows and an address its guard permits; it goes
- * once the listener's record of what it told moves into the broker. */
-#define BROKER_F_TOLD 0x4u
-#define BROKER_F_ALL  (BROKER_F_ORIG | BROKER_F_ECH | BROKER_F_TOLD)
+#define BROKER_F_ALL (BROKER_F_ORIG | BROKER_F_ECH)
 
 /* "Connect NAME:PORT", the worker having matched rule (its claim: the
  * broker decides again and reports its own). A name learned from DNS for
@@ -86,6 +87,21 @@ struct broker_req_addr {
 	uint32_t pad2;
 	struct broker_addr dst; /* port nonzero */
 	char rule[BROKER_RULE_MAX];
+};
+
+/* "Resolve this question" for the sandbox's DNS listener: the query's
+ * name as asked (its case kept: the upstream's answer must echo it), its
+ * type and class, and the name normalised (the cache key; the broker
+ * normalises qname itself and refuses a name that differs). The broker
+ * decides again (dns_decide on its policy): a name it refuses is never
+ * asked upstream. */
+struct broker_req_resolve {
+	struct broker_hdr h;
+	uint16_t qtype;
+	uint16_t qclass;
+	uint32_t pad;
+	char qname[BROKER_NAME_MAX]; /* NUL-terminated, shorter than DNS_NAME_TEXT_MAX */
+	char name[BROKER_NAME_MAX];  /* NUL-terminated */
 };
 
 /* Test builds: make the confined broker try something it must not be
@@ -155,9 +171,63 @@ struct broker_reply {
 	char reason[BROKER_REASON_MAX]; /* for the log, empty when OK */
 };
 
-/* The largest message: a receive buffer one byte larger tells a longer
+/* The outcome of a RESOLVE. */
+enum broker_dns_status {
+	BROKER_DNS_ANSWER = 0, /* rr[0..n) is the answer (rcode NOERROR or NXDOMAIN) */
+	BROKER_DNS_TIMEOUT,    /* no upstream answered in time */
+	BROKER_DNS_FAIL,       /* SERVFAIL, an unusable answer or a local failure */
+	BROKER_DNS_REFUSED,    /* the broker's policy does not forward this question */
+	BROKER_DNS_STATUS_MAX = BROKER_DNS_REFUSED,
+};
+
+/* Flags of a DNS reply: what dns_filtered and the resolver said of it. */
+#define BROKER_DNS_F_CACHED       0x1u /* from the broker's answer cache */
+#define BROKER_DNS_F_HOSTS        0x2u /* from the hosts file */
+#define BROKER_DNS_F_CNAME_DENIED 0x4u /* the chain ran through a denied name */
+#define BROKER_DNS_F_GUARDED      0x8u /* the address guard removed an address */
+#define BROKER_DNS_F_ALL          0xfu
+
+/* "Why", with the removed addresses (the resolver's text), NUL included. */
+#define BROKER_DNS_WHY_MAX 512
+
+/* One record of a filtered answer: what dns_filter lets through (IN
+ * class A, AAAA or CNAME), names in text form. */
+struct broker_rr {
+	uint16_t type;   /* DNS_TYPE_A, _AAAA or _CNAME */
+	uint16_t rclass; /* DNS_CLASS_IN */
+	uint32_t ttl;
+	uint8_t addr[16];            /* A: the first 4 bytes; CNAME: zero */
+	char name[BROKER_NAME_MAX];   /* NUL-terminated, shorter than DNS_NAME_TEXT_MAX */
+	char target[BROKER_NAME_MAX]; /* CNAME: as name; else empty */
+};
+
+/* The answer to a RESOLVE: a fixed head and exactly n records, so the
+ * message is sizeof(head) + n * sizeof(struct broker_rr) bytes, n <=
+ * DNS_MAX_RR (the whole may not fit 16 bits: h.len is the head's size). Fixed-size fields rather than DNS wire bytes: the worker
+ * checks every field against what dns_filter can produce (types, class,
+ * terminated strings with zero tails) with no parser of compressed names
+ * in between, and a reply has one encoding. */
+struct broker_dns_reply {
+	struct broker_hdr h;
+	uint8_t status; /* enum broker_dns_status */
+	uint8_t rcode;  /* BROKER_DNS_ANSWER: DNS_RCODE_NOERROR or _NXDOMAIN; else 0 */
+	uint8_t flags;  /* BROKER_DNS_F_* */
+	uint8_t why;    /* enum verdict_reason: why records were withheld or it failed */
+	uint16_t n;     /* records that follow */
+	uint16_t pad;
+	uint32_t pad2;
+	char text[BROKER_DNS_WHY_MAX]; /* the resolver's words, may be empty */
+	struct broker_rr rr[];
+};
+
+/* The largest request: a receive buffer one byte larger tells a longer
  * datagram (MSG_TRUNC) from one that fits. */
-#define BROKER_MSG_MAX sizeof(struct broker_req_name)
+#define BROKER_MSG_MAX sizeof(struct broker_req_resolve)
+/* The largest message the worker receives, likewise. */
+#define BROKER_DNS_REPLY_MAX (sizeof(struct broker_dns_reply) + DNS_MAX_RR * sizeof(struct broker_rr))
+/* Room the socket's buffers are given (SO_SNDBUF, SO_RCVBUF; the kernel
+ * refuses a datagram larger than the sender's): two largest replies. */
+#define BROKER_SOCK_BUF (2 * BROKER_DNS_REPLY_MAX + 4096)
 
 /* --- parsing (pure) ------------------------------------------------------ */
 
@@ -172,6 +242,9 @@ struct broker_request {
 	char name[BROKER_NAME_MAX];   /* CONNECT_NAME: normalised */
 	char rule[BROKER_RULE_MAX];   /* the worker's claim */
 	uint32_t op;                  /* SELFTEST */
+	/* RESOLVE: the question as asked (name holds it normalised) */
+	char qname[BROKER_NAME_MAX];
+	uint16_t qtype, qclass;
 };
 
 /* Why a request was refused by the parser. */
@@ -210,6 +283,26 @@ enum broker_status broker_parse_status(enum broker_parse p);
  * padding, or a string without its NUL). */
 int broker_parse_reply(const void *buf, size_t len, struct broker_reply *out);
 
+/* A DNS reply, checked for the worker and turned into what the resolver
+ * would have said. */
+struct broker_dns_result {
+	uint32_t id;
+	enum broker_dns_status status;
+	unsigned flags;                /* BROKER_DNS_F_* */
+	char why[BROKER_DNS_WHY_MAX];  /* may be empty */
+	/* ANSWER: rcode, n, rr, why (enum), detail (its static sentence),
+	 * cname_denied and guarded; the rest zero (the removed addresses
+	 * are in why). Else why (enum) alone. */
+	struct dns_filtered f;
+};
+
+/* Check a DNS reply (len bytes of buf), for the worker: 0 with *out
+ * filled, or -1 when it breaks the format (size other than its n's,
+ * type, status, rcode, flags, a reason out of range, padding, a record
+ * dns_filter could not have kept, a string without its NUL or with bytes
+ * after it, records with a status other than ANSWER). */
+int broker_parse_dns_reply(const void *buf, size_t len, struct broker_dns_result *out);
+
 /* --- building ------------------------------------------------------------ */
 
 /* Fill a request (zeroed first). 0, or -1 when name or rule do not fit
@@ -219,6 +312,17 @@ int broker_build_name(struct broker_req_name *m, uint32_t id, const char *name, 
                       unsigned flags, const struct sockaddr *orig, const char *rule);
 int broker_build_addr(struct broker_req_addr *m, uint32_t id, const struct sockaddr *dst,
                       uint16_t port, const char *rule);
+
+/* Fill a RESOLVE (zeroed first). 0, or -1 when qname or name do not fit. */
+int broker_build_resolve(struct broker_req_resolve *m, uint32_t id, const char *qname,
+                         uint16_t qtype, uint16_t qclass, const char *name);
+
+/* Fill a DNS reply into m, which has room for DNS_MAX_RR records (zeroed
+ * first), and return its size. f: the answer with status ANSWER, else
+ * NULL; why may be NULL. */
+size_t broker_build_dns_reply(struct broker_dns_reply *m, uint32_t id,
+                              enum broker_dns_status status, enum verdict_reason reason,
+                              unsigned flags, const struct dns_filtered *f, const char *why);
 
 /* Fill a reply (zeroed first); addr, rule and reason may be NULL; rule
  * and reason are cut to fit. */

@@ -25,6 +25,8 @@
 #include "common/confine.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "dns/answer.h"
+#include "dns/cache.h"
 #include "dns/resolver.h"
 #include "nft/hostaddr.h"
 #include "policy/guard.h"
@@ -40,6 +42,9 @@
 /* Addresses of one answer kept and tried at most (v6 first, then v4, in
  * the resolver's order), as the proxy did (proxy/conn.h, CONN_MAX_ADDRS). */
 #define BROKER_MAX_ADDRS 8
+/* Addresses the broker remembers having told the sandbox (dns/cache.h):
+ * as many as the worker's copy holds (cli/cmd_run.c). */
+#define BROKER_TOLD_ENTRIES 4096
 
 struct broker;
 
@@ -55,7 +60,10 @@ struct slot {
 	struct broker *b;
 	enum slot_state state;
 	struct broker_request rq;
-	struct resolver_lookup *dns; /* SLOT_RESOLVING */
+	struct resolver_lookup *dns; /* SLOT_RESOLVING, a CONNECT_NAME */
+	struct resolver_req *q;      /* SLOT_RESOLVING, a RESOLVE */
+	struct broker_dns_reply *dreply; /* SLOT_REPLYING, a RESOLVE's (owned) */
+	size_t dlen;
 	struct event *ev;           /* deadline, or the connect's wait */
 	int fd;                     /* the upstream socket */
 	struct sockaddr_storage addrs[BROKER_MAX_ADDRS];
@@ -80,6 +88,10 @@ struct broker {
 	struct guard_hosts *hosts;
 	struct hostaddr_watch *watch;
 	struct resolver *res; /* dns/resolver.h: cache, CNAME policy, hosts file */
+	/* What the sandbox was told, address -> name with its TTL: the
+	 * answers to its questions (RESOLVE), recorded here and nowhere the
+	 * worker can write, for a transparent connection's name. */
+	struct dns_cache *told;
 	int fd; /* the worker's socket, owned */
 	struct event *ev_read, *ev_write;
 	struct slot *slots;
@@ -100,13 +112,13 @@ struct broker {
 /* One reply on the socket, with fd attached when >= 0. 0 when sent, 1
  * when the socket is full (EAGAIN), -1 on another error. */
 static int
-send_reply(struct broker *b, const struct broker_reply *r, int fd)
+send_msg(struct broker *b, const void *m, size_t len, int fd)
 {
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} cm;
-	struct iovec iov = {.iov_base = (void *)r, .iov_len = sizeof(*r)};
+	struct iovec iov = {.iov_base = (void *)m, .iov_len = len};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	if (fd >= 0) {
@@ -122,12 +134,28 @@ send_reply(struct broker *b, const struct broker_reply *r, int fd)
 		memcpy(CMSG_DATA(c), &fd, sizeof(int));
 	}
 	for (;;) {
-		if (sendmsg(b->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*r))
+		if (sendmsg(b->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len)
 			return 0;
 		if (errno == EINTR)
 			continue;
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS ? 1 : -1;
 	}
+}
+
+static int
+send_reply(struct broker *b, const struct broker_reply *r, int fd)
+{
+	return send_msg(b, r, sizeof(*r), fd);
+}
+
+/* A slot's reply: a RESOLVE's answer, or a connect's outcome with the
+ * socket when connected. */
+static int
+slot_send(struct slot *s)
+{
+	if (s->dreply != NULL)
+		return send_msg(s->b, s->dreply, s->dlen, -1);
+	return send_reply(s->b, &s->reply, s->reply.status == BROKER_OK ? s->fd : -1);
 }
 
 static void
@@ -181,6 +209,12 @@ slot_release(struct slot *s)
 		resolver_lookup_cancel(s->dns);
 		s->dns = NULL;
 	}
+	if (s->q != NULL) {
+		resolver_cancel(s->q);
+		s->q = NULL;
+	}
+	free(s->dreply);
+	s->dreply = NULL;
 	if (s->ev != NULL) {
 		event_free(s->ev);
 		s->ev = NULL;
@@ -197,8 +231,18 @@ static void
 slot_finish(struct slot *s)
 {
 	struct broker *b = s->b;
-	int rc = send_reply(b, &s->reply, s->reply.status == BROKER_OK ? s->fd : -1);
+	int rc = slot_send(s);
 
+	if (rc < 0 && s->dreply != NULL && errno == EMSGSIZE) {
+		/* A socket buffer smaller than the answer (net.core.wmem_max
+		 * below BROKER_SOCK_BUF): the question still gets its answer,
+		 * a refusal that says why, sent as any other. */
+		free(s->dreply);
+		s->dreply = NULL;
+		broker_build_reply(&s->reply, s->rq.id, BROKER_E_RESOURCE, BROKER_V_DENY, EMSGSIZE,
+		                   NULL, NULL, "the answer is larger than the broker's socket takes");
+		rc = slot_send(s);
+	}
 	if (rc == 1) {
 		if (s->ev != NULL) {
 			event_free(s->ev);
@@ -260,7 +304,7 @@ broker_writable(evutil_socket_t fd, short what, void *arg)
 
 		if (s->state != SLOT_REPLYING)
 			continue;
-		rc = send_reply(b, &s->reply, s->reply.status == BROKER_OK ? s->fd : -1);
+		rc = slot_send(s);
 		if (rc == 1) {
 			pending = true;
 			break;
@@ -276,6 +320,7 @@ broker_writable(evutil_socket_t fd, short what, void *arg)
 /* ---- connecting ---- */
 
 static void try_next(struct slot *s);
+static void resolve_start(struct slot *s);
 
 static void
 connect_event(evutil_socket_t fd, short what, void *arg)
@@ -541,6 +586,12 @@ take_addrs(struct slot *s, const struct resolver_addrs *res)
 	}
 }
 
+static bool
+told(struct broker *b, const struct sockaddr_storage *a, const char *name)
+{
+	return dns_cache_told(b->told, (const struct sockaddr *)a, name, now_ms() / 1000);
+}
+
 static void
 resolved(const struct resolver_addrs *res, void *arg)
 {
@@ -572,15 +623,11 @@ resolved(const struct resolver_addrs *res, void *arg)
 		 * name resolves to it: a name alone never decides. */
 		for (size_t i = 0; i < s->n_addrs; i++)
 			found = found || same_addr(&s->addrs[i], &s->rq.addr);
-		/* Or the worker's DNS listener told the sandbox so (msg.h,
-		 * BROKER_F_TOLD): the name is allowed, and the guard still
-		 * applies to the address. It is the worker's claim: a
-		 * compromised worker can make it for any public address, as it
-		 * can connect one itself while the listener resolves in it
-		 * (WORKER_UNTIL_BROKER); both go when the record of what was
-		 * told lives here (issue 16). Without it, a rotating name's
-		 * transparent connections would be refused. */
-		found = found || (s->rq.flags & BROKER_F_TOLD) != 0;
+		/* Or the broker told the sandbox so, answering its question
+		 * for the name within the TTL (servers that rotate their
+		 * answers give this lookup others): the broker's own record,
+		 * which the worker cannot write. The guard still applies. */
+		found = found || told(s->b, &s->rq.addr, s->rq.name);
 		s->addrs[0] = s->rq.addr;
 		s->n_addrs = 1;
 		if (!found) {
@@ -702,6 +749,10 @@ slot_start(struct slot *s)
 	                     .tv_usec = (b->connect_ms % 1000) * 1000};
 	struct resolver_addrs now;
 
+	if (s->rq.type == BROKER_MSG_RESOLVE) {
+		resolve_start(s);
+		return;
+	}
 	if (s->rq.type == BROKER_MSG_CONNECT_ADDR) {
 		if (!decide_addr(s))
 			return;
@@ -723,6 +774,87 @@ slot_start(struct slot *s)
 	s->dns = resolver_lookup(b->res, s->rq.name, resolved, s, &now);
 	if (s->dns == NULL)
 		resolved(&now, s);
+}
+
+/* ---- the sandbox's questions ---- */
+
+/* Send s's DNS reply: the answer f (status ANSWER) or none. Out of memory
+ * for it, the worker still gets an answer: the refusal the slot holds
+ * room for (the client fails the question with it). */
+static void
+dns_finish(struct slot *s, enum broker_dns_status st, enum verdict_reason why, unsigned flags,
+           const struct dns_filtered *f, const char *text)
+{
+	size_t n = f != NULL ? (f->n < DNS_MAX_RR ? f->n : DNS_MAX_RR) : 0;
+
+	s->dreply = malloc(sizeof(*s->dreply) + n * sizeof(s->dreply->rr[0]));
+	if (s->dreply == NULL) {
+		slot_reply(s, BROKER_E_RESOURCE, ENOMEM, NULL, "out of memory");
+		return;
+	}
+	s->dlen = broker_build_dns_reply(s->dreply, s->rq.id, st, why, flags, f, text);
+	slot_finish(s);
+}
+
+/* The resolver's answer to a RESOLVE: record what the sandbox is told
+ * (address -> the name it asked, for the TTL, at least DNS_CACHE_MIN_TTL:
+ * exactly what the listener's copy records), and reply. */
+static void
+dns_answered(const struct resolver_result *res, void *arg)
+{
+	struct slot *s = arg;
+	struct broker *b = s->b;
+	unsigned flags = (res->cached ? BROKER_DNS_F_CACHED : 0) |
+	                 (res->from_hosts ? BROKER_DNS_F_HOSTS : 0);
+	uint64_t now_s = now_ms() / 1000;
+
+	s->q = NULL;
+	if (res->status == RESOLVER_TIMEOUT) {
+		dns_finish(s, BROKER_DNS_TIMEOUT, VR_DNS_TIMEOUT, flags, NULL, res->why);
+		return;
+	}
+	if (res->status != RESOLVER_ANSWER) {
+		dns_finish(s, BROKER_DNS_FAIL, VR_DNS_UPSTREAM, flags, NULL, res->why);
+		return;
+	}
+	for (size_t i = 0; i < res->f->n && i < DNS_MAX_RR; i++) {
+		const struct dns_rr *rr = &res->f->rr[i];
+		struct sockaddr_storage ss;
+
+		if (dns_rr_addr(rr, &ss) != 0)
+			continue;
+		dns_cache_put(b->told, (const struct sockaddr *)&ss, s->rq.name,
+		              rr->ttl < DNS_CACHE_MIN_TTL ? DNS_CACHE_MIN_TTL : rr->ttl, now_s);
+	}
+	dns_finish(s, BROKER_DNS_ANSWER, res->f->why, flags, res->f, res->why);
+}
+
+/* A question from the sandbox, decided here again on the broker's policy
+ * as the listener decides it (dns_decide, audit mode included): only
+ * what the policy forwards is asked upstream. */
+static void
+resolve_start(struct slot *s)
+{
+	struct broker *b = s->b;
+	struct dns_query q;
+	struct dns_decision d;
+	struct resolver_result now;
+
+	memset(&q, 0, sizeof(q));
+	str_copy(q.qname, s->rq.qname, sizeof(q.qname));
+	q.qtype = s->rq.qtype;
+	q.qclass = s->rq.qclass;
+	dns_decide(b->policy, &q, &d);
+	if (d.action != DNS_ACT_FORWARD || strcmp(d.name, s->rq.name) != 0) {
+		dns_finish(s, BROKER_DNS_REFUSED, d.why != VR_NONE ? d.why : VR_DNS_QTYPE, 0, NULL,
+		           d.detail[0] != '\0' ? d.detail : "the broker does not forward it");
+		return;
+	}
+	s->state = SLOT_RESOLVING;
+	/* The resolver bounds the wait (its timeout_ms): no deadline here. */
+	s->q = resolver_ask(b->res, &q, d.name, dns_answered, s, &now);
+	if (s->q == NULL)
+		dns_answered(&now, s);
 }
 
 /* ---- the self-test (test builds) ---- */
@@ -967,6 +1099,7 @@ broker_free(struct broker *b)
 	if (b->ev_write != NULL)
 		event_free(b->ev_write);
 	resolver_free(b->res);
+	dns_cache_free(b->told);
 	hostaddr_watch_free(b->watch);
 	guard_hosts_free(b->hosts);
 	if (b->base != NULL)
@@ -1042,6 +1175,10 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 		rc.policy = cfg->policy;
 		if ((b.res = resolver_new(b.base, &rc)) == NULL) {
 			log_warnx("broker: cannot create the resolver");
+			goto out;
+		}
+		if ((b.told = dns_cache_new(BROKER_TOLD_ENTRIES)) == NULL) {
+			log_warnx("broker: out of memory");
 			goto out;
 		}
 	}

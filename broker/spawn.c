@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker/msg.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -34,6 +35,14 @@ broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
 		snprintf(err, errlen, "broker: socketpair: %s", strerror(errno));
 		return -1;
+	}
+	/* Room for the largest DNS reply (msg.h, BROKER_SOCK_BUF): the kernel
+	 * refuses a datagram larger than its sender's buffer. Best effort,
+	 * capped by net.core.wmem_max and rmem_max: a reply still too large
+	 * fails its question (server.c, slot_finish). */
+	for (int i = 0; i < 2; i++) {
+		(void)setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &(int){BROKER_SOCK_BUF}, sizeof(int));
+		(void)setsockopt(sv[i], SOL_SOCKET, SO_RCVBUF, &(int){BROKER_SOCK_BUF}, sizeof(int));
 	}
 	fflush(NULL); /* no buffered output written twice */
 	*pid = fork();

@@ -119,7 +119,7 @@ struct run {
 	struct event_base *base;
 	struct event_base *serve_base; /* once the worker is forked: the serving objects' loop,
 	                                  until serving_abandon; NULL */
-	struct resolver *resolver; /* the proxy's and the DNS server's */
+	struct dns_asker asker; /* the DNS server's: the broker (broker_client_asker) */
 	struct dns_cache *cache;
 	struct proxy *proxy;
 	struct dns_server *dns;
@@ -590,7 +590,8 @@ prepare_loop(struct run *r)
 	(void)fdres_raise_limit();
 
 	/* The broker first, while this process holds least: it resolves,
-	 * guards and connects every upstream socket of the proxy, with its
+	 * guards and connects every upstream socket of the proxy and answers
+	 * the DNS listener's questions, with its
 	 * own resolver (the hosts file read before it confines itself) and
 	 * its own watch of the host's addresses (docs/run.md, "The broker"). */
 	memset(&bc, 0, sizeof(bc));
@@ -625,21 +626,10 @@ prepare_loop(struct run *r)
 		log_warnx("DNS cache: out of memory");
 		return -1;
 	}
-	/* The DNS server's resolver: the same configuration as the
-	 * broker's, which resolves for the proxy (one CNAME policy, the
-	 * host's /etc/hosts, which the sandbox sees as well: docs/dns.md,
-	 * "The hosts file"). */
-	{
-		struct resolver_config rc = {.policy = r->policy,
-		                             .n_upstream = r->n_upstream,
-		                             .hosts_path = "/etc/hosts"};
-
-		memcpy(rc.upstream, r->upstream, sizeof(rc.upstream));
-		if ((r->resolver = resolver_new(r->base, &rc)) == NULL) {
-			log_warnx("DNS: cannot create the resolver");
-			return -1;
-		}
-	}
+	/* The DNS server asks the broker, which decides again, resolves with
+	 * the one resolver and records what it told the sandbox: the worker
+	 * makes no socket (docs/run.md, "The worker"). */
+	broker_client_asker(r->broker, &r->asker);
 
 	/* The log's aggregation window and its slow-reader queue run on the
 	 * same loop as the traffic they record. */
@@ -662,11 +652,10 @@ prepare_loop(struct run *r)
 	dc.policy = r->policy;
 	dc.log = r->log;
 	dc.cache = r->cache;
-	dc.resolver = r->resolver;
+	dc.asker = &r->asker;
 	/* One bound on queued bytes and one descriptor reserve for both. */
 	dc.queue = proxy_queue_budget(r->proxy);
 	dc.fds = proxy_fd_reserve(r->proxy);
-	resolver_set_limits(r->resolver, dc.queue, dc.fds);
 	r->dns = dns_server_new(r->base, &dc);
 	if (r->dns == NULL) {
 		log_warnx("DNS server: cannot start");
@@ -849,9 +838,9 @@ run_stop_serving(struct run *r)
 	if (r->proxy != NULL)
 		proxy_free(r->proxy);
 	r->proxy = NULL;
-	/* After the proxy, which borrows it. The broker itself is the
-	 * supervisor's to stop and reap (run_free), once the worker that
-	 * asks it is done. */
+	/* After the proxy and the DNS server, which borrow it. The broker
+	 * itself is the supervisor's to stop and reap (run_free), once the
+	 * worker that asks it is done. */
 	broker_client_free(r->broker);
 	r->broker = NULL;
 }
@@ -867,8 +856,6 @@ serving_abandon(struct run *r)
 	if (r->serve_base == NULL)
 		return;
 	run_stop_serving(r);
-	resolver_free(r->resolver);
-	r->resolver = NULL;
 	dns_cache_free(r->cache);
 	r->cache = NULL;
 	elog_abandon(r->log);
@@ -938,7 +925,6 @@ run_free(struct run *r)
 	broker_stop(r->broker_pid);
 	broker_reap(r->broker_pid);
 	/* After the DNS server and the proxy, which borrow it. */
-	resolver_free(r->resolver);
 	if (r->cache != NULL)
 		dns_cache_free(r->cache);
 	r->cache = NULL;

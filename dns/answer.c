@@ -327,6 +327,27 @@ dns_upstream_query(const struct dns_query *q, uint16_t id, uint8_t *buf, size_t 
 }
 
 int
+dns_rr_addr(const struct dns_rr *rr, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (rr->type == DNS_TYPE_A) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+
+		in->sin_family = AF_INET;
+		memcpy(&in->sin_addr, rr->addr, 4);
+		return 0;
+	}
+	if (rr->type == DNS_TYPE_AAAA) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+		in6->sin6_family = AF_INET6;
+		memcpy(&in6->sin6_addr, rr->addr, 16);
+		return 0;
+	}
+	return -1;
+}
+
+int
 dns_reverse_parse(const char *name, struct sockaddr_storage *sa)
 {
 	size_t len = strlen(name);

@@ -87,6 +87,9 @@ size_t dns_udp_limit(const struct dns_query *q);
  * 0x20). Returns the length or 0. */
 size_t dns_upstream_query(const struct dns_query *q, uint16_t id, uint8_t *buf, size_t cap);
 
+/* The address of an A or AAAA record, port 0. 0, or -1 for another type. */
+int dns_rr_addr(const struct dns_rr *rr, struct sockaddr_storage *ss);
+
 /* Parse "4.3.2.1.in-addr.arpa" or the 32-nibble ip6.arpa form into sa.
  * Returns 0, or -1 if name is not a complete reverse name. */
 int dns_reverse_parse(const char *name, struct sockaddr_storage *sa);

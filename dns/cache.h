@@ -11,6 +11,10 @@
 
 struct dns_cache;
 
+/* An address is kept at least this long, whatever its TTL: programs keep
+ * using an address well past a short one. */
+#define DNS_CACHE_MIN_TTL 60
+
 /* max_entries > 0; the oldest entries are evicted past it. */
 struct dns_cache *dns_cache_new(size_t max_entries);
 void dns_cache_free(struct dns_cache *c);

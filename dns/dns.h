@@ -16,6 +16,7 @@ struct elog;
 struct dns_cache;
 struct dns_server;
 struct resolver;
+struct dns_asker;
 
 #define DNS_MAX_UPSTREAMS 4
 /* Queries the listener holds waiting for the resolver (UDP and TCP
@@ -30,6 +31,10 @@ struct dns_server_config {
 	 * (dns/resolver.h). When NULL the server makes its own from the
 	 * four fields below, which are otherwise ignored. */
 	struct resolver *resolver;
+	/* Borrowed, outlives the server: who answers the questions instead
+	 * (dns/resolver.h; in the worker, the broker). When set, the five
+	 * fields about resolving here are ignored. */
+	const struct dns_asker *asker;
 	struct sockaddr_storage upstream[DNS_MAX_UPSTREAMS];
 	size_t n_upstream;
 	uint32_t ttl_cap;    /* seconds; answers' TTLs are capped to it */

@@ -575,6 +575,36 @@ req_send(struct resolver_question *q)
 
 /* ---- asking ---- */
 
+static int
+asker_ask(void *arg, const struct dns_query *q, const char *name, resolver_cb cb, void *cb_arg,
+          struct resolver_result *now, uint64_t *handle)
+{
+	struct resolver_req *req = resolver_ask(arg, q, name, cb, cb_arg, now);
+
+	*handle = (uint64_t)(uintptr_t)req;
+	return req != NULL ? 0 : 1;
+}
+
+static void
+asker_cancel(void *arg, uint64_t handle)
+{
+	(void)arg;
+	resolver_cancel((struct resolver_req *)(uintptr_t)handle);
+}
+
+static void
+asker_set_burst(void *arg, void (*fn)(void *fn_arg, bool begin), void *fn_arg)
+{
+	resolver_set_burst(arg, fn, fn_arg);
+}
+
+void
+resolver_asker(struct resolver *r, struct dns_asker *out)
+{
+	*out = (struct dns_asker){
+	        .ask = asker_ask, .cancel = asker_cancel, .set_burst = asker_set_burst, .arg = r};
+}
+
 static void
 result_now(struct resolver_result *now, enum resolver_status st, const struct dns_filtered *f,
            const char *why)

@@ -88,6 +88,9 @@ struct resolver_result {
 	const char *why;
 	bool cached;     /* from the answer cache */
 	bool from_hosts; /* from the hosts file */
+	/* RESOLVER_FAIL without an upstream's failure: the log's reason
+	 * (VR_BROKER, VR_RESOURCE); VR_NONE otherwise. */
+	enum verdict_reason fail_reason;
 };
 
 /* Called exactly once per pending question, unless cancelled. */
@@ -105,6 +108,27 @@ struct resolver_req *resolver_ask(struct resolver *r, const struct dns_query *q,
 /* Forget a pending question: its callback will not run. The handle is
  * spent once its callback has run; do not cancel it then. */
 void resolver_cancel(struct resolver_req *req);
+
+/* Who answers the DNS listener's questions (dns/server.c): the broker in
+ * the worker (broker/client.h, broker_client_asker), or a resolver in
+ * this process (resolver_asker: the unit tests, tests/dns/dnsd.c). */
+struct dns_asker {
+	/* As resolver_ask: 0 with *handle set when the question is out (cb
+	 * follows exactly once unless cancelled, never from inside), 1 when
+	 * *now holds the answer already (its strings valid until the next
+	 * call into the asker). */
+	int (*ask)(void *arg, const struct dns_query *q, const char *name, resolver_cb cb,
+	           void *cb_arg, struct resolver_result *now, uint64_t *handle);
+	/* Forget an answer not yet given; its cb will not run. */
+	void (*cancel)(void *arg, uint64_t handle);
+	/* As resolver_set_burst: fn(fn_arg, true) before a burst of answers
+	 * and fn(fn_arg, false) after it; fn NULL to stop. */
+	void (*set_burst)(void *arg, void (*fn)(void *fn_arg, bool begin), void *fn_arg);
+	void *arg;
+};
+
+/* An asker over r (borrowed: it outlives every question). */
+void resolver_asker(struct resolver *r, struct dns_asker *out);
 
 /* ---- addresses for the proxy ---- */
 

@@ -1,9 +1,11 @@
 /* The DNS listener's event-driven shell around dns/answer.c: UDP and TCP
  * listeners for the sandbox, the questions handed to the one resolver
- * (dns/resolver.h, shared with the proxy: its cache, CNAME policy, hosts
- * file and upstream client), the addresses it answered recorded in the
- * IP -> name cache, and one egress log line per query. Single-threaded
- * on the supervisor's event base. */
+ * (dns/resolver.h: its cache, CNAME policy, hosts file and upstream
+ * client), in the worker through the broker (broker/client.h), which
+ * decides again and records what it answers; the addresses answered
+ * recorded in this side's IP -> name cache too (for PTR answers and the
+ * proxy's hint), and one egress log line per query. Single-threaded on
+ * the worker's event base. */
 #include "dns/dns.h"
 
 #include "common/fdres.h"
@@ -31,9 +33,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* The IP -> name cache keeps an address at least this long, since
- * programs keep using an address well past a short TTL. */
-#define DNS_CACHE_MIN_TTL   60
 #define DNS_MAX_LISTENERS   4
 #define DNS_MAX_TCP_CONNS   64
 #define DNS_TCP_MAX_PENDING 16 /* queries in flight per connection */
@@ -64,7 +63,8 @@ struct dns_pending {
 	struct dns_pending *p_tnext, *p_tprev; /* on p_client.tcp's list */
 	struct dns_pending *p_next, *p_prev;   /* on the server's list */
 	uint64_t p_start_ms;
-	struct resolver_req *p_req; /* NULL once answered */
+	uint64_t p_h; /* the asker's handle */
+	bool p_out;   /* not answered yet: p_h is live */
 };
 
 /* A TCP connection from the sandbox. */
@@ -114,7 +114,8 @@ struct dns_server {
 	struct evconnlistener *tcpl[DNS_MAX_LISTENERS];
 	size_t n_tcpl;
 	struct event *accept_timer;
-	struct resolver *res;      /* cfg.resolver, or res_own */
+	struct dns_asker ask;      /* cfg.asker's copy, or over res */
+	struct resolver *res;      /* without an asker: cfg.resolver, or res_own */
 	struct resolver *res_own;  /* made from cfg's upstreams when none given */
 	struct dns_pending *pends; /* every query waiting for the resolver */
 	size_t n_pends;            /* at most DNS_MAX_PENDING */
@@ -288,25 +289,15 @@ answer_send(struct dns_server *srv, struct dns_client *c, const struct dns_query
 		const struct dns_rr *rr = &f->rr[i];
 		struct sockaddr_storage ss;
 
-		if (rr->type != DNS_TYPE_A && rr->type != DNS_TYPE_AAAA)
+		if (dns_rr_addr(rr, &ss) != 0)
 			continue;
-		memset(&ss, 0, sizeof(ss));
-		if (rr->type == DNS_TYPE_A) {
-			struct sockaddr_in *s = (struct sockaddr_in *)&ss;
-
-			s->sin_family = AF_INET;
-			memcpy(&s->sin_addr, rr->addr, 4);
-		} else {
-			struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
-
-			s->sin6_family = AF_INET6;
-			memcpy(&s->sin6_addr, rr->addr, 16);
-		}
 		inet_ntop(ss.ss_family, rr->addr, abuf[n_answers], sizeof(abuf[0]));
 		answers[n_answers] = abuf[n_answers];
 		n_answers++;
 		/* Keyed to the name the sandbox asked for (not a CNAME
-		 * target): that is the name the proxy must check. */
+		 * target): that is the name the proxy must check. The
+		 * broker, which answered, keeps its own record (the one it
+		 * decides by); this copy is a hint and the PTR answers'. */
 		if (srv->cfg.cache != NULL)
 			dns_cache_put(srv->cfg.cache, (struct sockaddr *)&ss, d->name,
 			              rr->ttl < DNS_CACHE_MIN_TTL ? DNS_CACHE_MIN_TTL : rr->ttl,
@@ -333,8 +324,10 @@ query_result(struct dns_server *srv, struct dns_client *c, const struct dns_quer
 	textf(ede_text, sizeof(ede_text), "airlock: %s", res->why);
 	reply_empty(srv, c, q, DNS_RCODE_SERVFAIL, DNS_EDE_NO_REACHABLE_AUTHORITY, ede_text);
 	log_query(srv, q, d, DNS_RCODE_SERVFAIL,
-	          res->status == RESOLVER_TIMEOUT ? VR_DNS_TIMEOUT : VR_DNS_UPSTREAM, res->why,
-	          NULL, 0, start_ms);
+	          res->status == RESOLVER_TIMEOUT       ? VR_DNS_TIMEOUT
+	          : res->fail_reason != VR_NONE ? res->fail_reason
+	                                        : VR_DNS_UPSTREAM,
+	          res->why, NULL, 0, start_ms);
 }
 
 static void
@@ -342,13 +335,13 @@ pending_answered(const struct resolver_result *res, void *arg)
 {
 	struct dns_pending *p = arg;
 
-	p->p_req = NULL;
+	p->p_out = false;
 	query_result(p->p_srv, &p->p_client, &p->p_q, &p->p_d, res, p->p_start_ms);
 	pending_free(p);
 }
 
-/* The resolver's upstream socket has a burst of answers: gather the UDP
- * replies and send them together. */
+/* The resolver's upstream socket (or the broker's) has a burst of
+ * answers: gather the UDP replies and send them together. */
 static void
 resolver_burst(void *arg, bool begin)
 {
@@ -421,13 +414,13 @@ query_forward(struct dns_server *srv, struct dns_client *c, const struct dns_que
 		          start_ms);
 		return;
 	}
-	p->p_req = resolver_ask(srv->res, q, d->name, pending_answered, p, &now);
-	if (p->p_req == NULL) {
+	if (srv->ask.ask(srv->ask.arg, q, d->name, pending_answered, p, &now, &p->p_h) != 0) {
 		/* Known at once: the cache, the hosts file, or a failure. */
 		free(p);
 		query_result(srv, c, q, d, &now, start_ms);
 		return;
 	}
+	p->p_out = true;
 	p->p_srv = srv;
 	p->p_q = *q;
 	p->p_d = *d;
@@ -820,7 +813,8 @@ pending_free(struct dns_pending *p)
 	struct dns_server *srv = p->p_srv;
 	struct dns_tcp *t = p->p_client.tcp;
 
-	resolver_cancel(p->p_req);
+	if (p->p_out)
+		srv->ask.cancel(srv->ask.arg, p->p_h);
 	if (p->p_prev != NULL)
 		p->p_prev->p_next = p->p_next;
 	else
@@ -853,7 +847,8 @@ dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
 {
 	struct dns_server *srv;
 
-	if (cfg->policy == NULL || (cfg->resolver == NULL && cfg->n_upstream > DNS_MAX_UPSTREAMS)) {
+	if (cfg->policy == NULL || (cfg->asker == NULL && cfg->resolver == NULL &&
+	                            cfg->n_upstream > DNS_MAX_UPSTREAMS)) {
 		log_warnx("dns: server config needs a policy and at most %d upstreams",
 		          DNS_MAX_UPSTREAMS);
 		return NULL;
@@ -864,8 +859,8 @@ dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
 	}
 	srv->base = base;
 	srv->cfg = *cfg;
-	srv->res = cfg->resolver;
-	if (srv->res == NULL) {
+	srv->res = cfg->asker == NULL ? cfg->resolver : NULL;
+	if (cfg->asker == NULL && srv->res == NULL) {
 		struct resolver_config rc = {.policy = cfg->policy,
 		                             .n_upstream = cfg->n_upstream,
 		                             .ttl_cap = cfg->ttl_cap,
@@ -876,7 +871,11 @@ dns_server_new(struct event_base *base, const struct dns_server_config *cfg)
 			goto fail;
 		resolver_set_limits(srv->res_own, cfg->queue, cfg->fds);
 	}
-	resolver_set_burst(srv->res, resolver_burst, srv);
+	if (cfg->asker != NULL)
+		srv->ask = *cfg->asker;
+	else
+		resolver_asker(srv->res, &srv->ask);
+	srv->ask.set_burst(srv->ask.arg, resolver_burst, srv);
 	srv->accept_timer = evtimer_new(base, accept_resume, srv);
 	if (srv->accept_timer == NULL) {
 		log_warn("dns: server");
@@ -977,8 +976,8 @@ dns_server_free(struct dns_server *srv)
 		pending_free(p);
 	}
 	membudget_share_release(&srv->pends_q);
-	if (srv->res != NULL)
-		resolver_set_burst(srv->res, NULL, NULL);
+	if (srv->ask.set_burst != NULL)
+		srv->ask.set_burst(srv->ask.arg, NULL, NULL);
 	resolver_free(srv->res_own);
 	if (srv->n_malformed > 0)
 		log_warnx("dns: dropped %llu malformed queries",

@@ -20,7 +20,6 @@
 #include "broker/client.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "dns/cache.h"
 #include "policy/policy.h"
 
 socklen_t
@@ -254,20 +253,6 @@ upstream_reply(const struct broker_reply *r, int fd, void *arg)
 	drain_waiting(px);
 }
 
-/* Whether the sandbox's DNS listener told it orig for c->host, within
- * its TTL: servers that rotate their answers give the broker's lookup
- * other addresses (broker/msg.h, BROKER_F_TOLD). */
-static bool
-told(const struct conn *c)
-{
-	struct timespec ts;
-
-	if (c->px->px_cfg.cache == NULL)
-		return false;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return dns_cache_told(c->px->px_cfg.cache, &c->orig.sa, c->host, (uint64_t)ts.tv_sec);
-}
-
 /* Send c's request. 0 when it is out, 1 when the client cannot take it
  * now but a reply will make room (c waits), -1 after refusing c. */
 static int
@@ -315,8 +300,6 @@ upstream_send(struct conn *c)
 		rc = broker_client_connect_addr(b, &dst->sa, c->port, c->rule, upstream_reply, c,
 		                                &c->broker_id);
 	} else if (c->lkind == PROXY_LISTEN_TRANSPARENT) {
-		if (told(c))
-			flags |= BROKER_F_TOLD;
 		rc = broker_client_connect_name(b, c->host, c->port, &c->orig.sa, flags, c->rule,
 		                                upstream_reply, c, &c->broker_id);
 	} else {

@@ -254,8 +254,9 @@ worker_confine(unsigned flags, struct worker_confined *out, char *err, size_t er
 		snprintf(err, errlen, "worker: no_new_privs: %s", strerror(errno));
 		return -1;
 	}
-	/* TCP connect is the broker's once it dials (WORKER_UNTIL_BROKER). */
-	abi = confine_landlock(WORKER_UNTIL_BROKER ? 0 : CONFINE_LL_NET);
+	/* TCP bind and connect handled, none granted: every upstream socket
+	 * is the broker's, the proxy's and the DNS listener's alike. */
+	abi = confine_landlock(CONFINE_LL_NET);
 	if (abi < 0) {
 		snprintf(err, errlen, "worker: Landlock: %s", strerror(errno));
 		return -1;

@@ -12,14 +12,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* True while the DNS listener resolves in the worker (its resolver makes
- * UDP and TCP sockets to the upstream servers): socket (TCP and UDP only)
- * and connect stay in the filter (sysfilter.c, until_broker) and Landlock
- * does not handle TCP connect. The proxy's own upstream connections are
- * the broker's already (broker/); this goes when the listener's questions
- * are the broker's too (issue 16, item 2). */
-#define WORKER_UNTIL_BROKER 1
-
 /* What worker_confine applied. */
 struct worker_confined {
 	int landlock_abi; /* 0: the kernel has no Landlock (task-start records it) */

@@ -94,8 +94,6 @@ worker_probe(enum worker_probe_step step)
 		report_creds();
 		break;
 	case WORKER_PROBE_SECCOMP:
-		fprintf(stderr, "airlock[worker]: confine-probe seccomp until-broker=%d\n",
-		        WORKER_UNTIL_BROKER);
 		try_open("seccomp", "openat", "/", O_RDONLY | O_DIRECTORY);
 		fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM, 0);
 		report("seccomp", "socket-unix", fd);

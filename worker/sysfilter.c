@@ -5,8 +5,9 @@
  * listener's datagrams, the NFLOG and host-address netlink sockets made
  * before confinement, the egress log it appends to (until the logger holds
  * it) and its supervisor's socket. Nothing creates a socket, connects,
- * binds, listens, opens a path, forks, executes or traces (but see
- * until_broker below): every call not listed returns ENOSYS (libc's
+ * binds, listens, opens a path, forks, executes or traces (the broker
+ * dials the proxy's upstreams and asks the DNS listener's questions):
+ * every call not listed returns ENOSYS (libc's
  * fallbacks keep working), and a call through another architecture's ABI
  * (i386's int 0x80, x32's numbers) kills the process. */
 #include "worker/sysfilter.h"
@@ -61,16 +62,6 @@ static const char *const allowed[] = {
         "sched_yield",
 };
 
-/* Calls the worker needs while the DNS listener resolves in it
- * (WORKER_UNTIL_BROKER, worker/confine.h): its resolver creates and
- * connects UDP and TCP sockets to the upstream DNS servers. TCP and UDP
- * only (checked below). The proxy's upstream connections are the
- * broker's; this list goes when the listener's questions are too. */
-static const char *const until_broker[] = {
-        "socket",
-        "connect",
-};
-
 int
 worker_seccomp_compile(bool trap, struct sock_filter **insns, unsigned short *len, char *err,
                        size_t errlen)
@@ -85,15 +76,6 @@ worker_seccomp_compile(bool trap, struct sock_filter **insns, unsigned short *le
 	*len = 0;
 	if (ctx == NULL)
 		return -1;
-	for (size_t i = 0; i < ARRAY_SIZE(until_broker); i++) {
-		int rc = strcmp(until_broker[i], "socket") == 0
-		                 ? confine_add_inet_socket(ctx, err, errlen)
-		                 : confine_rule_add(ctx, SCMP_ACT_ALLOW, until_broker[i], 0, NULL, err,
-		                                    errlen);
-
-		if (rc < 0)
-			goto fail;
-	}
 	if (confine_rule_add(ctx, SCMP_ACT_ALLOW, "ioctl", 1, &fionread, err, errlen) < 0)
 		goto fail;
 	return confine_filter_end(ctx, insns, len, err, errlen);

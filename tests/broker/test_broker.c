@@ -36,6 +36,7 @@
 #include "common/confine.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "dns/msg.h"
 #include "policy/policy.h"
 
 #define LISTEN_PORT 8080
@@ -302,8 +303,7 @@ ask_name(struct fixture *f, const char *name, uint16_t port, const char *orig)
 	return ask_name_flags(f, name, port, orig, 0);
 }
 
-/* With flags (BROKER_F_TOLD: the worker claims its DNS listener told the
- * sandbox orig for the name). */
+/* With flags (BROKER_F_ECH). */
 static uint32_t
 ask_name_flags(struct fixture *f, const char *name, uint16_t port, const char *orig,
                unsigned flags)
@@ -452,21 +452,23 @@ test_denied_names(void **state)
 	/* Addresses no cidr rule allows, or a deny cidr rule refuses. */
 	expect_status(f, ask_addr(f, "203.0.113.11", LISTEN_PORT), BROKER_E_NO_RULE, NULL);
 	expect_status(f, ask_addr(f, "198.51.100.66", LISTEN_PORT), BROKER_E_DENIED, NULL);
-	/* The worker's claim that its DNS listener told the sandbox the
-	 * address (BROKER_F_TOLD) opens no name the policy refuses, and no
-	 * address the guard or a deny cidr rule refuses. */
-	expect_status(f,
-	              ask_name_flags(f, "sub.evil.test", LISTEN_PORT, PEER_ADDR, BROKER_F_TOLD),
-	              BROKER_E_DENIED, "denied by rule");
-	expect_status(f,
-	              ask_name_flags(f, "unlisted.test", LISTEN_PORT, PEER_ADDR, BROKER_F_TOLD),
-	              BROKER_E_NO_RULE, NULL);
-	expect_status(f,
-	              ask_name_flags(f, "allowed.test", LISTEN_PORT, "127.0.0.1", BROKER_F_TOLD),
-	              BROKER_E_GUARD, "loopback");
-	expect_status(f,
-	              ask_name_flags(f, "allowed.test", LISTEN_PORT, "198.51.100.66", BROKER_F_TOLD),
-	              BROKER_E_DENY_CIDR, "denied by a cidr rule");
+	/* The worker's old claim that its DNS listener told the sandbox
+	 * the address (flag 0x4, BROKER_F_TOLD until the broker kept that
+	 * record itself) is no flag: the request is refused whole, not let
+	 * through to an address the name never resolved to. */
+	{
+		struct broker_req_name m;
+		struct sockaddr_storage ss;
+		uint32_t id = next_id++;
+
+		assert_int_not_equal(sockaddr_set(&ss, AF_INET, "203.0.113.99", LISTEN_PORT), 0);
+		assert_int_equal(broker_build_name(&m, id, "allowed.test", LISTEN_PORT, 0,
+		                                   (struct sockaddr *)&ss, NULL),
+		                 0);
+		m.flags |= 0x4;
+		send_raw(f, &m, sizeof(m));
+		expect_status(f, id, BROKER_E_MALFORMED, "unknown flags");
+	}
 	expect_alive(f);
 }
 
@@ -789,6 +791,300 @@ test_flood(void **state)
 	assert_int_equal(dups, 1);
 }
 
+/* ---- the sandbox's questions (RESOLVE) ---- */
+
+/* The next datagram within ms, either kind: 1 with *d a DNS reply, 0
+ * with *r a reply, -1 when none came. Neither carries a descriptor. */
+static int
+recv_any(struct fixture *f, struct broker_reply *r, struct broker_dns_result *d, int ms)
+{
+	static unsigned char buf[BROKER_DNS_REPLY_MAX + 1];
+	struct pollfd pfd = {.fd = f->fd, .events = POLLIN};
+	struct broker_hdr h;
+	ssize_t n;
+
+	assert_int_equal(stash_len, 0);
+	if (poll(&pfd, 1, ms) != 1)
+		return -1;
+	n = recv(f->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+	assert_true(n >= (ssize_t)sizeof(h) && (size_t)n < sizeof(buf));
+	memcpy(&h, buf, sizeof(h));
+	if (h.type == BROKER_MSG_DNS_REPLY) {
+		assert_int_equal(broker_parse_dns_reply(buf, (size_t)n, d), 0);
+		return 1;
+	}
+	assert_int_equal(broker_parse_reply(buf, (size_t)n, r), 0);
+	return 0;
+}
+
+static uint32_t
+ask_resolve(struct fixture *f, const char *qname, uint16_t qtype, const char *name)
+{
+	struct broker_req_resolve m;
+	uint32_t id = next_id++;
+
+	assert_int_equal(broker_build_resolve(&m, id, qname, qtype, DNS_CLASS_IN, name), 0);
+	send_raw(f, &m, sizeof(m));
+	return id;
+}
+
+/* The DNS reply to id, within ms. */
+static void
+dns_reply_to(struct fixture *f, uint32_t id, struct broker_dns_result *d, int ms)
+{
+	struct broker_reply r;
+	int k = recv_any(f, &r, d, ms);
+
+	if (k < 0)
+		fail_msg("no answer to question %u within %d ms", id, ms);
+	if (k == 0)
+		fail_msg("question %u: a reply %s (%s), not an answer", r.h.id,
+		         broker_status_name(r.status), r.reason);
+	assert_int_equal(d->id, id);
+}
+
+/* The silent nameserver's next query within ms: answered with one A
+ * record of addr for ttl seconds (addr NULL: no record), its qtype
+ * returned; 0 when none came. */
+static uint16_t
+serve_query(struct fixture *f, const char *addr, uint32_t ttl, int ms)
+{
+	unsigned char q[512], out[512];
+	struct sockaddr_storage from;
+	socklen_t flen = sizeof(from);
+	struct pollfd pfd = {.fd = f->silent, .events = POLLIN};
+	struct dns_query dq;
+	struct dns_builder b;
+	unsigned char a[4];
+	ssize_t n;
+	size_t len;
+
+	if (poll(&pfd, 1, ms) != 1)
+		return 0;
+	n = recvfrom(f->silent, q, sizeof(q), 0, (struct sockaddr *)&from, &flen);
+	assert_true(n > 0);
+	assert_int_equal(dns_query_parse(q, (size_t)n, &dq), DNS_OK);
+	dns_build_init(&b, out, sizeof(out), dq.id, DNS_FLAG_QR | DNS_FLAG_RD | DNS_FLAG_RA);
+	assert_int_equal(dns_build_question(&b, dq.qname, dq.qtype, dq.qclass), 0);
+	if (addr != NULL && dq.qtype == DNS_TYPE_A) {
+		assert_int_equal(inet_pton(AF_INET, addr, a), 1);
+		assert_int_equal(dns_build_rr(&b, DNS_SEC_AN, dq.qname, DNS_TYPE_A, ttl, a, 4), 0);
+	}
+	len = dns_build_finish(&b);
+	assert_true(len > 0);
+	assert_int_equal(sendto(f->silent, out, len, 0, (struct sockaddr *)&from, flen),
+	                 (ssize_t)len);
+	return dq.qtype;
+}
+
+/* Every query the broker's lookup of a name makes (A, and AAAA unless
+ * its empty answer is cached), answered with addr; at least one. */
+static void
+serve_lookup(struct fixture *f, const char *addr)
+{
+	int n = 0;
+
+	while (serve_query(f, addr, 0, n == 0 ? 2000 : 300) != 0)
+		n++;
+	assert_true(n >= 1);
+}
+
+/* Nothing reached the nameserver within ms. */
+static void
+expect_no_query(struct fixture *f, int ms)
+{
+	struct pollfd pfd = {.fd = f->silent, .events = POLLIN};
+
+	if (poll(&pfd, 1, ms) != 0)
+		fail_msg("a query reached the nameserver");
+}
+
+static void
+test_resolve(void **state)
+{
+	struct fixture *f = *state;
+	struct broker_dns_result d;
+	uint32_t id;
+
+	spawn(f, 0, true, 3000);
+	/* An allowed name is asked upstream (in its case, as asked), and
+	 * the answer comes back filtered. */
+	id = ask_resolve(f, "AlloWed.test", DNS_TYPE_A, "allowed.test");
+	assert_int_equal(serve_query(f, PEER_ADDR, 300, 2000), DNS_TYPE_A);
+	dns_reply_to(f, id, &d, 3000);
+	assert_int_equal(d.status, BROKER_DNS_ANSWER);
+	assert_int_equal(d.f.rcode, DNS_RCODE_NOERROR);
+	assert_int_equal(d.f.n, 1);
+	assert_int_equal(d.f.rr[0].type, DNS_TYPE_A);
+	assert_memory_equal(d.f.rr[0].addr, "\xcb\x00\x71\x0a", 4); /* 203.0.113.10 */
+	/* Names the broker's policy refuses are never asked upstream, in
+	 * whatever spelling, whatever the worker decided. */
+	id = ask_resolve(f, "sub.evil.test", DNS_TYPE_A, "sub.evil.test");
+	dns_reply_to(f, id, &d, 3000);
+	assert_int_equal(d.status, BROKER_DNS_REFUSED);
+	assert_int_equal(d.f.why, VR_RULE_DENY);
+	assert_int_equal(d.f.n, 0);
+	id = ask_resolve(f, "SUB.Evil.TEST", DNS_TYPE_AAAA, "sub.evil.test");
+	dns_reply_to(f, id, &d, 3000);
+	assert_int_equal(d.status, BROKER_DNS_REFUSED);
+	id = ask_resolve(f, "unlisted.test", DNS_TYPE_A, "unlisted.test");
+	dns_reply_to(f, id, &d, 3000);
+	assert_int_equal(d.status, BROKER_DNS_REFUSED);
+	assert_int_equal(d.f.why, VR_NO_RULE);
+	/* Nor what the listener answers itself (reverse zones, ANY). */
+	id = ask_resolve(f, "10.113.0.203.in-addr.arpa", DNS_TYPE_PTR, "10.113.0.203.in-addr.arpa");
+	dns_reply_to(f, id, &d, 3000);
+	assert_int_equal(d.status, BROKER_DNS_REFUSED);
+	id = ask_resolve(f, "allowed.test", DNS_TYPE_ANY, "allowed.test");
+	dns_reply_to(f, id, &d, 3000);
+	assert_int_equal(d.status, BROKER_DNS_REFUSED);
+	expect_no_query(f, 300);
+	expect_alive(f);
+}
+
+/* Malformed questions are refused by their header, the broker stays up. */
+static void
+test_resolve_forged(void **state)
+{
+	struct fixture *f = *state;
+	struct broker_req_resolve m;
+	unsigned char big[sizeof(m) + 64];
+	uint32_t id;
+
+	spawn(f, 0, true, 3000);
+	/* The normalised name is not the question's. */
+	id = next_id++;
+	broker_build_resolve(&m, id, "allowed.test", DNS_TYPE_A, DNS_CLASS_IN, "other.test");
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_BAD_NAME, NULL);
+	/* Not a name dns_query_parse gives: a space, an empty label, a
+	 * trailing dot, a label of 64. */
+	static const char *const bad[] = {"a b.test", "a..test", "allowed.test.",
+	                                  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.test",
+	                                  ""};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		id = next_id++;
+		broker_build_resolve(&m, id, bad[i], DNS_TYPE_A, DNS_CLASS_IN, bad[i]);
+		send_raw(f, &m, sizeof(m));
+		expect_status(f, id, BROKER_E_BAD_NAME, NULL);
+	}
+	/* Padding, bytes after a NUL, no NUL. */
+	id = next_id++;
+	broker_build_resolve(&m, id, "allowed.test", DNS_TYPE_A, DNS_CLASS_IN, "allowed.test");
+	m.pad = 1;
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "padding");
+	m.pad = 0;
+	m.h.id = id = next_id++;
+	m.qname[sizeof(m.qname) - 1] = 'x';
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "padding");
+	broker_build_resolve(&m, id = next_id++, "allowed.test", DNS_TYPE_A, DNS_CLASS_IN,
+	                     "allowed.test");
+	memset(m.name, 'a', sizeof(m.name));
+	send_raw(f, &m, sizeof(m));
+	expect_status(f, id, BROKER_E_MALFORMED, "unterminated");
+	/* Short, and oversized (a longer length as well). */
+	broker_build_resolve(&m, id = next_id++, "allowed.test", DNS_TYPE_A, DNS_CLASS_IN,
+	                     "allowed.test");
+	send_raw(f, &m, sizeof(m) - 1);
+	expect_status(f, id, BROKER_E_MALFORMED, "length");
+	memset(big, 0, sizeof(big));
+	m.h.id = id = next_id++;
+	memcpy(big, &m, sizeof(m));
+	send_raw(f, big, sizeof(big));
+	expect_status(f, id, BROKER_E_MALFORMED, "length");
+	((struct broker_hdr *)big)->len = sizeof(big);
+	((struct broker_hdr *)big)->id = id = next_id++;
+	send_raw(f, big, sizeof(big));
+	expect_status(f, id, BROKER_E_MALFORMED, NULL);
+	expect_no_query(f, 300);
+	expect_alive(f);
+}
+
+/* A flood of questions: bounded by the table, refused at once past it;
+ * the held ones end at the resolver's timeout; the broker stays up. */
+static void
+test_resolve_flood(void **state)
+{
+	struct fixture *f = *state;
+	enum { INFLIGHT = 4, FLOOD = 400 };
+	struct broker_reply r;
+	struct broker_dns_result d;
+	unsigned busy = 0, timeouts = 0;
+
+	spawn(f, INFLIGHT, true, 3000);
+	for (int i = 0; i < INFLIGHT; i++) {
+		char name[32];
+
+		/* Four names: four questions upstream, none shared. */
+		snprintf(name, sizeof(name), "x%d.evil.test", i);
+		(void)ask_resolve(f, name, DNS_TYPE_A, name);
+	}
+	for (int i = 0; i <= FLOOD; i++) {
+		int k;
+
+		if (i < FLOOD) {
+			struct broker_req_resolve m;
+
+			broker_build_resolve(&m, next_id++, "allowed.test", DNS_TYPE_A, DNS_CLASS_IN,
+			                     "allowed.test");
+			while (send(f->fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+			       (ssize_t)sizeof(m)) {
+				assert_int_equal(errno, EAGAIN);
+				k = recv_any(f, &r, &d, 1000);
+				assert_int_equal(k, 0);
+				assert_int_equal(r.status, BROKER_E_BUSY);
+				busy++;
+			}
+		}
+		while (busy + timeouts < FLOOD + INFLIGHT &&
+		       (k = recv_any(f, &r, &d, i < FLOOD ? 0 : 8000)) >= 0) {
+			if (k == 0 && r.status == BROKER_E_BUSY)
+				busy++;
+			else if (k == 1 && d.status == BROKER_DNS_TIMEOUT)
+				timeouts++;
+			else
+				fail_msg("flood: an answer %d", k == 1 ? (int)d.status : (int)r.status);
+		}
+	}
+	assert_int_equal(busy, FLOOD);
+	assert_int_equal(timeouts, INFLIGHT);
+	expect_alive(f);
+}
+
+/* Which name a transparent connection may go to by its original
+ * destination is the broker's own record of what it told the sandbox. */
+static void
+test_told(void **state)
+{
+	struct fixture *f = *state;
+	struct broker_dns_result d;
+	uint32_t id;
+
+	spawn(f, 0, true, 3000);
+	/* The sandbox is told PEER_ADDR for allowed.test (TTL 0: no answer
+	 * cache keeps it; what was told is kept DNS_CACHE_MIN_TTL). */
+	id = ask_resolve(f, "allowed.test", DNS_TYPE_A, "allowed.test");
+	assert_int_equal(serve_query(f, PEER_ADDR, 0, 2000), DNS_TYPE_A);
+	dns_reply_to(f, id, &d, 3000);
+	assert_int_equal(d.status, BROKER_DNS_ANSWER);
+	assert_int_equal(d.f.n, 1);
+	/* The name rotates: the broker's own lookup gets another address.
+	 * The connection to what it told goes through... */
+	id = ask_name(f, "allowed.test", LISTEN_PORT, PEER_ADDR);
+	serve_lookup(f, "203.0.113.11");
+	expect_connected(f, id);
+	/* ... and one to an address it never told is refused. */
+	id = ask_name(f, "allowed.test", LISTEN_PORT, "203.0.113.12");
+	serve_lookup(f, "203.0.113.11");
+	expect_status(f, id, BROKER_E_NOT_ORIG, "original destination");
+	/* Nor does it open another name at the told address. */
+	id = ask_name(f, "own.test", LISTEN_PORT, PEER_ADDR);
+	serve_lookup(f, "203.0.113.11");
+	expect_status(f, id, BROKER_E_NOT_ORIG, "original destination");
+}
+
 /* ---- the broker's confinement ---- */
 
 static int
@@ -980,6 +1276,87 @@ test_client(void **state)
 	event_base_free(base);
 }
 
+struct dns_answer {
+	int n;
+	enum resolver_status status;
+	enum verdict_reason fail_reason;
+	size_t n_rr;
+	char why[128];
+};
+
+static void
+on_dns(const struct resolver_result *res, void *arg)
+{
+	struct dns_answer *a = arg;
+
+	a->n++;
+	a->status = res->status;
+	a->fail_reason = res->fail_reason;
+	a->n_rr = res->f != NULL ? res->f->n : 0;
+	str_copy(a->why, res->why != NULL ? res->why : "", sizeof(a->why));
+}
+
+/* The listener's questions through the client: answered, parked,
+ * cancelled, bounded to half the table, failed closed when the broker
+ * goes. */
+static void
+test_client_dns(void **state)
+{
+	struct fixture *f = *state;
+	struct event_base *base = event_base_new();
+	struct dns_answer ok = {0}, refused = {0}, gone = {0}, cancelled = {0}, late = {0};
+	struct dns_asker asker;
+	struct resolver_result now;
+	struct broker_client *c;
+	struct dns_query q;
+	uint64_t h;
+	int status;
+
+	spawn(f, 4, true, 3000);
+	c = broker_client_new(base, f->fd, 4);
+	assert_non_null(c);
+	f->fd = -1;
+	broker_client_asker(c, &asker);
+	memset(&q, 0, sizeof(q));
+	str_copy(q.qname, "allowed.test", sizeof(q.qname));
+	q.qtype = DNS_TYPE_A;
+	q.qclass = DNS_CLASS_IN;
+	assert_int_equal(asker.ask(asker.arg, &q, "allowed.test", on_dns, &ok, &now, &h), 0);
+	assert_int_equal(serve_query(f, PEER_ADDR, 60, 2000), DNS_TYPE_A);
+	run_until(base, &ok.n, 1);
+	assert_int_equal(ok.status, RESOLVER_ANSWER);
+	assert_int_equal(ok.n_rr, 1);
+	str_copy(q.qname, "sub.evil.test", sizeof(q.qname));
+	assert_int_equal(asker.ask(asker.arg, &q, "sub.evil.test", on_dns, &refused, &now, &h), 0);
+	run_until(base, &refused.n, 1);
+	assert_int_equal(refused.status, RESOLVER_FAIL);
+	assert_int_equal(refused.fail_reason, VR_RULE_DENY);
+	/* Two held by the silent nameserver (one cancelled): half of the
+	 * four; a third is answered at once. */
+	str_copy(q.qname, "a.evil.test", sizeof(q.qname));
+	assert_int_equal(asker.ask(asker.arg, &q, "a.evil.test", on_dns, &cancelled, &now, &h), 0);
+	asker.cancel(asker.arg, h);
+	str_copy(q.qname, "b.evil.test", sizeof(q.qname));
+	assert_int_equal(asker.ask(asker.arg, &q, "b.evil.test", on_dns, &gone, &now, &h), 0);
+	assert_int_equal(asker.ask(asker.arg, &q, "b.evil.test", on_dns, &late, &now, &h), 1);
+	assert_int_equal(now.status, RESOLVER_FAIL);
+	assert_int_equal(now.fail_reason, VR_RESOURCE);
+	/* The connects keep their half. */
+	assert_int_equal(broker_client_inflight(c), 2);
+	kill(f->pid, SIGKILL);
+	assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
+	run_until(base, &gone.n, 1);
+	assert_int_equal(gone.status, RESOLVER_FAIL);
+	assert_int_equal(gone.fail_reason, VR_BROKER);
+	assert_int_equal(cancelled.n, 0);
+	assert_int_equal(late.n, 0);
+	assert_int_equal(asker.ask(asker.arg, &q, "b.evil.test", on_dns, &late, &now, &h), 1);
+	assert_int_equal(now.fail_reason, VR_BROKER);
+	assert_int_equal(broker_client_inflight(c), 0);
+	broker_client_free(c);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -992,9 +1369,14 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_stray_fds, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_garbage, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_flood, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_resolve, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_resolve_forged, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_resolve_flood, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_told, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_seccomp, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_other_abis_killed, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_client_dns, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

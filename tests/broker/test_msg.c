@@ -131,7 +131,7 @@ test_name_refusals(void **state)
 	m.flags = BROKER_F_ORIG; /* no address */
 	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_ADDR);
 	m = good;
-	m.flags = BROKER_F_TOLD; /* told of which address? */
+	m.flags = 0x4; /* the worker's "told" claim is no flag any more */
 	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_FLAGS);
 	m = good;
 	m.orig.family = AF_INET; /* an address, no flag */
@@ -345,6 +345,108 @@ test_decide(void **state)
 	policy_free(p);
 }
 
+/* A question: built, parsed, checked against its normal form. */
+static void
+test_resolve_parse(void **state)
+{
+	struct broker_req_resolve m;
+	struct broker_request rq;
+
+	(void)state;
+	assert_int_equal(broker_build_resolve(&m, 9, "WwW.Example.test", DNS_TYPE_AAAA, DNS_CLASS_IN,
+	                                      "www.example.test"),
+	                 0);
+	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_OK);
+	assert_int_equal(rq.type, BROKER_MSG_RESOLVE);
+	assert_string_equal(rq.qname, "WwW.Example.test");
+	assert_string_equal(rq.name, "www.example.test");
+	assert_int_equal(rq.qtype, DNS_TYPE_AAAA);
+	/* The worker's normal form must be the broker's. */
+	broker_build_resolve(&m, 9, "www.example.test", DNS_TYPE_A, DNS_CLASS_IN, "example.test");
+	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_NAME);
+	broker_build_resolve(&m, 9, "a b.test", DNS_TYPE_A, DNS_CLASS_IN, "a b.test");
+	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_NAME);
+	broker_build_resolve(&m, 9, "x.test", DNS_TYPE_A, DNS_CLASS_IN, "x.test");
+	m.pad = 1;
+	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_PAD);
+	m.pad = 0;
+	m.name[200] = 'y';
+	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_PAD);
+	assert_int_equal(parse(&m, sizeof(m) - 4, &rq), BROKER_PARSE_LEN);
+}
+
+/* An answer: what dns_filter keeps goes through whole; anything else in
+ * it fails the whole reply. */
+static void
+test_dns_reply(void **state)
+{
+	static union {
+		struct broker_dns_reply m;
+		unsigned char b[BROKER_DNS_REPLY_MAX];
+	} u;
+	static struct dns_filtered f;
+	static struct broker_dns_result d;
+	size_t n;
+
+	(void)state;
+	memset(&f, 0, sizeof(f));
+	f.rcode = DNS_RCODE_NOERROR;
+	f.n = 2;
+	f.rr[0] = (struct dns_rr){.name = "www.example.test", .type = DNS_TYPE_CNAME,
+	                          .rclass = DNS_CLASS_IN, .ttl = 60, .target = "cdn.example.test"};
+	f.rr[1] = (struct dns_rr){.name = "cdn.example.test", .type = DNS_TYPE_A,
+	                          .rclass = DNS_CLASS_IN, .ttl = 30, .addr = {203, 0, 113, 10}};
+	f.guarded = true;
+	f.why = VR_GUARD;
+	n = broker_build_dns_reply(&u.m, 7, BROKER_DNS_ANSWER, f.why, BROKER_DNS_F_CACHED, &f,
+	                           "address guard: 127.0.0.1 (loopback)");
+	assert_int_equal(n, sizeof(u.m) + 2 * sizeof(u.m.rr[0]));
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), 0);
+	assert_int_equal(d.id, 7);
+	assert_int_equal(d.status, BROKER_DNS_ANSWER);
+	assert_int_equal(d.f.n, 2);
+	assert_true(d.f.guarded);
+	assert_false(d.f.cname_denied);
+	assert_int_equal(d.flags, BROKER_DNS_F_CACHED | BROKER_DNS_F_GUARDED);
+	assert_string_equal(d.f.rr[0].target, "cdn.example.test");
+	assert_memory_equal(d.f.rr[1].addr, "\xcb\x00\x71\x0a", 4);
+	assert_string_equal(d.why, "address guard: 127.0.0.1 (loopback)");
+	/* The size is the head's and n records', nothing else. */
+	assert_int_equal(broker_parse_dns_reply(u.b, n - 1, &d), -1);
+	assert_int_equal(broker_parse_dns_reply(u.b, n + 1, &d), -1);
+	u.m.n = 3;
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
+	u.m.n = 2;
+	/* A record type dns_filter never keeps, another class, bytes past
+	 * an IPv4 address, a target on an address, no NUL. */
+	u.m.rr[1].type = DNS_TYPE_PTR;
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
+	u.m.rr[1].type = DNS_TYPE_A;
+	u.m.rr[1].rclass = 3;
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
+	u.m.rr[1].rclass = DNS_CLASS_IN;
+	u.m.rr[1].addr[4] = 1;
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
+	u.m.rr[1].addr[4] = 0;
+	u.m.rr[1].target[0] = 'x';
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
+	u.m.rr[1].target[0] = '\0';
+	memset(u.m.rr[0].name, 'a', sizeof(u.m.rr[0].name));
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
+	/* A failure carries no records. */
+	n = broker_build_dns_reply(&u.m, 8, BROKER_DNS_FAIL, VR_DNS_UPSTREAM, 0, NULL, "upstream failed");
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), 0);
+	assert_int_equal(d.status, BROKER_DNS_FAIL);
+	u.m.rcode = DNS_RCODE_NXDOMAIN;
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
+	u.m.rcode = 0;
+	u.m.why = VR_COUNT;
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
+	u.m.why = 0;
+	u.m.h.id = 0;
+	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
+}
+
 int
 main(void)
 {
@@ -352,7 +454,8 @@ main(void)
 	        cmocka_unit_test(test_name_ok),        cmocka_unit_test(test_addr_ok),
 	        cmocka_unit_test(test_name_refusals),  cmocka_unit_test(test_addr_refusals),
 	        cmocka_unit_test(test_selftest_parse), cmocka_unit_test(test_reply),
-	        cmocka_unit_test(test_decide),
+	        cmocka_unit_test(test_decide),        cmocka_unit_test(test_resolve_parse),
+	        cmocka_unit_test(test_dns_reply),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,8 +27,7 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 	case BROKER_MSG_CONNECT_NAME: {
 		struct broker_req_name m, again;
 
-		if (rq->port == 0 || size != sizeof(m) ||
-		    ((rq->flags & BROKER_F_TOLD) && !(rq->flags & BROKER_F_ORIG)))
+		if (rq->port == 0 || size != sizeof(m) || (rq->flags & ~BROKER_F_ALL) != 0)
 			abort();
 		if (policy_name_normalize(rq->name, norm, sizeof(norm), &why) != 0 ||
 		    strcmp(norm, rq->name) != 0 || inet_pton(AF_INET, rq->name, b) == 1 ||
@@ -39,7 +38,7 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 			break; /* normalised: another spelling of the same name */
 		if (broker_build_name(
 		            &again, rq->id, rq->name, rq->port,
-		            rq->flags & (BROKER_F_ECH | BROKER_F_TOLD),
+		            rq->flags & BROKER_F_ECH,
 		            (rq->flags & BROKER_F_ORIG) ? (const struct sockaddr *)&rq->addr : NULL,
 		            rq->rule) != 0 ||
 		    memcmp(&again, data, sizeof(again)) != 0)
@@ -66,6 +65,26 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 		}
 		break;
 	}
+	case BROKER_MSG_RESOLVE: {
+		struct broker_req_resolve again;
+
+		/* The question dns_query_parse would have given: a name in
+		 * the DNS text form, normalised to the name sent. */
+		if (size != sizeof(again) || rq->qname[0] == '\0' ||
+		    strlen(rq->qname) >= DNS_NAME_TEXT_MAX ||
+		    policy_name_normalize(rq->qname, norm, sizeof(norm), &why) != 0 ||
+		    strcmp(norm, rq->name) != 0)
+			abort();
+		for (const char *c = rq->qname; *c != '\0'; c++)
+			if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+			      (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.'))
+				abort();
+		if (broker_build_resolve(&again, rq->id, rq->qname, rq->qtype, rq->qclass,
+		                         rq->name) != 0 ||
+		    memcmp(&again, data, sizeof(again)) != 0)
+			abort();
+		break;
+	}
 	case BROKER_MSG_SELFTEST:
 		if (rq->op < BROKER_SELFTEST_OPEN || rq->op > BROKER_SELFTEST_MAX)
 			abort();
@@ -75,9 +94,40 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 	}
 }
 
+/* A DNS reply the worker takes holds only what dns_filter could have
+ * kept, and is the one encoding of it. */
+static void
+check_dns_reply(const uint8_t *data, size_t size, const struct broker_dns_result *d)
+{
+	static struct broker_dns_reply *again;
+	size_t n;
+
+	if (d->id == 0 || d->status > BROKER_DNS_STATUS_MAX || d->f.n > DNS_MAX_RR ||
+	    (d->status != BROKER_DNS_ANSWER && d->f.n != 0) || d->f.why >= VR_COUNT ||
+	    memchr(d->why, '\0', sizeof(d->why)) == NULL)
+		abort();
+	for (size_t i = 0; i < d->f.n; i++) {
+		const struct dns_rr *rr = &d->f.rr[i];
+
+		if ((rr->type != DNS_TYPE_A && rr->type != DNS_TYPE_AAAA &&
+		     rr->type != DNS_TYPE_CNAME) ||
+		    rr->rclass != DNS_CLASS_IN || memchr(rr->name, '\0', sizeof(rr->name)) == NULL ||
+		    memchr(rr->target, '\0', sizeof(rr->target)) == NULL || rr->name[0] == '\0' ||
+		    (rr->type == DNS_TYPE_CNAME) != (rr->target[0] != '\0'))
+			abort();
+	}
+	if (again == NULL && (again = malloc(BROKER_DNS_REPLY_MAX)) == NULL)
+		abort();
+	n = broker_build_dns_reply(again, d->id, d->status, d->f.why, d->flags,
+	                           d->status == BROKER_DNS_ANSWER ? &d->f : NULL, d->why);
+	if (n != size || memcmp(again, data, n) != 0)
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static struct broker_dns_result dres;
 	struct broker_request rq;
 	struct broker_reply r;
 	enum broker_parse p;
@@ -101,5 +151,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    broker_status_name((enum broker_status)r.status)[0] == '?')
 			abort();
 	}
+	if (broker_parse_dns_reply(data, size, &dres) == 0)
+		check_dns_reply(data, size, &dres);
 	return 0;
 }
