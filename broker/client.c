@@ -44,6 +44,12 @@ struct broker_client {
 	 * batches its UDP replies): dns_asker's set_burst. */
 	void (*burst)(void *arg, bool begin);
 	void *burst_arg;
+	/* Told after a read event that freed slots (broker_client_set_room):
+	 * a reply of any kind, a DNS answer too, means the broker has read
+	 * requests, so a caller refused EBUSY or EAGAIN may send again. */
+	void (*room)(void *arg);
+	void *room_arg;
+	bool freed; /* a slot was released in this read event */
 	/* A callback may free the client: inside client_read, free only
 	 * marks it dead and client_read frees it on the way out. */
 	unsigned in_read;
@@ -219,6 +225,13 @@ broker_client_cancel(struct broker_client *c, uint32_t id)
 		p->cancelled = true;
 }
 
+void
+broker_client_set_room(struct broker_client *c, void (*fn)(void *arg), void *arg)
+{
+	c->room = fn;
+	c->room_arg = arg;
+}
+
 unsigned
 broker_client_inflight(const struct broker_client *c)
 {
@@ -240,6 +253,7 @@ release(struct broker_client *c, struct pending *p)
 	p->id = 0;
 	p->dns_fn = NULL;
 	c->used--;
+	c->freed = true;
 }
 
 /* A RESOLVE's answer: the broker's reply as the resolver would have
@@ -425,6 +439,10 @@ client_read(evutil_socket_t fd, short what, void *arg)
 	 * NULL), and c itself is still here (in_read). */
 	if (c->burst != NULL)
 		c->burst(c->burst_arg, false);
+	if (c->freed && c->room != NULL && !c->dead) {
+		c->freed = false;
+		c->room(c->room_arg);
+	}
 	if (--c->in_read == 0 && c->dead)
 		broker_client_free(c);
 }

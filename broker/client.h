@@ -62,6 +62,11 @@ void broker_client_asker(struct broker_client *c, struct dns_asker *out);
  * dropped and its socket closed. Unknown ids are ignored. */
 void broker_client_cancel(struct broker_client *c, uint32_t id);
 
+/* fn(arg) after each read event that freed request slots, whatever kind
+ * of request they held (a DNS answer frees a slot a connect may take):
+ * where a caller refused EBUSY or EAGAIN sends again. NULL: none. */
+void broker_client_set_room(struct broker_client *c, void (*fn)(void *arg), void *arg);
+
 /* Requests in flight: a caller that got EBUSY or EAGAIN may wait for a
  * reply (one comes for each) only while this is nonzero. */
 unsigned broker_client_inflight(const struct broker_client *c);

@@ -345,6 +345,9 @@ void forward_timer(struct conn *c, uint64_t now);
  * a name must resolve to. Its reply calls conn_connected() or refuses c.
  * Returns 0, or -1 after refusing the connection (c is gone). */
 int upstream_request(struct conn *c);
+/* The broker's client has room again (broker_client_set_room's fn; arg
+ * is the proxy): the connections waiting for it send, oldest first. */
+void upstream_room(void *arg);
 /* Audit mode: mark c audit-deny if a deny cidr rule covers a, the address
  * of an upstream kept open for the next request, and nothing else marked
  * it already. */

@@ -11,6 +11,7 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "broker/client.h"
 #include "common/fdres.h"
 #include "common/log.h"
 #include "common/membudget.h"
@@ -244,6 +245,9 @@ proxy_new(struct event_base *base, const struct proxy_config *cfg)
 		free(px);
 		return NULL;
 	}
+	/* A broker reply of any kind makes room for the connections waiting
+	 * to ask (upstream.c); proxy_free takes the hook back. */
+	broker_client_set_room(cfg->broker, upstream_room, px);
 	return px;
 }
 
@@ -297,6 +301,7 @@ proxy_free(struct proxy *px)
 
 	if (px == NULL)
 		return;
+	broker_client_set_room(px->px_cfg.broker, NULL, NULL);
 	for (size_t i = 0; i < px->px_n_listeners; i++)
 		evconnlistener_free(px->px_listeners[i].lev);
 	free(px->px_listeners);

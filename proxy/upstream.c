@@ -215,7 +215,6 @@ refuse_as(struct conn *c, const struct broker_reply *r)
 		conn_refuse(c, why, "%s", r->reason);
 }
 
-static void drain_waiting(struct proxy *px);
 
 static void
 take_reply(struct conn *c, const struct broker_reply *r, int fd)
@@ -246,11 +245,9 @@ take_reply(struct conn *c, const struct broker_reply *r, int fd)
 static void
 upstream_reply(const struct broker_reply *r, int fd, void *arg)
 {
-	struct conn *c = arg;
-	struct proxy *px = c->px; /* c may be gone after take_reply */
-
-	take_reply(c, r, fd);
-	drain_waiting(px);
+	take_reply(arg, r, fd);
+	/* The slot it held is free: upstream_room sends for the waiting
+	 * after this read event. */
 }
 
 /* Send c's request. 0 when it is out, 1 when the client cannot take it
@@ -323,10 +320,12 @@ upstream_send(struct conn *c)
 }
 
 /* Send for the connections waiting, oldest first, while the client takes
- * them. */
-static void
-drain_waiting(struct proxy *px)
+ * them: after every read event of the broker's client that freed a slot,
+ * a connect's or a DNS question's (broker_client_set_room). */
+void
+upstream_room(void *arg)
 {
+	struct proxy *px = arg;
 	struct conn *c;
 
 	while ((c = TAILQ_FIRST(&px->px_broker_wait)) != NULL) {

@@ -1357,6 +1357,72 @@ test_client_dns(void **state)
 	event_base_free(base);
 }
 
+static void
+on_room(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/* A DNS answer frees a slot a connect refused EBUSY may take, and the
+ * client says so (broker_client_set_room): a proxy whose requests wait
+ * while only questions are out is woken by their answers. */
+static void
+test_client_room(void **state)
+{
+	struct fixture *f = *state;
+	struct event_base *base = event_base_new();
+	struct dns_answer ans = {0};
+	struct answer held = {0}, later = {0};
+	struct dns_asker asker;
+	struct resolver_result now;
+	struct broker_client *c;
+	struct sockaddr_storage ss;
+	struct dns_query q;
+	uint64_t h;
+	uint32_t id;
+	int rooms = 0, status;
+
+	spawn(f, 4, true, 3000);
+	c = broker_client_new(base, f->fd, 2); /* one question, one connect */
+	assert_non_null(c);
+	f->fd = -1;
+	broker_client_set_room(c, on_room, &rooms);
+	broker_client_asker(c, &asker);
+	memset(&q, 0, sizeof(q));
+	str_copy(q.qname, "allowed.test", sizeof(q.qname));
+	q.qtype = DNS_TYPE_A;
+	q.qclass = DNS_CLASS_IN;
+	assert_int_equal(asker.ask(asker.arg, &q, "allowed.test", on_dns, &ans, &now, &h), 0);
+	/* held: its name's AAAA is never answered */
+	assert_int_equal(broker_client_connect_name(c, "allowed.test", LISTEN_PORT, NULL, 0, NULL,
+	                                            on_reply, &held, &id),
+	                 0);
+	sockaddr_set(&ss, AF_INET, PEER_ADDR, LISTEN_PORT);
+	assert_int_equal(broker_client_connect_addr(c, (struct sockaddr *)&ss, LISTEN_PORT, NULL,
+	                                            on_reply, &later, &id),
+	                 -1);
+	assert_int_equal(errno, EBUSY);
+	/* The question's A answer comes; only the question's slot frees. */
+	for (int i = 0; i < 4 && ans.n == 0; i++) {
+		if (serve_query(f, PEER_ADDR, 60, 2000) == DNS_TYPE_A)
+			run_until(base, &ans.n, 1);
+	}
+	assert_int_equal(ans.n, 1);
+	assert_int_equal(held.n, 0);
+	assert_true(rooms >= 1);
+	assert_int_equal(broker_client_connect_addr(c, (struct sockaddr *)&ss, LISTEN_PORT, NULL,
+	                                            on_reply, &later, &id),
+	                 0);
+	run_until(base, &later.n, 1);
+	assert_int_equal(later.r.status, BROKER_OK);
+	close(later.fd);
+	kill(f->pid, SIGKILL);
+	assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
+	run_until(base, &held.n, 1);
+	broker_client_free(c);
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -1377,6 +1443,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_other_abis_killed, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client_dns, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_client_room, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
