@@ -598,6 +598,7 @@ prepare_loop(struct run *r)
 		log_warnx("%s", err);
 		return -1;
 	}
+	sbx_cpus_release(r->sbx, r->broker_pid);
 
 	/* The changelist folds the add/del pairs of a connection's life into
 	 * one epoll_ctl each (as in cmd_proxy.c): fewer syscalls. */
@@ -1134,13 +1135,14 @@ spawn_worker(struct run *r)
 	}
 	close(sv[1]);
 	close(ep[1]);
+	sbx_cpus_release(r->sbx, r->worker);
 	r->worker_err = ep[0];
 	(void)fd_set_nonblock(r->worker_err, true);
 	r->worker_fd = sv[0];
 	r->logger_pid = elog_disown_logger(r->log);
 	/* Room for a burst of the gate's decisions (drain_gate never waits). */
 	(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &(int){1 << 20}, sizeof(int));
-	log_debug("supervisor: worker %d forked, %.3f ms", (int)r->worker, ms_since_boot());
+	log_debug("supervisor: worker %d forked at %.3f ms", (int)r->worker, ms_since_start());
 	/* The supervisor's own events go on a loop of their own. */
 	r->serve_base = r->base;
 	r->base = event_base_new();
@@ -1171,8 +1173,8 @@ on_worker(evutil_socket_t fd, short what, void *arg)
 			break;
 		if (m.type == RUN_WMSG_READY && !r->worker_ready) {
 			r->worker_ready = true;
-			log_debug("supervisor: worker confined and serving, %.3f ms",
-			          ms_since_boot());
+			log_debug("supervisor: worker confined and serving at %.3f ms",
+			          ms_since_start());
 		} else if (m.type == RUN_WMSG_SEAL) {
 			r->log_sealed = true;
 			watch_gate(r);

@@ -500,6 +500,17 @@ sbx_cpus_restore(const struct sbx *s)
 		log_debug("cannot give the caller's CPUs back: %s", strerror(errno));
 }
 
+void
+sbx_cpus_release(const struct sbx *s, pid_t pid)
+{
+	/* A child pinned to the supervisor's CPU takes that CPU from the
+	 * supervisor's set-up while it sets itself up, and later serves the
+	 * whole run on one CPU beside it. */
+	if (s->sup_cpu >= 0 && pid > 0 && sched_setaffinity(pid, sizeof(s->cpus), &s->cpus) < 0)
+		log_debug("cannot give process %d the caller's CPUs: %s", (int)pid,
+		          strerror(errno));
+}
+
 /* With set-up split over two CPUs, each side hands over to the other a few
  * times (init's sockets, the go, init's end), and the receiver is often
  * ready first. Sleeping then lets its CPU go idle, and an idle CPU is slow
