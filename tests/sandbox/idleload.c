@@ -33,7 +33,8 @@ fake_loadavg(int flags)
 static int
 real_open(const char *sym, const char *path, int flags, mode_t mode)
 {
-	int (*real)(const char *, int, ...) = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, sym);
+	int (*real)(const char *, int, ...) =
+	        (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, sym);
 
 	return real(path, flags, mode);
 }
