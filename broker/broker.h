@@ -54,6 +54,17 @@ struct broker_cfg {
  * request then fails (fail closed). */
 int broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen);
 
+/* broker_spawn in two steps, for a caller that needs the worker's end
+ * before the broker may run (cli/cmd_run.c forks it after CMD's go, off
+ * the start-up path): broker_socket returns the worker's end (owned,
+ * CLOEXEC, nonblocking) and the child's in *child (owned, CLOEXEC), or -1
+ * with a reason; broker_start forks the broker on child (always taken:
+ * closed in the caller), 0 or -1 with a reason. Requests sent meanwhile
+ * wait in the socket for the broker, which reads none before it is
+ * confined. */
+int broker_socket(int *child, char *err, size_t errlen);
+int broker_start(const struct broker_cfg *cfg, int child, pid_t *pid, char *err, size_t errlen);
+
 /* End the broker spawned as pid (0: none) once its socket is closed (no
  * request is left for it): SIGKILL, not waited for. broker_reap waits
  * for it; called as late as the caller can, the kernel has ended it by

@@ -1,5 +1,7 @@
 /* broker_spawn (broker.h): a socketpair and a fork; the child keeps its
- * end and stderr, and serves. */
+ * end and stderr, and serves. broker_socket and broker_start are the two
+ * halves, for a caller that forks the broker later than it needs its
+ * socket. */
 #include "broker/broker.h"
 
 #include <errno.h>
@@ -27,9 +29,8 @@ close_others(int keep)
 }
 
 int
-broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
+broker_socket(int *child, char *err, size_t errlen)
 {
-	pid_t parent = getpid();
 	int sv[2];
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -44,21 +45,34 @@ broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 		(void)setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &(int){BROKER_SOCK_BUF}, sizeof(int));
 		(void)setsockopt(sv[i], SOL_SOCKET, SO_RCVBUF, &(int){BROKER_SOCK_BUF}, sizeof(int));
 	}
-	fflush(NULL); /* no buffered output written twice */
-	*pid = fork();
-	if (*pid < 0) {
-		snprintf(err, errlen, "broker: fork: %s", strerror(errno));
+	if (fd_set_nonblock(sv[0], true) != 0) {
+		snprintf(err, errlen, "broker: nonblocking socket: %s", strerror(errno));
 		close(sv[0]);
 		close(sv[1]);
 		return -1;
 	}
-	if (*pid == 0) {
-		int fd = sv[1];
+	*child = sv[1];
+	return sv[0];
+}
 
-		close(sv[0]);
+int
+broker_start(const struct broker_cfg *cfg, int child, pid_t *pid, char *err, size_t errlen)
+{
+	pid_t parent = getpid();
+
+	fflush(NULL); /* no buffered output written twice */
+	*pid = fork();
+	if (*pid < 0) {
+		snprintf(err, errlen, "broker: fork: %s", strerror(errno));
+		close(child);
+		return -1;
+	}
+	if (*pid == 0) {
+		int fd = child;
+
 		log_set_ident("airlock[broker]");
 		/* Its end above stderr, so closing the rest cannot hit it. */
-		if (fd < 3 && (fd = fcntl(sv[1], F_DUPFD_CLOEXEC, 3)) < 0)
+		if (fd < 3 && (fd = fcntl(child, F_DUPFD_CLOEXEC, 3)) < 0)
 			_exit(1);
 		if (close_others(fd) != 0) {
 			log_warn("broker: closing inherited descriptors");
@@ -73,13 +87,22 @@ broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
 		/* _exit: no atexit handler of the parent's runs here. */
 		_exit(broker_serve(cfg, fd, true));
 	}
-	close(sv[1]);
-	if (fd_set_nonblock(sv[0], true) != 0) {
-		snprintf(err, errlen, "broker: nonblocking socket: %s", strerror(errno));
-		close(sv[0]);
+	close(child);
+	return 0;
+}
+
+int
+broker_spawn(const struct broker_cfg *cfg, pid_t *pid, char *err, size_t errlen)
+{
+	int child, fd = broker_socket(&child, err, errlen);
+
+	if (fd < 0)
+		return -1;
+	if (broker_start(cfg, child, pid, err, errlen) < 0) {
+		close(fd);
 		return -1;
 	}
-	return sv[0];
+	return fd;
 }
 
 void

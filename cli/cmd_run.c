@@ -126,6 +126,11 @@ struct run {
 	struct nflog_reader *nflog;
 	struct broker_client *broker; /* the proxy's upstream sockets (broker/broker.h) */
 	pid_t broker_pid;             /* 0 when none was spawned */
+	/* The broker is forked after the go (start_broker): until then its
+	 * end of the socket and its configuration wait here. */
+	int broker_child;             /* -1 once the broker has it */
+	struct broker_cfg broker_cfg; /* borrows the policy */
+	bool broker_failed;           /* it could not be forked: the run fails */
 	pid_t logger_pid;             /* the log's logger once the worker writes to it; 0 */
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
@@ -580,7 +585,7 @@ prepare_loop(struct run *r)
 {
 	struct proxy_config pc;
 	struct dns_server_config dc;
-	struct broker_cfg bc;
+	struct broker_cfg *bc = &r->broker_cfg;
 	char err[256];
 	int bfd;
 
@@ -589,17 +594,21 @@ prepare_loop(struct run *r)
 	 * keeps the caller's limit. */
 	(void)fdres_raise_limit();
 
-	/* The broker first, while this process holds least: it resolves,
-	 * guards and connects every upstream socket of the proxy and answers
-	 * the DNS listener's questions, with its
-	 * own resolver (the hosts file read before it confines itself) and
-	 * its own watch of the host's addresses (docs/run.md, "The broker"). */
-	memset(&bc, 0, sizeof(bc));
-	bc.policy = r->policy;
-	bc.dns.n_upstream = r->n_upstream;
-	memcpy(bc.dns.upstream, r->upstream, sizeof(bc.dns.upstream));
-	bc.dns.hosts_path = "/etc/hosts";
-	if ((bfd = broker_spawn(&bc, &r->broker_pid, err, sizeof(err))) < 0) {
+	/* The broker resolves, guards and connects every upstream socket of
+	 * the proxy and answers the DNS listener's questions, with its own
+	 * resolver (the hosts file read before it
+	 * confines itself) and its own watch of the host's addresses
+	 * (docs/run.md, "The broker"). Only its socket now: the proxy's
+	 * requests wait in it until the broker, forked after the go
+	 * (start_broker), has confined itself and reads them. Its set-up
+	 * (fork, resolver, the host-address dump, confinement) then overlaps
+	 * CMD's start instead of competing with init's and ours. */
+	memset(bc, 0, sizeof(*bc));
+	bc->policy = r->policy;
+	bc->dns.n_upstream = r->n_upstream;
+	memcpy(bc->dns.upstream, r->upstream, sizeof(bc->dns.upstream));
+	bc->dns.hosts_path = "/etc/hosts";
+	if ((bfd = broker_socket(&r->broker_child, err, sizeof(err))) < 0) {
 		log_warnx("%s", err);
 		return -1;
 	}
@@ -708,6 +717,27 @@ serve(struct run *r, char *why, size_t whylen)
 		return -1;
 	}
 	return 0;
+}
+
+/* Fork the broker, after the go (prepare_loop says why). Without it no
+ * upstream connection of the proxy's could ever be made: the run ends, as
+ * with a worker that cannot confine itself. */
+static void
+start_broker(struct run *r)
+{
+	char err[256];
+	int child = r->broker_child;
+
+	r->broker_child = -1;
+	if (broker_start(&r->broker_cfg, child, &r->broker_pid, err, sizeof(err)) == 0) {
+		log_debug("supervisor: broker %d forked at %.3f ms", (int)r->broker_pid,
+		          ms_since_start());
+		return;
+	}
+	r->broker_pid = 0;
+	log_warnx("%s: ending the sandbox", err);
+	r->broker_failed = true;
+	sbx_kill(r->sbx, SIGKILL);
 }
 
 /* The worker writes no file (RLIMIT_FSIZE 0: a stderr redirected to a
@@ -919,6 +949,7 @@ run_free(struct run *r)
 	if (r->worker > 0 && !r->worker_done)
 		kill(r->worker, SIGKILL);
 	fd_close(&r->worker_fd);
+	fd_close(&r->broker_child);
 	fd_close(&r->sigfd);
 	serving_abandon(r);
 	run_stop_serving(r);
@@ -1036,6 +1067,8 @@ worker_main(struct run *r, int fd, pid_t parent)
 	log_set_ident("airlock[worker]");
 	(void)prctl(PR_SET_NAME, "airlock-worker"); /* for ps, and tests */
 	sbx_forget_fds(r->sbx);
+	/* The broker's end is the broker's alone. */
+	fd_close(&r->broker_child);
 	/* Not the caller's terminal: a compromised worker must not read its
 	 * keystrokes or write to it but through the supervisor's relay. */
 	{
@@ -1124,13 +1157,14 @@ spawn_worker(struct run *r)
 	}
 	close(sv[1]);
 	close(ep[1]);
+	sbx_cpus_release(r->sbx, r->worker);
 	r->worker_err = ep[0];
 	(void)fd_set_nonblock(r->worker_err, true);
 	r->worker_fd = sv[0];
 	r->logger_pid = elog_disown_logger(r->log);
 	/* Room for a burst of the gate's decisions (drain_gate never waits). */
 	(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &(int){1 << 20}, sizeof(int));
-	log_debug("supervisor: worker %d forked, %.3f ms", (int)r->worker, ms_since_boot());
+	log_debug("supervisor: worker %d forked at %.3f ms", (int)r->worker, ms_since_start());
 	/* The supervisor's own events go on a loop of their own. */
 	r->serve_base = r->base;
 	r->base = event_base_new();
@@ -1161,8 +1195,8 @@ on_worker(evutil_socket_t fd, short what, void *arg)
 			break;
 		if (m.type == RUN_WMSG_READY && !r->worker_ready) {
 			r->worker_ready = true;
-			log_debug("supervisor: worker confined and serving, %.3f ms",
-			          ms_since_boot());
+			log_debug("supervisor: worker confined and serving at %.3f ms",
+			          ms_since_start());
 		} else if (m.type == RUN_WMSG_SEAL) {
 			r->log_sealed = true;
 			watch_gate(r);
@@ -1265,6 +1299,7 @@ cmd_run(int argc, char **argv)
 	r.worker = -1;
 	r.worker_fd = -1;
 	r.worker_err = -1;
+	r.broker_child = -1;
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
@@ -1432,6 +1467,7 @@ cmd_run(int argc, char **argv)
 	}
 	log_debug("supervisor: go sent at %.3f ms", ms_since_start());
 	serving_abandon(&r);
+	start_broker(&r);
 	if (event_base_dispatch(r.base) < 0)
 		log_warnx("event loop failed");
 
@@ -1449,7 +1485,7 @@ cmd_run(int argc, char **argv)
 		goto end;
 	}
 	status = r.timed_out     ? SBX_EXIT_TIMEOUT
-	         : r.gate_broken ? SBX_EXIT_FAILURE
+	         : r.gate_broken || r.broker_failed ? SBX_EXIT_FAILURE
 	                         : res.exit_status;
 	status = run_finish(&r, status, r.timed_out ? SIGKILL : res.signal);
 	goto out;

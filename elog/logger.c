@@ -257,8 +257,8 @@ elog_logger_serve(int sock, int logfd, bool confine)
 		logger_say(lg, ELOG_LOGMSG_FAILED, err);
 		goto out;
 	}
-	/* OpenSSL loads its configuration (a file) on first use: hash once
-	 * while files can still be opened. */
+	/* Hash once before confinement: a SHA-256 that does not work is
+	 * said at once, not at the first line (elog_sha256 opens no file). */
 	if (elog_sha256("", 0, h) < 0) {
 		logger_say(lg, ELOG_LOGMSG_FAILED, "SHA-256 is not available");
 		log_warnx("logger: SHA-256 is not available");

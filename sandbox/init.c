@@ -341,6 +341,13 @@ sbx_init_main(const struct sbx *s, int sock)
 	int exec_err, gate[2] = {-1, -1}, slave = -1;
 
 	sbx_cpus_split(s, true);
+	/* The sandbox's network namespace, owned by its user namespace as if
+	 * the clone had made it (sandbox.c, SBX_CLONE_FLAGS says why here). */
+	if (unshare(CLONE_NEWNET) < 0)
+		init_die("set-up: network namespace: %s%s", strerror(errno),
+		         errno == ENOSPC ? " (the limit is reached: raise sysctl "
+		                           "user.max_net_namespaces)"
+		                         : "");
 	/* airlock dying (even by SIGKILL) kills init, and with it the whole
 	 * pid namespace. If the supervisor is already gone, the first read on
 	 * sock below sees EOF. */

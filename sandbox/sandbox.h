@@ -209,6 +209,11 @@ int sbx_go(struct sbx *s, bool ok);
 /* The pidfd of init: readable once the whole sandbox has exited. */
 int sbx_pidfd(const struct sbx *s);
 
+/* Give pid, a process the supervisor forked between sbx_start and
+ * sbx_go (the broker, the worker), the caller's CPUs: it would otherwise
+ * keep the supervisor's set-up pinning (one CPU) for good. */
+void sbx_cpus_release(const struct sbx *s, pid_t pid);
+
 /* The supervisor's end of the socket to init: readable when init reports
  * CMD's end (then sbx_read_end), or closes it. */
 int sbx_sock(const struct sbx *s);
