@@ -123,7 +123,7 @@ pname() { tr -d '\0' <"/proc/$1/comm" 2>/dev/null || echo "?"; }
 
 # One build, one round: start it, warm it up, count N tunnels, stop it.
 round() {
-	local bin=$1 tag=$2 pid p out pids
+	local bin=$1 tag=$2 pid p out pids spids=()
 	local run=("$bin" proxy -p "$S/policy.yaml" --listen 127.0.0.1:3128
 		--log "$S/$tag.jsonl" --dns-upstream 127.0.0.1 --max-conns 30000)
 	"${run[@]}" 2>"$S/$tag.err" &
@@ -149,14 +149,40 @@ round() {
 		done
 		;;
 	strace)
-		strace -c -f -p "${pids// /,}" -o "$S/strace.$tag" &
-		local spid=$!
+		for p in $pids; do
+			strace -c -p "$p" -o "$S/strace.$tag.$p" 2>/dev/null &
+			spids+=($!)
+		done
 		sleep 0.5
 		out=$("$BP" rate 127.0.0.1:3128 $TARGET 50 "$N" 120 $CA)
-		kill -INT $spid
-		wait $spid || true
+		kill -INT "${spids[@]}"
+		wait "${spids[@]}" || true
 		echo "$tag: $out"
-		cat "$S/strace.$tag"
+		for p in $pids; do
+			echo "  $(pname "$p") (pid $p), calls per tunnel:"
+			awk -v n="$N" '$NF ~ /^[a-z_0-9]+$/ && $(NF-1) ~ /^[0-9]+$/ {
+				calls = ($(NF-2) ~ /^[0-9]+$/ && NF == 6) ? $(NF-2) : $(NF-1)
+				if (NF == 6) { c = $4; e = $5 } else { c = $4; e = 0 }
+				if ($NF != "total") printf "    %-14s %6.2f%s\n", $NF, c / n, e ? sprintf(" (%.2f failed)", e / n) : ""
+			}' "$S/strace.$tag.$p"
+		done
+		;;
+	trace)
+		# every call of each process over N tunnels (use a small N)
+		for p in $pids; do
+			strace -tt -p "$p" -o "$S/trace.$tag.$p" 2>/dev/null &
+			spids+=($!)
+		done
+		sleep 0.5
+		out=$("$BP" rate 127.0.0.1:3128 $TARGET 1 "$N" 120 $CA)
+		sleep 0.2
+		kill -INT "${spids[@]}"
+		wait "${spids[@]}" || true
+		echo "$tag: $out"
+		for p in $pids; do
+			echo "  $(pname "$p") (pid $p):"
+			sed 's/^/    /' "$S/trace.$tag.$p"
+		done
 		;;
 	record)
 		perf record -q -g -e cpu-clock -p "${pids// /,}" -o "$S/perf.$tag.data" 2>/dev/null &
@@ -166,7 +192,7 @@ round() {
 		kill -INT $rpid
 		wait $rpid || true
 		echo "$tag: $out"
-		perf report -i "$S/perf.$tag.data" --no-children --sort comm,sym --stdio 2>/dev/null |
+		perf report -i "$S/perf.$tag.data" --no-children --sort "${SORT:-comm,sym}" -g none --stdio 2>/dev/null |
 			grep -v '^$' | grep -E '^ +[0-9]' | head -"${TOP:-60}"
 		;;
 	esac
