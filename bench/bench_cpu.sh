@@ -6,17 +6,23 @@
 # creates (loopback only, no route anywhere), with the origin and DNS of
 # bench_proxy.sh (nginx on 198.51.100.10, dnsmasq on 127.0.0.1:53).
 #
-#   sudo [N=5000] [ROUNDS=3] [TLS=1] [MODE=perf|record|strace] \
-#        bench/bench_cpu.sh BUILD_DIR AIRLOCK_BINARY...
+#   sudo [N=5000] [ROUNDS=3] [TLS=1] [MODE=perf|strace|trace|record] \
+#        [TOP=60] [SORT=comm,sym] bench/bench_cpu.sh BUILD_DIR AIRLOCK_BINARY...
 #
-# MODE=perf (default): `perf stat -e task-clock --per-thread` on every
-# process of the proxy over N tunnels (50 concurrent), ROUNDS times per
-# build, alternating builds; prints µs per tunnel for each process.
-# MODE=record: `perf record -g -e cpu-clock` of every process over N
-# tunnels; prints the top symbols per process (TOP lines). (No hardware
-# counters in this VM, so no instruction counts; valgrind cannot run the
-# confined broker and logger: it does not support seccomp filters.)
-# MODE=strace: `strace -c -f` of N tunnels, the syscall table per build.
+# Each binary in turn (the order repeated ROUNDS times) is started as
+# `airlock proxy`, warmed up with 200 tunnels, then N tunnels (50
+# concurrent; TLS=1: with a TLS handshake inside) are counted on each of
+# its processes:
+# MODE=perf (default): `perf stat -e task-clock --per-thread`; prints µs
+# per tunnel for each process.
+# MODE=strace: `strace -c` of each process; prints calls per tunnel.
+# MODE=trace: every call of each process, the N tunnels one at a time
+# (use a small N).
+# MODE=record: `perf record -g -e cpu-clock`; prints the top TOP lines of
+# `perf report --sort SORT`.
+# No instruction counts: this VM has no hardware counters, and valgrind
+# cannot run the confined broker and logger (it does not implement
+# seccomp filters).
 set -euo pipefail
 [ -z "${BENCH_TRACE:-}" ] || set -x
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,8 +49,11 @@ ulimit -n "$(ulimit -Hn)"
 S=$(mktemp -d /tmp/airlock-bcpu.XXXXXX)
 chmod 755 "$S"
 PIDS=()
+CUR=
 cleanup() {
 	local p
+	# the proxy of a round cut short; its children end with its socket
+	[ -z "$CUR" ] || { kill "$CUR" 2>/dev/null || true; wait "$CUR" 2>/dev/null || true; }
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 	rm -rf "$S"
@@ -128,6 +137,7 @@ round() {
 		--log "$S/$tag.jsonl" --dns-upstream 127.0.0.1 --max-conns 30000)
 	"${run[@]}" 2>"$S/$tag.err" &
 	pid=$!
+	CUR=$pid
 	wait_port 127.0.0.1 3128
 	"$BP" rate 127.0.0.1:3128 $TARGET 10 200 20 $CA >/dev/null ||
 		{ echo "$tag: the warm-up failed" >&2; tail -5 "$S/$tag.err" >&2; exit 1; }
@@ -193,11 +203,12 @@ round() {
 		wait $rpid || true
 		echo "$tag: $out"
 		perf report -i "$S/perf.$tag.data" --no-children --sort "${SORT:-comm,sym}" -g none --stdio 2>/dev/null |
-			grep -v '^$' | grep -E '^ +[0-9]' | head -"${TOP:-60}"
+			{ grep -v '^$' | grep -E '^ +[0-9]' | head -"${TOP:-60}"; } || true
 		;;
 	esac
 	kill -TERM $pid
 	wait $pid 2>/dev/null || true
+	CUR=
 	rm -f "$S/$tag.jsonl"
 }
 
