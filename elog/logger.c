@@ -33,8 +33,8 @@
  * in one wake-up: a sender whose peer is not waiting on the socket has no
  * task to wake, and the wake-ups (two context switches per line when the
  * logger waits for each) were most of the logger's cost per tunnel
- * (bench/proxy.md). A line is written at most this much later; a single
- * line after a quiet spell, at once. */
+ * (bench/proxy.md). Only after a wake-up that found more than one line:
+ * a line is written at most this much later; a quiet log's, at once. */
 #define LOGGER_COALESCE_NS (1000 * 1000)
 
 struct logger {
@@ -185,8 +185,12 @@ logger_loop(struct logger *lg)
 			                &took);
 			if (r != 0)
 				return r;
-			/* A full batch: more wait, read them at once. */
-			if (took > 0 && took < LOGGER_BATCH) {
+			/* Lines come faster than one per wake-up: let the next
+			 * ones gather. One line per wake-up (a quiet log) is
+			 * not slept on: the sleep would be a second wake-up
+			 * for every line. A full batch: more wait, read them
+			 * at once. */
+			if (took > 1 && took < LOGGER_BATCH) {
 				struct timespec ts = {0, LOGGER_COALESCE_NS};
 
 				(void)nanosleep(&ts, NULL);
