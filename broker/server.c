@@ -764,16 +764,21 @@ slot_start(struct slot *s)
 	if (!decide_name(s))
 		return;
 	s->state = SLOT_RESOLVING;
-	s->ev = evtimer_new(b->base, resolve_deadline, s);
-	if (s->ev == NULL || evtimer_add(s->ev, &tv) != 0) {
-		slot_reply(s, BROKER_E_RESOURCE, ENOMEM, NULL, "out of memory");
+	/* An answer known at once (cache, hosts file, a local failure)
+	 * is in now; else resolved() follows from the loop, and only then
+	 * is there a deadline to keep (most names are in the cache: no
+	 * timer made and freed for each). */
+	s->dns = resolver_lookup(b->res, s->rq.name, resolved, s, &now);
+	if (s->dns == NULL) {
+		resolved(&now, s);
 		return;
 	}
-	/* An answer known at once (cache, hosts file, a local failure)
-	 * is in now; else resolved() follows from the loop. */
-	s->dns = resolver_lookup(b->res, s->rq.name, resolved, s, &now);
-	if (s->dns == NULL)
-		resolved(&now, s);
+	s->ev = evtimer_new(b->base, resolve_deadline, s);
+	if (s->ev == NULL || evtimer_add(s->ev, &tv) != 0) {
+		resolver_lookup_cancel(s->dns);
+		s->dns = NULL;
+		slot_reply(s, BROKER_E_RESOURCE, ENOMEM, NULL, "out of memory");
+	}
 }
 
 /* ---- the sandbox's questions ---- */

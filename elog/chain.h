@@ -37,7 +37,8 @@ struct elog_chain {
 	unsigned char ch_sealed[ELOG_SHA256_LEN]; /* the sealed, not yet committed line's */
 };
 
-/* SHA-256 of data[0..len) (OpenSSL EVP). 0, or -1 when OpenSSL fails. */
+/* SHA-256 of data[0..len) (OpenSSL's low-level SHA-256: it loads no
+ * provider and opens no file, elog/chain.c). 0, or -1 when it fails. */
 int elog_sha256(const void *data, size_t len, unsigned char out[ELOG_SHA256_LEN]);
 /* out[0..64) = lowercase hex of h, NUL at out[64]. */
 void elog_sha256_hex(const unsigned char h[ELOG_SHA256_LEN], char out[ELOG_SHA256_HEX + 1]);

@@ -1023,7 +1023,8 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 	c->state = kind == PROXY_LISTEN_EXPLICIT ? CONN_HEAD : CONN_SNIFF;
 	TAILQ_INSERT_TAIL(&px->px_conns, c, entry);
 	px->px_n_conns++;
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (px->px_nodelay_each)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
 	c->timer = evtimer_new(px->px_base, conn_timer, c);
 	bev = bufferevent_socket_new(px->px_base, fd, 0);

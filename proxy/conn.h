@@ -96,6 +96,9 @@ struct proxy {
 	uint64_t px_over_limit; /* refused at the limit since it was reached */
 	uint64_t px_next_id;
 	bool px_said_log_failed;
+	/* A listener would not take TCP_NODELAY, which accepted sockets
+	 * inherit from it (Linux): each accepted one is then set itself. */
+	bool px_nodelay_each;
 	bool px_said_broker_gone;
 	/* Empty pipes for splice, shared: a tunnel holds one only while
 	 * bytes wait in it, so idle tunnels cost no pipe descriptors. */

@@ -2,6 +2,8 @@
 #include "proxy/conn.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -262,6 +264,10 @@ proxy_add_listener(struct proxy *px, int fd, enum proxy_listener_kind kind)
 		close(fd);
 		return -1;
 	}
+	/* Accepted sockets inherit TCP_NODELAY from their listener on
+	 * Linux: set once here, not once per connection (conn_accept). */
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int)) != 0)
+		px->px_nodelay_each = true;
 	/* Each listener's callback argument must not move: grow a fresh
 	 * array and re-point every listener at its new slot. */
 	arr = calloc(px->px_n_listeners + 1, sizeof(*arr));

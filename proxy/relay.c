@@ -832,6 +832,20 @@ relay_bev_event(struct bufferevent *bev, short what, void *arg)
 	conn_abort(c, relay_why(from == &c->up, EVUTIL_SOCKET_ERROR()), NULL);
 }
 
+/* Writing on: libevent's bufferevent_enable(EV_WRITE) watches for
+ * writability even with nothing to write, and the first writable wake-up
+ * takes the watch away again (two epoll_ctl per socket for nothing).
+ * A bufferevent is made with EV_WRITE enabled, and one enabled starts
+ * watching by itself once bytes are queued; so enable only when it is
+ * not, or when bytes wait already. */
+static void
+relay_want_write(struct bufferevent *bev)
+{
+	if ((bufferevent_get_enabled(bev) & EV_WRITE) == 0 ||
+	    evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+		bufferevent_enable(bev, EV_WRITE);
+}
+
 void
 relay_start(struct conn *c)
 {
@@ -850,8 +864,8 @@ relay_start(struct conn *c)
 	/* Write callbacks fire when the peer's queue is half drained. */
 	bufferevent_setwatermark(c->down.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
 	bufferevent_setwatermark(c->up.bev, EV_WRITE, CONN_HIGH_WATER / 2, 0);
-	bufferevent_enable(c->down.bev, EV_WRITE);
-	bufferevent_enable(c->up.bev, EV_WRITE);
+	relay_want_write(c->down.bev);
+	relay_want_write(c->up.bev);
 	conn_half_read(&c->down, true);
 	conn_half_read(&c->up, true);
 	/* Bytes the client sent early (after CONNECT, or the sniffed

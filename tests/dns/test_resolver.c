@@ -480,6 +480,34 @@ test_hosts_parse(void **state)
 	resolver_hosts_free(h);
 }
 
+/* A finished lookup is reused for the next (resolver.c, lookup_alloc):
+ * nothing of a refused one (its reason, the refused address) carries
+ * into the answer after it, nor of an answer into a refusal. */
+static void
+test_lookup_reuse_starts_clean(void **state)
+{
+	struct fixture *f = *state;
+	struct resolver_addrs now;
+	struct seen s = {0};
+
+	for (int i = 0; i < 3; i++) {
+		assert_null(resolver_lookup(f->r, "priv.allowed.test", on_addrs, &s, &now));
+		assert_int_equal(now.status, RESOLVER_ADDRS_GUARD);
+		assert_int_equal(now.n, 0);
+		assert_non_null(strstr(now.why, "10.0.0.5"));
+		assert_int_equal(now.refused.ss_family, AF_INET);
+		memset(&now, 0xa5, sizeof(now));
+		assert_null(resolver_lookup(f->r, "host.allowed.test", on_addrs, &s, &now));
+		assert_int_equal(now.status, RESOLVER_ADDRS_OK);
+		assert_int_equal(now.n, 2);
+		assert_string_equal(now.why, "");
+		assert_int_equal(now.refused.ss_family, 0);
+		assert_false(now.audit_cname);
+		memset(&now, 0xa5, sizeof(now));
+	}
+	assert_int_equal(s.calls, 0);
+}
+
 /* Names in the hosts file are answered from it, never upstream, and its
  * private addresses meet the guard like any answer. */
 static void
@@ -855,6 +883,8 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_case_randomised, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_tcp_fallbacks_bounded, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_hosts_other_types_nodata, setup_with_hosts,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_lookup_reuse_starts_clean, setup_with_hosts,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_hosts_answered_and_guarded, setup_with_hosts,
 	                                        teardown),
