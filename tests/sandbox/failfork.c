@@ -14,7 +14,7 @@ fork(void)
 	pid_t (*real)(void) = (pid_t(*)(void))dlsym(RTLD_NEXT, "fork");
 	const char *at = getenv("FAILFORK_AT");
 
-	if (at != NULL && ++n == atoi(at)) {
+	if (at != NULL && ++n == strtol(at, NULL, 10)) {
 		errno = EAGAIN;
 		return -1;
 	}
