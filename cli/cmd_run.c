@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
@@ -130,7 +131,9 @@ struct run {
 	 * end of the socket and its configuration wait here. */
 	int broker_child;             /* -1 once the broker has it */
 	struct broker_cfg broker_cfg; /* borrows the policy */
-	bool broker_failed;           /* it could not be forked: the run fails */
+	bool broker_failed;           /* it could not be forked, or exited: the run fails */
+	int broker_pidfd;             /* its end, watched while the sandbox runs; -1 */
+	struct event *ev_broker;
 	pid_t logger_pid;             /* the log's logger once the worker writes to it; 0 */
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
@@ -719,6 +722,18 @@ serve(struct run *r, char *why, size_t whylen)
 	return 0;
 }
 
+static void
+on_broker_exit(evutil_socket_t fd, short what, void *arg)
+{
+	struct run *r = arg;
+
+	if (r->broker_failed)
+		return;
+	log_warnx("the broker exited: ending the sandbox");
+	r->broker_failed = true;
+	sbx_kill(r->sbx, SIGKILL);
+}
+
 /* Fork the broker, after the go (prepare_loop says why). Without it no
  * upstream connection of the proxy's could ever be made: the run ends, as
  * with a worker that cannot confine itself. */
@@ -732,9 +747,18 @@ start_broker(struct run *r)
 	if (broker_start(&r->broker_cfg, child, &r->broker_pid, err, sizeof(err)) == 0) {
 		log_debug("supervisor: broker %d forked at %.3f ms", (int)r->broker_pid,
 		          ms_since_start());
-		return;
+		/* A broker that ends before the sandbox does (its set-up or
+		 * confinement failed, or it was killed) ends the run: every
+		 * connection and question would fail from then on. */
+		if ((r->broker_pidfd = pidfd_open(r->broker_pid, 0)) >= 0 &&
+		    (r->ev_broker = event_new(r->base, r->broker_pidfd, EV_READ, on_broker_exit, r)) !=
+		            NULL &&
+		    event_add(r->ev_broker, NULL) == 0)
+			return;
+		snprintf(err, sizeof(err), "broker: cannot watch it: %s", strerror(errno));
+	} else {
+		r->broker_pid = 0;
 	}
-	r->broker_pid = 0;
 	log_warnx("%s: ending the sandbox", err);
 	r->broker_failed = true;
 	sbx_kill(r->sbx, SIGKILL);
@@ -945,6 +969,9 @@ run_free(struct run *r)
 		event_free(r->ev_watch_gate);
 	if (r->ev_worker != NULL)
 		event_free(r->ev_worker);
+	if (r->ev_broker != NULL)
+		event_free(r->ev_broker);
+	fd_close(&r->broker_pidfd);
 	/* A worker that did not say DONE is not waited for. */
 	if (r->worker > 0 && !r->worker_done)
 		kill(r->worker, SIGKILL);
@@ -1300,6 +1327,7 @@ cmd_run(int argc, char **argv)
 	r.worker_fd = -1;
 	r.worker_err = -1;
 	r.broker_child = -1;
+	r.broker_pidfd = -1;
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;

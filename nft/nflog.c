@@ -462,6 +462,11 @@ struct nflog_reader {
 	struct nflog_dest *nr_dests;
 	int32_t *nr_buckets;
 	size_t nr_ndests, nr_maxdests, nr_nbuckets;
+	/* Entries that are refused SYNs (one per source port): at most half
+	 * the table, so that a task opening connections to one refused
+	 * address from many ports cannot crowd out the destinations of its
+	 * other blocked packets. */
+	size_t nr_nsyn;
 	uint64_t nr_overflow;   /* packets to destinations past the table */
 	uint64_t nr_overruns;   /* socket overruns not yet logged */
 	bool nr_overrun_logged; /* an overrun line went out this window */
@@ -594,7 +599,7 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 			return;
 		}
 	}
-	if (r->nr_ndests == r->nr_maxdests) {
+	if (r->nr_ndests == r->nr_maxdests || (syn != VR_NONE && 2 * r->nr_nsyn >= r->nr_maxdests)) {
 		/* A refused connection is still one: written (and counted by
 		 * the log), only its retransmits are no longer told apart. */
 		if (syn != VR_NONE) {
@@ -618,6 +623,8 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 	d->nd_next = *bucket;
 	*bucket = (int32_t)r->nr_ndests;
 	r->nr_ndests++;
+	if (syn != VR_NONE)
+		r->nr_nsyn++;
 	/* The first packet to a destination is written now. */
 	if (syn != VR_NONE)
 		nflog_write_syn(r, pkt, syn);
@@ -671,11 +678,14 @@ nflog_flush(struct nflog_reader *r, bool final)
 	/* Rebuild the chains over the compacted table. */
 	for (i = 0; i < r->nr_nbuckets; i++)
 		r->nr_buckets[i] = -1;
+	r->nr_nsyn = 0;
 	for (i = 0; i < r->nr_ndests; i++) {
 		int32_t *bucket = &r->nr_buckets[r->nr_dests[i].nd_hash & (r->nr_nbuckets - 1)];
 
 		r->nr_dests[i].nd_next = *bucket;
 		*bucket = (int32_t)i;
+		if (r->nr_dests[i].nd_syn != VR_NONE)
+			r->nr_nsyn++;
 	}
 	if (r->nr_overflow > 0) {
 		snprintf(reason, sizeof(reason),

@@ -1090,6 +1090,34 @@ test_nflog_syn_refused(void **state)
 	agg_close(&a);
 }
 
+/* Refused SYNs from many source ports to one address take at most half
+ * the destination table: a UDP packet to a new destination afterwards is
+ * still itemised (named in a line of its own), not an overflow count. */
+static void
+test_nflog_syn_flood_share(void **state)
+{
+	struct agg a;
+	char *log;
+
+	(void)state;
+	agg_open(&a, 60000, 64);
+	for (int i = 0; i < 500; i++) {
+		if (sizeof(a.buf) - a.off < 256)
+			agg_send(&a);
+		agg_syn(&a, AF_INET, "203.0.113.7", 25, (uint16_t)(30000 + i), NFT_REFUSE_PREFIX_NO_RULE);
+	}
+	agg_packets(&a, AF_INET, IPPROTO_UDP, "198.51.100.99", 4444, 1);
+	agg_send(&a);
+	nflog_reader_free(a.r);
+	a.r = NULL;
+	elog_flush(a.log);
+	log = agg_log(&a);
+	assert_int_equal(count_str(log, "\"ip\":\"198.51.100.99\",\"port\":4444"), 1);
+	assert_int_equal(count_str(log, "not itemised"), 0);
+	free(log);
+	agg_close(&a);
+}
+
 static void
 test_nflog_aggregate(void **state)
 {
@@ -1293,6 +1321,7 @@ main(void)
 	        cmocka_unit_test(test_nflog_prefix),
 	        cmocka_unit_test(test_nflog_reader),
 	        cmocka_unit_test(test_nflog_syn_refused),
+	        cmocka_unit_test(test_nflog_syn_flood_share),
 	        cmocka_unit_test(test_nflog_aggregate),
 	        cmocka_unit_test(test_nflog_aggregate_window),
 	        cmocka_unit_test(test_nflog_aggregate_bounded),
