@@ -666,14 +666,53 @@ log_verify(int argc, char **argv)
 static void
 usage_export(FILE *out)
 {
-	fprintf(out, "usage: airlock log export --format ocsf FILE...|--last\n"
+	fprintf(out, "usage: airlock log export --format ocsf [--unverified] FILE...|--last\n"
 	             "\n"
-	             "Write each event (connection, request, DNS query, blocked packets) as an\n"
+	             "Check each file's hash chain as log verify does, then write each event\n"
+	             "(connection, request, DNS query, blocked packets) as an\n"
 	             "OCSF 1.1 event on stdout, one JSON object a line: DNS Activity (4003),\n"
 	             "HTTP Activity (4002) or Network Activity (4001), the task id in\n"
 	             "metadata.correlation_uid, the verdict in disposition_id and action_id,\n"
 	             "airlock's own fields in unmapped.airlock (docs/log.md, \"OCSF\").\n"
-	             "task-start and task-end lines are not events and are left out.\n");
+	             "task-start and task-end lines are not events and are left out.\n"
+	             "A log whose chain breaks is not exported (exit 1) unless --unverified.\n");
+}
+
+/* export's check: the files' hash chains hold (older, unchained lines
+ * pass: there is nothing to check). 0, or -1 with the first break said. */
+static int
+export_verify(char *const *files, int n)
+{
+	char *text = NULL, *nl;
+	size_t len = 0;
+	FILE *m;
+	enum elog_verify_result v;
+
+	for (int i = 0; i < n; i++) {
+		if (strcmp(files[i], "-") == 0) {
+			fprintf(stderr, "airlock: log export: standard input cannot be read twice to "
+			                "check its chain first; give the file, or --unverified\n");
+			return -1;
+		}
+	}
+	if ((m = open_memstream(&text, &len)) == NULL) {
+		perror("airlock: log export");
+		return -1;
+	}
+	v = elog_verify_files(files, n, m);
+	fclose(m);
+	if (v != ELOG_VERIFY_BROKEN) {
+		free(text);
+		return 0;
+	}
+	if (text != NULL && (nl = strchr(text, '\n')) != NULL)
+		*nl = '\0';
+	fprintf(stderr,
+	        "airlock: log export: %s; not exported: the log was changed or is not whole "
+	        "(airlock log verify; --unverified exports it anyway)\n",
+	        text != NULL && text[0] != '\0' ? text : "a file could not be read");
+	free(text);
+	return -1;
 }
 
 static int
@@ -681,19 +720,23 @@ log_export(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	        {"format", required_argument, NULL, 'f'},
+	        {"unverified", no_argument, NULL, 'U'},
 	        {"last", no_argument, NULL, 'L'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
 	char path[PATH_MAX], *one[1], **files;
 	const char *format = NULL;
-	bool last = false;
+	bool last = false, unverified = false;
 	int c, n, rc;
 
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			format = optarg;
+			break;
+		case 'U':
+			unverified = true;
 			break;
 		case 'L':
 			last = true;
@@ -716,6 +759,8 @@ log_export(int argc, char **argv)
 	if ((rc = pick_files("export", last, NULL, argc - optind, argv + optind, path, sizeof(path),
 	                     one, &files, &n)) != 0)
 		return rc;
+	if (!unverified && export_verify(files, n) != 0)
+		return 1;
 	return elog_export_ocsf(files, n, stdout) == 0 ? 0 : 1;
 }
 

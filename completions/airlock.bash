@@ -96,7 +96,7 @@ _airlock()
 		suggest) opts="--wildcard-min --name --include-denied --last --help" ;;
 		replay) opts="--policy --last --help" ;;
 		verify) opts="--last --help" ;;
-		export) opts="--format --last --help" ;;
+		export) opts="--format --unverified --last --help" ;;
 		prune) opts="--older --dry-run --help" ;;
 		*) opts="--help" ;;
 		esac

@@ -3,6 +3,7 @@
 
 #include "common/util.h"
 
+#include <ctype.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -83,6 +84,13 @@ query_canon(const char *q, size_t len, size_t base, char *out, size_t *at)
 	return INSPECT_PATH_OK;
 }
 
+/* An empty, "." or ".." part of a segment between encoded slashes. */
+static bool
+dot_piece(const char *p, size_t n)
+{
+	return n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.');
+}
+
 /* Remove the last segment of out[0..*o): back to its '/', which stays
  * out (the caller writes the next "/seg"). At the root, nothing. */
 static void
@@ -118,10 +126,11 @@ inspect_path_canon(const char *target, size_t len, bool allow_encoded_slash,
 	 * written after a '/' of its own at out->path[o], then kept, dropped
 	 * (empty, ".") or, for "..", taken back with the one before it. */
 	for (size_t i = 1; i <= plen;) {
-		size_t seg = o, n;
-		bool params = false;
+		size_t seg = o, n, piece, esc_at = 0;
+		bool params = false, esc = false;
 
 		out->path[o++] = '/';
+		piece = o; /* the part since the segment's start or its last encoded slash */
 		for (; i < plen && target[i] != '/'; i++) {
 			unsigned char c = (unsigned char)target[i];
 			enum inspect_path_err err;
@@ -140,6 +149,19 @@ inspect_path_canon(const char *target, size_t len, bool allow_encoded_slash,
 				} else if ((v == '/' || v == '\\') && !allow_encoded_slash) {
 					*at = i - 2;
 					return INSPECT_PATH_SLASH;
+				} else if (v == '/' || v == '\\') {
+					/* Kept, but servers that decode it before
+					 * routing (nginx, Tomcat with decoding on, IIS
+					 * for '\\') would see its neighbours as
+					 * segments: none may be empty, "." or "..". */
+					if (dot_piece(out->path + piece, o - piece)) {
+						*at = i - 2;
+						return INSPECT_PATH_SLASH_DOTS;
+					}
+					o = put_escape(out->path, o, v);
+					piece = o;
+					esc = true;
+					esc_at = i - 2;
 				} else {
 					o = put_escape(out->path, o, v);
 				}
@@ -155,6 +177,10 @@ inspect_path_canon(const char *target, size_t len, bool allow_encoded_slash,
 				*at = i;
 				return INSPECT_PATH_CHAR;
 			}
+		}
+		if (esc && dot_piece(out->path + piece, o - piece)) {
+			*at = esc_at;
+			return INSPECT_PATH_SLASH_DOTS;
 		}
 		n = o - seg - 1;
 		trailing = false;
@@ -196,6 +222,9 @@ inspect_path_err_text(enum inspect_path_err e)
 		return "an encoded NUL (%00)";
 	case INSPECT_PATH_SLASH:
 		return "an encoded slash (%2F or %5C), which the rule does not allow";
+	case INSPECT_PATH_SLASH_DOTS:
+		return "an empty, '.' or '..' part beside an encoded slash (a server that decodes "
+		       "it would resolve it)";
 	}
 	return "unknown error";
 }
@@ -236,7 +265,7 @@ seg_is_any(const struct seg *g)
  * with one point to come back to, so linear in both). An empty path
  * segment (a trailing '/') is matched by an empty glob segment alone. */
 static bool
-seg_match(const struct seg *glob, const struct seg *path)
+seg_match(const struct seg *glob, const struct seg *path, bool nocase)
 {
 	size_t g = 0, p = 0, star = SIZE_MAX, mark = 0;
 
@@ -246,7 +275,10 @@ seg_match(const struct seg *glob, const struct seg *path)
 		if (g < glob->n && glob->s[g] == '*') {
 			star = g++;
 			mark = p;
-		} else if (g < glob->n && glob->s[g] == path->s[p]) {
+		} else if (g < glob->n &&
+		           (glob->s[g] == path->s[p] ||
+		            (nocase && tolower((unsigned char)glob->s[g]) ==
+		                               tolower((unsigned char)path->s[p])))) {
 			g++;
 			p++;
 		} else if (star != SIZE_MAX) {
@@ -261,8 +293,8 @@ seg_match(const struct seg *glob, const struct seg *path)
 	return g == glob->n;
 }
 
-bool
-inspect_glob_match(const char *glob, const char *path)
+static bool
+glob_match(const char *glob, const char *path, bool nocase)
 {
 	struct seg g, p, star_g = {0}, mark = {0};
 	bool g_more = true, p_more = true, have_star = false;
@@ -278,7 +310,7 @@ inspect_glob_match(const char *glob, const char *path)
 			star_g = g;
 			mark = p;
 			g_more = seg_next(&g);
-		} else if (g_more && seg_match(&g, &p)) {
+		} else if (g_more && seg_match(&g, &p, nocase)) {
 			g_more = seg_next(&g);
 			p_more = seg_next(&p);
 		} else if (have_star) {
@@ -294,6 +326,37 @@ inspect_glob_match(const char *glob, const char *path)
 	while (g_more && seg_is_any(&g))
 		g_more = seg_next(&g);
 	return !g_more;
+}
+
+bool
+inspect_glob_match(const char *glob, const char *path)
+{
+	return glob_match(glob, path, false);
+}
+
+/* Without its trailing '/' (but "/" stays): into buf, at most
+ * INSPECT_TARGET_MAX + 1 bytes. */
+static const char *
+untrail(const char *s, char *buf)
+{
+	size_t n = strnlen(s, INSPECT_TARGET_MAX + 1);
+
+	if (n < 2 || s[n - 1] != '/' || n > INSPECT_TARGET_MAX)
+		return s;
+	memcpy(buf, s, n - 1);
+	buf[n - 1] = '\0';
+	return buf;
+}
+
+bool
+inspect_glob_match_loose(const char *glob, const char *path)
+{
+	char gb[INSPECT_TARGET_MAX + 1], pb[INSPECT_TARGET_MAX + 1];
+	const char *g = untrail(glob, gb), *p = untrail(path, pb);
+
+	/* "/org/" and "**" still match "/org": a glob whose last
+	 * segment is "**" matches the path with and without its '/'. */
+	return glob_match(glob, path, true) || glob_match(g, p, true);
 }
 
 const char *

@@ -12,7 +12,9 @@
  *    unreserved characters decoded (so %2e%2e is "..") and the rest
  *    written with upper-case hex; an encoded '/' or '\' (%2F, %5C) is
  *    refused unless the rule allows encoded slashes, and then kept as an
- *    escape, part of its segment;
+ *    escape, part of its segment, as long as no part of the segment
+ *    between them is empty, "." or ".." (a server that decodes them before
+ *    routing would resolve those: "/@s%2F..%2Fadmin" is "/admin" to nginx);
  *  - ";params" are removed from every segment (servlet containers route
  *    "/admin;x/" as "/admin/", and read "..;" as ".."); they are not
  *    forwarded;
@@ -41,6 +43,7 @@ enum inspect_path_err {
 	INSPECT_PATH_ESCAPE,     /* '%' not followed by two hex digits */
 	INSPECT_PATH_NUL,        /* %00 */
 	INSPECT_PATH_SLASH,      /* %2F or %5C, and the rule does not allow them */
+	INSPECT_PATH_SLASH_DOTS, /* allowed, but beside an empty, "." or ".." part */
 };
 
 struct inspect_target {
@@ -81,5 +84,9 @@ const char *inspect_glob_check(const char *glob, size_t *at);
  * empty segment, matched by "**" and by nothing else but a glob that ends
  * in '/' too. Bounded: at most INSPECT_GLOB_MAX_STAR passes per "**". */
 bool inspect_glob_match(const char *glob, const char *path);
+/* The same, read the widest way servers route: ASCII case ignored, and a
+ * trailing '/' of the glob or the path optional ("/admin" matches
+ * "/Admin/"). For deny rules, never for what allows. */
+bool inspect_glob_match_loose(const char *glob, const char *path);
 
 #endif

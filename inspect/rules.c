@@ -4,6 +4,7 @@
 #include "inspect/path.h"
 
 #include <string.h>
+#include <strings.h>
 
 static const struct {
 	const char *name;
@@ -19,8 +20,11 @@ static const struct {
 unsigned
 inspect_method_bit(const char *method, size_t len)
 {
+	/* In any case: methods are case-sensitive (RFC 9110 9.1), but some
+	 * servers upper-case them (Werkzeug), so "delete" must meet a DELETE
+	 * rule rather than pass as another method. */
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-		if (strlen(methods[i].name) == len && memcmp(methods[i].name, method, len) == 0)
+		if (strlen(methods[i].name) == len && strncasecmp(methods[i].name, method, len) == 0)
 			return methods[i].bit;
 	return INSPECT_M_OTHER;
 }
@@ -54,18 +58,29 @@ inspect_access_methods(enum inspect_access a)
 	return 0;
 }
 
+/* A deny rule is read the widest way servers read requests: a GET rule
+ * covers HEAD (frameworks run HEAD through the GET handler), and its path
+ * glob ignores case and a trailing '/' (Express, Spring, IIS route
+ * "/Admin/" as "/admin"). Allow rules and only_paths are read exactly,
+ * so neither way widens what is allowed. */
 static bool
-rule_matches(const struct inspect_rule *r, unsigned method, const char *path)
+rule_matches(const struct inspect_rule *r, unsigned method, const char *path, bool deny)
 {
-	return (r->methods == 0 || (r->methods & method) != 0) &&
-	       (r->path == NULL || inspect_glob_match(r->path, path));
+	unsigned bits = r->methods;
+
+	if (deny && (bits & INSPECT_M_GET))
+		bits |= INSPECT_M_HEAD;
+	return (bits == 0 || (bits & method) != 0) &&
+	       (r->path == NULL || (deny ? inspect_glob_match_loose(r->path, path)
+	                                 : inspect_glob_match(r->path, path)));
 }
 
 static const struct inspect_rule *
-first_match(const struct inspect_rule *rules, size_t n, unsigned method, const char *path)
+first_match(const struct inspect_rule *rules, size_t n, unsigned method, const char *path,
+            bool deny)
 {
 	for (size_t i = 0; i < n; i++)
-		if (rule_matches(&rules[i], method, path))
+		if (rule_matches(&rules[i], method, path, deny))
 			return &rules[i];
 	return NULL;
 }
@@ -77,7 +92,7 @@ inspect_decide(const struct inspect_rules *r, unsigned method, const char *path,
 	const struct inspect_rule *m;
 
 	*out = (struct inspect_verdict){.allow = false, .reason = INSPECT_R_NO_RULE};
-	if ((m = first_match(r->deny, r->n_deny, method, path)) != NULL) {
+	if ((m = first_match(r->deny, r->n_deny, method, path, true)) != NULL) {
 		out->reason = INSPECT_R_DENY_RULE;
 		out->where = m->where;
 		return;
@@ -93,7 +108,7 @@ inspect_decide(const struct inspect_rules *r, unsigned method, const char *path,
 			return;
 		}
 	}
-	if ((m = first_match(r->allow, r->n_allow, method, path)) != NULL) {
+	if ((m = first_match(r->allow, r->n_allow, method, path, false)) != NULL) {
 		*out = (struct inspect_verdict){.allow = true, .reason = INSPECT_R_ALLOW_RULE,
 		                                .where = m->where};
 		return;

@@ -59,6 +59,21 @@ rc=0
 expect_eq "--task of no log" 1 "$rc"
 echo "ok   --last and --task find logs without a FILE"
 
+# export checks the chain: the run's own log exports; the same log with one
+# address changed is refused, naming the line, unless --unverified.
+out=$("$AIRLOCK" log export --format ocsf --last) || fail "export --last of a whole log"
+expect_match "export --last" '"hostname":"x.test"' "$out"
+sed 's/"host":"x.test"/"host":"y.test"/' "$logs/later.jsonl" >"$dir/changed.jsonl"
+! cmp -s "$logs/later.jsonl" "$dir/changed.jsonl" || fail "the test did not change the log"
+rc=0
+out=$("$AIRLOCK" log export --format ocsf "$dir/changed.jsonl" 2>"$dir/err") || rc=$?
+expect_eq "export of a changed log" 1 "$rc"
+[ -z "$out" ] || fail "a changed log was exported"
+expect_match "the change named" 'changed.jsonl:[0-9]+: .*not exported' "$(cat "$dir/err")"
+expect_match "--unverified" '"hostname":"y.test"' \
+	"$("$AIRLOCK" log export --format ocsf --unverified "$dir/changed.jsonl")"
+echo "ok   export refuses a log whose chain breaks, unless --unverified"
+
 # --follow: a line shows while the task still runs; it returns at its end.
 (run --task-id slow -- sh -c 'sleep 1; curl -s -m 2 https://y.test/ >/dev/null; sleep 2' 2>/dev/null || true) &
 runner=$!

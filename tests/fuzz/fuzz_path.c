@@ -4,6 +4,8 @@
  *  - a canonical path starts with '/', holds no "//", no "." or ".."
  *    segment, no ';', and only the bytes a path may hold;
  *  - it is its own canonical form (idempotent), and so is its query;
+ *  - read with its encoded slashes decoded, as some servers route, it
+ *    still has no "." or ".." segment and no empty one;
  *  - it is no longer than the input;
  *  - a glob inspect_glob_check accepts matches without crashing, the
  *    glob of every path ("/" and "**") matches every canonical path, and a canonical path taken as a glob
@@ -62,6 +64,24 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t plen = strlen(a.path);
 
 		check_canonical(a.path);
+		if (slash_ok) {
+			/* Decode %2F and %5C as a server that routes on the
+			 * decoded path would: still canonical. */
+			char dec[INSPECT_TARGET_MAX + 1];
+			size_t o = 0;
+
+			for (size_t i = 0; a.path[i] != '\0'; i++) {
+				if (a.path[i] == '%' && (strncmp(a.path + i, "%2F", 3) == 0 ||
+				                         strncmp(a.path + i, "%5C", 3) == 0)) {
+					dec[o++] = '/';
+					i += 2;
+				} else {
+					dec[o++] = a.path[i];
+				}
+			}
+			dec[o] = '\0';
+			check_canonical(dec);
+		}
 		if (plen > tlen + 1 || strlen(a.query) > tlen)
 			abort();
 		if (inspect_path_canon(a.path, plen, slash_ok, &b, NULL) != INSPECT_PATH_OK ||

@@ -99,7 +99,7 @@ test_canon_escapes(void **state)
 	canon_is("/%252e%252e/x", false, "/%252e%252e/x", ""); /* decoded once only */
 	canon_is("/@scope%2fname", true, "/@scope%2Fname", "");
 	canon_is("/a%5Cb", true, "/a%5Cb", "");
-	canon_is("/a/%2e%2e%2fb", true, "/a/..%2Fb", ""); /* not a dot segment then */
+	canon_is("/a/b%2F.c", true, "/a/b%2F.c", "");
 }
 
 static void
@@ -137,6 +137,14 @@ test_refused(void **state)
 	refused("/a%2fb", 6, false, INSPECT_PATH_SLASH, 2);
 	refused("/a%5cb", 6, false, INSPECT_PATH_SLASH, 2);
 	refused("/a;x%zz", 7, false, INSPECT_PATH_ESCAPE, 4); /* parameters are checked too */
+	/* Kept encoded slashes must not hide dot or empty segments from a
+	 * server that decodes them before it routes (nginx, Tomcat, IIS). */
+	refused("/@scope%2F..%2F..%2Fadmin", 25, true, INSPECT_PATH_SLASH_DOTS, 12);
+	refused("/a/%2e%2e%2fb", 13, true, INSPECT_PATH_SLASH_DOTS, 9);
+	refused("/a/b%2F..", 9, true, INSPECT_PATH_SLASH_DOTS, 4);
+	refused("/a/b%5C.%5Cc", 12, true, INSPECT_PATH_SLASH_DOTS, 8);
+	refused("/a/%2Fb", 7, true, INSPECT_PATH_SLASH_DOTS, 3);
+	refused("/a/b%2F", 7, true, INSPECT_PATH_SLASH_DOTS, 4);
 	refused("/a;x y", 6, false, INSPECT_PATH_CHAR, 4);
 	refused("/a?q=%", 6, false, INSPECT_PATH_ESCAPE, 5);
 	refused("/a?q=%00", 8, false, INSPECT_PATH_NUL, 5);

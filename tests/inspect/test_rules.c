@@ -64,7 +64,11 @@ test_github_read_only(void **state)
 	          "gh.yaml:9");
 	decide_is(&r, "POST", "/repos/org/repo/issues", false, INSPECT_R_NO_RULE, NULL);
 	decide_is(&r, "PUT", "/org/repo", false, INSPECT_R_NO_RULE, NULL);
-	decide_is(&r, "post", "/org/repo.git/git-upload-pack", false, INSPECT_R_NO_RULE, NULL);
+	/* a method in lower case is the method (servers that upper-case it) */
+	decide_is(&r, "post", "/org/repo.git/git-upload-pack", true, INSPECT_R_ALLOW_RULE,
+	          "gh.yaml:12");
+	decide_is(&r, "post", "/org/repo.git/git-receive-pack", false, INSPECT_R_DENY_RULE,
+	          "gh.yaml:9");
 	decide_is(&r, "HEAD", "/", true, INSPECT_R_ACCESS, "gh.yaml:7");
 }
 
@@ -105,13 +109,51 @@ test_order(void **state)
 	decide_is(&none, "GET", "/", false, INSPECT_R_NO_RULE, NULL);
 }
 
+/* A deny rule is read the widest way a server routes: a trailing '/',
+ * another case, a method in lower case, HEAD for GET. What allows is read
+ * exactly, so none of these widens it. */
+static void
+test_deny_read_widely(void **state)
+{
+	static const struct inspect_rule deny[] = {
+	        {.methods = 0, .path = "/admin", .where = "d.yaml:3"},
+	        {.methods = 0, .path = "/private/**", .where = "d.yaml:4"},
+	        {.methods = INSPECT_M_DELETE, .path = NULL, .where = "d.yaml:5"},
+	        {.methods = INSPECT_M_GET, .path = "/export", .where = "d.yaml:6"},
+	};
+	static const char *const only[] = {"/myorg/**"};
+	const struct inspect_rules r = {.access = INSPECT_ACCESS_FULL,
+	                                .access_where = "d.yaml:2",
+	                                .deny = deny,
+	                                .n_deny = 4};
+	const struct inspect_rules strict = {.access = INSPECT_ACCESS_FULL,
+	                                     .access_where = "d.yaml:2",
+	                                     .only_paths = only,
+	                                     .n_only_paths = 1,
+	                                     .only_where = "d.yaml:7"};
+
+	decide_is(&r, "GET", "/admin", false, INSPECT_R_DENY_RULE, "d.yaml:3");
+	decide_is(&r, "GET", "/admin/", false, INSPECT_R_DENY_RULE, "d.yaml:3");
+	decide_is(&r, "GET", "/ADMIN", false, INSPECT_R_DENY_RULE, "d.yaml:3");
+	decide_is(&r, "GET", "/Private/x", false, INSPECT_R_DENY_RULE, "d.yaml:4");
+	decide_is(&r, "GET", "/PRIVATE", false, INSPECT_R_DENY_RULE, "d.yaml:4");
+	decide_is(&r, "delete", "/pkg", false, INSPECT_R_DENY_RULE, "d.yaml:5");
+	decide_is(&r, "HEAD", "/export", false, INSPECT_R_DENY_RULE, "d.yaml:6");
+	decide_is(&r, "GET", "/adminx", true, INSPECT_R_ACCESS, "d.yaml:2");
+	decide_is(&r, "GET", "/admin/x", true, INSPECT_R_ACCESS, "d.yaml:2");
+	/* only_paths stays exact */
+	decide_is(&strict, "GET", "/MyOrg/x", false, INSPECT_R_ONLY_PATHS, "d.yaml:7");
+	decide_is(&strict, "GET", "/myorg/x", true, INSPECT_R_ACCESS, "d.yaml:2");
+}
+
 static void
 test_methods(void **state)
 {
 	assert_int_equal(inspect_method_bit("GET", 3), INSPECT_M_GET);
 	assert_int_equal(inspect_method_bit("GETX", 4), INSPECT_M_OTHER);
 	assert_int_equal(inspect_method_bit("GE", 2), INSPECT_M_OTHER);
-	assert_int_equal(inspect_method_bit("get", 3), INSPECT_M_OTHER);
+	assert_int_equal(inspect_method_bit("get", 3), INSPECT_M_GET);
+	assert_int_equal(inspect_method_bit("Delete", 6), INSPECT_M_DELETE);
 	assert_int_equal(inspect_method_parse("*"), INSPECT_M_ALL);
 	assert_int_equal(inspect_method_parse("PATCH"), INSPECT_M_PATCH);
 	assert_int_equal(inspect_method_parse("patch"), 0);
@@ -128,6 +170,7 @@ main(void)
 	        cmocka_unit_test(test_github_read_only),
 	        cmocka_unit_test(test_only_paths),
 	        cmocka_unit_test(test_order),
+	        cmocka_unit_test(test_deny_read_widely),
 	        cmocka_unit_test(test_methods),
 	};
 
