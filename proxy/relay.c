@@ -242,12 +242,12 @@ relay_read_in(struct relay_dir *d, size_t room)
 	return splice(d->src->fd, NULL, d->pipe[1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 }
 
-/* The framer's emit in splice mode: bytes that may go join what d holds,
- * after it. Only called with room for them (relay_read_framed). */
+/* Put buf[0..n) into what d holds, after it, already on the budget (the
+ * read that brought them charged them). Only with room (the medium empty
+ * before a watched read). */
 static int
-relay_emit_medium(void *arg, const void *p, size_t n)
+relay_put_medium(struct relay_dir *d, const uint8_t *buf, size_t n)
 {
-	struct relay_dir *d = arg;
 	ssize_t w;
 
 	if (n == 0)
@@ -255,16 +255,28 @@ relay_emit_medium(void *arg, const void *p, size_t n)
 	if (d->copy != NULL) {
 		if (d->copy_off + d->held + n > RELAY_COPY_SIZE)
 			return -1;
-		memcpy(d->copy + d->copy_off + d->held, p, n);
+		memcpy(d->copy + d->copy_off + d->held, buf, n);
 		w = (ssize_t)n;
 	} else {
-		w = write(d->pipe[1], p, n);
+		w = write(d->pipe[1], buf, n);
 	}
-	if (w > 0) {
+	if (w > 0)
 		d->held += (size_t)w;
-		membudget_share_add(&d->q, (size_t)w);
-	}
 	return w == (ssize_t)n ? 0 : -1;
+}
+
+/* The framer's emit in splice mode: bytes that may go join what d holds,
+ * after it, charged to the budget here (the framer's read did not). Only
+ * called with room for them (relay_read_framed). */
+static int
+relay_emit_medium(void *arg, const void *p, size_t n)
+{
+	struct relay_dir *d = arg;
+	size_t before = d->held;
+	int rc = relay_put_medium(d, p, n);
+
+	membudget_share_add(&d->q, d->held - before);
+	return rc;
 }
 
 /* Read the client's bytes on a framed connection (c->frame): a body the
@@ -310,29 +322,6 @@ relay_read_framed(struct relay_dir *d, size_t room)
 		return -2;
 	}
 	return n;
-}
-
-/* Put buf[0..n) into what d holds, after it, already on the budget (the
- * read that brought them charged them). Only with room (the medium empty
- * before a watched read). */
-static int
-relay_put_medium(struct relay_dir *d, const uint8_t *buf, size_t n)
-{
-	ssize_t w;
-
-	if (n == 0)
-		return 0;
-	if (d->copy != NULL) {
-		if (d->copy_off + d->held + n > RELAY_COPY_SIZE)
-			return -1;
-		memcpy(d->copy + d->copy_off + d->held, buf, n);
-		w = (ssize_t)n;
-	} else {
-		w = write(d->pipe[1], buf, n);
-	}
-	if (w > 0)
-		d->held += (size_t)w;
-	return w == (ssize_t)n ? 0 : -1;
 }
 
 /* Read the client's bytes on a TLS tunnel whose plaintext handshake is
