@@ -283,8 +283,9 @@ match_ct_established(struct nftnl_rule *r)
 	return add_cmp(r, NFT_CMP_NEQ, &zero, sizeof(zero));
 }
 
+/* log [prefix PREFIX] group G snaplen 128; prefix NULL for none. */
 static int
-add_log(struct nftnl_rule *r, uint16_t group)
+add_log(struct nftnl_rule *r, uint16_t group, const char *prefix)
 {
 	struct nftnl_expr *e = expr_new(r, "log");
 
@@ -292,20 +293,8 @@ add_log(struct nftnl_rule *r, uint16_t group)
 		return -1;
 	nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, group);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, NFLOG_SNAPLEN);
-	return 0;
-}
-
-/* log prefix PREFIX group G snaplen 128. */
-static int
-add_log_prefix(struct nftnl_rule *r, uint16_t group, const char *prefix)
-{
-	struct nftnl_expr *e = expr_new(r, "log");
-
-	if (e == NULL)
-		return -1;
-	nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, group);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, NFLOG_SNAPLEN);
-	nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix);
+	if (prefix != NULL)
+		nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix);
 	return 0;
 }
 
@@ -443,7 +432,7 @@ rule_present(const struct rule_spec *spec, const struct nft_params *p)
 static int
 refuse_with(struct nftnl_rule *r, const struct nft_params *p, const char *prefix)
 {
-	if (add_log_prefix(r, p->nflog_group, prefix) < 0)
+	if (add_log(r, p->nflog_group, prefix) < 0)
 		return -1;
 	return add_reject(r, NFT_REJECT_TCP_RST, 0);
 }
@@ -465,7 +454,7 @@ rule_exprs(struct nftnl_rule *r, enum rule_kind kind, const struct nft_params *p
 	case R_ESTABLISHED:
 		return match_ct_established(r) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
 	case R_LOG:
-		return add_log(r, p->nflog_group);
+		return add_log(r, p->nflog_group, NULL);
 	case R_REJECT_TCP:
 		return match_l4proto(r, IPPROTO_TCP) < 0 ? -1
 		                                         : add_reject(r, NFT_REJECT_TCP_RST, 0);
