@@ -39,32 +39,40 @@ real_open(const char *sym, const char *path, int flags, mode_t mode)
 	return real(path, flags, mode);
 }
 
-int
-open(const char *path, int flags, ...)
+/* open and open64 alike: the fake for /proc/loadavg, else libc's sym
+ * with the mode when one comes (O_CREAT, O_TMPFILE). */
+static int
+open_any(const char *sym, const char *path, int flags, va_list ap)
 {
 	mode_t mode = 0;
-	va_list ap;
 
 	if (strcmp(path, "/proc/loadavg") == 0)
 		return fake_loadavg(flags);
-	va_start(ap, flags);
 	if (flags & (O_CREAT | O_TMPFILE))
 		mode = va_arg(ap, mode_t);
+	return real_open(sym, path, flags, mode);
+}
+
+int
+open(const char *path, int flags, ...)
+{
+	va_list ap;
+	int fd;
+
+	va_start(ap, flags);
+	fd = open_any("open", path, flags, ap);
 	va_end(ap);
-	return real_open("open", path, flags, mode);
+	return fd;
 }
 
 int
 open64(const char *path, int flags, ...)
 {
-	mode_t mode = 0;
 	va_list ap;
+	int fd;
 
-	if (strcmp(path, "/proc/loadavg") == 0)
-		return fake_loadavg(flags);
 	va_start(ap, flags);
-	if (flags & (O_CREAT | O_TMPFILE))
-		mode = va_arg(ap, mode_t);
+	fd = open_any("open64", path, flags, ap);
 	va_end(ap);
-	return real_open("open64", path, flags, mode);
+	return fd;
 }
