@@ -231,27 +231,44 @@ inspect_path_err_text(enum inspect_path_err e)
 
 /* ---- globs ---- */
 
-/* One segment of a '/'-rooted string: s .. s+n, "" for the last after a
- * trailing '/'. */
+/* One segment of a '/'-rooted string that ends at end: s .. s+n, ""
+ * for the last after a trailing '/'. */
 struct seg {
 	const char *s;
 	size_t n;
+	const char *end;
 };
 
+static size_t
+seg_span(const char *s, const char *end)
+{
+	const char *slash = memchr(s, '/', (size_t)(end - s));
+
+	return (size_t)((slash != NULL ? slash : end) - s);
+}
+
 static void
-seg_first(const char *str, struct seg *g)
+seg_first(const char *str, size_t len, struct seg *g)
 {
 	g->s = str + 1;
-	g->n = strcspn(g->s, "/");
+	g->end = str + len;
+	g->n = seg_span(g->s, g->end);
+}
+
+/* Whether g is the string's last segment. */
+static bool
+seg_last(const struct seg *g)
+{
+	return g->s + g->n >= g->end;
 }
 
 static bool
 seg_next(struct seg *g)
 {
-	if (g->s[g->n] != '/')
+	if (seg_last(g))
 		return false;
 	g->s += g->n + 1;
-	g->n = strcspn(g->s, "/");
+	g->n = seg_span(g->s, g->end);
 	return true;
 }
 
@@ -293,16 +310,17 @@ seg_match(const struct seg *glob, const struct seg *path, bool nocase)
 	return g == glob->n;
 }
 
+/* glob[0..glen) against path[0..plen), both '/'-rooted. */
 static bool
-glob_match(const char *glob, const char *path, bool nocase)
+glob_match(const char *glob, size_t glen, const char *path, size_t plen, bool nocase)
 {
 	struct seg g, p, star_g = {0}, mark = {0};
 	bool g_more = true, p_more = true, have_star = false;
 
-	if (glob[0] != '/' || path[0] != '/')
+	if (glen == 0 || plen == 0 || glob[0] != '/' || path[0] != '/')
 		return false;
-	seg_first(glob, &g);
-	seg_first(path, &p);
+	seg_first(glob, glen, &g);
+	seg_first(path, plen, &p);
 	/* The same greedy walk, over segments, with "**" as the star. */
 	while (p_more) {
 		if (g_more && seg_is_any(&g)) {
@@ -331,32 +349,26 @@ glob_match(const char *glob, const char *path, bool nocase)
 bool
 inspect_glob_match(const char *glob, const char *path)
 {
-	return glob_match(glob, path, false);
+	return glob_match(glob, strlen(glob), path, strlen(path), false);
 }
 
-/* Without its trailing '/' (but "/" stays): into buf, at most
- * INSPECT_TARGET_MAX + 1 bytes. */
-static const char *
-untrail(const char *s, char *buf)
+/* The length of s without its trailing '/' ("/" keeps it). */
+static size_t
+untrailed_len(const char *s)
 {
-	size_t n = strnlen(s, INSPECT_TARGET_MAX + 1);
+	size_t n = strlen(s);
 
-	if (n < 2 || s[n - 1] != '/' || n > INSPECT_TARGET_MAX)
-		return s;
-	memcpy(buf, s, n - 1);
-	buf[n - 1] = '\0';
-	return buf;
+	return n > 1 && s[n - 1] == '/' ? n - 1 : n;
 }
 
 bool
 inspect_glob_match_loose(const char *glob, const char *path)
 {
-	char gb[INSPECT_TARGET_MAX + 1], pb[INSPECT_TARGET_MAX + 1];
-	const char *g = untrail(glob, gb), *p = untrail(path, pb);
-
-	/* "/org/" and "**" still match "/org": a glob whose last
-	 * segment is "**" matches the path with and without its '/'. */
-	return glob_match(glob, path, true) || glob_match(g, p, true);
+	/* Both without a trailing '/': a glob ending in '/' or in "**"
+	 * then matches the path with or without one, and nothing that the
+	 * exact match takes is lost (an empty last segment is matched only
+	 * by an empty glob segment, dropped alike, or by "**"). */
+	return glob_match(glob, untrailed_len(glob), path, untrailed_len(path), true);
 }
 
 const char *
@@ -372,9 +384,9 @@ inspect_glob_check(const char *glob, size_t *at)
 		return "a path glob longer than 1024 bytes";
 	if (glob[0] != '/')
 		return "a path glob starts with '/'";
-	seg_first(glob, &g);
+	seg_first(glob, len, &g);
 	for (bool more = true; more; more = seg_next(&g)) {
-		bool last = g.s[g.n] != '/';
+		bool last = seg_last(&g);
 
 		*at = (size_t)(g.s - glob);
 		if (g.n == 0 && !last)
