@@ -61,46 +61,9 @@ cleanup() {
 trap cleanup EXIT
 echo "start $(date -u +%H:%M:%S) UTC; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-printf 'nameserver 127.0.0.1\n' >"$S/resolv.conf"
-mount --bind "$S/resolv.conf" /etc/resolv.conf
-dnsmasq --keep-in-foreground --no-resolv --no-hosts --user=root --group=root \
-	--pid-file="$S/dnsmasq.pid" --listen-address=127.0.0.1 --bind-interfaces --port=53 \
-	--host-record="$ORIGIN,$ORIGIN_IP" --local=/bench.test/ --local-ttl=300 --cache-size=10000 \
-	--dns-forward-max=1000 2>"$S/dnsmasq.err" &
-PIDS+=($!)
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-	-subj "/CN=$ORIGIN" -addext "subjectAltName=DNS:$ORIGIN" \
-	-keyout "$S/origin.key" -out "$S/origin.pem" 2>"$S/openssl.err"
-mkdir -p "$S/nginx"
-cat >"$S/nginx.conf" <<-CONF
-	worker_processes 1;
-	user root root;
-	daemon off;
-	pid $S/nginx.pid;
-	error_log $S/nginx-error.log warn;
-	worker_rlimit_nofile 100000;
-	events { worker_connections 60000; }
-	http {
-		access_log off;
-		client_body_temp_path $S/nginx/body;
-		proxy_temp_path $S/nginx/proxy;
-		fastcgi_temp_path $S/nginx/fastcgi;
-		uwsgi_temp_path $S/nginx/uwsgi;
-		scgi_temp_path $S/nginx/scgi;
-		ssl_certificate $S/origin.pem;
-		ssl_certificate_key $S/origin.key;
-		ssl_session_cache off;
-		ssl_session_tickets off;
-		server {
-			listen $ORIGIN_IP:18080 backlog=4096;
-			listen $ORIGIN_IP:18443 ssl backlog=4096;
-			server_name $ORIGIN;
-			location = / { return 200 "ok\n"; }
-		}
-	}
-CONF
-nginx -c "$S/nginx.conf" &
-PIDS+=($!)
+. "$ROOT/bench/origin.sh"
+origin_dns
+origin_nginx "" ""
 cat >"$S/policy.yaml" <<-YAML
 	version: 1
 	name: bench
@@ -108,15 +71,6 @@ cat >"$S/policy.yaml" <<-YAML
 	  - host: $ORIGIN
 	    ports: [18080, 18443]
 YAML
-wait_port() {
-	local i
-	for i in $(seq 400); do
-		(exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	echo "nothing listens on $1 port $2" >&2
-	return 1
-}
 wait_port $ORIGIN_IP 18080
 if [ "$TLS" = 1 ]; then
 	TARGET=$ORIGIN:18443

@@ -105,18 +105,9 @@ cleanup() {
 trap cleanup EXIT
 echo "start $(date -u +%H:%M:%S) UTC; load: $(uptime)"
 
-# --- the namespace's DNS: dnsmasq answering the origin's name ---
-# TTL 300 s, as a real name has; authoritative for bench.test (so AAAA
-# is an empty answer, as from a real server); any other name is refused,
-# never forwarded (--no-resolv and no --server).
-printf 'nameserver 127.0.0.1\n' >"$S/resolv.conf"
-mount --bind "$S/resolv.conf" /etc/resolv.conf
-dnsmasq --keep-in-foreground --no-resolv --no-hosts --user=root --group=root \
-	--pid-file="$S/dnsmasq.pid" --listen-address=127.0.0.1 --bind-interfaces --port=53 \
-	--host-record="$ORIGIN,$ORIGIN_IP" --local=/bench.test/ --local-ttl=300 --cache-size=10000 \
-	--dns-forward-max=1000 2>"$S/dnsmasq.err" &
-DNS_PID=$!
-PIDS+=($DNS_PID)
+# --- the namespace's DNS: dnsmasq answering the origin's name (origin.sh) ---
+. "$ROOT/bench/origin.sh"
+origin_dns
 
 # --- origin servers: nginx (small response over HTTP and TLS, 1 GiB file),
 # an echo server ---
@@ -131,43 +122,8 @@ BIGFILE=$(mktemp "$BIGDIR/airlock-bench-big.XXXXXX")
 head -c $BIG /dev/zero >"$BIGFILE"
 chmod 644 "$BIGFILE"
 ln -s "$BIGFILE" "$S/big"
-# A throwaway certificate for the name (ECDSA P-256, as most sites serve
-# now); the clients trust exactly it.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-	-subj "/CN=$ORIGIN" -addext "subjectAltName=DNS:$ORIGIN" \
-	-keyout "$S/origin.key" -out "$S/origin.pem" 2>"$S/openssl.err"
-mkdir -p "$S/nginx"
-cat >"$S/nginx.conf" <<-CONF
-	worker_processes 1;
-	user root root;
-	daemon off;
-	pid $S/nginx.pid;
-	error_log $S/nginx-error.log warn;
-	worker_rlimit_nofile 100000;
-	events { worker_connections 60000; }
-	http {
-		access_log off;
-		sendfile on;
-		client_body_temp_path $S/nginx/body;
-		proxy_temp_path $S/nginx/proxy;
-		fastcgi_temp_path $S/nginx/fastcgi;
-		uwsgi_temp_path $S/nginx/uwsgi;
-		scgi_temp_path $S/nginx/scgi;
-		ssl_certificate $S/origin.pem;
-		ssl_certificate_key $S/origin.key;
-		ssl_session_cache off;
-		ssl_session_tickets off;
-		server {
-			listen $ORIGIN_IP:18080 backlog=4096;
-			listen $ORIGIN_IP:18443 ssl backlog=4096;
-			server_name $ORIGIN;
-			location = / { return 200 "ok\n"; }
-			location = /big { alias $S/big; }
-		}
-	}
-CONF
-nginx -c "$S/nginx.conf" &
-PIDS+=($!)
+# nginx (origin.sh), with sendfile for the 1 GiB file.
+origin_nginx "sendfile on;" "location = /big { alias $S/big; }"
 "$BP" echo $ORIGIN_IP:18081 >"$S/echo.out" &
 ECHO_PID=$!
 PIDS+=($ECHO_PID)
@@ -237,15 +193,6 @@ tinyproxy -d -c "$S/tinyproxy.conf" 2>"$S/tinyproxy.err" &
 TINY_PID=$!
 PIDS+=($TINY_PID)
 
-wait_port() {
-	local i
-	for i in $(seq 200); do
-		(exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	echo "nothing listens on $1 port $2" >&2
-	return 1
-}
 for p in 18080 18081 18443; do wait_port $ORIGIN_IP $p; done
 for p in 3128 3129 3130 ${AIRLOCK_BASE:+3131}; do wait_port 127.0.0.1 $p; done
 # The name resolves here, through the namespace's resolv.conf, or nothing
