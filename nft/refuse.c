@@ -21,16 +21,6 @@ struct blocks {
 	size_t n;
 };
 
-static bool
-in_prefix(const uint8_t *a, const uint8_t *net, unsigned plen)
-{
-	unsigned bytes = plen / 8, bits = plen % 8;
-
-	if (memcmp(a, net, bytes) != 0)
-		return false;
-	return bits == 0 || ((a[bytes] ^ net[bytes]) & (0xff00u >> bits)) == 0;
-}
-
 /* The network (family, addr, plen) of an allow rule, as one view of it:
  * every block it lies inside loses its refusal. */
 static void
@@ -39,7 +29,7 @@ drop_blocks(struct blocks *bl, int family, const uint8_t *addr, unsigned plen)
 	for (size_t i = 0; i < bl->n; i++) {
 		const struct guard_block *g = &bl->b[i];
 
-		if (g->family == family && plen >= g->plen && in_prefix(addr, g->addr, g->plen))
+		if (g->family == family && plen >= g->plen && guard_prefix_is(addr, g->addr, g->plen))
 			bl->kept[i] = false;
 	}
 }
@@ -70,7 +60,7 @@ allow_cidr(int family, const uint8_t *addr, unsigned plen, void *arg)
 			memcpy(v, in6[j].head, sizeof(in6[j].head));
 			memcpy(v + in6[j].at, addr, 4);
 			drop_blocks(bl, AF_INET6, v, in6[j].bits + plen);
-		} else if (plen >= in6[j].bits && in_prefix(addr, in6[j].head, in6[j].bits)) {
+		} else if (plen >= in6[j].bits && guard_prefix_is(addr, in6[j].head, in6[j].bits)) {
 			unsigned p4 = plen - in6[j].bits;
 
 			memcpy(v, addr + in6[j].at, 4);

@@ -91,8 +91,8 @@ guard_v4in6(const uint8_t *a, uint32_t *v4)
 	return GUARD_V4IN6_NONE;
 }
 
-static bool
-prefix_is(const uint8_t *a, const uint8_t *net, unsigned plen)
+bool
+guard_prefix_is(const uint8_t *a, const uint8_t *net, unsigned plen)
 {
 	unsigned bytes = plen / 8, bits = plen % 8;
 
@@ -134,21 +134,21 @@ classify6(const uint8_t *a, unsigned *plen)
 		*plen = (how == GUARD_V4IN6_6TO4 ? 16 : 96) + p4;
 		return c;
 	}
-	if (prefix_is(a, doc, 32))
+	if (guard_prefix_is(a, doc, 32))
 		return GUARD_PUBLIC; /* 2001:db8::/32, the lab (see the top) */
-	if (prefix_is(a, nat64_local, 48)) {
+	if (guard_prefix_is(a, nat64_local, 48)) {
 		*plen = 48;
 		return GUARD_RESERVED;
 	}
-	if (prefix_is(a, teredo, 32)) {
+	if (guard_prefix_is(a, teredo, 32)) {
 		*plen = 32;
 		return GUARD_RESERVED;
 	}
-	if (prefix_is(a, discard, 64)) {
+	if (guard_prefix_is(a, discard, 64)) {
 		*plen = 64;
 		return GUARD_RESERVED;
 	}
-	if (prefix_is(a, proto, 23)) {
+	if (guard_prefix_is(a, proto, 23)) {
 		*plen = 23;
 		return GUARD_RESERVED; /* 2001::/23 IETF protocol assignments */
 	}

@@ -7,6 +7,7 @@
 #ifndef AIRLOCK_POLICY_GUARD_H
 #define AIRLOCK_POLICY_GUARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -68,6 +69,10 @@ struct guard_block {
 	enum guard_class cls;
 };
 size_t guard_blocks(struct guard_block *out, size_t max);
+
+/* Whether address a (network order) lies in net/plen; plen at most the
+ * address's bits. Pure. */
+bool guard_prefix_is(const uint8_t *a, const uint8_t *net, unsigned plen);
 
 /* --- the host's own addresses -------------------------------------------
  *
