@@ -261,6 +261,23 @@ match_dport(struct nftnl_rule *r, uint8_t proto, uint16_t port)
 }
 
 /* ct state established,related: (state & mask) != 0. */
+/* Register 1 (len bytes, at most 4) & mask != val. */
+static int
+match_masked_neq(struct nftnl_rule *r, const void *mask, const void *val, uint32_t len)
+{
+	static const uint8_t zero[4];
+	struct nftnl_expr *e = expr_new(r, "bitwise");
+
+	if (e == NULL)
+		return -1;
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, len);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, mask, len);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, len);
+	return add_cmp(r, NFT_CMP_NEQ, val, len);
+}
+
 static int
 match_ct_established(struct nftnl_rule *r)
 {
@@ -272,15 +289,7 @@ match_ct_established(struct nftnl_rule *r)
 		return -1;
 	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
-	e = expr_new(r, "bitwise");
-	if (e == NULL)
-		return -1;
-	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, sizeof(uint32_t));
-	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
-	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
-	return add_cmp(r, NFT_CMP_NEQ, &zero, sizeof(zero));
+	return match_masked_neq(r, &mask, &zero, sizeof(mask));
 }
 
 /* log [prefix PREFIX] group G snaplen 128; prefix NULL for none. */
@@ -318,20 +327,11 @@ add_lookup(struct nftnl_rule *r, const char *set, uint32_t id, bool inv)
 static int
 match_not_bare_syn(struct nftnl_rule *r)
 {
-	uint8_t mask = 0x17, syn = 0x02, zero = 0; /* FIN 01, SYN 02, RST 04, ACK 10 */
-	struct nftnl_expr *e;
+	uint8_t mask = 0x17, syn = 0x02; /* FIN 01, SYN 02, RST 04, ACK 10 */
 
 	if (add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 13, 1) < 0)
 		return -1;
-	e = expr_new(r, "bitwise");
-	if (e == NULL)
-		return -1;
-	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, sizeof(mask));
-	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
-	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
-	return add_cmp(r, NFT_CMP_NEQ, &syn, sizeof(syn));
+	return match_masked_neq(r, &mask, &syn, sizeof(mask));
 }
 
 /* meta nfproto FAMILY, then the destination address (len bytes at off)
