@@ -4,6 +4,7 @@
  * namespace, and forks the worker that serves it, confined (DESIGN.md,
  * Confinement); lets CMD start, and exits with CMD's status. The reference
  * is docs/run.md. */
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -161,6 +162,7 @@ struct run {
 	struct termios tio;          /* the caller's terminal's modes, with a terminal (cfg.tty) */
 	int tty_master;              /* CMD's terminal, until term_new takes it; -1 */
 	struct term *term;           /* the relay to CMD's own terminal, or NULL */
+	char overlay_keep[PATH_MAX]; /* --overlay-keep's directory, resolved; or "" */
 };
 
 static int
@@ -1298,6 +1300,59 @@ run_finish(struct run *r, int status, int signal)
 	return whole ? status : SBX_EXIT_FAILURE;
 }
 
+/* --overlay-keep DIR: a new directory (made here, 0700) or an empty one,
+ * resolved. 0, or -1 + reason. */
+static int
+overlay_keep_dir(struct run *r, char *err, size_t errlen)
+{
+	const char *dir = r->opts.overlay_keep;
+	struct dirent *e;
+	DIR *d;
+
+	if (dir == NULL)
+		return 0;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "--overlay-keep %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	d = opendir(dir);
+	if (d == NULL) {
+		snprintf(err, errlen, "--overlay-keep %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			break;
+	closedir(d);
+	if (e != NULL) {
+		snprintf(err, errlen, "--overlay-keep %s: not empty (a kept layer is not reused)",
+		         dir);
+		return -1;
+	}
+	if (realpath(dir, r->overlay_keep) == NULL) {
+		snprintf(err, errlen, "--overlay-keep %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* --ids and --overlay into cfg. 0, or -1 + reason. */
+static int
+config_ids_overlay(struct run *r, struct sbx_config *cfg, char *err, size_t errlen)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+
+	if (sbx_ids_resolve(&cfg->ids, r->opts.ids, uid, gid, r->opts.root ? 0 : (uint32_t)uid,
+	                    r->opts.root ? 0 : (uint32_t)gid, NULL, NULL, err, errlen) < 0)
+		return -1;
+	cfg->overlay = r->opts.overlay;
+	if (overlay_keep_dir(r, err, errlen) < 0)
+		return -1;
+	cfg->overlay_keep = r->overlay_keep[0] != '\0' ? r->overlay_keep : NULL;
+	return 0;
+}
+
 static void
 selftest_text(const struct sbx_report *rep, int failed, char *out, size_t outlen)
 {
@@ -1381,6 +1436,10 @@ cmd_run(int argc, char **argv)
 	cfg.share_home = r.opts.share_home;
 	cfg.tty = term_probe(&r.tio);
 	cfg.refuse = &r.refuse; /* filled by load_policy, before it is read */
+	if (config_ids_overlay(&r, &cfg, err, sizeof(err)) < 0) {
+		log_warnx("%s", err);
+		goto out;
+	}
 	r.sbx = sbx_new(&cfg, err, sizeof(err));
 	if (r.sbx == NULL) {
 		log_warnx("%s", err);

@@ -636,6 +636,7 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 	const struct sbx_config *cfg = s->cfg;
 	struct fsop *ops = NULL;
 	struct fsop work = {.tree = -1, .what = "workdir"};
+	struct sbx_overlay ov = {.n = 0, .keep_tree = -1};
 	int dev_trees[ARRAY_SIZE(dev_nodes)];
 	int root = -1, stage = -1, f = -1;
 	bool skip[SBX_MAX_MOUNTS] = {false};
@@ -675,6 +676,8 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 		                                errlen) < 0)
 			goto out;
 	}
+	if (sbx_overlay_plan(s, &ov, err, errlen) < 0)
+		goto out;
 	for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
 		char p[32];
 		snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
@@ -705,6 +708,9 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 		snprintf(err, errlen, "filesystem: generate /etc files: %s", strerror(errno));
 		goto out;
 	}
+	/* --overlay: writable host directories, beneath everything below. */
+	if (sbx_overlay_mount(&ov, stage, STAGE, err, errlen) < 0)
+		goto out;
 
 	/* 4. The sandbox's own filesystems on top; /dev first, for the
 	 * /dev/null that masks parts of /proc. */
@@ -786,6 +792,7 @@ out:
 	fd_close(&stage);
 	fd_close(&root);
 	fd_close(&work.tree);
+	sbx_overlay_free(&ov);
 	for (size_t i = 0; i < ARRAY_SIZE(dev_trees); i++)
 		fd_close(&dev_trees[i]);
 	close_ops(ops, cfg->n_mounts);

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "sandbox/ids.h"
+
 struct sbx;
 
 enum sbx_mount_kind {
@@ -63,6 +65,15 @@ struct sbx_config {
 	/* The ruleset's refusals at the SYN (nft/refuse.h), borrowed and read
 	 * when the network is set up (sbx_recv_listeners); NULL: none. */
 	const struct nft_refuse *refuse;
+	/* --ids (ids.h): ONE, init maps the caller's ids alone; RANGE, the
+	 * supervisor writes these maps (and CMD with root keeps the
+	 * capabilities over files and ids that apt and dpkg need). */
+	struct sbx_ids ids;
+	/* --overlay (overlay.c): the host's directories writable through an
+	 * upper layer of the task's own: a tmpfs, or overlay_keep (an existing
+	 * empty directory, absolute) when set. */
+	bool overlay;
+	const char *overlay_keep;
 };
 
 /* A path sbx_protect keeps out of CMD's reach, for this run and the next. */
