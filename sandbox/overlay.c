@@ -146,6 +146,16 @@ sbx_overlay_plan(const struct sbx *s, struct sbx_overlay *ov, char *err, size_t 
 	return 0;
 }
 
+/* lstat of /name, the host's top-level directory. */
+static int
+stat_top(const char *name, struct stat *st)
+{
+	char p[80];
+
+	snprintf(p, sizeof(p), "/%s", name);
+	return lstat(p, st);
+}
+
 /* mkdir -p of one more level; EEXIST is fine. */
 static int
 mkdir_at(int dir, const char *name)
@@ -235,7 +245,14 @@ sbx_overlay_mount(struct sbx_overlay *ov, int stage, const char *stage_path, cha
 		goto out;
 	}
 	for (size_t i = 0; i < ov->n; i++) {
-		if (mkdir_at(up, ov->name[i]) < 0 || mkdir_at(wk, ov->name[i]) < 0) {
+		struct stat st;
+
+		/* The merged top directory shows the upper's owner and mode:
+		 * the host's mode (its owner is the creator's: root's as root,
+		 * the caller's rootless). */
+		if (mkdir_at(up, ov->name[i]) < 0 || mkdir_at(wk, ov->name[i]) < 0 ||
+		    stat_top(ov->name[i], &st) < 0 ||
+		    fchmodat(up, ov->name[i], st.st_mode & 07777, 0) < 0) {
 			snprintf(err, errlen, "--overlay: %s/upper/%s: %s", base, ov->name[i],
 			         strerror(errno));
 			goto out;
