@@ -5,9 +5,13 @@
  * DIR/work). CMD may then change /usr, /etc, /var ... while the host's stay
  * as they are. Left out: what the sandbox mounts itself (/proc, /dev, /tmp,
  * /run, /sys), the home directories (hidden or shared as today), and a
- * directory with another mount beneath it (an overlay sees its lower
- * filesystem alone, so that mount would vanish): those keep today's
- * read-only view. Called by sbx_fs_setup with the host view intact
+ * directory with another mount beneath it: those keep today's read-only
+ * view. That one cannot be done: the mounts beneath came from the host's
+ * mount namespace, so the kernel locks them to their parent, and neither
+ * overlayfs (its clone of the lower layer) nor open_tree without
+ * AT_RECURSIVE may take a directory with locked mounts beneath it (EINVAL,
+ * "overlayfs: failed to clone lowerpath"; fs/namespace.c,
+ * has_locked_children). Called by sbx_fs_setup with the host view intact
  * (sbx_overlay_plan) and once the staging tmpfs is on /tmp
  * (sbx_overlay_mount), before anything else is attached on top. */
 #include <dirent.h>
@@ -136,7 +140,9 @@ sbx_overlay_plan(const struct sbx *s, struct sbx_overlay *ov, char *err, size_t 
 		    !S_ISDIR(st.st_mode) || st.st_dev != rootst.st_dev)
 			continue;
 		if (has_submount(mi, e->d_name)) {
-			log_debug("overlay: /%s left read-only: a mount lies beneath it", e->d_name);
+			log_debug("overlay: /%s left read-only: a mount lies beneath it "
+			          "(the kernel refuses it as a lower layer)",
+			          e->d_name);
 			continue;
 		}
 		str_copy(ov->name[ov->n++], e->d_name, sizeof(ov->name[0]));

@@ -32,6 +32,7 @@ FILES_V4=198.51.100.11 FILES_V6=2001:db8:1::11
 NPM_V4=198.51.100.20
 GITHUB_V4=198.51.100.30
 CODELOAD_V4=198.51.100.31
+DEB_V4=198.51.100.40 # deb.debian.org: a local apt repository (tests/lab/test_apt.sh)
 EVIL_V4=203.0.113.66 EVIL_V6=2001:db8:66::66
 METADATA_V4=169.254.169.254
 # Nobody's until a test adds them (to the client's or inet's interfaces).
@@ -164,6 +165,7 @@ lab_write_dnsmasq_conf() {
 		host-record=registry.npmjs.org,$NPM_V4
 		host-record=github.com,$GITHUB_V4
 		host-record=codeload.github.com,$CODELOAD_V4
+		host-record=deb.debian.org,$DEB_V4
 		host-record=evil.test,$EVIL_V4,$EVIL_V6
 		host-record=secret.evil.test,$EVIL_V4
 		txt-record=secret.evil.test,"canary: this TXT answer must never reach a sandbox"
@@ -256,6 +258,9 @@ lab_write_nginx_conf() {
 		EOF
 		lab_site codeload.github.com "$dir/www/codeload.github.com" "$CODELOAD_V4"
 		echo "	}"
+		# An apt repository a test builds under www/deb.debian.org.
+		lab_site deb.debian.org "$dir/www/deb.debian.org" "$DEB_V4"
+		echo "	}"
 		# Canaries: answer everything, log everything.
 		lab_site evil.test "$dir/www/evil.test" "$EVIL_V4" "$EVIL_V6"
 		cat <<-EOF
@@ -310,7 +315,7 @@ lab_net_setup() {
 	# Servers live on inet's lo (this kernel may lack the dummy driver).
 	local a
 	for a in "$DNS_V4" "$PYPI_V4" "$FILES_V4" "$NPM_V4" "$GITHUB_V4" "$CODELOAD_V4" \
-		"$EVIL_V4" "$METADATA_V4"; do
+		"$DEB_V4" "$EVIL_V4" "$METADATA_V4"; do
 		"${i[@]}" ip addr add "$a/32" dev lo
 	done
 	for a in "$DNS_V6" "$PYPI_V6" "$FILES_V6" "$EVIL_V6"; do
