@@ -145,6 +145,18 @@ sbx_ids_resolve(struct sbx_ids *ids, enum sbx_ids_mode mode, uid_t uid, gid_t gi
 	ids->mode = mode;
 	if (mode == SBX_IDS_ONE)
 		return 0;
+	if (uid == 0) {
+		/* Root may map the host's own ids: 0-65535 inside are the
+		 * host's, so what the host's system users own (apt's _apt
+		 * directories, dpkg's root:adm files) keeps its owner inside.
+		 * A subordinate range would leave those ids unmapped, and
+		 * their files unchangeable (the kernel's rule). */
+		ids->uid.line[0] = (struct sbx_idline){0, 0, SBX_IDS_MAX_COUNT};
+		ids->gid.line[0] = (struct sbx_idline){0, 0, SBX_IDS_MAX_COUNT};
+		ids->uid.n = ids->gid.n = 1;
+		ids->helper = false;
+		return 0;
+	}
 	pw = getpwuid(uid);
 	name = pw != NULL ? pw->pw_name : NULL;
 	for (int i = 0; i < 2; i++) {
@@ -154,10 +166,7 @@ sbx_ids_resolve(struct sbx_ids *ids, enum sbx_ids_mode mode, uid_t uid, gid_t gi
 			snprintf(err, errlen, "--ids range: %s: %s", files[i], strerror(errno));
 			return -1;
 		}
-		if (rc == 0 && uid == 0) {
-			base[i] = SBX_IDS_ROOT_BASE;
-			count[i] = SBX_IDS_MAX_COUNT;
-		} else if (rc == 0) {
+		if (rc == 0) {
 			snprintf(err, errlen,
 			         "--ids range: %s has no entry for %s (uid %u): add one "
 			         "(usermod --add-subuids/--add-subgids) or use --ids one",
@@ -172,7 +181,7 @@ sbx_ids_resolve(struct sbx_ids *ids, enum sbx_ids_mode mode, uid_t uid, gid_t gi
 		snprintf(err, errlen, "--ids range: the subordinate range overflows");
 		return -1;
 	}
-	ids->helper = uid != 0;
+	ids->helper = true;
 	return 0;
 }
 

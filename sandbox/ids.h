@@ -1,9 +1,9 @@
 /* Several ids inside (`--ids range`, docs/run.md "Ids"): the caller's id
  * stays CMD's, and the rest of 0..count-1 inside maps to a subordinate
  * range on the host, so tools that switch users (apt's _apt, dpkg's
- * chown to root:adm) find real ids. Root maps its /etc/subuid entry or
- * SBX_IDS_ROOT_BASE; others need an /etc/subuid and /etc/subgid entry and
- * newuidmap/newgidmap (Debian's uidmap). The parsing and the map are pure
+ * chown to root:adm) find real ids. Root maps the host's own 0-65535;
+ * others need an /etc/subuid and /etc/subgid entry and newuidmap/newgidmap
+ * (Debian's uidmap). The parsing and the map are pure
  * code (tests/sandbox/test_ids.c). */
 #ifndef AIRLOCK_SANDBOX_IDS_H
 #define AIRLOCK_SANDBOX_IDS_H
@@ -13,8 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SBX_IDS_MAX_COUNT 65536u       /* ids inside at most: 0..65535 */
-#define SBX_IDS_ROOT_BASE 1000000000u  /* root's range without a subuid entry */
+#define SBX_IDS_MAX_COUNT 65536u /* ids inside at most: 0..65535 */
 #define SBX_IDS_MAX_LINES 3
 
 enum sbx_ids_mode {
