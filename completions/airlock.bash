@@ -20,7 +20,7 @@ _airlock()
 	sub=${COMP_WORDS[2]:-}
 
 	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "run proxy policy log selftest --help --version" -- "$cur"))
+		COMPREPLY=($(compgen -W "run proxy policy log diff selftest --help --version" -- "$cur"))
 		return
 	fi
 	# After -- the rest is CMD's: complete commands, then files.
@@ -43,7 +43,11 @@ _airlock()
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
-	--workdir | --rw | --ro | --tmpfs | --hide)
+	--ids)
+		COMPREPLY=($(compgen -W "one range" -- "$cur"))
+		return
+		;;
+	--workdir | --rw | --ro | --tmpfs | --hide | --overlay-keep)
 		COMPREPLY=($(compgen -d -- "$cur") $(compgen -f -- "$cur"))
 		return
 		;;
@@ -65,7 +69,7 @@ _airlock()
 	run)
 		opts="--policy --log --log-budget --verbose --quiet --audit --dns-upstream --timeout
 		      --workdir --rw --ro --tmpfs --hide --share-home --env --clearenv --root
-		      --task-id --label --help"
+		      --ids --overlay --overlay-keep --task-id --label --help"
 		;;
 	proxy)
 		opts="--policy --listen --log --log-budget --verbose --dns-upstream --hosts-file
@@ -73,6 +77,13 @@ _airlock()
 		;;
 	selftest)
 		opts="--verbose --root --help"
+		;;
+	diff)
+		opts="--help"
+		if [[ $cur != -* ]]; then
+			COMPREPLY=($(compgen -d -- "$cur"))
+			return
+		fi
 		;;
 	policy)
 		if [ "$COMP_CWORD" -eq 2 ]; then
