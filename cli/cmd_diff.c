@@ -8,7 +8,10 @@
  *   R /path   a directory replaced: the host's contents hidden (opaque)
  *
  * Directories copied up only to hold a change are not listed. A and M are
- * judged against the host as it is when diff runs. */
+ * judged against the host as it is when diff runs. The names are the
+ * task's: a byte outside printable ASCII, and a backslash, is printed as
+ * \ooo (octal), so no name can make a line of its own or reach the
+ * terminal as a control sequence. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -169,6 +172,18 @@ oom:
 	closedir(dp);
 }
 
+/* path, escaped (see the top), to out. */
+static void
+put_path(const char *path, FILE *out)
+{
+	for (const unsigned char *p = (const unsigned char *)path; *p != '\0'; p++) {
+		if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+			fprintf(out, "\\%03o", *p);
+		else
+			fputc(*p, out);
+	}
+}
+
 static int
 by_path(const void *a, const void *b)
 {
@@ -211,7 +226,9 @@ cmd_diff(int argc, char **argv)
 	close(dir);
 	qsort(d.v, d.n, sizeof(*d.v), by_path);
 	for (size_t i = 0; i < d.n; i++) {
-		printf("%c %s\n", d.v[i].kind, d.v[i].path);
+		printf("%c ", d.v[i].kind);
+		put_path(d.v[i].path, stdout);
+		putchar('\n');
 		free(d.v[i].path);
 	}
 	free(d.v);

@@ -2,7 +2,8 @@
 # --overlay, --overlay-keep and airlock diff (docs/run.md "Writable root"),
 # with --ids range: CMD as root changes /usr, /etc and /opt inside; the
 # host's stay as they were; the kept layer lists what changed, sorted
-# (added, modified, a whiteout's deletion, an opaque directory). Without
+# (added, modified, a whiteout's deletion, an opaque directory), a name
+# with a newline escaped so that it cannot forge a line. Without
 # --overlay the same writes fail (the control). Rootless: the range is
 # mapped, the host root's files stay unwritable (the kernel's rule), and
 # what CMD made in the workdir under another id is removable as the docs
@@ -37,13 +38,16 @@ for role in $ROLES; do
 			chown 42:65534 /opt/ovl-new/f
 			[ "$(stat -c %u:%g /opt/ovl-new/f)" = 42:65534 ]
 			echo tmp >/etc/ovl-tmp && rm /etc/ovl-tmp
+			: >"/opt/ovl-new/n
+D forged"
 		' || fail "$role: writes under --overlay-keep failed"
 		[ -e /etc/motd ] && [ ! -e /usr/local/ovl-probe ] && [ ! -e /opt/ovl-new ] &&
 			[ -d /etc/apt/apt.conf.d ] || fail "$role: the host's root changed"
 		expect_eq "$role: host unchanged" "$before" "$(host_state)"
 		got=$("$SCRATCH/airlock" diff "$keep" | grep -Ev '^M /(var|usr/local$)' || true)
 		want=$(printf '%s\n' "R /etc/apt/apt.conf.d" "A /etc/apt/apt.conf.d/99probe" \
-			"D /etc/motd" "A /opt/ovl-new" "A /opt/ovl-new/f" "A /usr/local/ovl-probe")
+			"D /etc/motd" "A /opt/ovl-new" "A /opt/ovl-new/f" 'A /opt/ovl-new/n\012D forged' \
+			"A /usr/local/ovl-probe")
 		expect_eq "$role: airlock diff" "$want" "$got"
 		# The same with a tmpfs upper: nothing left anywhere.
 		al "$role" --ids range --root --overlay -- sh -c 'echo t >/usr/local/ovl-probe && rm /etc/motd' ||
