@@ -144,7 +144,8 @@ walk(struct diff *d, int dir, char *path, size_t len, int depth)
 			bool opaque = sub >= 0 && has_mark(sub, "opaque");
 
 			if (!on_host || !S_ISDIR(host.st_mode) || opaque) {
-				if (add(d, on_host && S_ISDIR(host.st_mode) ? 'R' : 'A', path) < 0) {
+				if (add(d, on_host && S_ISDIR(host.st_mode) ? 'R' : 'A', path) <
+				    0) {
 					if (sub >= 0)
 						close(sub);
 					goto oom;

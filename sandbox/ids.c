@@ -60,10 +60,11 @@ sbx_subid_find(const char *text, const char *name, uint32_t id, uint32_t *base, 
 			eol = line + strlen(line);
 		c1 = memchr(line, ':', (size_t)(eol - line));
 		c2 = c1 != NULL ? memchr(c1 + 1, ':', (size_t)(eol - c1 - 1)) : NULL;
-		if (c2 != NULL && field_u32(c1 + 1, c2, &b) == 0 && field_u32(c2 + 1, eol, &n) == 0 &&
-		    n > 0) {
+		if (c2 != NULL && field_u32(c1 + 1, c2, &b) == 0 &&
+		    field_u32(c2 + 1, eol, &n) == 0 && n > 0) {
 			klen = (size_t)(c1 - line);
-			if ((name != NULL && klen == strlen(name) && memcmp(line, name, klen) == 0) ||
+			if ((name != NULL && klen == strlen(name) &&
+			     memcmp(line, name, klen) == 0) ||
 			    (klen == strlen(idbuf) && memcmp(line, idbuf, klen) == 0)) {
 				*base = b;
 				*count = n;
@@ -92,7 +93,8 @@ sbx_idmap_build(struct sbx_idmap *m, uint32_t inside, uint32_t host, uint32_t ba
 		m->line[m->n++] = (struct sbx_idline){0, base, inside};
 	m->line[m->n++] = (struct sbx_idline){inside, host, 1};
 	if (count - 1 - inside > 0)
-		m->line[m->n++] = (struct sbx_idline){inside + 1, base + inside, count - 1 - inside};
+		m->line[m->n++] =
+		        (struct sbx_idline){inside + 1, base + inside, count - 1 - inside};
 	return 0;
 }
 
@@ -160,8 +162,9 @@ sbx_ids_resolve(struct sbx_ids *ids, enum sbx_ids_mode mode, uid_t uid, gid_t gi
 	pw = getpwuid(uid);
 	name = pw != NULL ? pw->pw_name : NULL;
 	for (int i = 0; i < 2; i++) {
-		int rc = find_range(files[i], name, i == 0 ? (uint32_t)uid : (uint32_t)gid, &base[i],
-		                    &count[i]);
+		/* Both files are keyed by the user's name or uid, as
+		 * newuidmap and newgidmap read them. */
+		int rc = find_range(files[i], name, (uint32_t)uid, &base[i], &count[i]);
 		if (rc < 0) {
 			snprintf(err, errlen, "--ids range: %s: %s", files[i], strerror(errno));
 			return -1;
@@ -246,13 +249,14 @@ run_helper(const char *tool, pid_t pid, const struct sbx_idmap *m, char *err, si
 	argv[argc] = NULL;
 	rc = posix_spawn(&child, path, NULL, NULL, argv, environ);
 	if (rc != 0) {
-		snprintf(err, errlen, "--ids range: %s: %s (install uidmap, or use --ids one)", path,
-		         strerror(rc));
+		snprintf(err, errlen, "--ids range: %s: %s (install uidmap, or use --ids one)",
+		         path, strerror(rc));
 		return -1;
 	}
 	while (waitpid(child, &st, 0) < 0)
 		if (errno != EINTR) {
-			snprintf(err, errlen, "--ids range: wait for %s: %s", tool, strerror(errno));
+			snprintf(err, errlen, "--ids range: wait for %s: %s", tool,
+			         strerror(errno));
 			return -1;
 		}
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {

@@ -33,7 +33,7 @@ struct sbx_idmap {
 
 struct sbx_ids {
 	enum sbx_ids_mode mode;
-	bool helper;             /* written by newuidmap/newgidmap (not root) */
+	bool helper; /* written by newuidmap/newgidmap (not root) */
 	struct sbx_idmap uid, gid;
 };
 
@@ -52,12 +52,12 @@ int sbx_subid_find(const char *text, const char *name, uint32_t id, uint32_t *ba
 int sbx_idmap_build(struct sbx_idmap *m, uint32_t inside, uint32_t host, uint32_t base,
                     uint32_t count);
 
-/* Choose the maps for mode: for the caller (uid, gid, user name), CMD's
+/* Choose the maps for mode: for the caller (uid, gid; both files looked
+ * up by the user's name or uid, as shadow's tools do), CMD's
  * ids inside (uin, gin). subuid/subgid: the files' paths (NULL: /etc's).
  * 0, or -1 with a one-line reason that names what is missing. */
-int sbx_ids_resolve(struct sbx_ids *ids, enum sbx_ids_mode mode, uid_t uid, gid_t gid,
-                    uint32_t uin, uint32_t gin, const char *subuid, const char *subgid,
-                    char *err, size_t errlen);
+int sbx_ids_resolve(struct sbx_ids *ids, enum sbx_ids_mode mode, uid_t uid, gid_t gid, uint32_t uin,
+                    uint32_t gin, const char *subuid, const char *subgid, char *err, size_t errlen);
 
 /* The supervisor writes the maps of init (pid), just cloned: itself as
  * root, else through newuidmap/newgidmap. 0, or -1 + reason. */

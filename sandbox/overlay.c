@@ -32,8 +32,8 @@
 
 #define OVL_STAGE "ovl" /* in the staging tmpfs, reached as /tmp/ovl */
 
-static const char *const left_out[] = {"proc", "dev", "sys", "tmp", "run", "home", "root",
-                                       "lost+found"};
+static const char *const left_out[] = {"proc", "dev",  "sys",  "tmp",
+                                       "run",  "home", "root", "lost+found"};
 
 static bool
 is_left_out(const char *name)

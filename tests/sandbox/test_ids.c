@@ -36,12 +36,12 @@ test_subid_find(void **state)
 {
 	const char *text = "# comment\n"
 	                   "alice:100000:65536\n"
-	                   "bob:x:65536\n"         /* malformed: skipped */
-	                   "bob:200000:0\n"        /* no ids: skipped */
+	                   "bob:x:65536\n"           /* malformed: skipped */
+	                   "bob:200000:0\n"          /* no ids: skipped */
 	                   "bob:300000:4294967296\n" /* too large: skipped */
 	                   "1002:400000:1000\n"
 	                   "bob:500000:65536\n"
-	                   "carol:600000";         /* no count, no newline */
+	                   "carol:600000"; /* no count, no newline */
 	uint32_t base = 7, count = 7;
 
 	(void)state;
@@ -131,17 +131,18 @@ test_resolve(void **state)
 	snprintf(subuid, sizeof(subuid), "%s/subuid", dir);
 	snprintf(subgid, sizeof(subgid), "%s/subgid", dir);
 	write_text(subuid, "4242:100000:70000\n");
-	write_text(subgid, "4243:300000:500\n");
+	/* subgid is keyed by the user too (shadow's newgidmap): not gid 4243. */
+	write_text(subgid, "4243:900000:500\n4242:300000:500\n");
 
 	/* One id: nothing to resolve. */
-	assert_int_equal(sbx_ids_resolve(&ids, SBX_IDS_ONE, 4242, 4243, 4242, 4243, subuid,
-	                                 subgid, err, sizeof(err)),
+	assert_int_equal(sbx_ids_resolve(&ids, SBX_IDS_ONE, 4242, 4243, 4242, 4243, subuid, subgid,
+	                                 err, sizeof(err)),
 	                 0);
 	assert_int_equal(ids.mode, SBX_IDS_ONE);
 	/* Root: the host's own ids, whatever the files say. */
-	assert_int_equal(sbx_ids_resolve(&ids, SBX_IDS_RANGE, 0, 0, 0, 0, subuid, subgid, err,
-	                                 sizeof(err)),
-	                 0);
+	assert_int_equal(
+	        sbx_ids_resolve(&ids, SBX_IDS_RANGE, 0, 0, 0, 0, subuid, subgid, err, sizeof(err)),
+	        0);
 	assert_false(ids.helper);
 	assert_int_equal(ids.uid.n, 1);
 	expect_line(&ids.uid, 0, 0, 0, SBX_IDS_MAX_COUNT);
@@ -213,10 +214,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_mode),
-	        cmocka_unit_test(test_subid_find),
-	        cmocka_unit_test(test_idmap_build),
-	        cmocka_unit_test(test_resolve),
+	        cmocka_unit_test(test_mode),        cmocka_unit_test(test_subid_find),
+	        cmocka_unit_test(test_idmap_build), cmocka_unit_test(test_resolve),
 	        cmocka_unit_test(test_opts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
