@@ -79,6 +79,21 @@ D forged"
 	[ "$rc" != 0 ] || fail "$role: the caller removed another id's directory: the control is void"
 	al "$role" --ids range --root -- rm -rf d || fail "$role: airlock's cleanup of d failed"
 	[ ! -e "$w/d" ] || fail "$role: d is still there after the cleanup"
+	# A kept layer rootless: another id's directory in it is read and
+	# removed through the map, as docs/run.md says.
+	keep=$w/layer
+	al "$role" --ids range --root --overlay-keep "$keep" -- sh -c '
+		set -e; mkdir /opt/ovl-x; echo a >/opt/ovl-x/f; chown -R 42:42 /opt/ovl-x; chmod 700 /opt/ovl-x' ||
+		fail "$role: rootless --overlay-keep run failed"
+	rc=0
+	as "$role" "$SCRATCH/airlock" diff "$keep" >/dev/null 2>&1 || rc=$?
+	[ "$rc" = 1 ] || fail "$role: diff of an unreadable layer exited $rc"
+	got=$(al "$role" -q --ids range --root --ro "$SCRATCH/airlock" --ro "$keep" -- "$SCRATCH/airlock" diff "$keep") ||
+		fail "$role: diff through the map failed"
+	expect_eq "$role: diff through the map" "$(printf '%s\n' "A /opt/ovl-x" "A /opt/ovl-x/f")" "$got"
+	al "$role" --ids range --root --rw "$keep" -- rm -rf "$keep/upper" "$keep/work" ||
+		fail "$role: removing the layer through the map failed"
+	as "$role" rmdir "$keep" || fail "$role: the layer is not empty after the cleanup"
 	expect_eq "$role: host unchanged" "$before" "$(host_state)"
 done
 echo "overlay: host unchanged, diff lists the changes, ids range usable as $ROLES"
