@@ -1519,6 +1519,8 @@ cmd_run(int argc, char **argv)
 	/* What the worker will apply, known before it is forked. */
 	ts.worker = true;
 	ts.landlock = r.landlock_abi = confine_landlock_abi();
+	ts.ids = r.opts.ids == SBX_IDS_RANGE ? "range" : NULL;
+	ts.overlay = !r.opts.overlay ? NULL : r.overlay_keep[0] != '\0' ? r.overlay_keep : "tmpfs";
 	if (elog_task_start(r.log, &ts) < 0) {
 		log_warnx("egress log %s: cannot write; refusing to run", r.logpath);
 		goto end;

@@ -68,6 +68,10 @@ expect_eq "host /var/lib/dpkg and /usr unchanged" "$before" "$(host_state)"
 ! grep -q "^Package: airlock-hello$" /var/lib/dpkg/status || fail "the host's dpkg status lists airlock-hello"
 expect_logged "apt: deb.debian.org allowed" \
 	'e.get("host") == "deb.debian.org" and e["verdict"] == "allow" and "debian.yaml:" in e.get("rule", "")'
+# The log says which root the task had, for the review of its changes.
+grep -F '"kind":"task-start"' "$LOGF" | head -n 1 | grep -qF "\"ids\":\"range\",\"overlay\":\"$(realpath "$keep")\"" ||
+	fail "task-start does not name the range and the kept layer: $(grep -F task-start "$LOGF" | head -n 1)"
+/usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 diff_out=$("$AIRLOCK" diff "$keep") || fail "airlock diff $keep failed"
 for p in "A /usr/bin/airlock-hello" "A /usr/share/doc/airlock-hello/README" \
 	"A /var/lib/dpkg/info/airlock-hello.list" "M /var/lib/dpkg/status"; do
