@@ -314,7 +314,7 @@ protect_files(struct run *r)
 	ssize_t len;
 
 	/* Fail closed: every file, or no run. */
-	if (nsrc + ndirs + nunix + 3 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs) ||
+	if (nsrc + ndirs + nunix + 4 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs) ||
 	    nunix > MAX_KEEP_UNIX) {
 		log_warnx(
 		        "too many policy files and preset directories to keep out of CMD's reach");
@@ -335,6 +335,10 @@ protect_files(struct run *r)
 		    stat(r->other_logdir, &st) == 0 && S_ISDIR(st.st_mode))
 			keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->other_logdir, "log directory"};
 	}
+	/* --overlay-keep: the layer is the overlay's, not a place CMD may
+	 * reach by its path (as the workdir, say) and edit beneath it. */
+	if (r->overlay_keep[0] != '\0')
+		keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->overlay_keep, "kept layer"};
 	for (size_t i = 0; i < nsrc; i++)
 		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, src[i].path, "policy file"};
 	for (size_t i = 0; i < ndirs; i++)

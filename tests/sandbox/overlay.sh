@@ -53,6 +53,12 @@ D forged"
 		al "$role" --ids range --root --overlay -- sh -c 'echo t >/usr/local/ovl-probe && rm /etc/motd' ||
 			fail "$role: writes under --overlay failed"
 		expect_eq "$role: host unchanged (tmpfs)" "$before" "$(host_state)"
+		# A layer kept inside the workdir is out of CMD's reach there.
+		al "$role" --root --ids range --overlay-keep inwork -- sh -c '
+			echo t >/opt/ovl-t
+			[ -z "$(ls -A inwork)" ] && ! touch inwork/x 2>/dev/null' ||
+			fail "$role: the kept layer is reachable through the workdir"
+		expect_eq "$role: layer in the workdir" "A /opt/ovl-t" "$("$SCRATCH/airlock" diff "$(work "$role")/inwork")"
 		# A kept layer is never reused.
 		err=$(al "$role" --overlay-keep "$keep" -- true 2>&1) && fail "$role: a used layer was reused"
 		grep -q "not empty" <<<"$err" || fail "$role: unclear reuse message: $err"
