@@ -44,6 +44,7 @@
 #include "policy/policy.h"
 #include "policy/verdict.h"
 #include "proxy/proxy.h"
+#include "sandbox/cache.h"
 #include "sandbox/env.h"
 #include "sandbox/opts.h"
 #include "sandbox/sandbox.h"
@@ -106,6 +107,7 @@ struct run {
 	bool timed_out;
 	bool gate_broken; /* the unix socket gate failed: the sandbox was ended */
 	bool log_created; /* open_log created the file (removed if unused) */
+	struct sbx_cache *pkgcache; /* --cache: held (locked) until the sandbox is gone; NULL */
 	dev_t log_dev;
 	ino_t log_ino;
 
@@ -1000,6 +1002,9 @@ run_free(struct run *r)
 	/* The worker, last as well: it takes its namespaces apart meanwhile. */
 	while (r->worker > 0 && waitpid(r->worker, NULL, 0) < 0 && errno == EINTR)
 		;
+	/* Nothing that could write the cache is left: the next task may. */
+	sbx_cache_free(r->pkgcache);
+	r->pkgcache = NULL;
 	/* Its last words (the run's summary among them), to the end. */
 	if (r->worker_err >= 0) {
 		(void)fd_set_nonblock(r->worker_err, false);
@@ -1355,8 +1360,16 @@ cmd_run(int argc, char **argv)
 		log_warn("task id: getrandom");
 		return SBX_EXIT_FAILURE;
 	}
+	if (r.opts.cache != NULL &&
+	    (r.pkgcache = sbx_cache_open(r.opts.cache, r.opts.cache_shared, err, sizeof(err))) ==
+	            NULL) {
+		log_warnx("%s", err);
+		goto out;
+	}
 	r.env = sbx_env_build(environ, r.opts.clearenv,
-	                      &(struct sbx_env_marks){.task = r.task, .policy = r.opts.policy},
+	                      &(struct sbx_env_marks){.task = r.task,
+	                                              .policy = r.opts.policy,
+	                                              .cache = r.pkgcache != NULL},
 	                      r.opts.env, r.opts.n_env, err, sizeof(err));
 	if (r.env == NULL) {
 		log_warnx("%s", err);
@@ -1381,6 +1394,7 @@ cmd_run(int argc, char **argv)
 	cfg.share_home = r.opts.share_home;
 	cfg.tty = term_probe(&r.tio);
 	cfg.refuse = &r.refuse; /* filled by load_policy, before it is read */
+	cfg.cache = r.pkgcache;
 	r.sbx = sbx_new(&cfg, err, sizeof(err));
 	if (r.sbx == NULL) {
 		log_warnx("%s", err);

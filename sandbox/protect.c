@@ -41,6 +41,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "sandbox/cache.h"
 #include "sandbox/internal.h"
 
 #define MAX_LINKS 40 /* as the kernel's path walk */
@@ -697,7 +698,9 @@ sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, siz
 		return -1;
 	}
 	sbx_plan_init(p);
-	if (sbx_plan_view(p, s, err, errlen) < 0 || (n > 0 && mnt_table_read(&mt, err, errlen) < 0))
+	if ((s->cfg->cache != NULL &&
+	     sbx_cache_check_keep(s->cfg->cache, keep, n, err, errlen) < 0) ||
+	    sbx_plan_view(p, s, err, errlen) < 0 || (n > 0 && mnt_table_read(&mt, err, errlen) < 0))
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		if (sbx_plan_keep(p, &keep[i], &f, err, errlen) < 0 ||

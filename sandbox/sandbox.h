@@ -39,6 +39,7 @@ struct sbx_mount {
 /* Everything init needs; borrowed by sbx_new() and valid until sbx_free().
  * Validated by sbx_new() before anything is created. */
 struct nft_refuse;
+struct sbx_cache;
 
 struct sbx_config {
 	char *const *argv;              /* CMD, NULL-terminated; NULL with selftest */
@@ -63,6 +64,9 @@ struct sbx_config {
 	/* The ruleset's refusals at the SYN (nft/refuse.h), borrowed and read
 	 * when the network is set up (sbx_recv_listeners); NULL: none. */
 	const struct nft_refuse *refuse;
+	/* --cache (sandbox/cache.h): bound read-write at SBX_CACHE_PATH after
+	 * the user's mounts; borrowed; NULL: none. */
+	const struct sbx_cache *cache;
 };
 
 /* A path sbx_protect keeps out of CMD's reach, for this run and the next. */
