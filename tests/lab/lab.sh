@@ -228,16 +228,22 @@ lab_write_nginx_conf() {
 		EOF
 		lab_site pypi.org "$dir/www/pypi.org" "$PYPI_V4" "$PYPI_V6"
 		cat <<-EOF
-				location /simple/ { index index.html; }
+				# As PyPI: index pages fresh for 10 minutes, files for good,
+				# so a client's cache (--cache) can answer a second run.
+				location /simple/ { index index.html; add_header Cache-Control "max-age=600, public"; }
 			}
 		EOF
 		lab_site files.pythonhosted.org "$dir/www/files.pythonhosted.org" "$FILES_V4" "$FILES_V6"
+		echo '		add_header Cache-Control "max-age=365000000, immutable, public";'
 		echo "	}"
 		lab_site registry.npmjs.org "$dir/www/registry.npmjs.org" "$NPM_V4"
 		cat <<-EOF
 				# The packument lives at /NAME; the tarball at /NAME/-/FILE.tgz.
-				location / { default_type application/json; try_files \$uri \$uri/index.json =404; }
-				location ~ \.tgz$ { default_type application/octet-stream; }
+				# Cache lifetimes as registry.npmjs.org sends them.
+				location / { default_type application/json; try_files \$uri \$uri/index.json =404;
+					add_header Cache-Control "public, max-age=300"; }
+				location ~ \.tgz$ { default_type application/octet-stream;
+					add_header Cache-Control "public, immutable, max-age=31557600"; }
 			}
 		EOF
 		lab_site github.com "$dir/www/github.com" "$GITHUB_V4"

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Caches that persist (docs/run.md, Caches): pip in a venv (the README's
+# headline, as written for Debian 12, where a bare `pip install` meets
+# PEP 668) and npm, each run twice under its preset with the same
+# --cache DIR. The first run fetches from the lab's registries; the second
+# installs the same package into a fresh place and the registries' access
+# logs show no package fetched: npm asks nothing at all; pip still
+# revalidates the index page (it sends max-age=0 for index pages on
+# purpose, to see new releases), which the server answers 304, no body.
+# A run without --cache shares nothing.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib.sh"
+need_prog npm
+lab_start
+P=$SOURCE_ROOT/policies
+CACHE=$LAB/cache
+# The lab's client environment turns pip's cache off and points npm's
+# elsewhere; --cache must decide both here.
+filtered=()
+for e in "${LAB_ENV[@]}"; do
+	case $e in PIP_NO_CACHE_DIR=* | npm_config_cache=*) ;; *) filtered+=("$e") ;; esac
+done
+LAB_ENV=("${filtered[@]}")
+
+requests() { # the access log lines of host $1 so far
+	cat "$LAB_LOG/$1.access.log" 2>/dev/null | wc -l
+}
+
+# --- the README's headline: pip in a venv --------------------------------
+# Made outside airlock, as the README says, with Debian's python3.
+in_lab /usr/bin/python3 -m venv "$LAB_WORK/.venv" || fail "python3 -m venv"
+if airlock_lab pypi -- /usr/bin/python3 -m pip install -q labpkg >"$LAB_WORK/pep668.out" 2>&1; then
+	echo "note: this Debian's pip installs system-wide without a venv" >&2
+else
+	grep -q externally-managed-environment "$LAB_WORK/pep668.out" ||
+		fail "bare pip failed for another reason than PEP 668: $(tail -n 3 "$LAB_WORK/pep668.out")"
+fi
+airlock_lab pypi --cache "$CACHE" -- .venv/bin/pip install -q labpkg ||
+	fail "first run: airlock run -p pypi -- .venv/bin/pip install labpkg"
+expect_eq "labpkg imports from the venv" "hello from labpkg" \
+	"$("$LAB_WORK/.venv/bin/python" -c 'import labpkg; print(labpkg.hello())')"
+[ "$(requests files.pythonhosted.org)" -ge 1 ] || fail "first run: no wheel fetched (is the test sound?)"
+[ -n "$(find "$CACHE/pip" -type f 2>/dev/null | head -n 1)" ] || fail "first run: pip left nothing in $CACHE/pip"
+before_index=$(requests pypi.org) before_files=$(requests files.pythonhosted.org)
+in_lab "$LAB_WORK/.venv/bin/pip" uninstall -q -y labpkg || fail "pip uninstall"
+airlock_lab pypi --cache "$CACHE" -- .venv/bin/pip install -q labpkg ||
+	fail "second run: pip install labpkg from the cache"
+expect_eq "labpkg imports again" "hello from labpkg" \
+	"$("$LAB_WORK/.venv/bin/python" -c 'import labpkg; print(labpkg.hello())')"
+# Only revalidations of the index page: no body, nothing downloaded.
+new_index=$(tail -n +"$((before_index + 1))" "$LAB_LOG/pypi.org.access.log")
+[ -z "$(grep -v '"GET /simple/labpkg/ HTTP/1.1" 304$' <<<"$new_index" | grep .)" ] ||
+	fail "second pip run: pypi.org sent more than a 304 for the index page: $new_index"
+expect_eq "second pip run: requests to files.pythonhosted.org" "$before_files" "$(requests files.pythonhosted.org)"
+
+# Without --cache the same install fetches again: the cache was the reason.
+in_lab "$LAB_WORK/.venv/bin/pip" uninstall -q -y labpkg || fail "pip uninstall"
+airlock_lab pypi -- .venv/bin/pip install -q labpkg || fail "pip install without --cache"
+[ "$(requests files.pythonhosted.org)" -gt "$before_files" ] ||
+	fail "a run without --cache was served from somewhere: no wheel fetched"
+
+# --- npm -------------------------------------------------------------------
+for n in 1 2; do
+	mkdir -p "$LAB_WORK/npm$n"
+	before=$(requests registry.npmjs.org)
+	airlock_lab npm --cache "$CACHE" -- npm install --no-save --prefix "$LAB_WORK/npm$n" labnpm ||
+		fail "npm run $n: npm install labnpm"
+	expect_eq "npm run $n: labnpm runs" "hello from labnpm" \
+		"$(node -e 'console.log(require(process.argv[1])())' "$LAB_WORK/npm$n/node_modules/labnpm")"
+	after=$(requests registry.npmjs.org)
+	if [ "$n" = 1 ]; then
+		[ "$after" -ge 2 ] || fail "npm run 1: packument and tarball not fetched (is the test sound?)"
+	else
+		expect_eq "second npm run: requests to registry.npmjs.org" "$before" "$after"
+	fi
+done
+[ -d "$CACHE/npm/_cacache" ] || fail "npm left no _cacache in $CACHE/npm"
+
+/usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
+echo "cache: pip in a venv and npm, second run with --cache: no request to the registries"
