@@ -17,6 +17,7 @@ test_deps=(
 	curl dnsutils netcat-openbsd openssl git python3 python3-pip python3-venv
 	dnsmasq-base nginx-light fcgiwrap
 	man-db groff-base zsh openjdk-17-jre-headless
+	cargo
 )
 # What the benchmarks compare against.
 bench_deps=(squid tinyproxy bubblewrap dnsperf hyperfine)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Caches that persist (docs/run.md, Caches): pip in a venv (the README's
 # headline, as written for Debian 12, where a bare `pip install` meets
-# PEP 668) and npm, each run twice under its preset with the same
+# PEP 668), npm, and Debian 12's cargo (1.65: the git index on github.com,
+# so the crates and github presets), each run twice under its preset with the same
 # --cache DIR. The first run fetches from the lab's registries; the second
 # installs the same package into a fresh place and the registries' access
 # logs show no package fetched: npm asks nothing at all; pip still
@@ -59,6 +60,39 @@ airlock_lab pypi -- .venv/bin/pip install -q labpkg || fail "pip install without
 [ "$(requests files.pythonhosted.org)" -gt "$before_files" ] ||
 	fail "a run without --cache was served from somewhere: no wheel fetched"
 
+# --- cargo (Debian's, /usr/bin/cargo) ---------------------------------------
+CARGO=/usr/bin/cargo
+[ -x "$CARGO" ] || skip "Debian's cargo is not installed (scripts/setup.sh installs it)"
+printf 'version: 1\nname: crates-debian12\ninclude: [crates, github]\n' >"$LAB_WORK/crates.yaml"
+proj=$LAB_WORK/cproj
+mkdir -p "$proj/src"
+printf '[package]\nname = "cproj"\nversion = "0.1.0"\nedition = "2018"\n\n[dependencies]\nlabcrate = "1"\n' \
+	>"$proj/Cargo.toml"
+printf 'fn main() {\n    println!("{}", labcrate::hello());\n}\n' >"$proj/src/main.rs"
+for n in 1 2; do
+	before_git=$(requests github.com) before_dl=$(requests static.crates.io)
+	# (cargo also asks api.github.com whether the index changed, a
+	# shortcut it takes for GitHub; refused, it fetches with git.)
+	# A clean build each time, with the lock file the first one wrote (as
+	# a project commits it).
+	rm -rf "$proj/target"
+	airlock_lab "$LAB_WORK/crates.yaml" --cache "$CACHE" --env CARGO_HTTP_CAINFO="$LAB_CA" \
+		--env CARGO_TERM_COLOR=never -- "$CARGO" run -q --manifest-path "$proj/Cargo.toml" \
+		>"$LAB_WORK/cargo$n.out" 2>"$LAB_WORK/cargo$n.err" ||
+		fail "cargo run $n: $(tail -n 5 "$LAB_WORK/cargo$n.err")"
+	expect_eq "cargo run $n: the program using labcrate" "hello from labcrate" \
+		"$(tail -n 1 "$LAB_WORK/cargo$n.out")"
+	if [ "$n" = 1 ]; then
+		[ "$(requests github.com)" -gt "$before_git" ] && [ "$(requests static.crates.io)" -gt "$before_dl" ] ||
+			fail "cargo run 1: no index fetch or no crate download (is the test sound?)"
+	else
+		expect_eq "second cargo run: requests to github.com (the index)" "$before_git" "$(requests github.com)"
+		expect_eq "second cargo run: requests to static.crates.io" "$before_dl" "$(requests static.crates.io)"
+	fi
+done
+[ -n "$(find "$CACHE/cargo/registry/cache" -name 'labcrate-1.0.0.crate' 2>/dev/null)" ] ||
+	fail "cargo left no labcrate-1.0.0.crate in $CACHE/cargo/registry/cache"
+
 # --- npm -------------------------------------------------------------------
 for n in 1 2; do
 	mkdir -p "$LAB_WORK/npm$n"
@@ -77,4 +111,4 @@ done
 [ -d "$CACHE/npm/_cacache" ] || fail "npm left no _cacache in $CACHE/npm"
 
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
-echo "cache: pip in a venv and npm, second run with --cache: no request to the registries"
+echo "cache: pip in a venv, cargo and npm, second run with --cache: no request to the registries"
