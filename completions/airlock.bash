@@ -43,7 +43,7 @@ _airlock()
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
-	--workdir | --rw | --ro | --tmpfs | --hide)
+	--workdir | --rw | --ro | --tmpfs | --hide | --cache)
 		COMPREPLY=($(compgen -d -- "$cur") $(compgen -f -- "$cur"))
 		return
 		;;
@@ -64,7 +64,8 @@ _airlock()
 	case $cmd in
 	run)
 		opts="--policy --log --log-budget --verbose --quiet --audit --dns-upstream --timeout
-		      --workdir --rw --ro --tmpfs --hide --share-home --env --clearenv --root
+		      --workdir --rw --ro --tmpfs --hide --share-home --cache --cache-shared
+		      --env --clearenv --root
 		      --task-id --label --help"
 		;;
 	proxy)
