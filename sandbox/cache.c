@@ -24,8 +24,7 @@ const char *const sbx_cache_env[] = {
         "CARGO_HOME=" C "/cargo",     /* cargo's registry index, crates, git */
         "GOMODCACHE=" C "/go/mod",    /* go modules */
         "GOCACHE=" C "/go/build",     /* go build cache */
-        "GRADLE_USER_HOME=" C "/gradle",
-        NULL,
+        "GRADLE_USER_HOME=" C "/gradle", NULL,
 };
 
 struct sbx_cache {
@@ -62,8 +61,10 @@ sbx_cache_open(const char *dir, bool shared, char *err, size_t errlen)
 	c->fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (c->fd < 0) {
 		if (errno == ELOOP || errno == ENOTDIR)
-			snprintf(err, errlen, "--cache %s: not a directory (a symlink or a file); "
-			         "name the directory itself", dir);
+			snprintf(err, errlen,
+			         "--cache %s: not a directory (a symlink or a file); "
+			         "name the directory itself",
+			         dir);
 		else
 			snprintf(err, errlen, "--cache %s: %s", dir, strerror(errno));
 		goto fail;
