@@ -1099,6 +1099,10 @@ worker_main(struct run *r, int fd, pid_t parent)
 	log_set_ident("airlock[worker]");
 	(void)prctl(PR_SET_NAME, "airlock-worker"); /* for ps, and tests */
 	sbx_forget_fds(r->sbx);
+	/* --cache: the supervisor's copy keeps the lock; this one would be
+	 * a handle on a host directory. */
+	sbx_cache_free(r->pkgcache);
+	r->pkgcache = NULL;
 	/* The broker's end is the broker's alone. */
 	fd_close(&r->broker_child);
 	/* Not the caller's terminal: a compromised worker must not read its
