@@ -1402,6 +1402,9 @@ cmd_run(int argc, char **argv)
 	r.sbx = sbx_new(&cfg, err, sizeof(err));
 	if (r.sbx == NULL) {
 		log_warnx("%s", err);
+		/* A --cache the run just made in the workdir, say: not left. */
+		sbx_cache_abandon(r.pkgcache);
+		r.pkgcache = NULL;
 		goto out;
 	}
 

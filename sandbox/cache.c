@@ -32,6 +32,7 @@ struct sbx_cache {
 	dev_t dev;
 	ino_t ino;
 	char path[PATH_MAX]; /* realpath of DIR */
+	bool created;        /* sbx_cache_open made DIR */
 };
 
 void
@@ -54,7 +55,9 @@ sbx_cache_open(const char *dir, bool shared, char *err, size_t errlen)
 		return NULL;
 	}
 	c->fd = -1;
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+	if (mkdir(dir, 0700) == 0) {
+		c->created = true;
+	} else if (errno != EEXIST) {
 		snprintf(err, errlen, "--cache %s: cannot make it: %s", dir, strerror(errno));
 		goto fail;
 	}
@@ -109,6 +112,14 @@ sbx_cache_open(const char *dir, bool shared, char *err, size_t errlen)
 fail:
 	sbx_cache_free(c);
 	return NULL;
+}
+
+void
+sbx_cache_abandon(struct sbx_cache *c)
+{
+	if (c != NULL && c->created && c->path[0] != '\0')
+		(void)rmdir(c->path); /* only while empty */
+	sbx_cache_free(c);
 }
 
 const char *

@@ -33,6 +33,10 @@ struct sbx_cache *sbx_cache_open(const char *dir, bool shared, char *err, size_t
 /* Release the lock and free. NULL is fine. */
 void sbx_cache_free(struct sbx_cache *c);
 
+/* For a run refused before its sandbox started: remove DIR again if
+ * sbx_cache_open made it and it is still empty, then sbx_cache_free. */
+void sbx_cache_abandon(struct sbx_cache *c);
+
 /* DIR resolved (realpath at open); borrowed, valid until sbx_cache_free. */
 const char *sbx_cache_path(const struct sbx_cache *c);
 

@@ -97,6 +97,7 @@ for role in $ROLES; do
 	expect_fail "$role: a file" "--cache $base/file: not a directory" "$role" --cache "$base/file" -- true
 	expect_fail "$role: inside the workdir" "one inside the other; keep the cache outside" \
 		"$role" --cache "$(work "$role")/cache" -- true
+	[ ! -e "$(work "$role")/cache" ] || fail "$role: a refused --cache left the directory it made"
 	expect_fail "$role: holding the egress log" "--cache $C: it and the egress log" \
 		"$role" --cache "$C" --log "$C/run.jsonl" -- true
 	expect_fail "$role: --cache-shared alone" "--cache-shared without --cache" \
