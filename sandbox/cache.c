@@ -18,13 +18,14 @@
 #define C SBX_CACHE_PATH
 
 const char *const sbx_cache_env[] = {
-        "XDG_CACHE_HOME=" C "/xdg",   /* pip, yarn, go-build, many others */
-        "PIP_CACHE_DIR=" C "/pip",    /* pip (pip's own name wins over XDG) */
-        "npm_config_cache=" C "/npm", /* npm's _cacache */
-        "CARGO_HOME=" C "/cargo",     /* cargo's registry index, crates, git */
-        "GOMODCACHE=" C "/go/mod",    /* go modules */
-        "GOCACHE=" C "/go/build",     /* go build cache */
-        "GRADLE_USER_HOME=" C "/gradle", NULL,
+        "XDG_CACHE_HOME=" C "/xdg",      /* yarn, and the many tools that follow XDG */
+        "PIP_CACHE_DIR=" C "/pip",       /* pip (pip's own name wins over XDG) */
+        "npm_config_cache=" C "/npm",    /* npm's _cacache */
+        "CARGO_HOME=" C "/cargo",        /* cargo's registry index, crates, git */
+        "GOMODCACHE=" C "/go/mod",       /* go modules */
+        "GOCACHE=" C "/go/build",        /* go build cache */
+        "GRADLE_USER_HOME=" C "/gradle", /* gradle's caches and wrapper */
+        NULL,
 };
 
 struct sbx_cache {
