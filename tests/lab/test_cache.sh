@@ -8,7 +8,8 @@
 # logs show no package fetched: npm asks nothing at all; pip still
 # revalidates the index page (it sends max-age=0 for index pages on
 # purpose, to see new releases), which the server answers 304, no body.
-# A run without --cache shares nothing.
+# A run without --cache shares nothing. With AIRLOCK_TEST_USER, pip's
+# story again rootless.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib.sh"
 need_prog npm
@@ -109,6 +110,35 @@ for n in 1 2; do
 	fi
 done
 [ -d "$CACHE/npm/_cacache" ] || fail "npm left no _cacache in $CACHE/npm"
+
+# --- rootless: the same pip story as AIRLOCK_TEST_USER ------------------------
+if [ -n "${AIRLOCK_TEST_USER:-}" ] && id "$AIRLOCK_TEST_USER" >/dev/null 2>&1; then
+	user=$AIRLOCK_TEST_USER
+	# The build tree and the source's presets may be unreadable to the user.
+	mkdir -p "$LAB_WORK/bin" "$LAB_WORK/policies" "$LAB/ucache"
+	install -m 755 "$AIRLOCK" "$LAB_WORK/bin/airlock"
+	cp "$P/pypi.yaml" "$LAB_WORK/policies/"
+	chown "$user:" "$LAB/ucache"
+	rm -rf "$LAB_WORK/.venv"
+	in_lab_as "$user" /usr/bin/python3 -m venv "$LAB_WORK/.venv" || fail "rootless: python3 -m venv"
+	for n in 1 2; do
+		before=$(requests files.pythonhosted.org)
+		(AIRLOCK=$LAB_WORK/bin/airlock
+			airlock_lab_as "$user" "$LAB_WORK/policies/pypi.yaml" --cache "$LAB/ucache/c" -- \
+				.venv/bin/pip install -q labpkg) || fail "rootless pip run $n"
+		expect_eq "rootless pip run $n: labpkg imports" "hello from labpkg" \
+			"$("$LAB_WORK/.venv/bin/python" -c 'import labpkg; print(labpkg.hello())')"
+		if [ "$n" = 1 ]; then
+			[ "$(requests files.pythonhosted.org)" -gt "$before" ] || fail "rootless pip run 1: no wheel fetched"
+			in_lab_as "$user" "$LAB_WORK/.venv/bin/pip" uninstall -q -y labpkg || fail "rootless: pip uninstall"
+		else
+			expect_eq "rootless second pip run: requests to files.pythonhosted.org" "$before" \
+				"$(requests files.pythonhosted.org)"
+		fi
+	done
+	expect_eq "rootless: the cache belongs to the user" "$user" "$(stat -c %U "$LAB/ucache/c/pip")"
+	echo "cache: rootless pip as $user: second run fetched no wheel"
+fi
 
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 echo "cache: pip in a venv, cargo and npm, second run with --cache: no request to the registries"
