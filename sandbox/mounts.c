@@ -543,13 +543,14 @@ attach_user_mount(int root, int stage, size_t i, const struct sbx_mount *m, stru
 }
 
 /* --cache: a clone of the directory the supervisor checked and locked
- * (sbx_cache_same), nosuid and nodev, into *tree. */
+ * (sbx_cache_same), nosuid and nodev, into *tree. Not recursive: a mount
+ * below DIR (of the log directory, say) is not what was checked. */
 static int
 clone_cache(const struct sbx_cache *c, int *tree, char *err, size_t errlen)
 {
 	struct stat st;
 
-	*tree = clone_tree(sbx_cache_path(c), true, NULL);
+	*tree = clone_tree(sbx_cache_path(c), false, NULL);
 	if (*tree < 0 || fstat(*tree, &st) < 0 ||
 	    set_attr(*tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true) < 0) {
 		snprintf(err, errlen, "filesystem: --cache %s: %s", sbx_cache_path(c),
