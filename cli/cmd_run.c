@@ -45,6 +45,7 @@
 #include "policy/policy.h"
 #include "policy/verdict.h"
 #include "proxy/proxy.h"
+#include "sandbox/cache.h"
 #include "sandbox/env.h"
 #include "sandbox/opts.h"
 #include "sandbox/sandbox.h"
@@ -107,6 +108,7 @@ struct run {
 	bool timed_out;
 	bool gate_broken; /* the unix socket gate failed: the sandbox was ended */
 	bool log_created; /* open_log created the file (removed if unused) */
+	struct sbx_cache *pkgcache; /* --cache: held (locked) until the sandbox is gone; NULL */
 	dev_t log_dev;
 	ino_t log_ino;
 
@@ -1006,6 +1008,9 @@ run_free(struct run *r)
 	/* The worker, last as well: it takes its namespaces apart meanwhile. */
 	while (r->worker > 0 && waitpid(r->worker, NULL, 0) < 0 && errno == EINTR)
 		;
+	/* Nothing that could write the cache is left: the next task may. */
+	sbx_cache_free(r->pkgcache);
+	r->pkgcache = NULL;
 	/* Its last words (the run's summary among them), to the end. */
 	if (r->worker_err >= 0) {
 		(void)fd_set_nonblock(r->worker_err, false);
@@ -1100,6 +1105,10 @@ worker_main(struct run *r, int fd, pid_t parent)
 	log_set_ident("airlock[worker]");
 	(void)prctl(PR_SET_NAME, "airlock-worker"); /* for ps, and tests */
 	sbx_forget_fds(r->sbx);
+	/* --cache: the supervisor's copy keeps the lock; this one would be
+	 * a handle on a host directory. */
+	sbx_cache_free(r->pkgcache);
+	r->pkgcache = NULL;
 	/* The broker's end is the broker's alone. */
 	fd_close(&r->broker_child);
 	/* Not the caller's terminal: a compromised worker must not read its
@@ -1414,8 +1423,16 @@ cmd_run(int argc, char **argv)
 		log_warn("task id: getrandom");
 		return SBX_EXIT_FAILURE;
 	}
+	if (r.opts.cache != NULL &&
+	    (r.pkgcache = sbx_cache_open(r.opts.cache, r.opts.cache_shared, err, sizeof(err))) ==
+	            NULL) {
+		log_warnx("%s", err);
+		goto out;
+	}
 	r.env = sbx_env_build(environ, r.opts.clearenv,
-	                      &(struct sbx_env_marks){.task = r.task, .policy = r.opts.policy},
+	                      &(struct sbx_env_marks){.task = r.task,
+	                                              .policy = r.opts.policy,
+	                                              .cache = r.pkgcache != NULL},
 	                      r.opts.env, r.opts.n_env, err, sizeof(err));
 	if (r.env == NULL) {
 		log_warnx("%s", err);
@@ -1440,13 +1457,19 @@ cmd_run(int argc, char **argv)
 	cfg.share_home = r.opts.share_home;
 	cfg.tty = term_probe(&r.tio);
 	cfg.refuse = &r.refuse; /* filled by load_policy, before it is read */
+	cfg.cache = r.pkgcache;
 	if (config_ids_overlay(&r, &cfg, err, sizeof(err)) < 0) {
 		log_warnx("%s", err);
+		sbx_cache_abandon(r.pkgcache);
+		r.pkgcache = NULL;
 		goto out;
 	}
 	r.sbx = sbx_new(&cfg, err, sizeof(err));
 	if (r.sbx == NULL) {
 		log_warnx("%s", err);
+		/* A --cache the run just made in the workdir, say: not left. */
+		sbx_cache_abandon(r.pkgcache);
+		r.pkgcache = NULL;
 		goto out;
 	}
 

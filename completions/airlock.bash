@@ -47,7 +47,7 @@ _airlock()
 		COMPREPLY=($(compgen -W "one range" -- "$cur"))
 		return
 		;;
-	--workdir | --rw | --ro | --tmpfs | --hide | --overlay-keep)
+	--workdir | --rw | --ro | --tmpfs | --hide | --overlay-keep | --cache)
 		COMPREPLY=($(compgen -d -- "$cur") $(compgen -f -- "$cur"))
 		return
 		;;
@@ -68,8 +68,9 @@ _airlock()
 	case $cmd in
 	run)
 		opts="--policy --log --log-budget --verbose --quiet --audit --dns-upstream --timeout
-		      --workdir --rw --ro --tmpfs --hide --share-home --env --clearenv --root
-		      --ids --overlay --overlay-keep --task-id --label --help"
+		      --workdir --rw --ro --tmpfs --hide --share-home --cache --cache-shared
+		      --env --clearenv --root --ids --overlay --overlay-keep
+		      --task-id --label --help"
 		;;
 	proxy)
 		opts="--policy --listen --log --log-budget --verbose --dns-upstream --hosts-file

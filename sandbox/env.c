@@ -6,6 +6,7 @@
 
 #include "common/netconst.h"
 #include "common/util.h"
+#include "sandbox/cache.h"
 
 #define STR2(x)       #x
 #define STR(x)        STR2(x)
@@ -156,6 +157,14 @@ sbx_env_build(char *const *caller, bool clear, const struct sbx_env_marks *marks
 	if (marks != NULL && marks->policy != NULL &&
 	    envb_set(&b, "AIRLOCK_POLICY", strlen("AIRLOCK_POLICY"), marks->policy) < 0)
 		goto toobig;
+	/* Before --env, which may still point one tool elsewhere. */
+	for (size_t i = 0; marks != NULL && marks->cache && sbx_cache_env[i] != NULL; i++) {
+		const char *a = sbx_cache_env[i];
+		size_t nlen = name_len(a);
+
+		if (envb_set(&b, a, nlen, a + nlen + 1) < 0)
+			goto toobig;
+	}
 	for (size_t i = 0; i < n_args; i++) {
 		const char *a = args[i];
 		size_t nlen = name_len(a);

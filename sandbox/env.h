@@ -16,6 +16,7 @@
 struct sbx_env_marks {
 	const char *task;
 	const char *policy;
+	bool cache; /* --cache: sbx_cache_env's variables (sandbox/cache.h) */
 };
 
 /* Build CMD's environment:
@@ -24,7 +25,7 @@ struct sbx_env_marks {
  *  2. the proxy variables (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and their
  *     lowercase forms, http://127.0.0.1:AIRLOCK_PROXY_PORT; NO_PROXY and
  *     no_proxy = localhost,127.0.0.1,::1) and marks (NULL: none) replace
- *     any the caller had;
+ *     any the caller had; with marks->cache, so do the cache variables;
  *  3. each of args in order: "NAME=VALUE" sets NAME, "NAME" copies the
  *     caller's NAME (nothing if unset).
  * Returns a malloc'd NULL-terminated array (sbx_env_free), or NULL with a

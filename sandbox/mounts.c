@@ -38,6 +38,7 @@
 #include "common/log.h"
 #include "common/netconst.h"
 #include "common/util.h"
+#include "sandbox/cache.h"
 #include "sandbox/internal.h"
 #include "sandbox/status.h"
 
@@ -541,6 +542,32 @@ attach_user_mount(int root, int stage, size_t i, const struct sbx_mount *m, stru
 	                 op->target, op->what, err, errlen);
 }
 
+/* --cache: a clone of the directory the supervisor checked and locked
+ * (sbx_cache_same), nosuid and nodev, into *tree. Not recursive: a mount
+ * below DIR (of the log directory, say) is not what was checked. */
+static int
+clone_cache(const struct sbx_cache *c, int *tree, char *err, size_t errlen)
+{
+	struct stat st;
+
+	*tree = clone_tree(sbx_cache_path(c), false, NULL);
+	if (*tree < 0 || fstat(*tree, &st) < 0 ||
+	    set_attr(*tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true) < 0) {
+		snprintf(err, errlen, "filesystem: --cache %s: %s", sbx_cache_path(c),
+		         strerror(errno));
+		fd_close(tree);
+		return -1;
+	}
+	if (!sbx_cache_same(c, &st)) {
+		snprintf(err, errlen,
+		         "filesystem: --cache %s: replaced since it was checked; not mounted",
+		         sbx_cache_path(c));
+		fd_close(tree);
+		return -1;
+	}
+	return 0;
+}
+
 /* One mount of sbx_protect's plan (protect.c) over path. The copies are
  * of the view as it is now, recursively, so that what was mounted beneath
  * path stays as it was. */
@@ -637,6 +664,7 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 	struct fsop *ops = NULL;
 	struct fsop work = {.tree = -1, .what = "workdir"};
 	struct sbx_overlay ov = {.n = 0, .keep_tree = -1};
+	int cache = -1;
 	int dev_trees[ARRAY_SIZE(dev_nodes)];
 	int root = -1, stage = -1, f = -1;
 	bool skip[SBX_MAX_MOUNTS] = {false};
@@ -676,6 +704,8 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 		                                errlen) < 0)
 			goto out;
 	}
+	if (cfg->cache != NULL && clone_cache(cfg->cache, &cache, err, errlen) < 0)
+		goto out;
 	if (sbx_overlay_plan(s, &ov, err, errlen) < 0)
 		goto out;
 	for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
@@ -774,6 +804,10 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 			goto out;
 	}
 
+	/* The cache after them: always where its variables point. */
+	if (cache >= 0 && attach(root, &cache, SBX_CACHE_PATH, true, "--cache", err, errlen) < 0)
+		goto out;
+
 	/* What airlock reads and writes, kept out of reach last: nothing
 	 * mounted later may expose it again. */
 	log_debug("init: view built at %.3f ms", ms_since_start());
@@ -793,6 +827,7 @@ out:
 	fd_close(&root);
 	fd_close(&work.tree);
 	sbx_overlay_free(&ov);
+	fd_close(&cache);
 	for (size_t i = 0; i < ARRAY_SIZE(dev_trees); i++)
 		fd_close(&dev_trees[i]);
 	close_ops(ops, cfg->n_mounts);

@@ -40,6 +40,13 @@ const char sbx_opts_usage[] =
         "      --hide PATH        hide PATH (empty directory or empty file)\n"
         "      --share-home       do not hide the home directories (default:\n"
         "                         empty writable dirs on $HOME, /home, /root)\n"
+        "      --cache DIR        keep package caches in DIR (made if missing; yours,\n"
+        "                         not world-writable, outside the workdir): bound\n"
+        "                         at /run/airlock/cache with XDG_CACHE_HOME,\n"
+        "                         PIP_CACHE_DIR, npm_config_cache, CARGO_HOME,\n"
+        "                         GOMODCACHE, GOCACHE, GRADLE_USER_HOME set; one\n"
+        "                         run at a time holds DIR\n"
+        "      --cache-shared     let runs that all say so use DIR at once\n"
         "      --env NAME[=VALUE] set NAME, or pass the caller's NAME\n"
         "      --clearenv         start CMD's environment empty (PATH kept)\n"
         "      --root             run CMD as uid 0 inside (no capabilities)\n"
@@ -73,6 +80,8 @@ enum {
 	OPT_SHARE_HOME,
 	OPT_TASK_ID,
 	OPT_LABEL,
+	OPT_CACHE,
+	OPT_CACHE_SHARED,
 	OPT_IDS,
 	OPT_OVERLAY,
 	OPT_OVERLAY_KEEP,
@@ -98,6 +107,8 @@ static const struct option long_opts[] = {
         {"share-home", no_argument, NULL, OPT_SHARE_HOME},
         {"task-id", required_argument, NULL, OPT_TASK_ID},
         {"label", required_argument, NULL, OPT_LABEL},
+        {"cache", required_argument, NULL, OPT_CACHE},
+        {"cache-shared", no_argument, NULL, OPT_CACHE_SHARED},
         {"ids", required_argument, NULL, OPT_IDS},
         {"overlay", no_argument, NULL, OPT_OVERLAY},
         {"overlay-keep", required_argument, NULL, OPT_OVERLAY_KEEP},
@@ -296,6 +307,16 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 			}
 			o->task_id = optarg;
 			break;
+		case OPT_CACHE:
+			if (optarg[0] == '\0') {
+				snprintf(err, errlen, "--cache: empty path");
+				return -1;
+			}
+			o->cache = optarg;
+			break;
+		case OPT_CACHE_SHARED:
+			o->cache_shared = true;
+			break;
 		case OPT_LABEL:
 			if (add_label(o, optarg, err, errlen) < 0)
 				return -1;
@@ -312,6 +333,10 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 		snprintf(err, errlen,
 		         "no policy: -p POLICY is required (policies/none.yaml "
 		         "allows nothing)");
+		return -1;
+	}
+	if (o->cache_shared && o->cache == NULL) {
+		snprintf(err, errlen, "--cache-shared without --cache DIR");
 		return -1;
 	}
 	if (optind >= argc) {

@@ -37,6 +37,8 @@ struct sbx_opts {
 	bool overlay;             /* --overlay, or --overlay-keep */
 	const char *overlay_keep; /* --overlay-keep DIR; NULL: a tmpfs upper layer */
 	bool share_home; /* --share-home: keep the home directories visible */
+	const char *cache; /* --cache DIR (sandbox/cache.h); NULL: none */
+	bool cache_shared; /* --cache-shared: DIR's lock shared with other runs */
 	bool help;
 	char **cmd; /* CMD and its arguments (points into argv), NULL-terminated */
 	int cmd_argc;

@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "nft/nft.h"
+#include "sandbox/cache.h"
 #include "sandbox/internal.h"
 #include "sandbox/status.h"
 
@@ -319,6 +320,15 @@ sbx_new(const struct sbx_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen,
 		         "workdir is /: that would make the whole filesystem "
 		         "writable; run from a project directory or use --workdir");
+		goto fail;
+	}
+	/* A cache in the workdir would be the task's own files; a workdir
+	 * in the cache, the same files at a second, unprotected path. */
+	if (cfg->cache != NULL && sbx_cache_nests(cfg->cache, s->workdir)) {
+		snprintf(err, errlen,
+		         "--cache %s and the workdir %s are one inside the other; keep the cache "
+		         "outside the project",
+		         sbx_cache_path(cfg->cache), s->workdir);
 		goto fail;
 	}
 	if (resolve_mounts(s, err, errlen) < 0)

@@ -41,6 +41,7 @@ struct sbx_mount {
 /* Everything init needs; borrowed by sbx_new() and valid until sbx_free().
  * Validated by sbx_new() before anything is created. */
 struct nft_refuse;
+struct sbx_cache;
 
 struct sbx_config {
 	char *const *argv;              /* CMD, NULL-terminated; NULL with selftest */
@@ -65,6 +66,9 @@ struct sbx_config {
 	/* The ruleset's refusals at the SYN (nft/refuse.h), borrowed and read
 	 * when the network is set up (sbx_recv_listeners); NULL: none. */
 	const struct nft_refuse *refuse;
+	/* --cache (sandbox/cache.h): bound read-write at SBX_CACHE_PATH after
+	 * the user's mounts; borrowed; NULL: none. */
+	const struct sbx_cache *cache;
 	/* --ids (ids.h): ONE, init maps the caller's ids alone; RANGE, the
 	 * supervisor writes these maps (and CMD with root keeps the
 	 * capabilities over files and ids that apt and dpkg need). */

@@ -17,6 +17,7 @@ test_deps=(
 	curl dnsutils netcat-openbsd openssl git python3 python3-pip python3-venv
 	dnsmasq-base nginx-light fcgiwrap
 	man-db groff-base zsh openjdk-17-jre-headless
+	cargo
 	apt-utils # apt-ftparchive: the local apt repository of tests/lab/test_apt.sh
 )
 # What the benchmarks compare against.

@@ -32,7 +32,8 @@ FILES_V4=198.51.100.11 FILES_V6=2001:db8:1::11
 NPM_V4=198.51.100.20
 GITHUB_V4=198.51.100.30
 CODELOAD_V4=198.51.100.31
-DEB_V4=198.51.100.40 # deb.debian.org: a local apt repository (tests/lab/test_apt.sh)
+CRATES_V4=198.51.100.40 # static.crates.io
+DEB_V4=198.51.100.50 # deb.debian.org: a local apt repository (tests/lab/test_apt.sh)
 EVIL_V4=203.0.113.66 EVIL_V6=2001:db8:66::66
 METADATA_V4=169.254.169.254
 # Nobody's until a test adds them (to the client's or inet's interfaces).
@@ -95,6 +96,7 @@ lab_make_pki() {
 	mkdir -p "$pki"
 	san="DNS:pypi.org,DNS:files.pythonhosted.org,DNS:registry.npmjs.org"
 	san="$san,DNS:github.com,DNS:codeload.github.com,DNS:evil.test,DNS:*.evil.test"
+	san="$san,DNS:static.crates.io"
 	san="$san,DNS:rebind-loopback.test,DNS:rebind-metadata.test,DNS:rebind-host.test"
 	san="$san,IP:$EVIL_V4,IP:$PYPI_V4,IP:$METADATA_V4"
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
@@ -136,6 +138,15 @@ lab_make_git() {
 	lab_in_ns "$dir" inet "${g[@]}" -C "$work" archive --format=tar.gz --prefix=repo-main/ \
 		-o "$dir/www/codeload.github.com/org/repo/tar.gz/refs/heads/main" HEAD
 	rm -rf "$work"
+	# crates.io's git index (labgen.py wrote its files), at the URL
+	# Debian 12's cargo clones: no ".git" in it.
+	local idx=$dir/tmp/crates-index
+	lab_in_ns "$dir" inet "${g[@]}" init -q "$idx"
+	lab_in_ns "$dir" inet "${g[@]}" -C "$idx" add -A
+	lab_in_ns "$dir" inet "${g[@]}" -C "$idx" commit -q -m "lab: crates index"
+	mkdir -p "$dir/git/rust-lang"
+	lab_in_ns "$dir" inet "${g[@]}" clone -q --bare "$idx" "$dir/git/rust-lang/crates.io-index"
+	rm -rf "$idx"
 }
 
 lab_write_dnsmasq_conf() {
@@ -165,6 +176,7 @@ lab_write_dnsmasq_conf() {
 		host-record=registry.npmjs.org,$NPM_V4
 		host-record=github.com,$GITHUB_V4
 		host-record=codeload.github.com,$CODELOAD_V4
+		host-record=static.crates.io,$CRATES_V4
 		host-record=deb.debian.org,$DEB_V4
 		host-record=evil.test,$EVIL_V4,$EVIL_V6
 		host-record=secret.evil.test,$EVIL_V4
@@ -230,22 +242,29 @@ lab_write_nginx_conf() {
 		EOF
 		lab_site pypi.org "$dir/www/pypi.org" "$PYPI_V4" "$PYPI_V6"
 		cat <<-EOF
-				location /simple/ { index index.html; }
+				# As PyPI: index pages fresh for 10 minutes, files for good,
+				# so a client's cache (--cache) can answer a second run.
+				location /simple/ { index index.html; add_header Cache-Control "max-age=600, public"; }
 			}
 		EOF
 		lab_site files.pythonhosted.org "$dir/www/files.pythonhosted.org" "$FILES_V4" "$FILES_V6"
+		echo '		add_header Cache-Control "max-age=365000000, immutable, public";'
 		echo "	}"
 		lab_site registry.npmjs.org "$dir/www/registry.npmjs.org" "$NPM_V4"
 		cat <<-EOF
 				# The packument lives at /NAME; the tarball at /NAME/-/FILE.tgz.
-				location / { default_type application/json; try_files \$uri \$uri/index.json =404; }
-				location ~ \.tgz$ { default_type application/octet-stream; }
+				# Cache lifetimes as registry.npmjs.org sends them.
+				location / { default_type application/json; try_files \$uri \$uri/index.json =404;
+					add_header Cache-Control "public, max-age=300"; }
+				location ~ \.tgz$ { default_type application/octet-stream;
+					add_header Cache-Control "public, immutable, max-age=31557600"; }
 			}
 		EOF
 		lab_site github.com "$dir/www/github.com" "$GITHUB_V4"
 		cat <<-EOF
-				# git smart HTTP, read-only, through git-http-backend.
-				location ~ ^/[^/]+/[^/]+\.git(/.*)?$ {
+				# git smart HTTP, read-only, through git-http-backend
+				# (crates.io-index: the name cargo uses, without .git).
+				location ~ ^/([^/]+/[^/]+\.git|rust-lang/crates\.io-index)(/.*)?$ {
 					fastcgi_pass unix:$dir/fcgiwrap.sock;
 					include /etc/nginx/fastcgi_params;
 					fastcgi_param SCRIPT_FILENAME /usr/lib/git-core/git-http-backend;
@@ -257,6 +276,9 @@ lab_write_nginx_conf() {
 			}
 		EOF
 		lab_site codeload.github.com "$dir/www/codeload.github.com" "$CODELOAD_V4"
+		echo "	}"
+		lab_site static.crates.io "$dir/www/static.crates.io" "$CRATES_V4"
+		echo '		add_header Cache-Control "max-age=31536000, immutable, public";'
 		echo "	}"
 		# An apt repository a test builds under www/deb.debian.org.
 		lab_site deb.debian.org "$dir/www/deb.debian.org" "$DEB_V4"
@@ -315,7 +337,7 @@ lab_net_setup() {
 	# Servers live on inet's lo (this kernel may lack the dummy driver).
 	local a
 	for a in "$DNS_V4" "$PYPI_V4" "$FILES_V4" "$NPM_V4" "$GITHUB_V4" "$CODELOAD_V4" \
-		"$DEB_V4" "$EVIL_V4" "$METADATA_V4"; do
+		"$CRATES_V4" "$DEB_V4" "$EVIL_V4" "$METADATA_V4"; do
 		"${i[@]}" ip addr add "$a/32" dev lo
 	done
 	for a in "$DNS_V6" "$PYPI_V6" "$FILES_V6" "$EVIL_V6"; do

@@ -144,12 +144,43 @@ def make_npm(root):
               packument(name, "1.0.0", url, tgz, manifest))
 
 
+def make_crates(root):
+    """crates.io as Debian 12's cargo (1.65) reaches it: the git index
+    (github.com/rust-lang/crates.io-index; lab.sh makes it a repository)
+    and the .crate files where its config.json's "dl" points."""
+    www = os.path.join(root, "www")
+    buf = io.BytesIO()
+    mtime = time.mktime(EPOCH + (0, 0, -1))
+    files = {
+        "Cargo.toml": '[package]\nname = "labcrate"\nversion = "1.0.0"\nedition = "2018"\n',
+        "src/lib.rs": "pub fn hello() -> &'static str {\n    \"hello from labcrate\"\n}\n",
+    }
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.USTAR_FORMAT) as t:
+        for path, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"labcrate-1.0.0/{path}")
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = mtime
+            t.addfile(info, io.BytesIO(data))
+    crate = buf.getvalue()
+    write(os.path.join(www, "static.crates.io", "crates", "labcrate", "1.0.0", "download"), crate)
+    idx = os.path.join(root, "tmp", "crates-index")
+    write(os.path.join(idx, "config.json"),
+          json.dumps({"dl": "https://static.crates.io/crates", "api": "https://crates.io"}) + "\n")
+    write(os.path.join(idx, "la", "bc", "labcrate"),
+          json.dumps({"name": "labcrate", "vers": "1.0.0", "deps": [],
+                      "cksum": hashlib.sha256(crate).hexdigest(), "features": {},
+                      "yanked": False}) + "\n")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: labgen.py DIR")
     root = sys.argv[1]
     make_pypi(root)
     make_npm(root)
+    make_crates(root)
     os.makedirs(os.path.join(root, "www", "github.com"), exist_ok=True)
     write(os.path.join(root, "resolv.conf"), "nameserver 192.0.2.53\noptions timeout:2 attempts:1\n")
     write(os.path.join(root, "hosts"), "127.0.0.1 localhost\n::1 localhost\n")

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "sandbox/cache.h"
 #include "sandbox/env.h"
 #include "sandbox/internal.h"
 #include "sandbox/opts.h"
@@ -267,6 +268,51 @@ env_marks(void **state)
 	sbx_env_free(e);
 }
 
+/* --cache: its variables replace the caller's, and --env still wins. */
+static void
+env_cache(void **state)
+{
+	char *caller[] = {"PIP_CACHE_DIR=/home/u/.cache/pip", "CARGO_HOME=/home/u/.cargo", NULL};
+	const char *args[] = {"CARGO_HOME=/elsewhere"};
+	struct sbx_env_marks m = {.cache = true};
+	char err[256];
+	char **e = sbx_env_build(caller, false, &m, args, 1, err, sizeof(err));
+
+	assert_non_null(e);
+	assert_string_equal(sbx_env_get(e, "PIP_CACHE_DIR"), SBX_CACHE_PATH "/pip");
+	assert_int_equal(env_count(e, "PIP_CACHE_DIR"), 1);
+	assert_string_equal(sbx_env_get(e, "XDG_CACHE_HOME"), SBX_CACHE_PATH "/xdg");
+	assert_string_equal(sbx_env_get(e, "npm_config_cache"), SBX_CACHE_PATH "/npm");
+	assert_string_equal(sbx_env_get(e, "GOMODCACHE"), SBX_CACHE_PATH "/go/mod");
+	assert_string_equal(sbx_env_get(e, "CARGO_HOME"), "/elsewhere");
+	sbx_env_free(e);
+	/* Without --cache nothing of it. */
+	e = sbx_env_build(caller, true, NULL, NULL, 0, err, sizeof(err));
+	assert_non_null(e);
+	assert_null(sbx_env_get(e, "PIP_CACHE_DIR"));
+	assert_null(sbx_env_get(e, "XDG_CACHE_HOME"));
+	sbx_env_free(e);
+}
+
+static void
+opts_cache(void **state)
+{
+	struct sbx_opts o;
+	char err[256];
+
+	assert_int_equal(PARSE(&o, err, "run", "-p", "x", "--cache", "/c", "--", "true"), 0);
+	assert_string_equal(o.cache, "/c");
+	assert_false(o.cache_shared);
+	assert_int_equal(
+	        PARSE(&o, err, "run", "-p", "x", "--cache-shared", "--cache", "c", "true"), 0);
+	assert_string_equal(o.cache, "c");
+	assert_true(o.cache_shared);
+	assert_int_equal(PARSE(&o, err, "run", "-p", "x", "--cache", "", "true"), -1);
+	assert_string_equal(err, "--cache: empty path");
+	assert_int_equal(PARSE(&o, err, "run", "-p", "x", "--cache-shared", "true"), -1);
+	assert_string_equal(err, "--cache-shared without --cache DIR");
+}
+
 static void
 env_bad_names(void **state)
 {
@@ -326,6 +372,8 @@ main(void)
 	        cmocka_unit_test(env_default_passes_caller),
 	        cmocka_unit_test(env_clear_and_args),
 	        cmocka_unit_test(env_marks),
+	        cmocka_unit_test(env_cache),
+	        cmocka_unit_test(opts_cache),
 	        cmocka_unit_test(env_bad_names),
 	        cmocka_unit_test(env_too_big),
 	        cmocka_unit_test(opts_log_stdout_refused),
