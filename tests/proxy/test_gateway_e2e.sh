@@ -54,6 +54,7 @@ in_lab nft -f - <<-NFT || fail "cannot add the redirect table"
 		chain out {
 			type nat hook output priority -100;
 			meta skuid $uid tcp dport { 80, 443, 7, 4444 } redirect to :3130
+			meta skuid $uid udp dport 53 redirect to :1053
 		}
 	}
 NFT
@@ -77,6 +78,7 @@ cat >"$LAB_WORK/client.sh" <<-SH
 	c -x "http://[::1]:3128" https://pypi.org/simple/labpkg/ | grep -q labpkg-1.0 && echo explicit6-allowed
 	dig +short +time=3 +tries=1 @127.0.0.1 -p 1053 pypi.org A | grep -qx "$LAB_PYPI_V4" && echo dns-udp-allowed
 	dig +short +tcp +time=3 +tries=1 @127.0.0.1 -p 1053 pypi.org AAAA | grep -qx "$LAB_PYPI_V6" && echo dns-tcp-allowed
+	dig +short +time=3 +tries=1 @203.0.113.53 pypi.org A | grep -qx "$LAB_PYPI_V4" && echo dns-redirected
 	dig +time=3 +tries=1 @127.0.0.1 -p 1053 evil.test A | grep -q "status: NXDOMAIN" && echo dns-denied
 	python3 - <<-'PY'
 		import socket
@@ -95,7 +97,7 @@ cat >"$LAB_WORK/client.sh" <<-SH
 SH
 out=$(in_lab_as "$TUSER" sh "$LAB_WORK/client.sh" 2>&1) || true
 for m in tcp-unlearned-refused tls-allowed tls6-allowed sni-spoof-refused http-allowed host-spoof-refused explicit-allowed \
-	explicit6-allowed dns-udp-allowed dns-tcp-allowed dns-denied tcp-learned tcp-unknown-refused; do
+	explicit6-allowed dns-udp-allowed dns-tcp-allowed dns-redirected dns-denied tcp-learned tcp-unknown-refused; do
 	grep -qx -- "$m" <<<"$out" || fail "gateway: '$m' missing; output: $out"
 done
 
