@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
@@ -75,6 +76,9 @@ proxy_usage(FILE *out)
 	        "      --audit               allow everything the address guard permits and\n"
 	        "                            log 'audit-deny' for what enforce would refuse\n"
 	        "      --max-conns N         concurrent connections (default 8192)\n"
+	        "      --check ADDR:PORT     ask a running proxy's explicit listener for\n"
+	        "                            GET /healthz and exit: 0 when it says 200, else 1\n"
+	        "                            (a liveness probe); needs no other option\n"
 	        "  -h, --help                this text\n"
 	        "\n"
 	        "Runs until SIGINT or SIGTERM. Exit status: 0 after a signal, 1 when the\n"
@@ -213,6 +217,68 @@ fail:
 	return -1;
 }
 
+/* How long `--check` waits for the whole answer. */
+#define PROXY_CHECK_MS 5000
+
+/* Bytes of fd until the head's end or the deadline: 0 when the status line
+ * says 200. */
+static int
+proxy_check_read(int fd, uint64_t deadline, char *buf, size_t cap)
+{
+	size_t len = 0;
+	ssize_t n;
+
+	while (len < cap - 1 && memmem(buf, len, "\r\n", 2) == NULL) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		uint64_t now = now_ms();
+
+		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
+			return -1;
+		if ((n = read(fd, buf + len, cap - 1 - len)) <= 0)
+			return -1;
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+	return strncmp(buf, "HTTP/1.1 200 ", 13) == 0 ? 0 : -1;
+}
+
+/* `airlock proxy --check ADDR:PORT`: GET /healthz from a running proxy's
+ * explicit listener (every address of a name, in turn); 0 when one says
+ * 200 within PROXY_CHECK_MS, else 1 after saying why. */
+static int
+proxy_check(const char *spec)
+{
+	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: airlock\r\n"
+	                          "Connection: close\r\n\r\n";
+	struct sockaddr_storage ss[PROXY_MAX_ADDRS];
+	uint64_t deadline = now_ms() + PROXY_CHECK_MS;
+	int n = proxy_parse_addrs("--check", spec, ss);
+	char buf[256] = "";
+
+	if (n < 0)
+		return EXIT_USAGE;
+	for (int i = 0; i < n; i++) {
+		socklen_t len = ss[i].ss_family == AF_INET ? sizeof(struct sockaddr_in)
+		                                           : sizeof(struct sockaddr_in6);
+		int fd = socket(ss[i].ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
+		struct timeval tv = {PROXY_CHECK_MS / 1000, 0};
+
+		if (fd < 0)
+			continue;
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(fd, (struct sockaddr *)&ss[i], len) == 0 &&
+		    write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1))
+			rc = proxy_check_read(fd, deadline, buf, sizeof(buf));
+		close(fd);
+		if (rc == 0)
+			return 0;
+	}
+	buf[strcspn(buf, "\r\n")] = '\0';
+	fprintf(stderr, "airlock proxy: --check '%s': %s%s\n", spec,
+	        buf[0] != '\0' ? "unhealthy: " : "no answer from /healthz", buf);
+	return 1;
+}
+
 /* The broker's resolver: --dns-upstream addresses, else
  * /etc/resolv.conf's; the hosts file first, as every other proxy does
  * (docs/proxy.md). 0, or -1 after saying why. */
@@ -274,11 +340,12 @@ cmd_proxy(int argc, char **argv)
 	        {"max-conns", required_argument, NULL, 'm'},
 	        {"transparent", required_argument, NULL, 'T'},
 	        {"dns", required_argument, NULL, 'D'},
+	        {"check", required_argument, NULL, 'C'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
 	const char *policy_path = NULL, *listen_spec = NULL, *log_path = "-";
-	const char *tproxy_spec = NULL, *dns_spec = NULL;
+	const char *tproxy_spec = NULL, *dns_spec = NULL, *check_spec = NULL;
 	int lfds[2 * PROXY_MAX_ADDRS], tfds[2 * PROXY_MAX_ADDRS], dfds[2 * PROXY_MAX_ADDRS];
 	int n_lfd = 0, n_tfd = 0, n_dfd = 0;
 	struct dns_cache *cache = NULL;
@@ -318,6 +385,9 @@ cmd_proxy(int argc, char **argv)
 			break;
 		case 'D':
 			dns_spec = optarg;
+			break;
+		case 'C':
+			check_spec = optarg;
 			break;
 		case 'L':
 			log_path = optarg;
@@ -365,6 +435,8 @@ cmd_proxy(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+	if (check_spec != NULL && optind == argc)
+		return proxy_check(check_spec);
 	if (optind != argc || policy_path == NULL || (listen_spec == NULL && tproxy_spec == NULL)) {
 		fprintf(stderr,
 		        "airlock proxy: -p POLICY and --listen ADDR:PORT or --transparent "

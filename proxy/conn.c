@@ -646,6 +646,40 @@ conn_connect_request(struct conn *c, const char *s, const struct http_head *h)
 		conn_start_resolve(c);
 }
 
+/* GET /healthz, exactly (origin-form, the bytes as written): the liveness
+ * probe of a gateway's orchestrator (docs/proxy.md). */
+static bool
+conn_is_healthz(const char *s, const struct http_head *h)
+{
+	static const char path[] = "/healthz";
+
+	return h->method.len == 3 && memcmp(s + h->method.off, "GET", 3) == 0 &&
+	       h->target.len == sizeof(path) - 1 &&
+	       memcmp(s + h->target.off, path, sizeof(path) - 1) == 0;
+}
+
+/* 200 while the proxy serves, 503 once its log has failed (it then refuses
+ * every request); not a request for the network, so not logged. */
+static void
+conn_healthz(struct conn *c, const struct http_head *h)
+{
+	static const char ok[] = "HTTP/1.1 200 OK\r\n"
+	                         "Content-Type: text/plain; charset=utf-8\r\n"
+	                         "Content-Length: 3\r\n"
+	                         "Connection: close\r\n\r\nok\n";
+	static const char bad[] = "HTTP/1.1 503 Service Unavailable\r\n"
+	                          "Content-Type: text/plain; charset=utf-8\r\n"
+	                          "Content-Length: 22\r\n"
+	                          "Connection: close\r\n\r\nthe egress log failed\n";
+	bool failed = elog_failed(c->px->px_cfg.log);
+
+	c->logged = true;
+	evbuffer_drain(bufferevent_get_input(c->down.bev), h->head_len);
+	bufferevent_write(c->down.bev, failed ? bad : ok,
+	                  failed ? sizeof(bad) - 1 : sizeof(ok) - 1);
+	conn_finish(c);
+}
+
 void
 conn_head_read(struct conn *c)
 {
@@ -659,6 +693,12 @@ conn_head_read(struct conn *c)
 		return;
 	if (c->kind == CONN_KIND_NONE)
 		c->kind = CONN_KIND_HTTP; /* bytes arrived: this is now an attempt */
+	s = (const char *)evbuffer_pullup(in, (ssize_t)n);
+	r = http_parse_request(s, n, &h);
+	if (r == HTTP_OK && conn_is_healthz(s, &h)) {
+		conn_healthz(c, &h);
+		return;
+	}
 	/* A kept-alive client's next request is not served once the log has
 	 * failed: it could not be recorded. */
 	if (elog_failed(c->px->px_cfg.log)) {
@@ -666,8 +706,6 @@ conn_head_read(struct conn *c)
 		conn_refuse(c, VR_LOG_FAILED, NULL);
 		return;
 	}
-	s = (const char *)evbuffer_pullup(in, (ssize_t)n);
-	r = http_parse_request(s, n, &h);
 	if (r == HTTP_INCOMPLETE)
 		return;
 	if (r != HTTP_OK) {

@@ -101,6 +101,18 @@ for m in tcp-unlearned-refused tls-allowed tls6-allowed sni-spoof-refused http-a
 	grep -qx -- "$m" <<<"$out" || fail "gateway: '$m' missing; output: $out"
 done
 
+# GET /healthz on the explicit listener, exact path, not logged; --check.
+out=$(in_lab curl -sS --max-time 5 -w ' %{http_code}' http://127.0.0.1:3128/healthz) || fail "GET /healthz"
+expect_eq "/healthz answers 200 ok" "ok
+ 200" "$out"
+out=$(in_lab curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "http://[::1]:3128/healthz/") || true
+expect_eq "/healthz/ is not /healthz" 400 "$out"
+in_lab "$AIRLOCK" proxy --check localhost:3128 || fail "--check of a serving proxy exits $?"
+err=$(in_lab "$AIRLOCK" proxy --check 127.0.0.1:3131 2>&1) && fail "--check of a closed port exits 0"
+expect_re "--check says why" "^airlock proxy: --check '127.0.0.1:3131': no answer from /healthz" "$err"
+# The transparent listener is not the explicit one: no health check there.
+in_lab "$AIRLOCK" proxy --check 127.0.0.1:3130 2>/dev/null && fail "--check of the transparent listener exits 0"
+
 kill -TERM "$(cat "$LAB_WORK/proxy.pid")"
 for _ in $(seq 100); do grep -q '"task-end"' "$LOGF" 2>/dev/null && break; sleep 0.05; done
 
@@ -115,6 +127,9 @@ expect_logged "learned tcp" 'e.get("kind") == "tcp" and e.get("host") == "pypi.o
 expect_logged "name-less tcp before DNS refused" 'e.get("kind") == "tcp" and e.get("ip") == "198.51.100.10" and e.get("port") == 7 and e.get("verdict") == "deny"'
 expect_logged "unknown tcp refused" 'e.get("kind") == "tcp" and e.get("ip") == "203.0.113.66" and e.get("port") == 4444 and e.get("verdict") == "deny"'
 expect_logged "task-start names every listener" 'e.get("kind") == "task-start" and e.get("command") == ["airlock", "proxy", "--listen", "localhost:3128", "--transparent", "localhost:3130", "--dns", "127.0.0.1:1053"]'
+[ "$(log_count 'e.get("url") == "/healthz" and e.get("port") != 3130')" = 0 ] || fail "/healthz on the explicit listener was logged"
+expect_logged "GET /healthz to the transparent listener is a request like any" 'e.get("url") == "/healthz" and e.get("port") == 3130 and e.get("verdict") == "deny"'
+expect_logged "/healthz/ refused and logged" 'e.get("kind") == "http" and e.get("url") == "/healthz/" and e.get("verdict") == "deny"'
 expect_logged "task-end" 'e.get("kind") == "task-end" and e.get("exit_status") == 0'
 expect_canaries_silent "gateway"
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
