@@ -101,6 +101,20 @@ for m in tcp-unlearned-refused tls-allowed tls6-allowed sni-spoof-refused http-a
 	grep -qx -- "$m" <<<"$out" || fail "gateway: '$m' missing; output: $out"
 done
 
+# SOCKS5 on the explicit listener (first byte 5), decided as CONNECT.
+cp "$SOURCE_ROOT/tests/proxy/socks_client.py" "$LAB_WORK/socks_client.py"
+out=$(in_lab "$LAB_PYTHON" "$LAB_WORK/socks_client.py" 127.0.0.1 3128 "$LAB_PYPI_V4" 2>&1) || true
+for m in socks-name-allowed socks-name-denied socks-addr-denied socks-bind-refused socks-udp-refused \
+	socks-userpass socks-no-method socks-silent-closed; do
+	grep -qx -- "$m" <<<"$out" || fail "socks5: '$m' missing; output: $out"
+done
+expect_logged "socks5 allowed" 'e.get("kind") == "socks5" and e.get("host") == "pypi.org" and e.get("port") == 7 and e.get("verdict") == "allow" and e.get("url") == "pypi.org:7" and e.get("bytes_up") == 6'
+expect_logged "socks5 denied" 'e.get("kind") == "socks5" and e.get("host") == "evil.test" and e.get("verdict") == "deny" and e.get("reason") == "no-rule"'
+expect_logged "socks5 address denied" 'e.get("kind") == "socks5" and e.get("host") == "198.51.100.10" and e.get("verdict") == "deny"'
+expect_logged "socks5 BIND refused" 'e.get("kind") == "socks5" and "BIND is not supported" in e.get("detail", "")'
+expect_logged "socks5 silent client logged" 'e.get("kind") == "socks5" and e.get("reason") == "head-timeout"'
+grep -q s3cret-pw "$LOGF" && fail "a SOCKS5 password is in the log"
+
 # GET /healthz on the explicit listener, exact path, not logged; --check.
 out=$(in_lab curl -sS --max-time 5 -w ' %{http_code}' http://127.0.0.1:3128/healthz) || fail "GET /healthz"
 expect_eq "/healthz answers 200 ok" "ok
