@@ -268,7 +268,7 @@ proxy_check(const char *spec)
 			continue;
 		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		if (connect(fd, (struct sockaddr *)&ss[i], len) == 0 &&
-		    write(fd, req, sizeof(req) - 1) == (ssize_t)(sizeof(req) - 1))
+		    send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof(req) - 1))
 			rc = proxy_check_read(fd, deadline, buf, sizeof(buf));
 		close(fd);
 		if (rc == 0)
