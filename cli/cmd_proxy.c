@@ -23,6 +23,7 @@
 #include "broker/client.h"
 #include "cli/cmd.h"
 #include "common/confine.h"
+#include "common/fdcaller.h"
 #include "common/fdres.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -371,6 +372,11 @@ cmd_proxy(int argc, char **argv)
 	int opt, logfd, status = 1;
 	uint64_t start = now_ms();
 
+	/* Before anything is opened: what is open now is the caller's. */
+	if (fdcaller_note() < 0) {
+		fprintf(stderr, "airlock proxy: the caller's descriptors: %s\n", strerror(errno));
+		return 1;
+	}
 	optind = 1;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "+:p:l:vh", opts, NULL)) != -1) {
@@ -637,6 +643,13 @@ cmd_proxy(int argc, char **argv)
 	{
 		struct worker_confined wc;
 
+		/* The caller's descriptors are not the confined proxy's
+		 * (`--log /dev/fd/3` was opened through one, already). */
+		if (fdcaller_close() != 0) {
+			fprintf(stderr, "airlock proxy: closing the caller's descriptors: %s\n",
+			        strerror(errno));
+			goto out;
+		}
 		if (worker_confine(WORKER_VIEW_OPTIONAL | WORKER_OWN_STDERR, &wc, err, sizeof(err)) !=
 		    0) {
 			fprintf(stderr, "airlock proxy: %s; refusing to serve\n", err);

@@ -29,6 +29,7 @@
 #include "broker/client.h"
 #include "cli/cmd.h"
 #include "common/confine.h"
+#include "common/fdcaller.h"
 #include "common/fdres.h"
 #include "cli/term.h"
 #include "common/log.h"
@@ -1111,16 +1112,17 @@ worker_main(struct run *r, int fd, pid_t parent)
 	r->pkgcache = NULL;
 	/* The broker's end is the broker's alone. */
 	fd_close(&r->broker_child);
+	/* Nor the caller's descriptors (`9</etc/passwd`): the supervisor
+	 * keeps them (`--log /dev/fd/3` was opened through one); the worker,
+	 * which parses what CMD sends, holds none. */
+	if (fdcaller_close() < 0) {
+		log_warn("worker: closing the caller's descriptors");
+		_exit(1);
+	}
 	/* Not the caller's terminal: a compromised worker must not read its
 	 * keystrokes or write to it but through the supervisor's relay. */
-	{
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		if (nul < 0 || dup2(nul, STDIN_FILENO) < 0 || dup2(nul, STDOUT_FILENO) < 0)
-			_exit(1);
-		if (nul > STDERR_FILENO)
-			close(nul);
-	}
+	if (fdcaller_drop_stdio() < 0)
+		_exit(1);
 	/* The logger is the supervisor's child: not this process's to reap. */
 	(void)elog_disown_logger(r->log);
 	/* The worker does not outlive the supervisor. */
@@ -1396,6 +1398,11 @@ cmd_run(int argc, char **argv)
 	r.worker_err = -1;
 	r.broker_child = -1;
 	r.broker_pidfd = -1;
+	/* Before anything is opened: what is open now is the caller's. */
+	if (fdcaller_note() < 0) {
+		log_warn("the caller's descriptors: cannot note them");
+		return SBX_EXIT_FAILURE;
+	}
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
