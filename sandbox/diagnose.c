@@ -143,10 +143,11 @@ sbx_diagnose_userns(const char *root, int e, char *err, size_t errlen)
 	if (v > 0) {
 		snprintf(err, errlen,
 		         "%s: %s; a seccomp filter is applied (Seccomp: %ld in /proc/self/status): "
-		         "already sandboxed or a container runtime's seccomp profile: use "
-		         "airlock's (contrib/seccomp/airlock.json) with Docker or Podman "
-		         "--security-opt seccomp=airlock.json, or Kubernetes "
-		         "securityContext.seccompProfile type Localhost",
+		         "already sandboxed or a container runtime's seccomp profile: give "
+		         "the container a profile that allows clone, unshare and the mount "
+		         "calls with namespace flags (Docker, Podman: --security-opt "
+		         "seccomp=PROFILE.json; Kubernetes: securityContext.seccompProfile "
+		         "type Localhost)",
 		         pre, strerror(e), v);
 		return;
 	}
