@@ -17,6 +17,9 @@ test_deps=(
 	curl dnsutils netcat-openbsd openssl git python3 python3-pip python3-venv
 	dnsmasq-base nginx-light fcgiwrap
 	man-db groff-base zsh openjdk-17-jre-headless
+	# contrib/seccomp: the runtime default it is made from; the container
+	# harness (tests/sandbox/container.py) applies it with libseccomp.
+	golang-github-containers-common python3-seccomp
 )
 # What the benchmarks compare against.
 bench_deps=(squid tinyproxy bubblewrap dnsperf hyperfine)
