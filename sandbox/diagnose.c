@@ -42,8 +42,8 @@ read_long(const char *root, const char *path, long *v)
 
 /* The Seccomp: field of root/proc/self/status (0 none, 1 strict, 2 filter),
  * or -1 if unknown. */
-static long
-seccomp_mode(const char *root)
+long
+sbx_seccomp_mode(const char *root)
 {
 	char p[PATH_MAX];
 	char line[256];
@@ -139,15 +139,14 @@ sbx_diagnose_userns(const char *root, int e, char *err, size_t errlen)
 		         pre, strerror(e));
 		return;
 	}
-	v = seccomp_mode(root);
+	v = sbx_seccomp_mode(root);
 	if (v > 0) {
 		snprintf(err, errlen,
 		         "%s: %s; a seccomp filter is applied (Seccomp: %ld in /proc/self/status): "
 		         "already sandboxed or a container runtime's seccomp profile: give "
-		         "the container a profile that allows clone, unshare and the mount "
-		         "calls with namespace flags (Docker, Podman: --security-opt "
-		         "seccomp=PROFILE.json; Kubernetes: securityContext.seccompProfile "
-		         "type Localhost)",
+		         "the container airlock's (contrib/seccomp/airlock.json; Docker, "
+		         "Podman: --security-opt seccomp=airlock.json; Kubernetes: "
+		         "securityContext.seccompProfile type Localhost)",
 		         pre, strerror(e), v);
 		return;
 	}

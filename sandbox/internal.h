@@ -257,6 +257,9 @@ void sbx_check_set(struct sbx_report *r, enum sbx_check c, bool ok, const char *
  * refused /proc (e) is due to masked entries in the /proc we see. */
 void sbx_diagnose_userns(const char *root, int e, char *err, size_t errlen);
 bool sbx_proc_masked(const char *root);
+/* The Seccomp: field of root/proc/self/status: 0 none, 1 strict, 2 filter;
+ * -1 if unknown. */
+long sbx_seccomp_mode(const char *root);
 bool sbx_diagnose_proc(const char *root, int e, char *err, size_t errlen);
 
 #endif

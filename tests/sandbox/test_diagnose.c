@@ -148,7 +148,7 @@ seccomp_named(void **state)
 	diagnose(EPERM);
 	assert_non_null(strstr(err, "Seccomp: 2 in /proc/self/status"));
 	assert_non_null(strstr(err, "already sandboxed or a container runtime's seccomp profile"));
-	assert_non_null(strstr(err, "--security-opt seccomp="));
+	assert_non_null(strstr(err, "--security-opt seccomp=airlock.json"));
 	assert_non_null(strstr(err, "seccompProfile"));
 }
 
