@@ -174,7 +174,8 @@ sbx_proc_masked(const char *root)
 	while (!masked && fgets(line, sizeof(line), f) != NULL) {
 		/* "id parent major:minor root mountpoint ..." */
 		char mnt[PATH_MAX];
-		if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && strncmp(mnt, "/proc/", 6) == 0)
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 &&
+		    strncmp(mnt, "/proc/", 6) == 0)
 			masked = true;
 	}
 	fclose(f);

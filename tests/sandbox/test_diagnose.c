@@ -19,8 +19,8 @@
 
 #include "sandbox/internal.h"
 
-static char R[PATH_MAX];      /* the stand-in root */
-static char OTHER[PATH_MAX];  /* another directory: pid 1's root in a chroot */
+static char R[PATH_MAX];     /* the stand-in root */
+static char OTHER[PATH_MAX]; /* another directory: pid 1's root in a chroot */
 static char err[1024];
 
 static void
@@ -33,7 +33,8 @@ put(const char *rel, const char *text)
 
 	snprintf(p, sizeof(p), "%s/%s", R, rel);
 	snprintf(dir, sizeof(dir), "%s", p);
-	for (slash = strchr(dir + strlen(R) + 1, '/'); slash != NULL; slash = strchr(slash + 1, '/')) {
+	for (slash = strchr(dir + strlen(R) + 1, '/'); slash != NULL;
+	     slash = strchr(slash + 1, '/')) {
 		*slash = '\0';
 		mkdir(dir, 0755);
 		*slash = '/';
@@ -77,7 +78,8 @@ machine(void **state)
 		return -1;
 	put("proc/sys/user/max_user_namespaces", "63429\n");
 	put("proc/sys/kernel/unprivileged_userns_clone", "1\n");
-	put("proc/self/status", "Name:\tairlock\nNoNewPrivs:\t0\nSeccomp:\t0\nSeccomp_filters:\t0\n");
+	put("proc/self/status",
+	    "Name:\tairlock\nNoNewPrivs:\t0\nSeccomp:\t0\nSeccomp_filters:\t0\n");
 	put("proc/self/mountinfo", "22 1 0:21 / /proc rw,nosuid - proc proc rw\n");
 	init_root(R);
 	return 0;
@@ -206,7 +208,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(max_user_namespaces_zero, machine, machine_free),
-	        cmocka_unit_test_setup_teardown(unprivileged_userns_clone_zero, machine, machine_free),
+	        cmocka_unit_test_setup_teardown(unprivileged_userns_clone_zero, machine,
+	                                        machine_free),
 	        cmocka_unit_test_setup_teardown(apparmor_restricts, machine, machine_free),
 	        cmocka_unit_test_setup_teardown(chroot_named, machine, machine_free),
 	        cmocka_unit_test_setup_teardown(seccomp_named, machine, machine_free),
