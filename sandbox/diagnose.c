@@ -127,8 +127,8 @@ sbx_diagnose_userns(const char *root, int e, char *err, size_t errlen)
 	    v != 0) {
 		snprintf(err, errlen,
 		         "%s: %s; AppArmor restricts user namespaces: sysctl "
-		         "kernel.apparmor_restrict_unprivileged_userns is %ld: install "
-		         "airlock's AppArmor profile (contrib/apparmor, 'userns,') or set it to 0",
+		         "kernel.apparmor_restrict_unprivileged_userns is %ld: give "
+		         "airlock an AppArmor profile granting 'userns,' or set it to 0",
 		         pre, strerror(e), v);
 		return;
 	}
