@@ -553,6 +553,7 @@ cmd_proxy(int argc, char **argv)
 	cfg.cache = cache;
 	cfg.broker = broker;
 	cfg.max_conns = (unsigned)max_conns;
+	cfg.log_client = true; /* a gateway serves many clients */
 	if ((px = proxy_new(base, &cfg)) == NULL)
 		goto out;
 	/* Each consumer takes its fd, even when it fails. */

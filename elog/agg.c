@@ -27,6 +27,7 @@ enum {
 	K_RCODE,
 	K_PROTO,
 	K_ORIG_DST,
+	K_CLIENT,
 	K_PATH,
 	K_DETAIL,
 	N_KEYS
@@ -37,13 +38,13 @@ static const size_t key_caps[N_KEYS] = {
         [K_VERDICT] = ELOG_CAP_SHORT, [K_RULE] = ELOG_CAP_RULE,    [K_REASON] = ELOG_CAP_RULE,
         [K_SNI] = ELOG_CAP_NAME,      [K_METHOD] = ELOG_CAP_SHORT, [K_QTYPE] = ELOG_CAP_SHORT,
         [K_RCODE] = ELOG_CAP_SHORT,   [K_PROTO] = ELOG_CAP_SHORT,  [K_ORIG_DST] = ELOG_CAP_ADDR,
-        [K_PATH] = ELOG_CAP_NAME,     [K_DETAIL] = ELOG_CAP_RULE,
+        [K_CLIENT] = ELOG_CAP_ADDR,   [K_PATH] = ELOG_CAP_NAME,     [K_DETAIL] = ELOG_CAP_RULE,
 };
 
 /* The largest packed key: the port, then per field a tag, the bytes and
  * a NUL. */
 #define KEY_MAX                                                                                    \
-	(4 + N_KEYS * 2 + 3 * ELOG_CAP_RULE + 3 * ELOG_CAP_NAME + 2 * ELOG_CAP_ADDR +              \
+	(4 + N_KEYS * 2 + 3 * ELOG_CAP_RULE + 3 * ELOG_CAP_NAME + 3 * ELOG_CAP_ADDR +              \
 	 6 * ELOG_CAP_SHORT + N_KEYS * 4)
 
 struct agg_counts {
@@ -88,6 +89,8 @@ key_field(struct elog_event *ev, int k)
 		return &ev->proto;
 	case K_ORIG_DST:
 		return &ev->orig_dst;
+	case K_CLIENT:
+		return &ev->client;
 	case K_DETAIL:
 		return &ev->detail;
 	default:

@@ -710,6 +710,7 @@ event_write(struct elog *log, const struct elog_event *ev)
 	}
 	field_str(&b, &cuts, "proto", ev->proto, CAP_SHORT);
 	field_str(&b, &cuts, "orig_dst", ev->orig_dst, CAP_ADDR);
+	field_str(&b, &cuts, "client", ev->client, CAP_ADDR);
 	if (ev->packets > 0)
 		field_u64(&b, "packets", ev->packets);
 	field_str(&b, &cuts, "path", ev->path, CAP_NAME);

@@ -150,6 +150,8 @@ struct elog_event {
 	const char *path;     /* unix: the socket path CMD gave (sandbox-controlled) */
 	const char *detail;   /* with a reason: the sentence for people, naming
 	                       * what was seen ("no rule allows a.test port 443") */
+	const char *client;   /* airlock proxy: the client's "ip:port" (the
+	                       * sandbox of airlock run is one client: left out) */
 };
 
 int elog_event(struct elog *log, const struct elog_event *ev);

@@ -101,6 +101,38 @@ endpoint(struct elog_buf *b, const struct elog_record *r)
 	elog_buf_putc(b, '}');
 }
 
+/* The source: airlock proxy's client, "ip:port" or "[ip]:port" (a line
+ * from airlock run has none: its sandbox is the one source). */
+static void
+src_endpoint(struct elog_buf *b, const struct elog_record *r)
+{
+	char ip[64];
+	const char *colon, *start = r->client, *d;
+	uint64_t port = 0;
+	size_t len;
+
+	if (r->client == NULL || (colon = strrchr(r->client, ':')) == NULL)
+		return;
+	len = (size_t)(colon - start);
+	if (start[0] == '[' && len >= 2 && start[len - 1] == ']') {
+		start++;
+		len -= 2;
+	}
+	if (len == 0 || len >= sizeof(ip))
+		return;
+	memcpy(ip, start, len);
+	ip[len] = '\0';
+	key(b, "src_endpoint");
+	elog_buf_puts(b, "{\"type_id\":0");
+	field_str(b, "ip", ip);
+	d = colon + 1;
+	while (*d >= '0' && *d <= '9' && port <= 65535)
+		port = port * 10 + (uint64_t)(*d++ - '0');
+	if (*d == '\0' && d > colon + 1 && port <= 65535)
+		field_u64(b, "port", port);
+	elog_buf_putc(b, '}');
+}
+
 /* One event line as OCSF into b. */
 static void
 event(struct elog_buf *b, const struct elog_record *r)
@@ -143,6 +175,7 @@ event(struct elog_buf *b, const struct elog_record *r)
 	 * own listener: the name asked is the query's. */
 	if (!dns)
 		endpoint(b, r);
+	src_endpoint(b, r);
 	key(b, "connection_info");
 	elog_buf_puts(b, "{\"direction_id\":");
 	elog_buf_u64(b, OCSF_DIR_OUTBOUND);

@@ -144,6 +144,7 @@ enum field {
 	F_TOTALS,
 	F_PACKETS,
 	F_COUNT,
+	F_CLIENT,
 	F_SEQ,
 	F_PREV,
 	N_FIELDS
@@ -155,12 +156,12 @@ static const char *const field_names[N_FIELDS] = {
         "sni",      "method",      "url",    "qtype",         "rcode",      "proto",
         "orig_dst", "answers",     "policy", "policy_sha256", "mode",       "selftest",
         "command",  "exit_status", "signal", "totals",        "packets",    "count",
-        "seq",      "prev",
+        "client",   "seq",         "prev",
 };
 
 static const uint8_t field_lens[N_FIELDS] = {
         2, 4, 4, 4, 2, 4,  7, 4, 6, 8,  10, 11, 3, 6, 3, 5,
-        5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6,  6,  7, 5, 3, 4,
+        5, 5, 8, 7, 6, 13, 4, 8, 7, 11, 6,  6,  7, 5, 6, 3, 4,
 };
 
 static void
@@ -330,6 +331,7 @@ elog_record_parse(struct elog_json *j, const char *line, size_t len, struct elog
 	rc |= get_str(j, idx, F_RCODE, &rec->rcode, &bad);
 	rc |= get_str(j, idx, F_PROTO, &rec->proto, &bad);
 	rc |= get_str(j, idx, F_ORIG_DST, &rec->orig_dst, &bad);
+	rc |= get_str(j, idx, F_CLIENT, &rec->client, &bad);
 	rc |= get_u64(j, idx, F_PACKETS, &rec->packets, &bad);
 	rc |= get_u64(j, idx, F_COUNT, &rec->count, &bad);
 	rc |= get_array_of_str(j, idx, F_ANSWERS, &rec->answers, &bad);

@@ -41,6 +41,7 @@ struct elog_record {
 	const char *verdict, *rule, *reason;
 	uint64_t bytes_up, bytes_down, duration_ms;
 	const char *sni, *method, *url, *qtype, *rcode, *proto, *orig_dst;
+	const char *client; /* airlock proxy: the client's ip:port; NULL */
 	int answers;      /* token of the answers array, or -1 */
 	uint64_t packets; /* packet lines: blocked packets the line stands for (0: absent) */
 	uint64_t count;   /* repeats counted: events the line stands for (0: absent, one) */

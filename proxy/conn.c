@@ -195,6 +195,7 @@ conn_log(struct conn *c)
 	ev.sni = c->tls && c->has_name ? c->host : NULL;
 	ev.method = c->method[0] != '\0' ? c->method : NULL;
 	ev.url = c->url;
+	ev.client = c->client[0] != '\0' ? c->client : NULL;
 	/* A refusal that moved no bytes may repeat by the thousand: counted
 	 * after the first (elog_event_agg). */
 	if (elog_event_agg(px->px_cfg.log, &ev) != 0)
@@ -1133,12 +1134,34 @@ conn_original_dst(int fd, union conn_addr *out)
 	return 0;
 }
 
+/* The client's address for the log (log_client), "ip:port" or
+ * "[ip]:port"; "" when it is not to be logged or not known. */
+static void
+client_str(const struct proxy *px, const struct sockaddr *sa, socklen_t salen, char *out,
+           size_t size)
+{
+	union conn_addr a;
+	char ip[INET6_ADDRSTRLEN];
+
+	out[0] = '\0';
+	if (!px->px_cfg.log_client || sa == NULL ||
+	    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) || salen > sizeof(a))
+		return;
+	memset(&a, 0, sizeof(a));
+	memcpy(&a, sa, salen);
+	conn_addr_unmap(&a); /* a dual-stack listener's IPv4 client as IPv4 */
+	conn_addr_str(&a, ip, sizeof(ip));
+	snprintf(out, size, a.sa.sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip,
+	         (unsigned)ntohs(a.sa.sa_family == AF_INET6 ? a.in6.sin6_port : a.in.sin_port));
+}
+
 /* Refuse before a connection object exists (limits, log failure). An
  * explicit client gets a 503; what it already sent is read and dropped
  * before the close, which would otherwise be a reset that can destroy the
  * reply on its way. A transparent one gets a reset. */
 static void
-conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, enum verdict_reason why)
+conn_refuse_early(struct proxy *px, int fd, const char *client, enum proxy_listener_kind kind,
+                  enum verdict_reason why)
 {
 #define CONN_BUSY_BODY "airlock: too many connections; retry.\n"
 	static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
@@ -1176,20 +1199,25 @@ conn_refuse_early(struct proxy *px, int fd, enum proxy_listener_kind kind, enum 
 	ev.verdict = "deny";
 	ev.reason = verdict_reason_token(why);
 	ev.detail = verdict_reason_text(why);
+	ev.client = client[0] != '\0' ? client : NULL;
 	if (elog_event_agg(px->px_cfg.log, &ev) != 0)
 		proxy_log_failed(px);
 }
 
 void
-conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
+conn_accept(struct proxy *px, int fd, const struct sockaddr *sa, socklen_t salen,
+            enum proxy_listener_kind kind)
 {
 	struct bufferevent *bev;
 	struct conn *c;
+	char client[INET6_ADDRSTRLEN + 8];
 	int one = 1;
+
+	client_str(px, sa, salen, client, sizeof(client));
 
 	if (elog_failed(px->px_cfg.log)) {
 		proxy_log_failed(px);
-		conn_refuse_early(px, fd, kind, VR_LOG_FAILED);
+		conn_refuse_early(px, fd, client, kind, VR_LOG_FAILED);
 		return;
 	}
 	if (px->px_n_conns >= px->px_cfg.max_conns) {
@@ -1199,19 +1227,20 @@ conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind)
 			log_warnx("proxy: %u connections open (the limit); refusing new ones until "
 			          "some close",
 			          px->px_n_conns);
-		conn_refuse_early(px, fd, kind, VR_TOO_MANY_CONNS);
+		conn_refuse_early(px, fd, client, kind, VR_TOO_MANY_CONNS);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		/* Refused, but still one line: every attempt is recorded. */
 		log_warn("proxy: allocating a connection");
-		conn_refuse_early(px, fd, kind, VR_RESOURCE);
+		conn_refuse_early(px, fd, client, kind, VR_RESOURCE);
 		return;
 	}
 	c->px = px;
 	c->id = ++px->px_next_id;
 	c->lkind = kind;
+	memcpy(c->client, client, sizeof(c->client));
 	c->down.c = c->up.c = c;
 	c->down.peer = &c->up;
 	c->up.peer = &c->down;

@@ -205,6 +205,7 @@ struct conn {
 	bool bind_unnamed; /* the first ClientHello watched had no SNI */
 	char method[16];
 	char *url;            /* malloc'd, capped; HTTP only */
+	char client[INET6_ADDRSTRLEN + 8]; /* log_client: "ip:port" or "[ip]:port"; "" */
 	union conn_addr orig; /* transparent: SO_ORIGINAL_DST */
 	bool has_orig;
 	union conn_addr dst; /* the address dialled */
@@ -223,7 +224,9 @@ struct conn {
 };
 
 /* conn.c */
-void conn_accept(struct proxy *px, int fd, enum proxy_listener_kind kind);
+/* sa: the client's address as accept gave it (NULL: not known). */
+void conn_accept(struct proxy *px, int fd, const struct sockaddr *sa, socklen_t salen,
+                 enum proxy_listener_kind kind);
 /* The one teardown: logs (once), frees both halves, the relay, timers. */
 void conn_close(struct conn *c);
 /* The only place c->state changes (logged at debug level). Entering s

@@ -163,10 +163,8 @@ proxy_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa
 {
 	struct proxy_listener *pl = arg;
 	(void)lev;
-	(void)sa;
-	(void)salen;
 
-	conn_accept(pl->px, fd, pl->kind);
+	conn_accept(pl->px, fd, sa, salen > 0 ? (socklen_t)salen : 0, pl->kind);
 }
 
 static void

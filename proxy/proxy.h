@@ -38,6 +38,9 @@ struct proxy_config {
 	/* absolute-form: from the request's last byte sent (or the last
 	 * byte moved) to the response head's first; 0 = default */
 	uint32_t response_timeout_ms;
+	/* airlock proxy: every line names the client's ip:port (in airlock
+	 * run the sandbox is the only client, and its address says nothing) */
+	bool log_client;
 };
 
 /* Call it with RLIMIT_NOFILE already raised (fdres_raise_limit): the

@@ -35,7 +35,7 @@ CONN = [
     ("host", "s"), ("ip", "s"), ("port", "n"), ("verdict", "s"), ("rule", "s"),
     ("reason", "s"), ("bytes_up", "n"), ("bytes_down", "n"), ("duration_ms", "n"),
     ("sni", "s"), ("method", "s"), ("url", "s"), ("qtype", "s"), ("rcode", "s"),
-    ("answers", "a"), ("proto", "s"), ("orig_dst", "s"), ("packets", "n"), ("count", "n"),
+    ("answers", "a"), ("proto", "s"), ("orig_dst", "s"), ("client", "s"), ("packets", "n"), ("count", "n"),
     ("detail", "s"), ("truncated", "a"),
 ]
 # The hash chain's fields, last on every line (docs/log.md, "The hash chain").
@@ -59,7 +59,7 @@ TOTALS_OPTIONAL = ("unlogged",)
 
 # Byte caps per string field (docs/log.md, "Strings: escaping and caps").
 CAPS = {
-    "host": 255, "sni": 255, "url": 2048, "ip": 64, "orig_dst": 64, "rule": 512,
+    "host": 255, "sni": 255, "url": 2048, "ip": 64, "orig_dst": 64, "client": 64, "rule": 512,
     "reason": 512, "detail": 512, "task": 128, "kind": 32, "verdict": 32, "method": 32, "qtype": 32,
     "rcode": 32, "proto": 32, "mode": 32, "policy": 255, "selftest": 255,
 }

@@ -166,7 +166,7 @@ expect_dns_saw() {
 # counted repeats stands for its "count" of events (docs/log.md).
 log_count() {
 	/usr/bin/python3 - "$LOGF" "$1" <<-'EOF'
-		import json, sys
+		import json, re, sys
 		n = 0
 		try:
 		    lines = open(sys.argv[1]).read().splitlines()
@@ -174,7 +174,7 @@ log_count() {
 		    lines = []
 		for line in lines:
 		    e = json.loads(line)
-		    if eval("(" + sys.argv[2] + "\n)", {}, {"e": e}):
+		    if eval("(" + sys.argv[2] + "\n)", {"re": re}, {"e": e}):
 		        n += e.get("count", 1)
 		print(n)
 	EOF

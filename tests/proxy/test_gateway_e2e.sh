@@ -145,6 +145,12 @@ expect_logged "task-start names every listener" 'e.get("kind") == "task-start" a
 expect_logged "GET /healthz to the transparent listener is a request like any" 'e.get("url") == "/healthz" and e.get("port") == 3130 and e.get("verdict") == "deny"'
 expect_logged "/healthz/ refused and logged" 'e.get("kind") == "http" and e.get("url") == "/healthz/" and e.get("verdict") == "deny"'
 expect_logged "task-end" 'e.get("kind") == "task-end" and e.get("exit_status") == 0'
+# The client's address on every line of a connection (many clients share
+# a gateway): an IPv4 client as ip:port, an IPv6 one as [ip]:port.
+[ "$(log_count 'e.get("kind") in ("connect", "http", "tls", "tcp", "socks5") and not re.fullmatch(r"(\d+\.\d+\.\d+\.\d+|\[[0-9a-f:]+\]):\d+", e.get("client", ""))')" = 0 ] ||
+	fail "a connection's line without the client's ip:port"
+expect_logged "an explicit IPv6 client" 'e.get("kind") == "connect" and e.get("client", "").startswith("[::1]:")'
+expect_logged "an explicit IPv4 client" 'e.get("kind") == "socks5" and e.get("client", "").startswith("127.0.0.1:")'
 expect_canaries_silent "gateway"
 /usr/bin/python3 "$TESTS_DIR/lab/check_log.py" "$LOGF" || fail "the egress log does not match docs/log.md"
 echo "ok"
