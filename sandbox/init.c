@@ -425,19 +425,8 @@ sbx_init_main(const struct sbx *s, int sock)
 
 	log_debug("init: started at %.3f ms", ms_since_start());
 	write_id_maps(s, sock);
-	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0) {
-		int e = errno;
-		/* Container runtimes' default profiles give sethostname only
-		 * to a container with CAP_SYS_ADMIN (docs/run.md, Diagnosis). */
-		if (e == EPERM && sbx_seccomp_mode("") > 0)
-			init_die("set-up: hostname: %s; a seccomp filter refuses sethostname "
-			         "(a container runtime's default profile): give the container "
-			         "airlock's profile (contrib/seccomp/airlock.json; Docker, "
-			         "Podman: --security-opt seccomp=airlock.json; Kubernetes: "
-			         "securityContext.seccompProfile type Localhost)",
-			         strerror(e));
-		init_die("set-up: hostname: %s", strerror(e));
-	}
+	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0)
+		init_die("set-up: hostname: %s", strerror(errno));
 
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_READY;

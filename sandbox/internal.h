@@ -267,17 +267,4 @@ void sbx_checks_post(struct sbx_report *r);
 void sbx_check_set(struct sbx_report *r, enum sbx_check c, bool ok, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 
-/* diagnose.c: why the kernel refused, in one line naming the setting and
- * its value; every file is read under root ("" for this machine, a stand-in
- * directory in the unit tests). sbx_diagnose_userns explains clone's errno
- * e for the user namespace: a sysctl or AppArmor restriction, a chroot, a
- * seccomp filter. sbx_diagnose_proc rewrites err and returns true when a
- * refused /proc (e) is due to masked entries in the /proc we see. */
-void sbx_diagnose_userns(const char *root, int e, char *err, size_t errlen);
-bool sbx_proc_masked(const char *root);
-/* The Seccomp: field of root/proc/self/status: 0 none, 1 strict, 2 filter;
- * -1 if unknown. */
-long sbx_seccomp_mode(const char *root);
-bool sbx_diagnose_proc(const char *root, int e, char *err, size_t errlen);
-
 #endif

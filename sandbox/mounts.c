@@ -747,10 +747,8 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 	if (setup_dev(root, stage, dev_trees, err, errlen) < 0)
 		goto out;
 	if (attach_fs(root, "proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-	              "/proc", "/proc", err, errlen) < 0) {
-		sbx_diagnose_proc("", errno, err, errlen);
+	              "/proc", "/proc", err, errlen) < 0)
 		goto out;
-	}
 	if (harden_proc(root, err, errlen) < 0)
 		goto out;
 	if (attach_scratch(root, stage, "tmp", 01777, 0, "/tmp", "/tmp", err, errlen) < 0)

@@ -407,6 +407,28 @@ clone_sandbox(int *pidfd)
 	return pid;
 }
 
+static void
+clone_advice(int e, char *err, size_t errlen)
+{
+	if (e == EPERM || e == EACCES)
+		snprintf(err, errlen,
+		         "cannot create the sandbox's namespaces: clone: %s; unprivileged user "
+		         "namespaces are disabled here: check sysctl user.max_user_namespaces "
+		         "(must be > 0), kernel.apparmor_restrict_unprivileged_userns (must "
+		         "be 0, or give airlock an AppArmor profile with 'userns,'), and on "
+		         "older Debian/Ubuntu kernel.unprivileged_userns_clone (must be 1)",
+		         strerror(e));
+	else if (e == ENOSPC || e == EUSERS)
+		snprintf(err, errlen,
+		         "cannot create the sandbox's namespaces: clone: %s; the namespace "
+		         "limit is reached: raise sysctl user.max_user_namespaces "
+		         "(and user.max_net_namespaces, user.max_mnt_namespaces)",
+		         strerror(e));
+	else
+		snprintf(err, errlen, "cannot create the sandbox's namespaces: clone: %s",
+		         strerror(e));
+}
+
 /* How many tasks are runnable right now, this one included (the fourth
  * field of /proc/loadavg, "running/total"); 0 if unknown. */
 static long
@@ -577,7 +599,7 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 		close(sv[0]);
 		close(sv[1]);
 		s->pidfd = -1;
-		sbx_diagnose_userns("", e, err, errlen);
+		clone_advice(e, err, errlen);
 		return -1;
 	}
 	if (pid == 0) {
