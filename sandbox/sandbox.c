@@ -890,7 +890,8 @@ sbx_go(struct sbx *s, bool ok)
 	/* Fail closed: without the gate every connect of CMD's would wait
 	 * for an answer that never comes. */
 	if (ok && s->gate == NULL && sbx_gate_start(s, NULL, err, sizeof(err)) < 0) {
-		log_warnx("%s", err);
+		if (err[0] != '\0') /* empty: init has said why */
+			log_warnx("%s", err);
 		ok = false;
 	}
 	memset(&m, 0, sizeof(m));

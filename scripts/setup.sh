@@ -18,6 +18,7 @@ test_deps=(
 	dnsmasq-base nginx-light fcgiwrap
 	man-db groff-base zsh openjdk-17-jre-headless
 	cargo
+	python3-seccomp golang-github-containers-common apparmor
 )
 # What the benchmarks compare against.
 bench_deps=(squid tinyproxy bubblewrap dnsperf hyperfine)
