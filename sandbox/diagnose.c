@@ -156,8 +156,8 @@ sbx_diag_userns(int e, const struct sbx_diag_facts *f, char *out, size_t outlen)
 		         "%s: %s; a seccomp filter refuses it (Seccomp: %ld in /proc/self/status): "
 		         "airlock is already sandboxed, or a container runtime's seccomp profile "
 		         "applies: run the container with airlock's profile (docker/podman run "
-		         "--security-opt seccomp=airlock-seccomp.json; Kubernetes seccompProfile "
-		         "type: Localhost; docs/deploy.md)",
+		         "--security-opt seccomp=airlock.json from contrib/seccomp; Kubernetes "
+		         "seccompProfile type: Localhost; docs/deploy.md)",
 		         head, strerror(e), f->seccomp);
 	else if (f->chrooted)
 		snprintf(out, outlen,
