@@ -198,15 +198,3 @@ sbx_diag_proc(int e, const struct sbx_diag_facts *f, char *out, size_t outlen)
 		         "; the kernel refuses a fresh /proc where the existing one is partly "
 		         "hidden or read-only (a container's masked /proc): see docs/deploy.md");
 }
-
-void
-sbx_diag_nft(int e, char *out, size_t outlen)
-{
-	out[0] = '\0';
-	/* Short: it follows the netlink step's own reason in a check's
-	 * SBX_REASON_MAX. */
-	if (e == EOPNOTSUPP)
-		snprintf(out, outlen, "; no nf_tables in this kernel (modprobe nf_tables)");
-	else if (e == EPROTONOSUPPORT || e == EAFNOSUPPORT)
-		snprintf(out, outlen, "; no nfnetlink in this kernel (modprobe nf_tables)");
-}

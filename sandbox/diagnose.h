@@ -29,9 +29,7 @@ void sbx_diag_userns(int e, const struct sbx_diag_facts *f, char *out, size_t ou
  * own message ("; ..."), or "" when the facts explain nothing. */
 void sbx_diag_proc(int e, const struct sbx_diag_facts *f, char *out, size_t outlen);
 
-/* Programming the sandbox's ruleset failed with e: advice to append
- * ("; ..."), or "" when e does not say the kernel lacks nf_tables
- * (EOPNOTSUPP: no nf_tables subsystem; EPROTONOSUPPORT: no nfnetlink). */
-void sbx_diag_nft(int e, char *out, size_t outlen);
+/* A kernel without nftables is told apart by nft/ruleset.c itself
+ * (nft_advice: CONFIG_NF_TABLES, the inet family, a missing feature). */
 
 #endif

@@ -607,10 +607,7 @@ setup_network(int rtnl, int nfnl, const struct sbx_listeners *l,
 	nft_params_default(&np);
 	np.refuse = refuse;
 	if (nft_ruleset_apply_verify_fd(&np, nfnl, why, sizeof(why)) < 0) {
-		char advice[SBX_REASON_MAX];
-
-		sbx_diag_nft(errno, advice, sizeof(advice));
-		sbx_check_set(rep, SBX_CHECK_RULESET, false, "%s%s", why, advice);
+		sbx_check_set(rep, SBX_CHECK_RULESET, false, "%s", why);
 		return;
 	}
 	sbx_check_set(rep, SBX_CHECK_RULESET, true, NULL);

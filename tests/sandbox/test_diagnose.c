@@ -139,27 +139,13 @@ test_proc(void **state)
 	has(out, "docs/deploy.md");
 }
 
-static void
-test_nft(void **state)
-{
-	char out[128];
-
-	(void)state;
-	sbx_diag_nft(EOPNOTSUPP, out, sizeof(out));
-	has(out, "no nf_tables in this kernel");
-	sbx_diag_nft(EPROTONOSUPPORT, out, sizeof(out));
-	has(out, "no nfnetlink");
-	sbx_diag_nft(EPERM, out, sizeof(out));
-	assert_string_equal(out, "");
-}
-
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_sysctl), cmocka_unit_test(test_seccomp),
 	        cmocka_unit_test(test_chroot), cmocka_unit_test(test_other),
-	        cmocka_unit_test(test_proc),   cmocka_unit_test(test_nft),
+	        cmocka_unit_test(test_proc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
