@@ -22,6 +22,7 @@ static const struct {
 	{ "policy", cmd_policy, "check a policy, or test destinations against it" },
 	{ "log", cmd_log, "review egress logs: show, summary, suggest, replay, verify" },
 	{ "selftest", cmd_selftest, "check that this machine can enforce a sandbox" },
+	{ "pod-init", cmd_pod_init, "program the pod-mode ruleset into this network namespace" },
 };
 
 /* libevent's own messages, as airlock's lines (never its bare "[warn]"). */
