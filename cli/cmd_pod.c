@@ -31,8 +31,8 @@ static const char usage[] =
         "service mesh's sidecar (docs/deploy.md).\n"
         "\n"
         "      --proxy-uid UID          the proxy sidecar's uid (e.g. 3128)\n"
-        "      --transparent-port PORT  its --transparent port (default 3129)\n"
-        "      --dns-port PORT          its --dns port (default 3153)\n"
+        "      --transparent-port PORT  the proxy's transparent listener (default 3129)\n"
+        "      --dns-port PORT          the proxy's DNS listener (default 3153)\n"
         "  -h, --help                   this text\n";
 
 static int
