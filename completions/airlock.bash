@@ -56,6 +56,7 @@ _airlock()
 		return
 		;;
 	--log-budget | --dns-upstream | --timeout | --listen | -l | --max-conns | \
+		--transparent | --dns | --check | \
 		--host | --task | --since | --wildcard-min | --name | --policy-dir | \
 		--task-id | --label | --older)
 		return
@@ -69,7 +70,7 @@ _airlock()
 		      --task-id --label --help"
 		;;
 	proxy)
-		opts="--policy --listen --log --log-budget --verbose --dns-upstream --hosts-file
+		opts="--policy --listen --transparent --dns --check --log --log-budget --verbose --dns-upstream --hosts-file
 		      --audit --max-conns --help"
 		;;
 	selftest)
