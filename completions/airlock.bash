@@ -20,7 +20,7 @@ _airlock()
 	sub=${COMP_WORDS[2]:-}
 
 	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "run proxy policy log selftest pod-init --help --version" -- "$cur"))
+		COMPREPLY=($(compgen -W "run proxy policy log diff selftest pod-init --help --version" -- "$cur"))
 		return
 	fi
 	# After -- the rest is CMD's: complete commands, then files.
@@ -43,7 +43,11 @@ _airlock()
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
-	--workdir | --rw | --ro | --tmpfs | --hide | --cache)
+	--ids)
+		COMPREPLY=($(compgen -W "one range" -- "$cur"))
+		return
+		;;
+	--workdir | --rw | --ro | --tmpfs | --hide | --overlay-keep | --cache)
 		COMPREPLY=($(compgen -d -- "$cur") $(compgen -f -- "$cur"))
 		return
 		;;
@@ -66,7 +70,7 @@ _airlock()
 	run)
 		opts="--policy --log --log-budget --verbose --quiet --audit --dns-upstream --timeout
 		      --workdir --rw --ro --tmpfs --hide --share-home --cache --cache-shared
-		      --env --clearenv --root
+		      --env --clearenv --root --ids --overlay --overlay-keep
 		      --task-id --label --help"
 		;;
 	proxy)
@@ -78,6 +82,13 @@ _airlock()
 		;;
 	pod-init)
 		opts="--proxy-uid --transparent-port --dns-port --help"
+		;;
+	diff)
+		opts="--help"
+		if [[ $cur != -* ]]; then
+			COMPREPLY=($(compgen -d -- "$cur"))
+			return
+		fi
 		;;
 	policy)
 		if [ "$COMP_CWORD" -eq 2 ]; then

@@ -936,6 +936,8 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 	}
 	if (ts->worker)
 		field_u64(&b, "landlock", ts->landlock > 0 ? (uint64_t)ts->landlock : 0);
+	field_str(&b, &cuts, "ids", ts->ids, CAP_SHORT);
+	field_str(&b, &cuts, "overlay", ts->overlay, CAP_TEXT);
 	/* Each run's chain starts here, also in a file earlier runs wrote. */
 	elog_chain_restart(&log->chain);
 	if (line_end(log, &b, &cuts) < 0 || line_emit(log, &b) < 0)

@@ -542,6 +542,25 @@ sbx_spin_readable(const struct sbx *s, int fd)
 	return false;
 }
 
+/* --ids range: write init's maps (ids.c) and tell init, which waits for
+ * them first thing (init.c, wait_id_maps). 0, or -1 + reason; init then
+ * exits, and sbx_free reaps it. */
+static int
+send_id_maps(struct sbx *s, char *err, size_t errlen)
+{
+	struct sbx_msg m;
+	int rc = sbx_ids_apply(&s->cfg->ids, s->pid, err, errlen);
+
+	memset(&m, 0, sizeof(m));
+	m.type = SBX_MSG_IDS;
+	m.value = rc == 0 ? 1 : 0;
+	if (sbx_msg_send(s->sock, &m, NULL, 0) < 0 && rc == 0) {
+		snprintf(err, errlen, "--ids range: tell init: %s", strerror(errno));
+		return -1;
+	}
+	return rc;
+}
+
 int
 sbx_start(struct sbx *s, char *err, size_t errlen)
 {
@@ -579,6 +598,8 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 	close(sv[1]);
 	s->sock = sv[0];
 	s->pid = pid;
+	if (s->cfg->ids.mode == SBX_IDS_RANGE && send_id_maps(s, err, errlen) < 0)
+		return -1;
 	sbx_cpus_split(s, false);
 	return 0;
 }

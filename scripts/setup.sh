@@ -19,6 +19,7 @@ test_deps=(
 	man-db groff-base zsh openjdk-17-jre-headless
 	cargo
 	python3-seccomp golang-github-containers-common apparmor
+	apt-utils # apt-ftparchive: the local apt repository of tests/lab/test_apt.sh
 )
 # What the benchmarks compare against.
 bench_deps=(squid tinyproxy bubblewrap dnsperf hyperfine)

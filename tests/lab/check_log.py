@@ -46,7 +46,8 @@ CONN += CHAIN
 BUDGET = [("reason", "s"), ("log_budget", "n")] + CHAIN
 START = [
     ("airlock", "s"), ("pid", "n"), ("policy", "s"), ("policy_sha256", "s"), ("mode", "s"),
-    ("command", "a"), ("selftest", "s"), ("landlock", "n"), ("truncated", "a"),
+    ("command", "a"), ("selftest", "s"), ("landlock", "n"), ("ids", "s"), ("overlay", "s"),
+    ("truncated", "a"),
 ] + CHAIN
 END = [
     ("exit_status", "n"), ("signal", "n"), ("duration_ms", "n"), ("totals", "o"),
