@@ -92,8 +92,15 @@ read_mounts(struct sbx_diag_facts *f)
 
 	if (m == NULL)
 		return;
+	bool start = true; /* line starts a line of the file */
+
 	while (fgets(line, sizeof(line), m) != NULL) {
-		if (!mount_point(line, mp, sizeof(mp)))
+		bool whole = strchr(line, '\n') != NULL;
+		bool ok = start && mount_point(line, mp, sizeof(mp));
+
+		/* The rest of a line longer than the buffer is no mount. */
+		start = whole;
+		if (!ok)
 			continue;
 		if (strcmp(mp, "/") == 0)
 			root = true;
