@@ -23,6 +23,7 @@ static const struct {
 	{ "log", cmd_log, "review egress logs: show, summary, suggest, replay, verify" },
 	{ "diff", cmd_diff, "list what a kept overlay layer (run --overlay-keep) changed" },
 	{ "selftest", cmd_selftest, "check that this machine can enforce a sandbox" },
+	{ "pod-init", cmd_pod_init, "program the pod-mode ruleset into this network namespace" },
 };
 
 /* libevent's own messages, as airlock's lines (never its bare "[warn]"). */

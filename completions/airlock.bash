@@ -20,7 +20,7 @@ _airlock()
 	sub=${COMP_WORDS[2]:-}
 
 	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "run proxy policy log diff selftest --help --version" -- "$cur"))
+		COMPREPLY=($(compgen -W "run proxy policy log diff selftest pod-init --help --version" -- "$cur"))
 		return
 	fi
 	# After -- the rest is CMD's: complete commands, then files.
@@ -79,6 +79,9 @@ _airlock()
 		;;
 	selftest)
 		opts="--verbose --root --help"
+		;;
+	pod-init)
+		opts="--proxy-uid --transparent-port --dns-port --help"
 		;;
 	diff)
 		opts="--help"

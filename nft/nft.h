@@ -7,6 +7,7 @@
 #ifndef AIRLOCK_NFT_NFT_H
 #define AIRLOCK_NFT_NFT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,9 +20,17 @@ struct nft_params {
 	/* The refusals at the SYN (nft/refuse.h), borrowed; NULL: none, no
 	 * chain syn_output. */
 	const struct nft_refuse *refuse;
+	/* Pod mode (airlock pod-init, docs/deploy.md): the ruleset goes into
+	 * a pod's network namespace, which has real interfaces and a proxy
+	 * sidecar in it. Sockets of pod_exempt_uid (the sidecar's; never 0)
+	 * pass first in each output chain; IPv6 neighbour discovery passes;
+	 * chain filter_input refuses what is not a reply, loopback or
+	 * neighbour discovery. false: the sandbox's ruleset, none of this. */
+	bool pod;
+	uint32_t pod_exempt_uid;
 };
 
-/* Fill p with the constants of common/netconst.h, no refusals. */
+/* Fill p with the constants of common/netconst.h, no refusals, not pod. */
 void nft_params_default(struct nft_params *p);
 
 /* Build the whole ruleset (table inet airlock, its chains and rules, and

@@ -37,6 +37,29 @@
  *     }
  *   }
  *
+ * In pod mode (nft_params.pod: airlock pod-init) the output chains start
+ * with "meta skuid POD_UID accept", filter_output accepts the neighbour
+ * discovery the kernel sends right after the loopback rules,
+ *
+ *       meta nfproto ipv6 meta l4proto ipv6-icmp icmpv6 type 133-136 accept
+ *       meta nfproto ipv6 meta l4proto ipv6-icmp icmpv6 type 143 accept
+ *
+ * (router and neighbour solicitations and advertisements, MLDv2 reports;
+ * unprivileged processes cannot send those: ping sockets send echo
+ * requests only), and a chain for what comes in:
+ *
+ *     chain filter_input {
+ *       type filter hook input priority 0; policy drop;
+ *       meta iiftype loopback accept
+ *       ct state established,related accept
+ *       meta nfproto ipv6 meta l4proto ipv6-icmp icmpv6 type 133-137 accept
+ *       log group NFLOG_GROUP snaplen 128
+ *     }
+ *
+ * since the pod's interface is real: without it anyone who can reach the
+ * pod could open a connection to a listener of the agent's and take
+ * data out in the replies, which filter_output accepts as established.
+ *
  * syn_output and its sets exist only when the caller gives the refusals
  * at the SYN (nft_params.refuse, nft/refuse.h says which); each of its
  * refusing rules only when it has something to refuse. It runs before
@@ -72,6 +95,7 @@
 #include <time.h>
 
 #include <arpa/inet.h>
+#include <linux/if_arp.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_conntrack_common.h>
 #include <linux/netfilter/nf_nat.h>
@@ -97,6 +121,7 @@
 #define NAT_PRIO     (-100)
 #define FILTER_PRIO  0
 #define SYN_CHAIN    "syn_output"
+#define INPUT_CHAIN  "filter_input"
 #define SYN_PRIO     (-150)
 #define SET_PORTS    "syn_open_ports"
 #define SET_GUARD4   "syn_guard4"
@@ -260,7 +285,6 @@ match_dport(struct nftnl_rule *r, uint8_t proto, uint16_t port)
 	return add_cmp(r, NFT_CMP_EQ, &be, sizeof(be));
 }
 
-/* ct state established,related: (state & mask) != 0. */
 /* Register 1 (len bytes, at most 4) & mask != val. */
 static int
 match_masked_neq(struct nftnl_rule *r, const void *mask, const void *val, uint32_t len)
@@ -278,6 +302,46 @@ match_masked_neq(struct nftnl_rule *r, const void *mask, const void *val, uint32
 	return add_cmp(r, NFT_CMP_NEQ, val, len);
 }
 
+/* meta skuid UID: the sending socket's owner (none for the kernel's own
+ * packets, which never match). */
+static int
+match_skuid(struct nftnl_rule *r, uint32_t uid)
+{
+	if (add_meta(r, NFT_META_SKUID) < 0)
+		return -1;
+	return add_cmp(r, NFT_CMP_EQ, &uid, sizeof(uid));
+}
+
+/* meta nfproto ipv6 meta l4proto ipv6-icmp icmpv6 type lo-hi. */
+static int
+match_icmpv6_types(struct nftnl_rule *r, uint8_t lo, uint8_t hi)
+{
+	uint8_t nfproto = NFPROTO_IPV6;
+
+	if (add_meta(r, NFT_META_NFPROTO) < 0 ||
+	    add_cmp(r, NFT_CMP_EQ, &nfproto, sizeof(nfproto)) < 0 ||
+	    match_l4proto(r, IPPROTO_ICMPV6) < 0 ||
+	    add_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1) < 0)
+		return -1;
+	if (lo == hi)
+		return add_cmp(r, NFT_CMP_EQ, &lo, 1);
+	if (add_cmp(r, NFT_CMP_GTE, &lo, 1) < 0)
+		return -1;
+	return add_cmp(r, NFT_CMP_LTE, &hi, 1);
+}
+
+/* meta iiftype loopback. */
+static int
+match_iif_loopback(struct nftnl_rule *r)
+{
+	uint16_t type = ARPHRD_LOOPBACK;
+
+	if (add_meta(r, NFT_META_IIFTYPE) < 0)
+		return -1;
+	return add_cmp(r, NFT_CMP_EQ, &type, sizeof(type));
+}
+
+/* ct state established,related: (state & mask) != 0. */
 static int
 match_ct_established(struct nftnl_rule *r)
 {
@@ -360,6 +424,11 @@ add_reject(struct nftnl_rule *r, uint32_t type, uint8_t code)
 /* --- the rules --------------------------------------------------------- */
 
 enum rule_kind {
+	R_POD_EXEMPT,
+	R_POD_ND_OUT,
+	R_POD_MLD_OUT,
+	R_POD_IN_LOOPBACK,
+	R_POD_IN_ND,
 	R_LOOPBACK_V4,
 	R_LOOPBACK_V6,
 	R_DNS_UDP,
@@ -384,13 +453,17 @@ struct rule_spec {
 };
 
 static const struct rule_spec rules[] = {
+        {NAT_CHAIN, R_POD_EXEMPT, "meta skuid (the proxy's) accept"},
         {NAT_CHAIN, R_LOOPBACK_V4, "ip daddr 127.0.0.0/8 accept"},
         {NAT_CHAIN, R_LOOPBACK_V6, "ip6 daddr ::1 accept"},
         {NAT_CHAIN, R_DNS_UDP, "udp dport 53 redirect"},
         {NAT_CHAIN, R_DNS_TCP, "tcp dport 53 redirect"},
         {NAT_CHAIN, R_TCP_TPROXY, "tcp redirect to the transparent proxy"},
+        {FILTER_CHAIN, R_POD_EXEMPT, "meta skuid (the proxy's) accept"},
         {FILTER_CHAIN, R_LOOPBACK_V4, "ip daddr 127.0.0.0/8 accept"},
         {FILTER_CHAIN, R_LOOPBACK_V6, "ip6 daddr ::1 accept"},
+        {FILTER_CHAIN, R_POD_ND_OUT, "icmpv6 type 133-136 accept"},
+        {FILTER_CHAIN, R_POD_MLD_OUT, "icmpv6 type mld2-listener-report accept"},
         {FILTER_CHAIN, R_ESTABLISHED, "ct state established,related accept"},
         {FILTER_CHAIN, R_LOG, "log group (NFLOG)"},
         {FILTER_CHAIN, R_REJECT_TCP, "tcp reject with tcp reset"},
@@ -403,6 +476,10 @@ static const struct rule_spec rules[] = {
         {SYN_CHAIN, R_SYN_PORTS, "tcp dport != @" SET_PORTS " reject"},
         {SYN_CHAIN, R_SYN_GUARD4, "ip daddr @" SET_GUARD4 " reject"},
         {SYN_CHAIN, R_SYN_GUARD6, "ip6 daddr @" SET_GUARD6 " reject"},
+        {INPUT_CHAIN, R_POD_IN_LOOPBACK, "meta iiftype loopback accept"},
+        {INPUT_CHAIN, R_ESTABLISHED, "ct state established,related accept"},
+        {INPUT_CHAIN, R_POD_IN_ND, "icmpv6 type 133-137 accept"},
+        {INPUT_CHAIN, R_LOG, "log group (NFLOG)"},
 };
 
 /* Whether the ruleset for p holds the rule: the refuse chain's only with
@@ -412,6 +489,16 @@ rule_present(const struct rule_spec *spec, const struct nft_params *p)
 {
 	const struct nft_refuse *rf = p->refuse;
 
+	if (strcmp(spec->chain, INPUT_CHAIN) == 0)
+		return p->pod;
+	switch (spec->kind) {
+	case R_POD_EXEMPT:
+	case R_POD_ND_OUT:
+	case R_POD_MLD_OUT:
+		return p->pod;
+	default:
+		break;
+	}
 	if (strcmp(spec->chain, SYN_CHAIN) != 0)
 		return true;
 	if (rf == NULL)
@@ -441,6 +528,16 @@ static int
 rule_exprs(struct nftnl_rule *r, enum rule_kind kind, const struct nft_params *p)
 {
 	switch (kind) {
+	case R_POD_EXEMPT:
+		return match_skuid(r, p->pod_exempt_uid) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
+	case R_POD_ND_OUT:
+		return match_icmpv6_types(r, 133, 136) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
+	case R_POD_MLD_OUT:
+		return match_icmpv6_types(r, 143, 143) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
+	case R_POD_IN_LOOPBACK:
+		return match_iif_loopback(r) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
+	case R_POD_IN_ND:
+		return match_icmpv6_types(r, 133, 137) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
 	case R_LOOPBACK_V4:
 		return match_loopback_v4(r) < 0 ? -1 : add_verdict(r, NF_ACCEPT);
 	case R_LOOPBACK_V6:
@@ -533,7 +630,8 @@ put_table(struct rs_build *bd, uint16_t type, uint16_t flags)
 }
 
 static int
-put_chain(struct rs_build *bd, const char *name, const char *type, int prio, uint32_t policy)
+put_chain(struct rs_build *bd, const char *name, const char *type, uint32_t hook, int prio,
+          uint32_t policy)
 {
 	struct nftnl_chain *c = nftnl_chain_alloc();
 	struct nlmsghdr *nlh;
@@ -543,7 +641,7 @@ put_chain(struct rs_build *bd, const char *name, const char *type, int prio, uin
 	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, AIRLOCK_NFT_TABLE);
 	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
 	nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
-	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, NF_INET_LOCAL_OUT);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, hook);
 	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, policy);
 	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bd->b), NFT_MSG_NEWCHAIN, NFPROTO_INET,
@@ -710,11 +808,15 @@ build(const struct nft_params *p, void *buf, size_t buflen, uint32_t seq, char (
 	if (!next_msg(&bd))
 		goto out;
 	if (put_table(&bd, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL) < 0 ||
-	    put_chain(&bd, NAT_CHAIN, "nat", NAT_PRIO, NF_ACCEPT) < 0 ||
-	    put_chain(&bd, FILTER_CHAIN, "filter", FILTER_PRIO, NF_DROP) < 0)
+	    put_chain(&bd, NAT_CHAIN, "nat", NF_INET_LOCAL_OUT, NAT_PRIO, NF_ACCEPT) < 0 ||
+	    put_chain(&bd, FILTER_CHAIN, "filter", NF_INET_LOCAL_OUT, FILTER_PRIO, NF_DROP) < 0)
 		goto out;
-	if (p->refuse != NULL && (put_chain(&bd, SYN_CHAIN, "filter", SYN_PRIO, NF_ACCEPT) < 0 ||
-	                          put_sets(&bd, p->refuse) < 0))
+	if (p->refuse != NULL &&
+	    (put_chain(&bd, SYN_CHAIN, "filter", NF_INET_LOCAL_OUT, SYN_PRIO, NF_ACCEPT) < 0 ||
+	     put_sets(&bd, p->refuse) < 0))
+		goto out;
+	if (p->pod &&
+	    put_chain(&bd, INPUT_CHAIN, "filter", NF_INET_LOCAL_IN, FILTER_PRIO, NF_DROP) < 0)
 		goto out;
 	for (i = 0; i < ARRAY_SIZE(rules); i++)
 		if (rule_present(&rules[i], p))
@@ -748,6 +850,8 @@ nft_params_default(struct nft_params *p)
 	p->dns_port = AIRLOCK_DNS_PORT;
 	p->nflog_group = AIRLOCK_NFLOG_GROUP;
 	p->refuse = NULL;
+	p->pod = false;
+	p->pod_exempt_uid = 0;
 }
 
 long
@@ -848,8 +952,8 @@ apply_on(struct mnl_socket *nl, const struct nft_params *p, char *err, size_t er
  * socket of our own may wait as it closes: see nft_ruleset_apply_verify_fd. */
 static int
 with_socket(struct mnl_socket *nl, const char *what, const struct nft_params *p,
-            int (*fn)(struct mnl_socket *, const struct nft_params *, char *, size_t),
-            char *err, size_t errlen)
+            int (*fn)(struct mnl_socket *, const struct nft_params *, char *, size_t), char *err,
+            size_t errlen)
 {
 	char step[64];
 	int ret;
@@ -877,9 +981,9 @@ nft_ruleset_apply(const struct nft_params *p, char *err, size_t errlen)
 struct verify_state {
 	const struct nft_params *p;
 	bool table;
-	bool nat, filter, syn;
-	bool nat_ok, filter_ok, syn_ok;
-	unsigned int nat_rules, filter_rules, syn_rules;
+	bool nat, filter, syn, input;
+	bool nat_ok, filter_ok, syn_ok, input_ok;
+	unsigned int nat_rules, filter_rules, syn_rules, input_rules;
 	unsigned int dns_redirects, tproxy_redirects, logs; /* with p's values */
 	char why[160];
 };
@@ -936,6 +1040,9 @@ chain_cb(const struct nlmsghdr *nlh, void *data)
 	} else if (strcmp(name, FILTER_CHAIN) == 0) {
 		st->filter = true;
 		st->filter_ok = chain_is(c, "filter", NF_INET_LOCAL_OUT, FILTER_PRIO, NF_DROP);
+	} else if (strcmp(name, INPUT_CHAIN) == 0 && st->p->pod) {
+		st->input = true;
+		st->input_ok = chain_is(c, "filter", NF_INET_LOCAL_IN, FILTER_PRIO, NF_DROP);
 	} else if (strcmp(name, SYN_CHAIN) == 0 && st->p->refuse != NULL) {
 		st->syn = true;
 		st->syn_ok = chain_is(c, "filter", NF_INET_LOCAL_OUT, SYN_PRIO, NF_ACCEPT);
@@ -998,6 +1105,8 @@ rule_cb(const struct nlmsghdr *nlh, void *data)
 		st->filter_rules++;
 	else if (strcmp(chain, SYN_CHAIN) == 0)
 		st->syn_rules++;
+	else if (strcmp(chain, INPUT_CHAIN) == 0)
+		st->input_rules++;
 	nftnl_expr_foreach(r, rule_expr_cb, st);
 out:
 	nftnl_rule_free(r);
@@ -1022,9 +1131,11 @@ expected_logs(const struct nft_params *p)
 {
 	const struct nft_refuse *rf = p->refuse;
 
+	unsigned int pod = p->pod ? 1 : 0; /* filter_input's */
+
 	if (rf == NULL)
-		return 1;
-	return 1 + (rf->ports ? 1u : 0u) + (rf->n_guard4 > 0) + (rf->n_guard6 > 0);
+		return 1 + pod;
+	return 1 + pod + (rf->ports ? 1u : 0u) + (rf->n_guard4 > 0) + (rf->n_guard6 > 0);
 }
 
 /* Read the ruleset back over nl and check it. */
@@ -1091,6 +1202,14 @@ verify_on(struct mnl_socket *nl, const struct nft_params *p, char *err, size_t e
 		         "nftables: chain %s is not type filter hook "
 		         "output priority %d policy accept",
 		         SYN_CHAIN, SYN_PRIO);
+	else if (p->pod && (!st.input || !st.input_ok))
+		snprintf(err, errlen,
+		         "nftables: chain %s is missing or not type filter hook input "
+		         "priority %d policy drop",
+		         INPUT_CHAIN, FILTER_PRIO);
+	else if (st.input_rules != expected_rules(INPUT_CHAIN, p))
+		snprintf(err, errlen, "nftables: chain %s holds %u rules, expected %u", INPUT_CHAIN,
+		         st.input_rules, expected_rules(INPUT_CHAIN, p));
 	else if (st.nat_rules != expected_rules(NAT_CHAIN, p) ||
 	         st.filter_rules != expected_rules(FILTER_CHAIN, p) ||
 	         st.syn_rules != expected_rules(SYN_CHAIN, p))

@@ -29,6 +29,7 @@
 #include "common/netconst.h"
 #include "common/util.h"
 #include "nft/nft.h"
+#include "sandbox/diagnose.h"
 #include "sandbox/internal.h"
 #include "sandbox/status.h"
 
@@ -425,8 +426,19 @@ sbx_init_main(const struct sbx *s, int sock)
 
 	log_debug("init: started at %.3f ms", ms_since_start());
 	write_id_maps(s, sock);
-	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0)
-		init_die("set-up: hostname: %s", strerror(errno));
+	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0) {
+		/* init holds CAP_SYS_ADMIN over its own uts namespace: only a
+		 * filter refuses this (a runtime's profile without it). */
+		struct sbx_diag_facts f;
+		int e = errno;
+
+		sbx_diag_read(&f);
+		init_die("set-up: hostname: %s%s", strerror(e),
+		         e == EPERM && f.seccomp > 0
+		                 ? "; a seccomp filter refuses sethostname (a container "
+		                   "runtime's profile): use airlock's (docs/deploy.md)"
+		                 : "");
+	}
 
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_READY;

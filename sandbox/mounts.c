@@ -39,6 +39,7 @@
 #include "common/netconst.h"
 #include "common/util.h"
 #include "sandbox/cache.h"
+#include "sandbox/diagnose.h"
 #include "sandbox/internal.h"
 #include "sandbox/status.h"
 
@@ -433,6 +434,21 @@ cover(int root, const char *path, bool mask)
 	return rc;
 }
 
+/* A fresh /proc was refused: say why when the host shows it (a masked
+ * /proc in a container: diagnose.h), after the mount's own message. */
+static void
+proc_advice(int e, char *err, size_t errlen)
+{
+	struct sbx_diag_facts f;
+	char advice[384];
+	size_t len = strlen(err);
+
+	sbx_diag_read(&f);
+	sbx_diag_proc(e, &f, advice, sizeof(advice));
+	if (len < errlen)
+		str_copy(err + len, advice, errlen - len);
+}
+
 /* /proc is the sandbox's own, but some of its files act on the whole
  * machine and only check that the writer is uid 0 -- which CMD is when
  * root runs airlock (kernel.core_pattern, sysrq-trigger). As container
@@ -747,8 +763,10 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 	if (setup_dev(root, stage, dev_trees, err, errlen) < 0)
 		goto out;
 	if (attach_fs(root, "proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-	              "/proc", "/proc", err, errlen) < 0)
+	              "/proc", "/proc", err, errlen) < 0) {
+		proc_advice(errno, err, errlen);
 		goto out;
+	}
 	if (harden_proc(root, err, errlen) < 0)
 		goto out;
 	if (attach_scratch(root, stage, "tmp", 01777, 0, "/tmp", "/tmp", err, errlen) < 0)

@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "nft/nft.h"
 #include "sandbox/cache.h"
+#include "sandbox/diagnose.h"
 #include "sandbox/internal.h"
 #include "sandbox/status.h"
 
@@ -407,26 +408,14 @@ clone_sandbox(int *pidfd)
 	return pid;
 }
 
+/* Why clone failed, told apart by what the host shows (diagnose.h). */
 static void
 clone_advice(int e, char *err, size_t errlen)
 {
-	if (e == EPERM || e == EACCES)
-		snprintf(err, errlen,
-		         "cannot create the sandbox's namespaces: clone: %s; unprivileged user "
-		         "namespaces are disabled here: check sysctl user.max_user_namespaces "
-		         "(must be > 0), kernel.apparmor_restrict_unprivileged_userns (must "
-		         "be 0, or give airlock an AppArmor profile with 'userns,'), and on "
-		         "older Debian/Ubuntu kernel.unprivileged_userns_clone (must be 1)",
-		         strerror(e));
-	else if (e == ENOSPC || e == EUSERS)
-		snprintf(err, errlen,
-		         "cannot create the sandbox's namespaces: clone: %s; the namespace "
-		         "limit is reached: raise sysctl user.max_user_namespaces "
-		         "(and user.max_net_namespaces, user.max_mnt_namespaces)",
-		         strerror(e));
-	else
-		snprintf(err, errlen, "cannot create the sandbox's namespaces: clone: %s",
-		         strerror(e));
+	struct sbx_diag_facts f;
+
+	sbx_diag_read(&f);
+	sbx_diag_userns(e, &f, err, errlen);
 }
 
 /* How many tasks are runnable right now, this one included (the fourth
@@ -919,7 +908,8 @@ sbx_go(struct sbx *s, bool ok)
 	/* Fail closed: without the gate every connect of CMD's would wait
 	 * for an answer that never comes. */
 	if (ok && s->gate == NULL && sbx_gate_start(s, NULL, err, sizeof(err)) < 0) {
-		log_warnx("%s", err);
+		if (err[0] != '\0') /* empty: init has said why */
+			log_warnx("%s", err);
 		ok = false;
 	}
 	memset(&m, 0, sizeof(m));

@@ -18,6 +18,7 @@ test_deps=(
 	dnsmasq-base nginx-light fcgiwrap
 	man-db groff-base zsh openjdk-17-jre-headless
 	cargo
+	python3-seccomp golang-github-containers-common apparmor
 	apt-utils # apt-ftparchive: the local apt repository of tests/lab/test_apt.sh
 )
 # What the benchmarks compare against.

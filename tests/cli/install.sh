@@ -78,7 +78,7 @@ expect_has "a log command" verify airlock log ve
 expect_has "a run option" --share-home airlock run --sh
 expect_has "a preset" pypi airlock run -p py
 expect_has "a proxy option" --hosts-file airlock proxy --hosts
-for cmd in run proxy selftest; do
+for cmd in run proxy selftest pod-init; do
 	for o in $(opts_of "$cmd"); do
 		expect_has "$cmd's options" "$o" airlock "$cmd" "$o"
 	done
@@ -88,7 +88,7 @@ for sub in show summary suggest replay verify prune; do
 		expect_has "log $sub's options" "$o" airlock log "$sub" "$o"
 	done
 done
-echo "ok   bash completion: commands, every option of run, proxy, selftest and log, presets"
+echo "ok   bash completion: commands, every option of run, proxy, selftest, pod-init and log, presets"
 
 # --- zsh completion ---------------------------------------------------------------
 zshc=$root/zsh/site-functions/_airlock

@@ -22,7 +22,7 @@ one_line() {
 	case $err in airlock:*"$want"*) ;; *) fail "$what: expected one 'airlock:' line with '$want', got: $err" ;; esac
 }
 
-for cmd in "run" "proxy" "selftest" "policy check" "policy test" \
+for cmd in "run" "proxy" "selftest" "pod-init" "policy check" "policy test" \
 	"log show" "log summary" "log suggest" "log replay" "log verify"; do
 	# shellcheck disable=SC2086
 	one_line "$cmd --bogus" "unknown option '--bogus'; see 'airlock $cmd --help'" \
