@@ -85,4 +85,22 @@ mkdir "$SCRATCH/presets"
 printf 'version: 1\nallow:\n  - host: only.test\n' >"$SCRATCH/presets/mine.yaml"
 out=$("$AIRLOCK" policy test --policy-dir "$SCRATCH/presets" mine only.test) || fail "preset by name: exit $?"
 expect_eq "preset by --policy-dir" "allow only.test:443 $SCRATCH/presets/mine.yaml:3" "$out"
+
+# inspect: is checked and described, and refused by run and proxy until it
+# is served (docs/policy.md, "Inspection"), never run as a plain tunnel
+cat >"$SCRATCH/insp.yaml" <<'Y'
+version: 1
+allow:
+  - host: origin.lab
+    ports: [443]
+    inspect: {http: {access: read-only}}
+Y
+out=$("$AIRLOCK" policy check "$SCRATCH/insp.yaml") || fail "check of an inspect policy: exit $?"
+expect_match "check shows inspect" 'allow origin.lab ports 443 inspect: http' "$out"
+st=0; err=$("$AIRLOCK" run -p "$SCRATCH/insp.yaml" -- /bin/true 2>&1) || st=$?
+expect_eq "run with inspect: refused" 125 "$st"
+expect_match "run says why" 'does not serve TLS inspection yet' "$err"
+st=0; err=$("$AIRLOCK" proxy -p "$SCRATCH/insp.yaml" --listen 127.0.0.1:9 --log "$SCRATCH/l.jsonl" 2>&1) || st=$?
+expect_eq "proxy with inspect: refused" 1 "$st"
+expect_match "proxy says why" 'does not serve TLS inspection yet' "$err"
 echo "policy cli: ok"
