@@ -1315,6 +1315,95 @@ run_until(struct event_base *base, const int *n, int want)
 	assert_int_equal(*n, want);
 }
 
+struct leaf_answer {
+	int n;
+	bool got_leaf;
+	struct broker_leaf leaf;
+	struct broker_reply r;
+};
+
+static void
+on_leaf(const struct broker_leaf *leaf, const struct broker_reply *r, void *arg)
+{
+	struct leaf_answer *a = arg;
+
+	a->n++;
+	a->got_leaf = leaf != NULL;
+	if (leaf != NULL)
+		a->leaf = *leaf;
+	else
+		a->r = *r;
+}
+
+/* The worker's side of MINT: a leaf, the broker's refusals, cancelled
+ * and gone. */
+static void
+test_client_mint(void **state)
+{
+	struct fixture *f = *state;
+	struct event_base *base = event_base_new();
+	struct tlsca_config cc = {.label = "client test", .mint_limit = 1};
+	struct leaf_answer ok = {0}, no = {0}, limit = {0}, cancelled = {0}, gone = {0};
+	struct broker_client *c;
+	char err[256];
+	struct tlsca *ca = tlsca_new(&cc, err, sizeof(err));
+	const unsigned char *p;
+	uint32_t id;
+	X509 *x;
+	int status;
+
+	assert_non_null(ca);
+	spawn_ca = ca;
+	spawn(f, 4, true, 3000);
+	spawn_ca = NULL;
+	c = broker_client_new(base, f->fd, 4);
+	assert_non_null(c);
+	f->fd = -1; /* the client owns it */
+
+	assert_int_equal(broker_client_mint(c, "inspect.test", 443, on_leaf, &ok, &id), 0);
+	assert_int_equal(broker_client_mint(c, "allowed.test", 8080, on_leaf, &no, &id), 0);
+	run_until(base, &no.n, 1);
+	run_until(base, &ok.n, 1);
+	assert_true(ok.got_leaf);
+	p = ok.leaf.der;
+	x = d2i_X509(NULL, &p, ok.leaf.len);
+	assert_non_null(x);
+	assert_int_equal(X509_check_host(x, "inspect.test", 0, 0, NULL), 1);
+	assert_int_equal(X509_verify(x, X509_get0_pubkey(tlsca_cert(ca))), 1);
+	X509_free(x);
+	assert_false(no.got_leaf);
+	assert_int_equal(no.r.status, BROKER_E_NOT_INSPECTED);
+	/* The limit (1) is spent. */
+	assert_int_equal(broker_client_mint(c, "a.mint.test", 443, on_leaf, &limit, &id), 0);
+	run_until(base, &limit.n, 1);
+	assert_false(limit.got_leaf);
+	assert_int_equal(limit.r.status, BROKER_E_MINT_LIMIT);
+	/* Cancelled: never called; its slot comes back. */
+	assert_int_equal(broker_client_mint(c, "inspect.test", 443, on_leaf, &cancelled, &id), 0);
+	broker_client_cancel(c, id);
+	for (int i = 0; i < 50 && broker_client_inflight(c) > 0; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(10000);
+	assert_int_equal(broker_client_inflight(c), 0);
+	assert_int_equal(cancelled.n, 0);
+	assert_int_equal(broker_client_dropped(c), 0);
+	/* Gone: a MINT in flight is answered GONE. */
+	kill(f->pid, SIGKILL);
+	assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
+	assert_int_equal(broker_client_mint(c, "inspect.test", 443, on_leaf, &gone, &id) == 0 ||
+	                         errno == EPIPE,
+	                 1);
+	for (int i = 0; i < 100 && gone.n == 0 && broker_client_inflight(c) > 0; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(10000);
+	if (gone.n > 0) {
+		assert_false(gone.got_leaf);
+		assert_int_equal(gone.r.status, BROKER_E_GONE);
+	}
+	assert_int_equal(broker_client_inflight(c), 0);
+	broker_client_free(c);
+	event_base_free(base);
+	tlsca_free(ca);
+}
+
 static void
 test_client(void **state)
 {
@@ -1547,6 +1636,7 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_other_abis_killed, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_mint, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_client_mint, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client_dns, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client_room, setup, teardown),
 	};
