@@ -97,6 +97,13 @@ inspect_head_decide(const struct policy_inspect *pi, const char *name, uint16_t 
 
 	if (check_authority(name, port, buf, h, res) != 0)
 		return 0;
+	/* The head sent gains a Via: it must still be one a server (and
+	 * this parser) takes. */
+	if (h->n_headers >= HTTP_MAX_HEADERS) {
+		refuse(res, VR_HEAD_TOO_LARGE, "%zu fields; at most %d on an inspected connection",
+		       h->n_headers, HTTP_MAX_HEADERS - 1);
+		return 0;
+	}
 	/* The bytes after an upgrade could not be inspected. */
 	if (http_find_header(buf, h, "upgrade", 0) >= 0) {
 		refuse(res, VR_UPGRADE, "Upgrade on an inspected connection (what follows it could "

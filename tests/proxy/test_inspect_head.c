@@ -214,6 +214,25 @@ test_bodies_and_framing(void **state)
 	               VR_FRAMING, 400, "Connection names Content-Length");
 }
 
+/* The head sent gains a Via: one with as many fields as a head may hold
+ * is refused, never sent as one a server would refuse (found by
+ * fuzz_inspect). */
+static void
+test_field_count(void **state)
+{
+	static char head[HTTP_MAX_HEADERS * 16 + 128];
+	size_t off;
+
+	(void)state;
+	off = (size_t)snprintf(head, sizeof(head), "GET /org/x HTTP/1.1\r\nHost: origin.lab\r\n");
+	for (int i = 1; i < HTTP_MAX_HEADERS - 1; i++)
+		off += (size_t)snprintf(head + off, sizeof(head) - off, "X-%d: v\r\n", i);
+	snprintf(head + off, sizeof(head) - off, "\r\n");
+	assert_non_null(decide(head, 443)); /* HTTP_MAX_HEADERS - 1 fields */
+	snprintf(head + off, sizeof(head) - off, "X-last: v\r\n\r\n");
+	expect_refused(head, VR_HEAD_TOO_LARGE, 431, "fields; at most");
+}
+
 /* The sentence never carries a byte that breaks the quoted header. */
 static void
 test_refusal_text(void **state)
@@ -234,7 +253,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_forward_canonical), cmocka_unit_test(test_rules_refuse),
 	        cmocka_unit_test(test_authority),         cmocka_unit_test(test_bodies_and_framing),
-	        cmocka_unit_test(test_refusal_text),
+	        cmocka_unit_test(test_refusal_text),      cmocka_unit_test(test_field_count),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
