@@ -1262,11 +1262,13 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 		goto out;
 	event_base_dispatch(b.base);
 	log_debug("broker: %llu requests, %llu malformed, %llu dropped, %llu busy, %llu "
-	          "duplicate ids, %llu stray descriptors, %llu replies lost, %llu stalls",
+	          "duplicate ids, %llu stray descriptors, %llu replies lost, %llu stalls, %llu "
+	          "leaves sent",
 	          (unsigned long long)b.st.requests, (unsigned long long)b.st.malformed,
 	          (unsigned long long)b.st.dropped, (unsigned long long)b.st.busy,
 	          (unsigned long long)b.st.dup_ids, (unsigned long long)b.st.stray_fds,
-	          (unsigned long long)b.st.replies_lost, (unsigned long long)b.st.stalls);
+	          (unsigned long long)b.st.replies_lost, (unsigned long long)b.st.stalls,
+	          (unsigned long long)b.st.leaves);
 	status = 0;
 out:
 	broker_free(&b);
