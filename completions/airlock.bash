@@ -56,7 +56,7 @@ _airlock()
 		return
 		;;
 	--log-budget | --dns-upstream | --timeout | --listen | -l | --max-conns | \
-		--host | --task | --since | --wildcard-min | --name | --policy-dir | \
+		--host | --task | --since | --wildcard-min | --name | --policy-dir | --method | -X | \
 		--task-id | --label | --older)
 		return
 		;;
@@ -81,6 +81,7 @@ _airlock()
 			return
 		fi
 		opts="--policy-dir --help"
+		[ "$sub" = test ] && opts="--policy-dir --method --help"
 		if [[ $cur != -* ]]; then
 			COMPREPLY=($(compgen -W "$(_airlock_presets)" -- "$cur") $(compgen -f -- "$cur"))
 			return
