@@ -39,6 +39,10 @@ _airlock()
 		COMPREPLY=($(compgen -W "$(_airlock_presets)" -- "$cur") $(compgen -f -- "$cur"))
 		return
 		;;
+	-X | --method)
+		COMPREPLY=($(compgen -W "GET HEAD OPTIONS POST PUT PATCH DELETE TRACE CONNECT" -- "$cur"))
+		return
+		;;
 	--log | --hosts-file)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
@@ -56,7 +60,7 @@ _airlock()
 		return
 		;;
 	--log-budget | --dns-upstream | --timeout | --listen | -l | --max-conns | \
-		--host | --task | --since | --wildcard-min | --name | --policy-dir | --method | -X | \
+		--host | --task | --since | --wildcard-min | --name | --policy-dir | \
 		--task-id | --label | --older)
 		return
 		;;
