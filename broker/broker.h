@@ -24,6 +24,7 @@
 #include "dns/resolver.h"
 
 struct policy;
+struct tlsca;
 
 /* The proxy's upstream connect timeout (proxy/conn.h,
  * PROXY_DEFAULT_CONNECT_MS): also the deadline for resolving. */
@@ -34,6 +35,11 @@ struct policy;
 
 struct broker_cfg {
 	const struct policy *policy; /* borrowed; the child keeps its copy */
+	/* The task CA (tls/ca.h) for MINT, made before the broker is forked
+	 * (the child keeps its copy). Whoever made it frees it before it
+	 * forks a process that must not hold the CA's key (the worker).
+	 * NULL when no rule inspects: every MINT is refused. Borrowed. */
+	struct tlsca *ca;
 	/* The resolver's (dns/resolver.h): nameservers, TTL cap, timeout,
 	 * hosts file (read before confinement). Its policy is the one above. */
 	struct resolver_config dns;

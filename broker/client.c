@@ -23,6 +23,7 @@ struct pending {
 	bool cancelled;
 	broker_client_fn fn;  /* a connect */
 	resolver_cb dns_fn;   /* a RESOLVE: fn is NULL */
+	broker_client_leaf_fn leaf_fn; /* a MINT: fn is NULL */
 	void *arg;
 };
 
@@ -208,6 +209,25 @@ broker_client_resolve(struct broker_client *c, const struct dns_query *q, const 
 	return 0;
 }
 
+int
+broker_client_mint(struct broker_client *c, const char *name, uint16_t port,
+                   broker_client_leaf_fn fn, void *arg, uint32_t *id)
+{
+	struct broker_req_mint m;
+	int slot = take_slot(c, id);
+
+	if (slot < 0)
+		return -1;
+	if (broker_build_mint(&m, *id, name, port) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (send_req(c, slot, *id, &m, sizeof(m), NULL, arg) != 0)
+		return -1;
+	c->p[slot].leaf_fn = fn;
+	return 0;
+}
+
 static struct pending *
 lookup(struct broker_client *c, uint32_t id)
 {
@@ -252,6 +272,7 @@ release(struct broker_client *c, struct pending *p)
 		c->dns_used--;
 	p->id = 0;
 	p->dns_fn = NULL;
+	p->leaf_fn = NULL;
 	c->used--;
 	c->freed = true;
 }
@@ -311,7 +332,10 @@ client_gone(struct broker_client *c)
 		}
 		broker_build_reply(&r, p.id, BROKER_E_GONE, BROKER_V_DENY, EPIPE, NULL, NULL,
 		                   "the broker is gone");
-		p.fn(&r, -1, p.arg);
+		if (p.leaf_fn != NULL)
+			p.leaf_fn(NULL, &r, p.arg);
+		else
+			p.fn(&r, -1, p.arg);
 	}
 }
 
@@ -331,6 +355,26 @@ take_dns(struct broker_client *c, size_t n, bool bad)
 	release(c, p);
 	if (!done.cancelled)
 		dns_deliver(&done, c->dres, VR_NONE, NULL);
+}
+
+/* A LEAF (n bytes of c->rbuf; none comes with a descriptor). One that
+ * breaks the format, or answers no MINT in flight, is dropped (and its
+ * MINT, if any, waits for the broker's end: a broker bug). */
+static void
+take_leaf(struct broker_client *c, size_t n, bool bad)
+{
+	struct broker_leaf l;
+	struct pending *p, done;
+
+	if (bad || broker_parse_leaf(c->rbuf, n, &l) != 0 || (p = lookup(c, l.h.id)) == NULL ||
+	    p->leaf_fn == NULL) {
+		c->dropped++;
+		return;
+	}
+	done = *p;
+	release(c, p);
+	if (!done.cancelled)
+		done.leaf_fn(&l, NULL, done.arg);
 }
 
 static void
@@ -389,6 +433,12 @@ client_read(evutil_socket_t fd, short what, void *arg)
 		}
 		memset(&h, 0, sizeof(h));
 		memcpy(&h, c->rbuf, (size_t)n < sizeof(h) ? (size_t)n : sizeof(h));
+		if (h.type == BROKER_MSG_LEAF) {
+			take_leaf(c, (size_t)n,
+			          (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || got >= 0 || extra != 0);
+			fd_close(&got);
+			continue;
+		}
 		if (h.type == BROKER_MSG_DNS_REPLY) {
 			take_dns(c, (size_t)n,
 			         (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || got >= 0 || extra != 0);
@@ -431,6 +481,16 @@ client_read(evutil_socket_t fd, short what, void *arg)
 			                    ? VR_RESOURCE
 			                    : VR_BROKER,
 			            r.reason[0] != '\0' ? r.reason : broker_status_name(r.status));
+			continue;
+		}
+		if (done.leaf_fn != NULL) {
+			/* A refusal: a leaf comes as a LEAF, never with a socket
+			 * (a REPLY with OK and a socket is not one). */
+			fd_close(&got);
+			if (r.status == BROKER_OK)
+				broker_build_reply(&r, r.h.id, BROKER_E_MALFORMED, BROKER_V_DENY, 0,
+				                   NULL, NULL, "a MINT answered with a socket");
+			done.leaf_fn(NULL, &r, done.arg);
 			continue;
 		}
 		done.fn(&r, got, done.arg);

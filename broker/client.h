@@ -58,6 +58,18 @@ int broker_client_resolve(struct broker_client *c, const struct dns_query *q, co
  * DNS server): what dns/server.c asks in the worker. */
 void broker_client_asker(struct broker_client *c, struct dns_asker *out);
 
+/* A MINT's answer: the leaf (borrowed for the call; checked by
+ * broker_parse_leaf, its DER for the TLS library to parse) and r NULL;
+ * or leaf NULL and r the refusal (BROKER_E_NOT_INSPECTED, _MINT_LIMIT,
+ * _BAD_NAME, _BUSY, _RESOURCE, _GONE, ...). The callback may free the
+ * client. */
+typedef void (*broker_client_leaf_fn)(const struct broker_leaf *leaf, const struct broker_reply *r,
+                                      void *arg);
+/* Ask for a leaf certificate for name (normalised) on port, for an
+ * inspected connection. 0, or -1 with errno as for a connect (fn never
+ * called then). Cancelled with broker_client_cancel. */
+int broker_client_mint(struct broker_client *c, const char *name, uint16_t port,
+                       broker_client_leaf_fn fn, void *arg, uint32_t *id);
 /* The connection that asked is gone: its reply, when it comes, is
  * dropped and its socket closed. Unknown ids are ignored. */
 void broker_client_cancel(struct broker_client *c, uint32_t id);

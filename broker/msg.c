@@ -191,6 +191,26 @@ parse_resolve(const struct broker_req_resolve *m, struct broker_request *out)
 	return BROKER_PARSE_OK;
 }
 
+static enum broker_parse
+parse_mint(const struct broker_req_mint *m, struct broker_request *out)
+{
+	enum broker_parse r;
+	const char *why;
+
+	out->port = m->port;
+	if (m->pad != 0 || m->pad2 != 0)
+		return BROKER_PARSE_PAD;
+	if (m->port == 0)
+		return BROKER_PARSE_PORT;
+	if ((r = check_string(m->name, sizeof(m->name))) != BROKER_PARSE_OK)
+		return r;
+	/* A leaf is for a DNS name, never a wildcard or an address. */
+	if (policy_name_normalize(m->name, out->name, sizeof(out->name), &why) != 0 ||
+	    out->name[0] == '\0' || is_ip_literal(out->name) || strchr(out->name, '*') != NULL)
+		return BROKER_PARSE_NAME;
+	return BROKER_PARSE_OK;
+}
+
 static size_t
 request_size(uint16_t type, bool selftest)
 {
@@ -201,6 +221,8 @@ request_size(uint16_t type, bool selftest)
 		return sizeof(struct broker_req_addr);
 	case BROKER_MSG_RESOLVE:
 		return sizeof(struct broker_req_resolve);
+	case BROKER_MSG_MINT:
+		return sizeof(struct broker_req_mint);
 	case BROKER_MSG_SELFTEST:
 		return selftest ? sizeof(struct broker_req_selftest) : 0;
 	default:
@@ -218,6 +240,7 @@ broker_parse_request(const void *buf, size_t len, bool selftest, struct broker_r
 		struct broker_req_addr addr;
 		struct broker_req_selftest st;
 		struct broker_req_resolve rs;
+		struct broker_req_mint mint;
 	} m;
 	size_t want;
 
@@ -243,6 +266,8 @@ broker_parse_request(const void *buf, size_t len, bool selftest, struct broker_r
 		return parse_addr(&m.addr, out);
 	case BROKER_MSG_RESOLVE:
 		return parse_resolve(&m.rs, out);
+	case BROKER_MSG_MINT:
+		return parse_mint(&m.mint, out);
 	default: /* BROKER_MSG_SELFTEST, selftest true */
 		out->op = m.st.op;
 		if (m.st.pad != 0)
@@ -282,6 +307,49 @@ broker_parse_reply(const void *buf, size_t len, struct broker_reply *out)
 	    check_string(out->rule, sizeof(out->rule)) != BROKER_PARSE_OK ||
 	    check_string(out->reason, sizeof(out->reason)) != BROKER_PARSE_OK)
 		return -1;
+	return 0;
+}
+
+int
+broker_parse_leaf(const void *buf, size_t len, struct broker_leaf *out)
+{
+	if (len != sizeof(*out))
+		return -1;
+	memcpy(out, buf, sizeof(*out));
+	if (out->h.type != BROKER_MSG_LEAF || out->h.len != len || out->h.id == 0 ||
+	    out->len == 0 || out->len > BROKER_LEAF_DER_MAX || out->pad != 0 || out->pad2 != 0 ||
+	    !all_zero(out->der + out->len, sizeof(out->der) - out->len))
+		return -1;
+	return 0;
+}
+
+int
+broker_build_mint(struct broker_req_mint *m, uint32_t id, const char *name, uint16_t port)
+{
+	size_t n = strlen(name);
+
+	memset(m, 0, sizeof(*m));
+	if (n >= sizeof(m->name) || port == 0)
+		return -1;
+	m->h.type = BROKER_MSG_MINT;
+	m->h.len = sizeof(*m);
+	m->h.id = id;
+	m->port = port;
+	memcpy(m->name, name, n);
+	return 0;
+}
+
+int
+broker_build_leaf(struct broker_leaf *m, uint32_t id, const unsigned char *der, size_t len)
+{
+	memset(m, 0, sizeof(*m));
+	if (len == 0 || len > sizeof(m->der))
+		return -1;
+	m->h.type = BROKER_MSG_LEAF;
+	m->h.len = sizeof(*m);
+	m->h.id = id;
+	m->len = (uint16_t)len;
+	memcpy(m->der, der, len);
 	return 0;
 }
 
@@ -559,6 +627,8 @@ broker_status_name(enum broker_status s)
 	        [BROKER_E_RESOURCE] = "resource",
 	        [BROKER_E_GONE] = "broker-gone",
 	        [BROKER_E_CNAME] = "cname-denied",
+	        [BROKER_E_NOT_INSPECTED] = "not-inspected",
+	        [BROKER_E_MINT_LIMIT] = "mint-limit",
 	};
 
 	return (unsigned)s < ARRAY_SIZE(names) && names[s] != NULL ? names[s] : "?";

@@ -29,6 +29,8 @@ enum broker_msg_type {
 	BROKER_MSG_REPLY = 3,        /* broker -> worker */
 	BROKER_MSG_RESOLVE = 4,      /* worker -> broker: a DNS question */
 	BROKER_MSG_DNS_REPLY = 5,    /* broker -> worker: its answer */
+	BROKER_MSG_MINT = 6,         /* worker -> broker: a leaf certificate for a name */
+	BROKER_MSG_LEAF = 7,         /* broker -> worker: the leaf, when minted */
 	BROKER_MSG_SELFTEST = 0x7e,  /* test builds only (BROKER_SELFTEST) */
 };
 
@@ -104,6 +106,35 @@ struct broker_req_resolve {
 	char name[BROKER_NAME_MAX];  /* NUL-terminated */
 };
 
+/* "A leaf certificate for NAME", for an inspected connection to NAME:PORT
+ * (DESIGN.md, "TLS inspection and L7 rules"). The broker decides again:
+ * it mints only for a name and port that an inspecting allow rule of its
+ * policy matches, and counts every leaf it signs against the task's
+ * limit (tls/ca.h). The answer is a LEAF, or a REPLY with the refusal
+ * (BROKER_E_NOT_INSPECTED, _MINT_LIMIT, _BAD_NAME, _RESOURCE, _BUSY). */
+struct broker_req_mint {
+	struct broker_hdr h;
+	uint16_t port; /* nonzero */
+	uint16_t pad;
+	uint32_t pad2;
+	char name[BROKER_NAME_MAX]; /* NUL-terminated */
+};
+
+/* A leaf's DER, at most: a P-256 leaf with a 253-byte name as its
+ * subjectAltName is well under a kilobyte. */
+#define BROKER_LEAF_DER_MAX 2048
+
+/* The minted leaf: len bytes of DER, the rest zero. Its key is the
+ * task's leaf key, which the worker was given at start; the CA's key
+ * never leaves the broker. */
+struct broker_leaf {
+	struct broker_hdr h;
+	uint16_t len; /* 1 .. BROKER_LEAF_DER_MAX */
+	uint16_t pad;
+	uint32_t pad2;
+	unsigned char der[BROKER_LEAF_DER_MAX];
+};
+
 /* Test builds: make the confined broker try something it must not be
  * able to do and report the errno (tests/broker/). */
 enum broker_selftest_op {
@@ -146,7 +177,9 @@ enum broker_status {
 	BROKER_E_RESOURCE,    /* out of descriptors or memory in the broker */
 	BROKER_E_GONE,        /* client side only: the broker went away */
 	BROKER_E_CNAME,       /* the name's CNAME chain runs through a denied name */
-	BROKER_STATUS_MAX = BROKER_E_CNAME,
+	BROKER_E_NOT_INSPECTED, /* MINT: no inspecting rule matches the name and port */
+	BROKER_E_MINT_LIMIT,    /* MINT: the task's leaf limit is spent */
+	BROKER_STATUS_MAX = BROKER_E_MINT_LIMIT,
 };
 
 /* Which verdict the broker's own decision gave. */
@@ -296,6 +329,12 @@ struct broker_dns_result {
 	struct dns_filtered f;
 };
 
+/* Check a LEAF (len bytes of buf), for the worker: 0 with *out a copy,
+ * or -1 when it breaks the format (size, type, id 0, len 0 or over
+ * BROKER_LEAF_DER_MAX, padding, bytes after the DER). The DER itself is
+ * the TLS library's to parse. */
+int broker_parse_leaf(const void *buf, size_t len, struct broker_leaf *out);
+
 /* Check a DNS reply (len bytes of buf), for the worker: 0 with *out
  * filled, or -1 when it breaks the format (size other than its n's,
  * type, status, rcode, flags, a reason out of range, padding, a record
@@ -316,6 +355,13 @@ int broker_build_addr(struct broker_req_addr *m, uint32_t id, const struct socka
 /* Fill a RESOLVE (zeroed first). 0, or -1 when qname or name do not fit. */
 int broker_build_resolve(struct broker_req_resolve *m, uint32_t id, const char *qname,
                          uint16_t qtype, uint16_t qclass, const char *name);
+
+/* Fill a MINT (zeroed first). 0, or -1 when name does not fit or port
+ * is 0. */
+int broker_build_mint(struct broker_req_mint *m, uint32_t id, const char *name, uint16_t port);
+/* Fill a LEAF (zeroed first). 0, or -1 when len is 0 or over
+ * BROKER_LEAF_DER_MAX. */
+int broker_build_leaf(struct broker_leaf *m, uint32_t id, const unsigned char *der, size_t len);
 
 /* Fill a DNS reply into m, which has room for DNS_MAX_RR records (zeroed
  * first), and return its size. f: the answer with status ANSWER, else

@@ -31,6 +31,7 @@
 #include "nft/hostaddr.h"
 #include "policy/guard.h"
 #include "policy/policy.h"
+#include "tls/ca.h"
 
 /* Datagrams read per wakeup: the loop's other work (timers, connects)
  * gets its turn during a flood. */
@@ -80,11 +81,13 @@ struct slot {
 
 struct broker_stats {
 	uint64_t requests, malformed, dropped, busy, dup_ids, stray_fds, replies_lost, stalls;
+	uint64_t leaves; /* LEAF replies sent */
 };
 
 struct broker {
 	struct event_base *base;
 	const struct policy *policy; /* borrowed from the config */
+	struct tlsca *ca;            /* borrowed from the config; NULL: MINT refused */
 	struct guard_hosts *hosts;
 	struct hostaddr_watch *watch;
 	struct resolver *res; /* dns/resolver.h: cache, CNAME policy, hosts file */
@@ -945,6 +948,55 @@ slot_by_id(struct broker *b, uint32_t id)
 	return NULL;
 }
 
+/* A MINT, answered at once: signing takes well under a millisecond and
+ * is bounded by the task's limit (tls/ca.h), so it needs no slot. The
+ * broker decides again: only a name and port an inspecting rule of its
+ * policy matches gets a leaf. A LEAF that finds the socket full (or
+ * replies already waiting) is not kept: the worker is told BUSY through
+ * the ring instead, so nothing waits unbounded. */
+static void
+handle_mint(struct broker *b, const struct broker_request *rq)
+{
+	struct broker_leaf m;
+	const unsigned char *der;
+	size_t der_len;
+	enum tlsca_status st;
+
+	if (b->ca == NULL || policy_match_inspect(b->policy, rq->name, rq->port) == NULL) {
+		refuse_now(b, rq->id, BROKER_E_NOT_INSPECTED,
+		           "no inspecting rule matches this name and port");
+		return;
+	}
+	st = tlsca_leaf(b->ca, rq->name, &der, &der_len);
+	if (st != TLSCA_OK) {
+		refuse_now(b, rq->id,
+		           st == TLSCA_LIMIT      ? BROKER_E_MINT_LIMIT
+		           : st == TLSCA_BAD_NAME ? BROKER_E_BAD_NAME
+		                                  : BROKER_E_RESOURCE,
+		           st == TLSCA_LIMIT ? "the task's limit of minted leaf certificates is spent"
+		                             : tlsca_status_name(st));
+		return;
+	}
+	if (broker_build_leaf(&m, rq->id, der, der_len) != 0) {
+		refuse_now(b, rq->id, BROKER_E_RESOURCE, "leaf certificate too large");
+		return;
+	}
+	if (b->ring_len == 0) {
+		int rc = send_msg(b, &m, sizeof(m), -1);
+
+		if (rc == 0) {
+			b->st.leaves++;
+			return;
+		}
+		if (rc < 0) {
+			b->st.replies_lost++;
+			return;
+		}
+	}
+	b->st.busy++;
+	refuse_now(b, rq->id, BROKER_E_BUSY, "replies are waiting; ask again");
+}
+
 static void
 handle(struct broker *b, const void *buf, size_t len, bool bad_cmsg)
 {
@@ -985,6 +1037,10 @@ handle(struct broker *b, const void *buf, size_t len, bool bad_cmsg)
 		return;
 	}
 #endif
+	if (rq.type == BROKER_MSG_MINT) {
+		handle_mint(b, &rq);
+		return;
+	}
 	if (b->n_used < b->n_slots)
 		for (unsigned i = 0; i < b->n_slots && s == NULL; i++)
 			if (b->slots[i].state == SLOT_FREE)
@@ -1151,6 +1207,7 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 	memset(&b, 0, sizeof(b));
 	b.fd = fd;
 	b.policy = cfg->policy;
+	b.ca = cfg->ca;
 	b.connect_ms =
 	        cfg->connect_timeout_ms != 0 ? cfg->connect_timeout_ms : BROKER_DEFAULT_CONNECT_MS;
 	b.n_slots = cfg->max_inflight != 0 ? cfg->max_inflight : BROKER_DEFAULT_INFLIGHT;
@@ -1205,11 +1262,13 @@ broker_serve(const struct broker_cfg *cfg, int fd, bool confine)
 		goto out;
 	event_base_dispatch(b.base);
 	log_debug("broker: %llu requests, %llu malformed, %llu dropped, %llu busy, %llu "
-	          "duplicate ids, %llu stray descriptors, %llu replies lost, %llu stalls",
+	          "duplicate ids, %llu stray descriptors, %llu replies lost, %llu stalls, %llu "
+	          "leaves sent",
 	          (unsigned long long)b.st.requests, (unsigned long long)b.st.malformed,
 	          (unsigned long long)b.st.dropped, (unsigned long long)b.st.busy,
 	          (unsigned long long)b.st.dup_ids, (unsigned long long)b.st.stray_fds,
-	          (unsigned long long)b.st.replies_lost, (unsigned long long)b.st.stalls);
+	          (unsigned long long)b.st.replies_lost, (unsigned long long)b.st.stalls,
+	          (unsigned long long)b.st.leaves);
 	status = 0;
 out:
 	broker_free(&b);

@@ -11,6 +11,9 @@
 
 #include "cli/cmd.h"
 #include "common/util.h"
+#include "inspect/path.h"
+#include "inspect/rules.h"
+#include "policy/inspect.h"
 #include "policy/policy.h"
 #include "policy/verdict.h"
 
@@ -62,11 +65,15 @@ usage_test(FILE *out)
 	             "HOST is a DNS name, an IPv4 address, or [IPv6]; PORT defaults to 443.\n"
 	             "A URL (http://HOST[:PORT]/..., https://...) means its host and port\n"
 	             "(80 for http, 443 for https); the rest of it does not matter here.\n"
+	             "On a rule with inspect:, a URL's path is decided too, with GET or\n"
+	             "--method: one more line, '  inspect METHOD PATH: allow|deny RULE'\n"
+	             "(the canonical path; RULE the deciding L7 rule).\n"
 	             "IP addresses only match cidr rules. The result is what the rules say;\n"
 	             "a policy in audit mode (see 'check') would let a denied one through\n"
 	             "and log it.\n"
 	             "\n"
 	             "  --policy-dir DIR  search DIR for preset names first (repeatable)\n"
+	             "  -X, --method M    the method URLs on inspected rules are decided with\n"
 	             "  --help            this text\n"
 	             "\n"
 	             "Exit status: 0 every destination is allowed, 1 any is denied or the\n"
@@ -75,11 +82,16 @@ usage_test(FILE *out)
 
 /* Common options; returns the index of the first operand, or -1 (usage
  * error, already reported) or -2 (help printed). */
+/* test --method: the method a URL on an inspected rule is decided with
+ * (NULL: GET). */
+static const char *test_method;
+
 static int
 parse_opts(int argc, char **argv, void (*help)(FILE *))
 {
 	static const struct option opts[] = {
 	        {"policy-dir", required_argument, NULL, 'd'},
+	        {"method", required_argument, NULL, 'X'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
@@ -87,8 +99,23 @@ parse_opts(int argc, char **argv, void (*help)(FILE *))
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:hd:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:hd:X:", opts, NULL)) != -1) {
 		switch (c) {
+		case 'X':
+			if (help != usage_test) {
+				fprintf(stderr, "airlock: policy %s: --method is for 'policy test'\n",
+				        argv[0]);
+				return -1;
+			}
+			if (inspect_method_parse(optarg) == 0 || strcmp(optarg, "*") == 0) {
+				fprintf(stderr,
+				        "airlock: policy test: --method '%s': expected GET, HEAD, "
+				        "OPTIONS, POST, PUT, PATCH, DELETE, TRACE or CONNECT\n",
+				        optarg);
+				return -1;
+			}
+			test_method = optarg;
+			break;
 		case 'h':
 			help(stdout);
 			return -2;
@@ -263,6 +290,46 @@ parse_dest(const char *s, char *host, size_t hostlen, uint16_t *port, const char
 	return parse_authority(auth, len, dflt, host, hostlen, port, why);
 }
 
+/* A URL's request target ("/..." up to a '#'), "/" when it has none;
+ * NULL for HOST[:PORT]. Into out (outlen bytes), cut to fit. */
+static const char *
+url_target(const char *s, char *out, size_t outlen)
+{
+	const char *sep = strstr(s, "://"), *t;
+	size_t len;
+
+	if (sep == NULL)
+		return NULL;
+	t = sep + 3 + strcspn(sep + 3, "/?#");
+	len = strcspn(t, "#");
+	snprintf(out, outlen, "%s%.*s", len == 0 || t[0] == '?' ? "/" : "", (int)len, t);
+	return out;
+}
+
+/* The request rules of an inspected rule, for a URL: one more line,
+ * "  inspect METHOD PATH: allow|deny ...". 0 allowed, 1 refused. */
+static int
+test_inspect(const struct policy_inspect *pi, const char *target)
+{
+	static struct inspect_target canon;
+	const char *method = test_method != NULL ? test_method : "GET";
+	struct inspect_verdict v;
+	enum inspect_path_err e;
+	size_t at = 0;
+
+	e = inspect_path_canon(target, strlen(target), false, &canon, &at);
+	if (e != INSPECT_PATH_OK) {
+		printf("  inspect %s %s: deny %s: request target: %s (byte %zu)\n", method, target,
+		       verdict_reason_token(VR_BAD_PATH), inspect_path_err_text(e), at + 1);
+		return 1;
+	}
+	inspect_decide(&pi->http, inspect_method_bit(method, strlen(method)), canon.path, &v);
+	printf("  inspect %s %s: %s %s%s%s\n", method, canon.path, v.allow ? "allow" : "deny",
+	       v.where != NULL ? v.where : "", v.where != NULL && !v.allow ? " " : "",
+	       v.allow ? "" : verdict_reason_token(VR_REQUEST_DENIED));
+	return v.allow ? 0 : 1;
+}
+
 static int
 cmd_test(int argc, char **argv)
 {
@@ -329,8 +396,17 @@ cmd_test(int argc, char **argv)
 		       r.rule != NULL && r.reason != VR_NONE ? " " : "",
 		       verdict_reason_token(r.reason), r.rule_why != NULL ? ": " : "",
 		       r.rule_why != NULL ? r.rule_why : "");
-		if (r.verdict != VERDICT_ALLOW)
+		if (r.verdict != VERDICT_ALLOW) {
 			status = 1;
+		} else {
+			const struct policy_inspect *pi =
+			        q.ip_literal ? NULL : policy_match_inspect(p, name, port);
+			char target[INSPECT_TARGET_MAX + 2];
+
+			if (pi != NULL && url_target(argv[i], target, sizeof(target)) != NULL &&
+			    test_inspect(pi, target) != 0)
+				status = 1;
+		}
 	}
 	policy_free(p);
 	return status;

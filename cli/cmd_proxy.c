@@ -476,6 +476,13 @@ cmd_proxy(int argc, char **argv)
 		return 1;
 	}
 	policy_diag_clear(&diag);
+	if (policy_inspects(pol)) {
+		fprintf(stderr, "airlock proxy: policy '%s' has `inspect:` rules, and this build "
+		                "does not serve TLS inspection yet; not starting\n",
+		        policy_path);
+		policy_free(pol);
+		return 1;
+	}
 	if (audit)
 		policy_set_mode(pol, POLICY_MODE_AUDIT);
 

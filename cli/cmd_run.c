@@ -293,6 +293,13 @@ load_policy(struct run *r)
 		return -1;
 	}
 	policy_diag_clear(&diag);
+	if (policy_inspects(r->policy)) {
+		/* Not served yet: running it would tunnel the host uninspected,
+		 * which is not what the policy says. */
+		log_warnx("refusing to run: the policy has `inspect:` rules, and this build does "
+		          "not serve TLS inspection yet (docs/policy.md, \"Inspection\")");
+		return -1;
+	}
 	if (r->opts.audit)
 		policy_set_mode(r->policy, POLICY_MODE_AUDIT);
 	nft_refuse_build(r->policy, &r->refuse);

@@ -39,6 +39,10 @@ _airlock()
 		COMPREPLY=($(compgen -W "$(_airlock_presets)" -- "$cur") $(compgen -f -- "$cur"))
 		return
 		;;
+	-X | --method)
+		COMPREPLY=($(compgen -W "GET HEAD OPTIONS POST PUT PATCH DELETE TRACE CONNECT" -- "$cur"))
+		return
+		;;
 	--log | --hosts-file)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
@@ -96,6 +100,7 @@ _airlock()
 			return
 		fi
 		opts="--policy-dir --help"
+		[ "$sub" = test ] && opts="--policy-dir --method --help"
 		if [[ $cur != -* ]]; then
 			COMPREPLY=($(compgen -W "$(_airlock_presets)" -- "$cur") $(compgen -f -- "$cur"))
 			return

@@ -37,8 +37,10 @@ policy_describe(const struct policy *p)
 		fprintf(f, "%-5s %s ports ", r->action == POLICY_DENY ? "deny" : "allow",
 		        r->pattern);
 		put_ports(f, p, r);
-		fprintf(f, "%s%s  (%s)\n", r->kind == PRULE_WILDCARD ? " (subdomains only)" : "",
-		        r->ech ? " ech: allow" : "", r->where);
+		fprintf(f, "%s%s%s  (%s)\n", r->kind == PRULE_WILDCARD ? " (subdomains only)" : "",
+		        r->ech ? " ech: allow" : "",
+		        p->p_inspect != NULL && p->p_inspect[i] != NULL ? " inspect: http" : "",
+		        r->where);
 	}
 	for (uint32_t i = 0; i < p->p_n_unix; i++)
 		fprintf(f, "unix  %s  (%s)\n", p->p_unix[i].path, p->p_unix[i].where);

@@ -166,6 +166,9 @@ struct policy {
 	uint8_t p_n_plen6;
 	struct punix *p_unix; /* in load order, no duplicates */
 	uint32_t p_n_unix;
+	/* Per rule, its `inspect:` or NULL; the array itself is NULL when no
+	 * rule inspects. */
+	const struct policy_inspect **p_inspect;
 };
 
 /* A rule as the loader produced it, before compilation. */
@@ -181,6 +184,8 @@ struct policy_rule_src {
 	uint32_t port_off;
 	uint16_t n_ports;
 	bool ech; /* `ech: allow` */
+	uint32_t line, col;                   /* of the rule, for load errors */
+	const struct policy_inspect *inspect; /* `inspect:`, or NULL */
 };
 
 /* Build the match tables of p from rules[0..n) (ports already in
@@ -202,6 +207,23 @@ bool policy_label_numeric(const char *s, size_t len);
 
 /* Append a warning line for every catalog destination p admits. */
 int policy_catalog_check(const struct policy *p, struct policy_diag *diag);
+
+/* Where a parser in policy/ reports a load error (the loader's list). */
+struct policy_errsink {
+	void (*fn)(void *ctx, const char *file, uint32_t line, uint32_t col, const char *msg);
+	void *ctx;
+};
+
+struct ytree;
+struct ynode;
+struct policy_inspect;
+
+/* Parse the value n of an `inspect:` key (policy/inspect.c) into the
+ * arena: 0 and *out, or -1 with every error reported to es (*oom set
+ * when memory ran out). */
+int policy_inspect_parse(struct policy_arena *a, const char *file, const struct ytree *t,
+                         const struct ynode *n, const struct policy_errsink *es,
+                         const struct policy_inspect **out, bool *oom);
 
 /* Append a formatted line to a diag list; tolerates list == NULL. */
 int policy_diag_add(char ***lines, size_t *n, const char *fmt, ...)

@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "common/util.h"
+#include "policy/inspect.h"
 #include "policy/internal.h"
 #include "policy/ytree.h"
 
@@ -480,6 +481,33 @@ parse_reason(struct loader *ld, const char *file, const struct ytree *t, const s
 	return 0;
 }
 
+static void
+lerr_sink(void *ctx, const char *file, uint32_t line, uint32_t col, const char *msg)
+{
+	lerr(ctx, file, line, col, "%s", msg);
+}
+
+/* inspect: on host allow rules only (docs/policy.md, "Inspection"). */
+static int
+parse_inspect(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n,
+              uint8_t action, bool is_host, struct policy_rule_src *r)
+{
+	struct policy_errsink es = {lerr_sink, ld};
+
+	if (action != POLICY_ALLOW) {
+		lerr(ld, file, n->line, n->col,
+		     "inspect: only allow rules take it (a deny rule refuses every request)");
+		return -1;
+	}
+	if (!is_host) {
+		lerr(ld, file, n->line, n->col,
+		     "inspect: only host rules take it (the leaf certificate is made for a name; "
+		     "write `host: NAME`)");
+		return -1;
+	}
+	return policy_inspect_parse(ld->p->p_arena, file, t, n, &es, &r->inspect, &ld->oom);
+}
+
 /* One entry of allow: or deny:. */
 static void
 parse_rule(struct loader *ld, const char *file, const struct ytree *t, const struct ynode *n,
@@ -487,6 +515,7 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t, const str
 {
 	struct policy_rule_src r;
 	const struct ynode *host = NULL, *cidr = NULL, *ports = NULL, *ech = NULL, *reason = NULL;
+	const struct ynode *inspect = NULL;
 	char where[PATH_MAX + 16];
 	int bad = 0;
 
@@ -508,7 +537,9 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t, const str
 
 		if (key->type != YNODE_SCALAR)
 			lerr(ld, file, key->line, key->col,
-			     "%s: rule keys must be plain words (host, cidr, ports, ech, reason)", list);
+			     "%s: rule keys must be plain words (host, cidr, ports, ech, inspect, "
+			     "reason)",
+			     list);
 		else if (strcmp(ks, "host") == 0)
 			slot = &host;
 		else if (strcmp(ks, "cidr") == 0)
@@ -519,9 +550,12 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t, const str
 			slot = &ech;
 		else if (strcmp(ks, "reason") == 0)
 			slot = &reason;
+		else if (strcmp(ks, "inspect") == 0)
+			slot = &inspect;
 		else
 			lerr(ld, file, key->line, key->col,
-			     "%s: unknown key '%s' in a rule; expected host, cidr, ports, ech or reason",
+			     "%s: unknown key '%s' in a rule; expected host, cidr, ports, ech, inspect "
+			     "or reason",
 			     list, ks);
 		if (slot != NULL) {
 			if (*slot != NULL)
@@ -577,8 +611,12 @@ parse_rule(struct loader *ld, const char *file, const struct ytree *t, const str
 		bad = 1;
 	if (reason != NULL && parse_reason(ld, file, t, reason, &r) != 0)
 		bad = 1;
+	if (inspect != NULL && parse_inspect(ld, file, t, inspect, action, host != NULL, &r) != 0)
+		bad = 1;
 	if (bad)
 		return;
+	r.line = n->line;
+	r.col = n->col;
 	if (ld->n_rules >= POLICY_MAX_RULES) {
 		if (!ld->rules_full)
 			lerr(ld, file, n->line, n->col,
@@ -1168,6 +1206,80 @@ keep_sources(struct loader *ld)
 	return 0;
 }
 
+/* ---- inspect: and other rules on the same name and port ---- */
+
+static bool
+is_subdomain(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), k = strlen(suffix);
+
+	return n > k + 1 && name[n - k - 1] == '.' && strcmp(name + n - k, suffix) == 0;
+}
+
+/* Whether two host rules name a common name. */
+static bool
+names_overlap(const struct policy_rule_src *a, const struct policy_rule_src *b)
+{
+	if (a->kind == PRULE_EXACT && b->kind == PRULE_EXACT)
+		return strcmp(a->key, b->key) == 0;
+	if (a->kind == PRULE_EXACT)
+		return is_subdomain(a->key, b->key);
+	if (b->kind == PRULE_EXACT)
+		return is_subdomain(b->key, a->key);
+	return strcmp(a->key, b->key) == 0 || is_subdomain(a->key, b->key) ||
+	       is_subdomain(b->key, a->key);
+}
+
+static bool
+ports_overlap(const struct loader *ld, const struct policy_rule_src *a,
+              const struct policy_rule_src *b)
+{
+	for (uint32_t i = 0; i < a->n_ports; i++)
+		for (uint32_t j = 0; j < b->n_ports; j++) {
+			const struct pport *x = &ld->ports[a->port_off + i];
+			const struct pport *y = &ld->ports[b->port_off + j];
+
+			if (x->lo <= y->hi && y->lo <= x->hi)
+				return true;
+		}
+	return false;
+}
+
+/* An allow rule that inspects and one that does not, on a common name and
+ * port, would leave it to rule order whether a connection is inspected:
+ * a load error, named at the later of the two (docs/policy.md,
+ * "Inspection"). Cost: the inspecting rules times all rules. */
+static void
+check_inspect_overlap(struct loader *ld)
+{
+	for (uint32_t i = 0; i < ld->n_rules; i++) {
+		const struct policy_rule_src *a = &ld->rules[i];
+
+		if (a->inspect == NULL)
+			continue;
+		for (uint32_t j = 0; j < ld->n_rules; j++) {
+			const struct policy_rule_src *b = &ld->rules[j];
+			const struct policy_rule_src *later = i > j ? a : b;
+
+			if (b->inspect != NULL || b->action != POLICY_ALLOW ||
+			    (b->kind != PRULE_EXACT && b->kind != PRULE_WILDCARD) ||
+			    !names_overlap(a, b) || !ports_overlap(ld, a, b))
+				continue;
+			ld->n_errs_seen++;
+			if (ld->n_errs < POLICY_MAX_ERRORS &&
+			    policy_diag_add(&ld->errs, &ld->n_errs,
+			                    "%s:%u: %s overlaps %s (%s at %s) on a port: one rule "
+			                    "inspects, the other does not; give both the same "
+			                    "`inspect:` or make their ports disjoint",
+			                    later->where, later->col, later->pattern,
+			                    later == a ? b->pattern : a->pattern,
+			                    later == a ? "not inspected" : "inspected",
+			                    later == a ? b->where : a->where) != 0)
+				ld->oom = true;
+		}
+	}
+}
+
 static struct policy *
 load_common(const char *file, const unsigned char *data, size_t len, bool from_path,
             struct policy_diag *diag)
@@ -1190,6 +1302,8 @@ load_common(const char *file, const unsigned char *data, size_t len, bool from_p
 		load_path(&ld, file, NULL, 0, 0);
 	else
 		load_bytes(&ld, file, NULL, data, len);
+	if (!ld.oom && ld.n_errs_seen == 0)
+		check_inspect_overlap(&ld);
 	if (ld.oom || ld.n_errs_seen > 0)
 		goto out;
 	if (p->p_name == NULL && default_name(&ld, file) != 0) {

@@ -306,6 +306,13 @@ policy_compile(struct policy *p, const struct policy_rule_src *rules, uint32_t n
 		pr->action = r->action;
 		pr->kind = r->kind;
 		pr->ech = r->ech;
+		if (r->inspect != NULL) {
+			if (p->p_inspect == NULL &&
+			    (p->p_inspect = policy_arena_alloc(p->p_arena,
+			                                       sizeof(*p->p_inspect) * n)) == NULL)
+				return -1;
+			p->p_inspect[i] = r->inspect;
+		}
 		pr->guard =
 		        r->kind == PRULE_CIDR4 || r->kind == PRULE_CIDR6 ? policy_cidr_guard(r) : 0;
 		if (r->kind == PRULE_EXACT || r->kind == PRULE_WILDCARD) {
@@ -581,6 +588,39 @@ policy_match_ech(const struct policy *p, const char *name, uint16_t port)
 		}
 	}
 	return best != PRULE_NONE ? p->p_rules[best].where : NULL;
+}
+
+const struct policy_inspect *
+policy_match_inspect(const struct policy *p, const char *name, uint16_t port)
+{
+	uint32_t heads[NAME_MAX_CHAINS], deny = PRULE_NONE, allow = PRULE_NONE;
+	uint32_t best = PRULE_NONE;
+	unsigned k;
+
+	if (p->p_inspect == NULL)
+		return NULL;
+	k = name_walk(p, name, heads, false, 0, &deny, &allow);
+	/* As policy_match_ech: every matching rule counts. The loader keeps
+	 * an inspecting and a non-inspecting allow rule from both matching. */
+	for (unsigned j = 0; j < k; j++) {
+		for (uint32_t i = heads[j]; i != PRULE_NONE; i = p->p_rules[i].next) {
+			const struct prule *r = &p->p_rules[i];
+
+			if (!rule_has_port(p, r, port))
+				continue;
+			if (r->action == POLICY_DENY)
+				return NULL;
+			if (p->p_inspect[i] != NULL && i < best)
+				best = i;
+		}
+	}
+	return best != PRULE_NONE ? p->p_inspect[best] : NULL;
+}
+
+bool
+policy_inspects(const struct policy *p)
+{
+	return p->p_inspect != NULL;
 }
 
 /* The interval of iv[0..n) (sorted, disjoint) holding x: its end in *end. */

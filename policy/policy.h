@@ -99,6 +99,16 @@ void policy_match_host(const struct policy *p, const char *name, uint16_t port,
  * acts on may be another, encrypted one (docs/policy.md, "ECH"). */
 const char *policy_match_ech(const struct policy *p, const char *name, uint16_t port);
 
+/* The `inspect:` settings (policy/inspect.h) of the lowest-numbered
+ * allow rule with `inspect:` that matches the name (normalised) and port,
+ * or NULL when none does or a deny rule matches. Borrowed until
+ * policy_free. */
+struct policy_inspect;
+const struct policy_inspect *policy_match_inspect(const struct policy *p, const char *name,
+                                                  uint16_t port);
+/* Whether any rule of p has `inspect:`. */
+bool policy_inspects(const struct policy *p);
+
 /* Match a name (normalised, as for policy_match_host) on no port in
  * particular, for DNS, whose questions carry none. The verdict is the best
  * one policy_match_host gives the name over all ports: POLICY_ALLOW when

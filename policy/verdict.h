@@ -63,6 +63,14 @@ enum verdict {
 	  "only websocket upgrades are let through")                                               \
 	X(HEAD_TIMEOUT, "head-timeout", "http_request_error", 408, 0,                              \
 	  "request head not complete in time")                                                     \
+	X(REQUEST_DENIED, "request-denied", "http_request_denied", 403, VR_DENIES,                  \
+	  "the host's inspect: rules refuse this method or path")                                  \
+	X(BAD_PATH, "bad-path", "http_request_error", 400, 0,                                      \
+	  "the request target has no canonical form")                                              \
+	X(BODY_TOO_LARGE, "body-too-large", "http_request_error", 413, 0,                          \
+	  "the request body is over max_request_body")                                             \
+	X(LENGTH_REQUIRED, "length-required", "http_request_error", 411, 0,                        \
+	  "a chunked request body where max_request_body needs its length first")                  \
 	X(TLS_MALFORMED, "tls-malformed", "tls_protocol_error", 403, 0,                            \
 	  "malformed or incomplete ClientHello")                                                   \
 	X(SNI_MANY, "sni-many-names", "tls_protocol_error", 403, VR_DENIES,                        \

@@ -38,6 +38,10 @@
 #include "common/util.h"
 #include "dns/msg.h"
 #include "policy/policy.h"
+#include "tls/ca.h"
+
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #define LISTEN_PORT 8080
 #define PEER_ADDR   "203.0.113.10"
@@ -58,6 +62,12 @@ static const char policy_yaml[] = "version: 1\n"
                                   "    ports: [8080]\n"
                                   "  - host: '*.evil.test'\n"
                                   "    ports: [8080]\n"
+                                  "  - host: inspect.test\n"
+                                  "    ports: [443]\n"
+                                  "    inspect: {http: {access: read-only}}\n"
+                                  "  - host: '*.mint.test'\n"
+                                  "    ports: [443]\n"
+                                  "    inspect: {http: {access: full}}\n"
                                   "  - cidr: 203.0.113.10/32\n"
                                   "    ports: [8080]\n"
                                   "  - cidr: 0.0.0.0/0\n"
@@ -79,6 +89,8 @@ struct fixture {
 };
 
 static uint32_t next_id = 1;
+/* The CA the next spawn hands the broker (test_mint), or NULL. */
+static struct tlsca *spawn_ca;
 /* A self-test reply is OK without a descriptor. */
 static bool fdless_ok;
 
@@ -139,6 +151,7 @@ spawn(struct fixture *f, unsigned inflight, bool silent_dns, uint32_t timeout_ms
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.policy = f->policy;
+	cfg.ca = spawn_ca;
 	cfg.max_inflight = inflight;
 	cfg.connect_timeout_ms = timeout_ms;
 	cfg.dns.n_upstream = 1;
@@ -1185,6 +1198,97 @@ test_other_abis_killed(void **state)
 	expect_killed(f, BROKER_SELFTEST_I386);
 }
 
+/* ---- MINT: leaf certificates from the confined broker ---- */
+
+static uint32_t
+ask_mint(struct fixture *f, const char *name, uint16_t port)
+{
+	struct broker_req_mint m;
+	uint32_t id = next_id++;
+
+	assert_int_equal(broker_build_mint(&m, id, name, port), 0);
+	send_raw(f, &m, sizeof(m));
+	return id;
+}
+
+/* The LEAF for id: a certificate for name, signed by ca, no descriptor. */
+static void
+expect_leaf(struct fixture *f, uint32_t id, struct tlsca *ca, const char *name)
+{
+	_Alignas(8) unsigned char buf[sizeof(struct broker_leaf) + 1];
+	struct broker_leaf l;
+	struct pollfd pfd = {.fd = f->fd, .events = POLLIN};
+	const unsigned char *p;
+	X509 *x;
+	ssize_t n;
+
+	assert_int_equal(poll(&pfd, 1, 5000), 1);
+	n = recv(f->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n == (ssize_t)sizeof(struct broker_reply)) {
+		struct broker_reply r;
+
+		assert_int_equal(broker_parse_reply(buf, (size_t)n, &r), 0);
+		fail_msg("MINT %s: refused: %s (%s)", name, broker_status_name(r.status), r.reason);
+	}
+	assert_int_equal(n, sizeof(struct broker_leaf));
+	assert_int_equal(broker_parse_leaf(buf, (size_t)n, &l), 0);
+	assert_int_equal(l.h.id, id);
+	p = l.der;
+	x = d2i_X509(NULL, &p, l.len);
+	assert_non_null(x);
+	assert_ptr_equal(p, l.der + l.len);
+	assert_int_equal(X509_verify(x, X509_get0_pubkey(tlsca_cert(ca))), 1);
+	assert_int_equal(X509_check_host(x, name, 0, 0, NULL), 1);
+	/* The leaf's key is the task's leaf key, never the CA's. */
+	assert_int_equal(EVP_PKEY_eq(X509_get0_pubkey(x), tlsca_leaf_key(ca)), 1);
+	assert_int_not_equal(EVP_PKEY_eq(X509_get0_pubkey(x), X509_get0_pubkey(tlsca_cert(ca))),
+	                     1);
+	X509_free(x);
+}
+
+static void
+test_mint(void **state)
+{
+	struct fixture *f = *state;
+	struct tlsca_config cc = {.label = "broker test", .mint_limit = 2};
+	char err[256];
+	struct tlsca *ca = tlsca_new(&cc, err, sizeof(err));
+
+	if (ca == NULL)
+		fail_msg("tlsca_new: %s", err);
+	/* Without a CA every MINT is refused. */
+	spawn(f, 0, false, 3000);
+	expect_status(f, ask_mint(f, "inspect.test", 443), BROKER_E_NOT_INSPECTED, "no inspecting");
+	close(f->fd);
+	assert_int_equal(waitpid(f->pid, NULL, 0), f->pid);
+
+	spawn_ca = ca;
+	spawn(f, 0, false, 3000);
+	spawn_ca = NULL;
+	expect_leaf(f, ask_mint(f, "inspect.test", 443), ca, "inspect.test");
+	/* Normalised, and from the cache: not counted. */
+	expect_leaf(f, ask_mint(f, "Inspect.Test.", 443), ca, "inspect.test");
+	/* The broker decides again: another port, a name no inspecting rule
+	 * matches, a denied name, a wildcard's apex. */
+	expect_status(f, ask_mint(f, "inspect.test", 80), BROKER_E_NOT_INSPECTED, NULL);
+	expect_status(f, ask_mint(f, "allowed.test", 8080), BROKER_E_NOT_INSPECTED, NULL);
+	expect_status(f, ask_mint(f, "sub.evil.test", 8080), BROKER_E_NOT_INSPECTED, NULL);
+	expect_status(f, ask_mint(f, "mint.test", 443), BROKER_E_NOT_INSPECTED, NULL);
+	expect_status(f, ask_mint(f, "*.mint.test", 443), BROKER_E_BAD_NAME, NULL);
+	expect_status(f, ask_mint(f, "203.0.113.10", 443), BROKER_E_BAD_NAME, NULL);
+	/* The limit (2): one more name, then refusals, and the broker lives. */
+	expect_leaf(f, ask_mint(f, "a.mint.test", 443), ca, "a.mint.test");
+	for (int i = 0; i < 20; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "n%d.mint.test", i);
+		expect_status(f, ask_mint(f, name, 443), BROKER_E_MINT_LIMIT, "limit");
+	}
+	expect_leaf(f, ask_mint(f, "a.mint.test", 443), ca, "a.mint.test");
+	expect_alive(f);
+	tlsca_free(ca);
+}
+
 /* ---- the worker's client ---- */
 
 struct answer {
@@ -1209,6 +1313,95 @@ run_until(struct event_base *base, const int *n, int want)
 	for (int i = 0; i < 500 && *n < want; i++)
 		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(10000);
 	assert_int_equal(*n, want);
+}
+
+struct leaf_answer {
+	int n;
+	bool got_leaf;
+	struct broker_leaf leaf;
+	struct broker_reply r;
+};
+
+static void
+on_leaf(const struct broker_leaf *leaf, const struct broker_reply *r, void *arg)
+{
+	struct leaf_answer *a = arg;
+
+	a->n++;
+	a->got_leaf = leaf != NULL;
+	if (leaf != NULL)
+		a->leaf = *leaf;
+	else
+		a->r = *r;
+}
+
+/* The worker's side of MINT: a leaf, the broker's refusals, cancelled
+ * and gone. */
+static void
+test_client_mint(void **state)
+{
+	struct fixture *f = *state;
+	struct event_base *base = event_base_new();
+	struct tlsca_config cc = {.label = "client test", .mint_limit = 1};
+	struct leaf_answer ok = {0}, no = {0}, limit = {0}, cancelled = {0}, gone = {0};
+	struct broker_client *c;
+	char err[256];
+	struct tlsca *ca = tlsca_new(&cc, err, sizeof(err));
+	const unsigned char *p;
+	uint32_t id;
+	X509 *x;
+	int status;
+
+	assert_non_null(ca);
+	spawn_ca = ca;
+	spawn(f, 4, true, 3000);
+	spawn_ca = NULL;
+	c = broker_client_new(base, f->fd, 4);
+	assert_non_null(c);
+	f->fd = -1; /* the client owns it */
+
+	assert_int_equal(broker_client_mint(c, "inspect.test", 443, on_leaf, &ok, &id), 0);
+	assert_int_equal(broker_client_mint(c, "allowed.test", 8080, on_leaf, &no, &id), 0);
+	run_until(base, &no.n, 1);
+	run_until(base, &ok.n, 1);
+	assert_true(ok.got_leaf);
+	p = ok.leaf.der;
+	x = d2i_X509(NULL, &p, ok.leaf.len);
+	assert_non_null(x);
+	assert_int_equal(X509_check_host(x, "inspect.test", 0, 0, NULL), 1);
+	assert_int_equal(X509_verify(x, X509_get0_pubkey(tlsca_cert(ca))), 1);
+	X509_free(x);
+	assert_false(no.got_leaf);
+	assert_int_equal(no.r.status, BROKER_E_NOT_INSPECTED);
+	/* The limit (1) is spent. */
+	assert_int_equal(broker_client_mint(c, "a.mint.test", 443, on_leaf, &limit, &id), 0);
+	run_until(base, &limit.n, 1);
+	assert_false(limit.got_leaf);
+	assert_int_equal(limit.r.status, BROKER_E_MINT_LIMIT);
+	/* Cancelled: never called; its slot comes back. */
+	assert_int_equal(broker_client_mint(c, "inspect.test", 443, on_leaf, &cancelled, &id), 0);
+	broker_client_cancel(c, id);
+	for (int i = 0; i < 50 && broker_client_inflight(c) > 0; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(10000);
+	assert_int_equal(broker_client_inflight(c), 0);
+	assert_int_equal(cancelled.n, 0);
+	assert_int_equal(broker_client_dropped(c), 0);
+	/* Gone: a MINT in flight is answered GONE. */
+	kill(f->pid, SIGKILL);
+	assert_int_equal(waitpid(f->pid, &status, 0), f->pid);
+	assert_int_equal(broker_client_mint(c, "inspect.test", 443, on_leaf, &gone, &id) == 0 ||
+	                         errno == EPIPE,
+	                 1);
+	for (int i = 0; i < 100 && gone.n == 0 && broker_client_inflight(c) > 0; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(10000);
+	if (gone.n > 0) {
+		assert_false(gone.got_leaf);
+		assert_int_equal(gone.r.status, BROKER_E_GONE);
+	}
+	assert_int_equal(broker_client_inflight(c), 0);
+	broker_client_free(c);
+	event_base_free(base);
+	tlsca_free(ca);
 }
 
 static void
@@ -1441,7 +1634,9 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_told, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_seccomp, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_other_abis_killed, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_mint, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_client_mint, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client_dns, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_client_room, setup, teardown),
 	};

@@ -447,6 +447,132 @@ test_dns_reply(void **state)
 	assert_int_equal(broker_parse_dns_reply(u.b, n, &d), -1);
 }
 
+/* MINT: the name normalised; every forged length, padding, port and
+ * name refused by its own failure site. */
+static void
+test_mint_parse(void **state)
+{
+	struct broker_req_mint m, x;
+	struct broker_request rq;
+	unsigned char big[sizeof(m) + 8];
+
+	(void)state;
+	assert_int_equal(broker_build_mint(&m, 9, "Origin.Lab.", 443), 0);
+	assert_int_equal(parse(&m, sizeof(m), &rq), BROKER_PARSE_OK);
+	assert_int_equal(rq.type, BROKER_MSG_MINT);
+	assert_int_equal(rq.id, 9);
+	assert_int_equal(rq.port, 443);
+	assert_string_equal(rq.name, "origin.lab");
+	assert_int_equal(broker_build_mint(&x, 9, "a.lab", 0), -1);
+
+	/* Forged lengths: the header's against the datagram's, and both
+	 * against the type's. */
+	assert_int_equal(parse(&m, sizeof(m) - 1, &rq), BROKER_PARSE_LEN);
+	assert_int_equal(rq.id, 9);
+	assert_int_equal(parse(&m, 4, &rq), BROKER_PARSE_SHORT);
+	x = m;
+	x.h.len = sizeof(x) - 1;
+	assert_int_equal(parse(&x, sizeof(x) - 1, &rq), BROKER_PARSE_SIZE);
+	memset(big, 0, sizeof(big));
+	memcpy(big, &m, sizeof(m));
+	((struct broker_hdr *)(void *)big)->len = sizeof(big);
+	assert_int_equal(parse(big, sizeof(big), &rq), BROKER_PARSE_SIZE);
+	x = m;
+	x.h.len = 0xffff;
+	assert_int_equal(parse(&x, sizeof(x), &rq), BROKER_PARSE_LEN);
+
+	x = m;
+	x.h.id = 0;
+	assert_int_equal(parse(&x, sizeof(x), &rq), BROKER_PARSE_ID);
+	x = m;
+	x.pad = 1;
+	assert_int_equal(parse(&x, sizeof(x), &rq), BROKER_PARSE_PAD);
+	x = m;
+	x.pad2 = 1;
+	assert_int_equal(parse(&x, sizeof(x), &rq), BROKER_PARSE_PAD);
+	x = m;
+	x.port = 0;
+	assert_int_equal(parse(&x, sizeof(x), &rq), BROKER_PARSE_PORT);
+	x = m;
+	memset(x.name, 'a', sizeof(x.name)); /* no NUL */
+	assert_int_equal(parse(&x, sizeof(x), &rq), BROKER_PARSE_STRING);
+	x = m;
+	x.name[sizeof(x.name) - 1] = 'z'; /* a byte after the NUL */
+	x.name[sizeof(x.name) - 2] = '\0';
+	assert_int_equal(parse(&x, sizeof(x), &rq), BROKER_PARSE_PAD);
+	static const char *const bad[] = {"", "203.0.113.1", "::1", "*.lab", "a..lab", "a b.lab"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(broker_build_mint(&x, 9, bad[i], 443), 0);
+		assert_int_equal(parse(&x, sizeof(x), &rq), BROKER_PARSE_NAME);
+		assert_int_equal(broker_parse_status(BROKER_PARSE_NAME), BROKER_E_BAD_NAME);
+	}
+	/* A LEAF is never a request. */
+	{
+		struct broker_leaf l;
+		static const unsigned char der[] = {0x30, 0x03, 0x02, 0x01, 0x01};
+
+		assert_int_equal(broker_build_leaf(&l, 9, der, sizeof(der)), 0);
+		assert_int_equal(parse(&l, sizeof(l), &rq), BROKER_PARSE_TYPE);
+	}
+}
+
+/* LEAF, as the worker checks it. */
+static void
+test_leaf_parse(void **state)
+{
+	static const unsigned char der[] = {0x30, 0x03, 0x02, 0x01, 0x01};
+	static unsigned char full[BROKER_LEAF_DER_MAX];
+	struct broker_leaf l, x, out;
+
+	(void)state;
+	assert_int_equal(broker_build_leaf(&l, 5, der, sizeof(der)), 0);
+	assert_int_equal(broker_parse_leaf(&l, sizeof(l), &out), 0);
+	assert_int_equal(out.h.id, 5);
+	assert_int_equal(out.len, sizeof(der));
+	assert_memory_equal(out.der, der, sizeof(der));
+	assert_int_equal(broker_build_leaf(&l, 5, der, 0), -1);
+	assert_int_equal(broker_build_leaf(&l, 5, full, sizeof(full) + 1), -1);
+	assert_int_equal(broker_build_leaf(&x, 5, full, sizeof(full)), 0);
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), 0);
+
+	assert_int_equal(broker_build_leaf(&l, 5, der, sizeof(der)), 0);
+	assert_int_equal(broker_parse_leaf(&l, sizeof(l) - 1, &out), -1);
+	assert_int_equal(broker_parse_leaf(&l, sizeof(l) + 1, &out), -1);
+	x = l;
+	x.h.len--;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	x = l;
+	x.h.type = BROKER_MSG_REPLY;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	x = l;
+	x.h.id = 0;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	/* Forged DER lengths: none, past the buffer, shorter than the bytes. */
+	x = l;
+	x.len = 0;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	x = l;
+	x.len = BROKER_LEAF_DER_MAX + 1;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	x = l;
+	x.len = 0xffff;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	x = l;
+	x.len = sizeof(der) - 1;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	x = l;
+	x.der[BROKER_LEAF_DER_MAX - 1] = 1;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	x = l;
+	x.pad = 1;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	x = l;
+	x.pad2 = 1;
+	assert_int_equal(broker_parse_leaf(&x, sizeof(x), &out), -1);
+	assert_string_equal(broker_status_name(BROKER_E_NOT_INSPECTED), "not-inspected");
+	assert_string_equal(broker_status_name(BROKER_E_MINT_LIMIT), "mint-limit");
+}
+
 int
 main(void)
 {
@@ -455,7 +581,8 @@ main(void)
 	        cmocka_unit_test(test_name_refusals),  cmocka_unit_test(test_addr_refusals),
 	        cmocka_unit_test(test_selftest_parse), cmocka_unit_test(test_reply),
 	        cmocka_unit_test(test_decide),        cmocka_unit_test(test_resolve_parse),
-	        cmocka_unit_test(test_dns_reply),
+	        cmocka_unit_test(test_dns_reply),     cmocka_unit_test(test_mint_parse),
+	        cmocka_unit_test(test_leaf_parse),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

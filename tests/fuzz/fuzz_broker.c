@@ -3,7 +3,8 @@
  * crash, no read outside the buffer; a request accepted is well-formed
  * (known type, nonzero id and port, a normalised name that is no IP
  * literal, an address of a real family), and its encoding is the only
- * one: built again from what was parsed, it is the same bytes. */
+ * one: built again from what was parsed, it is the same bytes. The same
+ * of a LEAF the worker takes. */
 #include <arpa/inet.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -85,6 +86,23 @@ check_request(const uint8_t *data, size_t size, const struct broker_request *rq)
 			abort();
 		break;
 	}
+	case BROKER_MSG_MINT: {
+		struct broker_req_mint m, again;
+
+		/* A DNS name for a leaf: never a wildcard nor an address. */
+		if (rq->port == 0 || size != sizeof(m) ||
+		    policy_name_normalize(rq->name, norm, sizeof(norm), &why) != 0 ||
+		    strcmp(norm, rq->name) != 0 || strchr(rq->name, '*') != NULL ||
+		    inet_pton(AF_INET, rq->name, b) == 1 || inet_pton(AF_INET6, rq->name, b) == 1)
+			abort();
+		memcpy(&m, data, sizeof(m));
+		if (strcmp(m.name, rq->name) != 0)
+			break; /* normalised: another spelling of the same name */
+		if (broker_build_mint(&again, rq->id, rq->name, rq->port) != 0 ||
+		    memcmp(&again, data, sizeof(again)) != 0)
+			abort();
+		break;
+	}
 	case BROKER_MSG_SELFTEST:
 		if (rq->op < BROKER_SELFTEST_OPEN || rq->op > BROKER_SELFTEST_MAX)
 			abort();
@@ -149,6 +167,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    memchr(r.rule, '\0', sizeof(r.rule)) == NULL ||
 		    memchr(r.reason, '\0', sizeof(r.reason)) == NULL ||
 		    broker_status_name((enum broker_status)r.status)[0] == '?')
+			abort();
+	}
+	{
+		static struct broker_leaf l, again;
+
+		if (broker_parse_leaf(data, size, &l) == 0 &&
+		    (l.h.id == 0 || l.len == 0 || l.len > BROKER_LEAF_DER_MAX ||
+		     broker_build_leaf(&again, l.h.id, l.der, l.len) != 0 ||
+		     memcmp(&again, data, sizeof(again)) != 0))
 			abort();
 	}
 	if (broker_parse_dns_reply(data, size, &dres) == 0)

@@ -85,4 +85,53 @@ mkdir "$SCRATCH/presets"
 printf 'version: 1\nallow:\n  - host: only.test\n' >"$SCRATCH/presets/mine.yaml"
 out=$("$AIRLOCK" policy test --policy-dir "$SCRATCH/presets" mine only.test) || fail "preset by name: exit $?"
 expect_eq "preset by --policy-dir" "allow only.test:443 $SCRATCH/presets/mine.yaml:3" "$out"
+
+# inspect: is checked and described, and refused by run and proxy until it
+# is served (docs/policy.md, "Inspection"), never run as a plain tunnel
+cat >"$SCRATCH/insp.yaml" <<'Y'
+version: 1
+allow:
+  - host: origin.lab
+    ports: [443]
+    inspect: {http: {access: read-only}}
+Y
+out=$("$AIRLOCK" policy check "$SCRATCH/insp.yaml") || fail "check of an inspect policy: exit $?"
+expect_match "check shows inspect" 'allow origin.lab ports 443 inspect: http' "$out"
+st=0; err=$("$AIRLOCK" run -p "$SCRATCH/insp.yaml" -- /bin/true 2>&1) || st=$?
+expect_eq "run with inspect: refused" 125 "$st"
+expect_match "run says why" 'does not serve TLS inspection yet' "$err"
+st=0; err=$("$AIRLOCK" proxy -p "$SCRATCH/insp.yaml" --listen 127.0.0.1:9 --log "$SCRATCH/l.jsonl" 2>&1) || st=$?
+expect_eq "proxy with inspect: refused" 1 "$st"
+expect_match "proxy says why" 'does not serve TLS inspection yet' "$err"
+
+# test: a URL on an inspected rule has its canonical path decided too
+cat >"$SCRATCH/insp2.yaml" <<'Y'
+version: 1
+allow:
+  - host: origin.lab
+    ports: [443]
+    inspect:
+      http:
+        access: read-only
+        deny:
+          - {methods: ["*"], path: "/**/git-receive-pack"}
+  - host: plain.lab
+Y
+out=$("$AIRLOCK" policy test "$SCRATCH/insp2.yaml" 'https://origin.lab/org/r/info/refs?service=x' https://plain.lab/x origin.lab) ||
+	fail "test of allowed URLs: exit $?"
+expect_eq "test: inspected URL, plain URL, host" "allow origin.lab:443 $SCRATCH/insp2.yaml:3
+  inspect GET /org/r/info/refs: allow $SCRATCH/insp2.yaml:7
+allow plain.lab:443 $SCRATCH/insp2.yaml:10
+allow origin.lab:443 $SCRATCH/insp2.yaml:3" "$out"
+st=0; out=$("$AIRLOCK" policy test -X POST "$SCRATCH/insp2.yaml" https://origin.lab/org/r/x/%2e%2e/git-receive-pack) || st=$?
+expect_eq "test: refused request exit" 1 "$st"
+expect_eq "test: refused on the canonical path" "allow origin.lab:443 $SCRATCH/insp2.yaml:3
+  inspect POST /org/r/git-receive-pack: deny $SCRATCH/insp2.yaml:9 request-denied" "$out"
+st=0; out=$("$AIRLOCK" policy test --method PUT "$SCRATCH/insp2.yaml" https://origin.lab/) || st=$?
+expect_eq "test: method outside access" "1 allow origin.lab:443 $SCRATCH/insp2.yaml:3
+  inspect PUT /: deny request-denied" "$st $out"
+st=0; "$AIRLOCK" policy test -X get "$SCRATCH/insp2.yaml" https://origin.lab/ 2>/dev/null || st=$?
+expect_eq "test: bad --method" 2 "$st"
+st=0; "$AIRLOCK" policy check -X GET "$SCRATCH/insp2.yaml" 2>/dev/null || st=$?
+expect_eq "check: --method is for test" 2 "$st"
 echo "policy cli: ok"

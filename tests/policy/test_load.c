@@ -83,7 +83,8 @@ test_top_level(void **state)
 	             "t.yaml:2:1: keys must be plain words (version, allow, ...), got a mapping");
 	{
 		static const char *const want[] = {
-		        "t.yaml:3:6: allow: rule keys must be plain words (host, cidr, ports, ech, reason)",
+		        "t.yaml:3:6: allow: rule keys must be plain words (host, cidr, ports, ech, inspect, "
+		        "reason)",
 		        "t.yaml:3:5: allow: rule without host or cidr; expected `host: NAME` or "
 		        "`cidr: NET/LEN`",
 		};
@@ -124,7 +125,7 @@ test_rules(void **state)
 	        "t.yaml:3:5: allow: a rule has either host or cidr, not both; write two rules");
 	expect_error("version: 1\ndeny:\n  - host: a.com\n    port: 22\n",
 	             "t.yaml:4:5: deny: unknown key 'port' in a rule; expected host, cidr, ports, "
-	             "ech or reason");
+	             "ech, inspect or reason");
 	expect_error("version: 1\nallow:\n  - host: a.com\n    host: b.com\n",
 	             "t.yaml:4:5: allow: 'host' given twice in one rule");
 	expect_error("version: 1\nallow:\n  - host:\n",

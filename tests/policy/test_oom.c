@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
+#include "policy/inspect.h"
 #include "tests/policy/util.h"
 
 void *__real_malloc(size_t n);
@@ -58,6 +59,10 @@ static const char *const yaml_head =
         "  - cidr: 203.0.113.0/24\n"
         "  - cidr: 2001:db8::/32\n"
         "  - host: pastebin.com\n"
+        "  - host: origin.lab\n    ports: [443]\n"
+        "    inspect: {http: {access: read-only, deny: [{methods: [\"*\"], path: \"/**/x\"}],"
+        " allow: [{methods: [POST], path: \"/a/*\"}], only_paths: [\"/a/**\"],"
+        " max_request_body: 1MiB}}\n"
         "deny:\n  - host: upload.pypi.org\n";
 
 static void
@@ -100,6 +105,19 @@ test_every_allocation_fails_once(void **state)
 			assert_int_equal(v.action, POLICY_ALLOW);
 			policy_match_host(p, "upload.pypi.org", 443, &v);
 			assert_int_equal(v.action, POLICY_DENY);
+			/* its inspect: whole too */
+			{
+				const struct policy_inspect *pi =
+				        policy_match_inspect(p, "origin.lab", 443);
+
+				assert_non_null(pi);
+				assert_int_equal(pi->http.n_deny, 1);
+				assert_int_equal(pi->http.n_allow, 1);
+				assert_int_equal(pi->http.n_only_paths, 1);
+				assert_non_null(pi->http.only_paths[0]);
+				assert_non_null(pi->http.deny[0].where);
+				assert_non_null(pi->where);
+			}
 			policy_free(p);
 			loaded++;
 		} else {
