@@ -29,6 +29,7 @@ child_named() {
 	for c in $(pgrep -P "$1"); do
 		[ "$(cat /proc/"$c"/comm 2>/dev/null)" = "$2" ] && { echo "$c"; return; }
 	done
+	return 0 # none yet: an empty answer, not a failure (set -e)
 }
 
 # check WHO LISTING PATTERN: every line of LISTING matches PATTERN (an ERE
@@ -103,4 +104,16 @@ for r in $ROLES; do
 	# CMD: the caller's stdin, stdout and stderr, nothing else.
 	expect_eq "$r: CMD's descriptors" "0 1 2" "$(tr '\n' ' ' <"$SCRATCH/cmd-$r" | sed 's/ $//')"
 	echo "ok: $r: worker, broker, logger and CMD hold only their own descriptors"
+done
+
+# What the command line names through a descriptor is read before the
+# caller's descriptors are closed: a policy and a log given as /dev/fd/N.
+for r in $ROLES; do
+	# The pipe made as the role: a pipe of root's cannot be opened anew
+	# through /dev/fd by another user.
+	out=$(cd "$(work "$r")" && as "$r" bash -c \
+		'"$1" run -p /dev/fd/8 --log /dev/fd/5 -- echo cmd-out 8<"$2" 5>&1 >/dev/null | cat' \
+		_ "$SCRATCH/airlock" "$SCRATCH/none.yaml") || fail "$r: -p /dev/fd/8 --log /dev/fd/5 failed"
+	expect_match "$r: the log through fd 5" '"kind":"task-end"' "$out"
+	echo "ok: $r: a policy and a log through the caller's descriptors"
 done
