@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What each process of a run holds (docs/run.md, "The processes"): a run
 # given extra descriptors by its caller (9<file, 7>>file, 6<dir) passes
-# none of them to the worker, the broker, the logger or CMD, and the
+# none of them to the worker, the broker, the logger, init or CMD, and the
 # supervisor gives them up once set-up has read what it names; the
 # worker, broker and logger hold /dev/null as stdin and stdout (not the
 # caller's). Inspected from outside, in /proc/PID/fd, while CMD runs.
@@ -74,6 +74,9 @@ for r in $ROLES; do
 			"broker '$broker', logger '$logger'): $(cat "$SCRATCH/err-$r")"
 	}
 	sup_fds=$(fds_of "$sup")
+	# init: the sandbox's pid 1, the supervisor's child that keeps its name.
+	init=$(child_named "$sup" airlock)
+	init_fds=$(fds_of "${init:-0}")
 	worker_fds=$(fds_of "$worker")
 	broker_fds=$(fds_of "$broker")
 	logger_fds=$(fds_of "$logger")
@@ -99,6 +102,9 @@ for r in $ROLES; do
 	check "$r: the logger" "$logger_fds" \
 		"([01] -> /dev/null|2 -> $stderr_file|[0-9]+ -> ($(logf "$r")|socket:\[[0-9]+\]))"
 	expect_eq "$r: the logger's descriptors" 5 "$(wc -l <<<"$logger_fds")"
+	# init: stdio and its socket to the supervisor.
+	[ -n "$init" ] || fail "$r: no init process of airlock $sup"
+	check "$r: init" "$init_fds" '([0-2] -> .*|[0-9]+ -> socket:\[[0-9]+\])'
 	# The supervisor: none of the caller's once set-up is done.
 	check "$r: the supervisor" "$sup_fds" '.*'
 	# CMD: the caller's stdin, stdout and stderr, nothing else.
