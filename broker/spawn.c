@@ -74,8 +74,7 @@ broker_start(const struct broker_cfg *cfg, int child, pid_t *pid, char *err, siz
 		/* Its end above stderr, so closing the rest cannot hit it. */
 		if (fd < 3 && (fd = fcntl(child, F_DUPFD_CLOEXEC, 3)) < 0)
 			_exit(1);
-		/* Nor the caller's stdin and stdout: /dev/null. */
-		if (fd_null_stdio() != 0 || close_others(fd) != 0) {
+		if (close_others(fd) != 0) {
 			log_warn("broker: closing inherited descriptors");
 			_exit(1);
 		}

@@ -20,7 +20,6 @@
 #include "broker/client.h"
 #include "cli/cmd.h"
 #include "common/confine.h"
-#include "common/fdinherit.h"
 #include "common/fdres.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -198,7 +197,6 @@ cmd_proxy(int argc, char **argv)
 	struct event *sigint = NULL, *sigterm = NULL;
 	struct proxy_config cfg;
 	char err[256], task[32];
-	struct fd_inherited inherited = {0};
 	int opt, fd = -1, logfd, status = 1;
 	uint64_t start = now_ms();
 
@@ -273,13 +271,6 @@ cmd_proxy(int argc, char **argv)
 	}
 	if (verbose)
 		log_set_level(LOG_LEVEL_INFO);
-	/* What is open now is the caller's (fdinherit.h): closed once the
-	 * policy, the hosts file and the log are open, before the broker is
-	 * forked and this process serves. Stdin and stdout: /dev/null. */
-	if (fd_inherited_take(&inherited) != 0 || fd_null_stdio() != 0) {
-		fprintf(stderr, "airlock proxy: the caller's descriptors: %s\n", strerror(errno));
-		return 1;
-	}
 	/* Two sockets per tunnel: take every descriptor we may. */
 	(void)fdres_raise_limit();
 
@@ -290,7 +281,6 @@ cmd_proxy(int argc, char **argv)
 		fprintf(stderr, "airlock proxy: policy '%s' is invalid; not starting\n",
 		        policy_path);
 		policy_diag_clear(&diag);
-		fd_inherited_close(&inherited);
 		return 1;
 	}
 	policy_diag_clear(&diag);
@@ -333,7 +323,6 @@ cmd_proxy(int argc, char **argv)
 	bc.policy = pol;
 	if (proxy_dns_config(&bc.dns, upstreams, n_up, hosts_path) != 0)
 		goto out;
-	fd_inherited_close(&inherited);
 	{
 		int bfd = broker_spawn(&bc, &broker_pid, err, sizeof(err));
 
@@ -412,7 +401,6 @@ cmd_proxy(int argc, char **argv)
 	event_base_dispatch(base);
 	status = 0;
 out:
-	fd_inherited_close(&inherited);
 	/* Connections still open are closed and logged before task-end, and
 	 * counts still held go out. A log that failed at any point fails the
 	 * run: its record is incomplete (docs/proxy.md). */

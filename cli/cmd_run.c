@@ -28,7 +28,6 @@
 #include "broker/client.h"
 #include "cli/cmd.h"
 #include "common/confine.h"
-#include "common/fdinherit.h"
 #include "common/fdres.h"
 #include "cli/term.h"
 #include "common/log.h"
@@ -111,10 +110,6 @@ struct run {
 	struct sbx_cache *pkgcache; /* --cache: held (locked) until the sandbox is gone; NULL */
 	dev_t log_dev;
 	ino_t log_ino;
-	/* The caller's descriptors above stderr: closed once set-up has read
-	 * what the command line names, before any process is forked that
-	 * serves (docs/run.md, "The processes"). */
-	struct fd_inherited inherited;
 
 	struct policy *policy;
 	/* What the ruleset refuses at the SYN, from the policy (load_policy). */
@@ -962,7 +957,6 @@ run_free(struct run *r)
 	 * terminal as the caller had it. */
 	term_free(r->term);
 	fd_close(&r->tty_master);
-	fd_inherited_close(&r->inherited);
 	if (r->ev_timeout != NULL)
 		event_free(r->ev_timeout);
 	if (r->ev_pidfd != NULL)
@@ -1113,8 +1107,14 @@ worker_main(struct run *r, int fd, pid_t parent)
 	fd_close(&r->broker_child);
 	/* Not the caller's terminal: a compromised worker must not read its
 	 * keystrokes or write to it but through the supervisor's relay. */
-	if (fd_null_stdio() != 0)
-		_exit(1);
+	{
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (nul < 0 || dup2(nul, STDIN_FILENO) < 0 || dup2(nul, STDOUT_FILENO) < 0)
+			_exit(1);
+		if (nul > STDERR_FILENO)
+			close(nul);
+	}
 	/* The logger is the supervisor's child: not this process's to reap. */
 	(void)elog_disown_logger(r->log);
 	/* The worker does not outlive the supervisor. */
@@ -1364,11 +1364,6 @@ cmd_run(int argc, char **argv)
 		log_warn("task id: getrandom");
 		return SBX_EXIT_FAILURE;
 	}
-	/* Before anything is opened: what is open now is the caller's. */
-	if (fd_inherited_take(&r.inherited) < 0) {
-		log_warn("the caller's descriptors: cannot list /proc/self/fd");
-		return SBX_EXIT_FAILURE;
-	}
 	if (r.opts.cache != NULL &&
 	    (r.pkgcache = sbx_cache_open(r.opts.cache, r.opts.cache_shared, err, sizeof(err))) ==
 	            NULL) {
@@ -1453,12 +1448,6 @@ cmd_run(int argc, char **argv)
 		goto out;
 	}
 	log_debug("supervisor: policy loaded, files kept at %.3f ms", ms_since_start());
-	/* Every file the command line names is open now (the log, the
-	 * policy, --cache): the caller's own descriptors go before the
-	 * worker and the broker are forked, so that neither holds one. The
-	 * logger, forked already, closed them itself; init and CMD close
-	 * everything but stdio (sandbox/init.c). */
-	fd_inherited_close(&r.inherited);
 	if (prepare_loop(&r) < 0)
 		goto out;
 	log_debug("supervisor: event loop ready at %.3f ms", ms_since_start());

@@ -126,22 +126,6 @@ fd_close(int *fd)
 	errno = saved;
 }
 
-int
-fd_null_stdio(void)
-{
-	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-	if (nul < 0)
-		return -1;
-	if (dup2(nul, STDIN_FILENO) < 0 || dup2(nul, STDOUT_FILENO) < 0) {
-		fd_close(&nul);
-		return -1;
-	}
-	if (nul > STDERR_FILENO)
-		close(nul);
-	return 0;
-}
-
 socklen_t
 sockaddr_set(struct sockaddr_storage *ss, int family, const char *addr, uint16_t port)
 {

@@ -48,10 +48,6 @@ int fd_set_cloexec(int fd, bool on);
 socklen_t sockaddr_set(struct sockaddr_storage *ss, int family, const char *addr, uint16_t port);
 /* close(2) that keeps errno and tolerates -1; sets *fd to -1. */
 void fd_close(int *fd);
-/* /dev/null on stdin and stdout, for a forked helper that reads and
- * writes neither (not the caller's terminal or pipe). 0, or -1 with
- * errno; opens one descriptor and closes it again. */
-int fd_null_stdio(void);
 
 /* The one-line error for an option getopt_long refused: c is what it
  * returned ('?' an unknown option, ':' a missing value: the optstring
