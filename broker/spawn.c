@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "broker/msg.h"
+#include "common/fdcaller.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -74,7 +75,8 @@ broker_start(const struct broker_cfg *cfg, int child, pid_t *pid, char *err, siz
 		/* Its end above stderr, so closing the rest cannot hit it. */
 		if (fd < 3 && (fd = fcntl(child, F_DUPFD_CLOEXEC, 3)) < 0)
 			_exit(1);
-		if (close_others(fd) != 0) {
+		/* Nor the caller's stdin and stdout (its terminal, say). */
+		if (close_others(fd) != 0 || fdcaller_drop_stdio() != 0) {
 			log_warn("broker: closing inherited descriptors");
 			_exit(1);
 		}

@@ -12,5 +12,6 @@ int cmd_run(int argc, char **argv);
 int cmd_proxy(int argc, char **argv);
 int cmd_log(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 #endif

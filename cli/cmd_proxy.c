@@ -5,6 +5,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +23,11 @@
 #include "broker/client.h"
 #include "cli/cmd.h"
 #include "common/confine.h"
+#include "common/fdcaller.h"
 #include "common/fdres.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "dns/cache.h"
 #include "dns/dns.h"
 #include "dns/resolver.h"
 #include "elog/elog.h"
@@ -34,20 +39,33 @@
 /* After task-end: how long lines still waiting for a slow log reader may
  * take to go out (a second without progress fails it sooner). */
 #define PROXY_LOG_DRAIN_MS 5000
+/* The DNS listener's IP -> name cache, as in `airlock run`. */
+#define PROXY_DNS_CACHE_ENTRIES 4096
 
 static void
 proxy_usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: airlock proxy -p POLICY --listen ADDR:PORT [OPTIONS]\n"
+	        "       airlock proxy -p POLICY --transparent ADDR:PORT [--dns ADDR:PORT] "
+	        "[OPTIONS]\n"
 	        "\n"
-	        "Run the allowlist proxy alone (explicit mode: HTTP CONNECT and absolute-form\n"
-	        "HTTP/1.1), for containers and VMs that bring their own isolation. Every\n"
-	        "connection is checked against POLICY and logged as JSON Lines.\n"
+	        "Run the allowlist proxy alone (explicit mode: HTTP CONNECT, absolute-form\n"
+	        "HTTP/1.1 and SOCKS5 CONNECT; transparent mode: connections redirected to it\n"
+	        "by the host's firewall), for containers and VMs that bring their own\n"
+	        "isolation. Every connection is checked against POLICY and logged as JSON\n"
+	        "Lines.\n"
 	        "\n"
 	        "  -p, --policy POLICY       policy file or preset name (required)\n"
-	        "  -l, --listen ADDR:PORT    address to listen on, e.g. 127.0.0.1:3128 or\n"
-	        "                            [::1]:3128 (required)\n"
+	        "  -l, --listen ADDR:PORT    explicit proxy, e.g. 127.0.0.1:3128, [::1]:3128 or\n"
+	        "                            localhost:3128 (every address of a name)\n"
+	        "      --transparent ADDR:PORT\n"
+	        "                            transparent listener for connections redirected\n"
+	        "                            to it (nftables REDIRECT/DNAT: SO_ORIGINAL_DST,\n"
+	        "                            TLS SNI, HTTP Host), decided as in airlock run\n"
+	        "      --dns ADDR:PORT       DNS listener (UDP and TCP) answering allowed names\n"
+	        "                            only, as in airlock run\n"
+	        "                            (at least one of --listen and --transparent)\n"
 	        "      --log FILE            egress log (JSON Lines); default '-' (stdout)\n"
 	        "      --log-budget SIZE     bytes of event lines before detail stops and new\n"
 	        "                            destinations are refused (k, M, G); default 0,\n"
@@ -60,6 +78,9 @@ proxy_usage(FILE *out)
 	        "      --audit               allow everything the address guard permits and\n"
 	        "                            log 'audit-deny' for what enforce would refuse\n"
 	        "      --max-conns N         concurrent connections (default 8192)\n"
+	        "      --check ADDR:PORT     ask a running proxy's explicit listener for\n"
+	        "                            GET /healthz and exit: 0 when it says 200, else 1\n"
+	        "                            (a liveness probe); needs no other option\n"
 	        "  -h, --help                this text\n"
 	        "\n"
 	        "Runs until SIGINT or SIGTERM. Exit status: 0 after a signal, 1 when the\n"
@@ -75,47 +96,189 @@ proxy_on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(arg);
 }
 
-/* Parse ADDR:PORT (a v4 or bracketed v6 address and a non-zero port). */
+/* Addresses one ADDR:PORT names, at most this many (a name such as
+ * localhost may have several: every one is served). */
+#define PROXY_MAX_ADDRS 8
+
+/* Parse OPT's ADDR:PORT: a v4 address, a bracketed v6 address or a name
+ * (getaddrinfo, every address it gives), and a port 1..65535. Fills out
+ * with up to PROXY_MAX_ADDRS distinct addresses; how many, or -1 after
+ * saying why on stderr. */
 static int
-proxy_parse_listen(const char *spec, struct sockaddr_storage *ss, int *len)
+proxy_parse_addrs(const char *opt, const char *spec, struct sockaddr_storage *out)
 {
-	*len = sizeof(*ss);
-	memset(ss, 0, sizeof(*ss));
-	if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)ss, len) != 0 ||
-	    (ss->ss_family != AF_INET && ss->ss_family != AF_INET6) ||
-	    (ss->ss_family == AF_INET && ((struct sockaddr_in *)ss)->sin_port == 0) ||
-	    (ss->ss_family == AF_INET6 && ((struct sockaddr_in6 *)ss)->sin6_port == 0)) {
+	char host[256];
+	const char *colon, *hs = spec, *he;
+	struct addrinfo hints, *res = NULL;
+	uint64_t port;
+	int n = 0, rc;
+
+	if (spec[0] == '[') {
+		hs = spec + 1;
+		he = strchr(hs, ']');
+		colon = he != NULL && he[1] == ':' ? he + 1 : NULL;
+	} else {
+		colon = strrchr(spec, ':');
+		he = colon;
+		if (colon != NULL && memchr(spec, ':', (size_t)(colon - spec)) != NULL)
+			colon = NULL; /* a bare v6 address: it needs brackets */
+	}
+	if (colon == NULL || he == hs || (size_t)(he - hs) >= sizeof(host) ||
+	    parse_uint(colon + 1, 1, 65535, &port) != 0) {
 		fprintf(stderr,
-		        "airlock proxy: --listen '%s': expected ADDR:PORT, e.g. 127.0.0.1:3128\n",
-		        spec);
+		        "airlock proxy: %s '%s': expected ADDR:PORT, e.g. 127.0.0.1:3128, "
+		        "[::1]:3128 or localhost:3128\n",
+		        opt, spec);
 		return -1;
 	}
-	return 0;
+	memcpy(host, hs, (size_t)(he - hs));
+	host[he - hs] = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	if ((rc = getaddrinfo(host, NULL, &hints, &res)) != 0) {
+		fprintf(stderr, "airlock proxy: %s '%s': cannot resolve '%s': %s\n", opt, spec,
+		        host, gai_strerror(rc));
+		return -1;
+	}
+	for (struct addrinfo *ai = res; ai != NULL && n < PROXY_MAX_ADDRS; ai = ai->ai_next) {
+		struct sockaddr_storage ss;
+		bool dup = false;
+
+		if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
+		    ai->ai_addrlen > sizeof(ss))
+			continue;
+		memset(&ss, 0, sizeof(ss));
+		memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+		if (ss.ss_family == AF_INET)
+			((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+		else
+			((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+		for (int i = 0; i < n && !dup; i++)
+			dup = memcmp(&out[i], &ss, sizeof(ss)) == 0;
+		if (!dup)
+			out[n++] = ss;
+	}
+	freeaddrinfo(res);
+	if (n == 0) {
+		fprintf(stderr, "airlock proxy: %s '%s': '%s' has no IPv4 or IPv6 address\n", opt,
+		        spec, host);
+		return -1;
+	}
+	return n;
 }
 
-/* A listening socket for ADDR:PORT; -1 with a message on failure. */
+/* A socket of type bound to ss (listening, for a stream); -1 after saying
+ * why, naming OPT and SPEC. */
 static int
-proxy_listen_on(const char *spec)
+proxy_bind_one(const char *opt, const char *spec, const struct sockaddr_storage *ss, int type)
 {
-	struct sockaddr_storage ss;
-	int len, fd, one = 1;
+	int fd, one = 1;
+	socklen_t len =
+	        ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 
-	if (proxy_parse_listen(spec, &ss, &len) != 0)
-		return -1;
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = socket(ss->ss_family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
-		fprintf(stderr, "airlock proxy: socket: %s\n", strerror(errno));
+		fprintf(stderr, "airlock proxy: %s '%s': socket: %s\n", opt, spec, strerror(errno));
 		return -1;
 	}
 	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (ss.ss_family == AF_INET6)
+	if (ss->ss_family == AF_INET6)
 		(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, (socklen_t)len) != 0 || listen(fd, 4096) != 0) {
-		fprintf(stderr, "airlock proxy: listening on %s: %s\n", spec, strerror(errno));
+	if (bind(fd, (const struct sockaddr *)ss, len) != 0 ||
+	    (type == SOCK_STREAM && listen(fd, 4096) != 0)) {
+		fprintf(stderr, "airlock proxy: %s '%s': cannot %s: %s\n", opt, spec,
+		        type == SOCK_STREAM ? "listen" : "bind (UDP)", strerror(errno));
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+/* The sockets of one option: every address SPEC names, a stream socket for
+ * each (and a UDP one before it when udp). Appends to fds (room for
+ * 2 * PROXY_MAX_ADDRS); how many, or -1 after saying why (those made are
+ * closed). */
+static int
+proxy_open_spec(const char *opt, const char *spec, bool udp, int *fds)
+{
+	struct sockaddr_storage ss[PROXY_MAX_ADDRS];
+	int n = proxy_parse_addrs(opt, spec, ss), k = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (udp && (fds[k++] = proxy_bind_one(opt, spec, &ss[i], SOCK_DGRAM)) < 0)
+			goto fail;
+		if ((fds[k++] = proxy_bind_one(opt, spec, &ss[i], SOCK_STREAM)) < 0)
+			goto fail;
+	}
+	return n < 0 ? -1 : k;
+fail:
+	for (int i = 0; i < k - 1; i++)
+		close(fds[i]);
+	return -1;
+}
+
+/* How long `--check` waits for the whole answer. */
+#define PROXY_CHECK_MS 5000
+
+/* Bytes of fd until the head's end or the deadline: 0 when the status line
+ * says 200. */
+static int
+proxy_check_read(int fd, uint64_t deadline, char *buf, size_t cap)
+{
+	size_t len = 0;
+	ssize_t n;
+
+	while (len < cap - 1 && memmem(buf, len, "\r\n", 2) == NULL) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		uint64_t now = now_ms();
+
+		if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
+			return -1;
+		if ((n = read(fd, buf + len, cap - 1 - len)) <= 0)
+			return -1;
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+	return strncmp(buf, "HTTP/1.1 200 ", 13) == 0 ? 0 : -1;
+}
+
+/* `airlock proxy --check ADDR:PORT`: GET /healthz from a running proxy's
+ * explicit listener (every address of a name, in turn); 0 when one says
+ * 200 within PROXY_CHECK_MS, else 1 after saying why. */
+static int
+proxy_check(const char *spec)
+{
+	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: airlock\r\n"
+	                          "Connection: close\r\n\r\n";
+	struct sockaddr_storage ss[PROXY_MAX_ADDRS];
+	uint64_t deadline = now_ms() + PROXY_CHECK_MS;
+	int n = proxy_parse_addrs("--check", spec, ss);
+	char buf[256] = "";
+
+	if (n < 0)
+		return EXIT_USAGE;
+	for (int i = 0; i < n; i++) {
+		socklen_t len = ss[i].ss_family == AF_INET ? sizeof(struct sockaddr_in)
+		                                           : sizeof(struct sockaddr_in6);
+		int fd = socket(ss[i].ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
+		struct timeval tv = {PROXY_CHECK_MS / 1000, 0};
+
+		if (fd < 0)
+			continue;
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(fd, (struct sockaddr *)&ss[i], len) == 0 &&
+		    send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof(req) - 1))
+			rc = proxy_check_read(fd, deadline, buf, sizeof(buf));
+		close(fd);
+		if (rc == 0)
+			return 0;
+	}
+	buf[strcspn(buf, "\r\n")] = '\0';
+	fprintf(stderr, "airlock proxy: --check '%s': %s%s\n", spec,
+	        buf[0] != '\0' ? "unhealthy: " : "no answer from /healthz", buf);
+	return 1;
 }
 
 /* The broker's resolver: --dns-upstream addresses, else
@@ -177,10 +340,19 @@ cmd_proxy(int argc, char **argv)
 	        {"hosts-file", required_argument, NULL, 'H'},
 	        {"audit", no_argument, NULL, 'a'},
 	        {"max-conns", required_argument, NULL, 'm'},
+	        {"transparent", required_argument, NULL, 'T'},
+	        {"dns", required_argument, NULL, 'D'},
+	        {"check", required_argument, NULL, 'C'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
 	const char *policy_path = NULL, *listen_spec = NULL, *log_path = "-";
+	const char *tproxy_spec = NULL, *dns_spec = NULL, *check_spec = NULL;
+	int lfds[2 * PROXY_MAX_ADDRS], tfds[2 * PROXY_MAX_ADDRS], dfds[2 * PROXY_MAX_ADDRS];
+	int n_lfd = 0, n_tfd = 0, n_dfd = 0;
+	struct dns_cache *cache = NULL;
+	struct dns_server *dns = NULL;
+	struct dns_asker asker;
 	const char *hosts_path = "/etc/hosts";
 	char *upstreams[DNS_MAX_UPSTREAMS];
 	size_t n_up = 0;
@@ -197,9 +369,14 @@ cmd_proxy(int argc, char **argv)
 	struct event *sigint = NULL, *sigterm = NULL;
 	struct proxy_config cfg;
 	char err[256], task[32];
-	int opt, fd = -1, logfd, status = 1;
+	int opt, logfd, status = 1;
 	uint64_t start = now_ms();
 
+	/* Before anything is opened: what is open now is the caller's. */
+	if (fdcaller_note() < 0) {
+		fprintf(stderr, "airlock proxy: the caller's descriptors: %s\n", strerror(errno));
+		return 1;
+	}
 	optind = 1;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "+:p:l:vh", opts, NULL)) != -1) {
@@ -209,6 +386,15 @@ cmd_proxy(int argc, char **argv)
 			break;
 		case 'l':
 			listen_spec = optarg;
+			break;
+		case 'T':
+			tproxy_spec = optarg;
+			break;
+		case 'D':
+			dns_spec = optarg;
+			break;
+		case 'C':
+			check_spec = optarg;
 			break;
 		case 'L':
 			log_path = optarg;
@@ -256,17 +442,23 @@ cmd_proxy(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc || policy_path == NULL || listen_spec == NULL) {
-		fprintf(stderr, "airlock proxy: -p POLICY and --listen ADDR:PORT are required%s\n",
+	if (check_spec != NULL && optind == argc)
+		return proxy_check(check_spec);
+	if (optind != argc || policy_path == NULL || (listen_spec == NULL && tproxy_spec == NULL)) {
+		fprintf(stderr,
+		        "airlock proxy: -p POLICY and --listen ADDR:PORT or --transparent "
+		        "ADDR:PORT are required%s\n",
 		        optind != argc ? " (and no other arguments)" : "");
 		proxy_usage(stderr);
 		return EXIT_USAGE;
 	}
 	{
-		struct sockaddr_storage ss;
-		int len;
+		struct sockaddr_storage ss[PROXY_MAX_ADDRS];
 
-		if (proxy_parse_listen(listen_spec, &ss, &len) != 0)
+		if ((listen_spec != NULL && proxy_parse_addrs("--listen", listen_spec, ss) < 0) ||
+		    (tproxy_spec != NULL &&
+		     proxy_parse_addrs("--transparent", tproxy_spec, ss) < 0) ||
+		    (dns_spec != NULL && proxy_parse_addrs("--dns", dns_spec, ss) < 0))
 			return EXIT_USAGE;
 	}
 	if (verbose)
@@ -299,8 +491,18 @@ cmd_proxy(int argc, char **argv)
 	if (verbose)
 		elog_set_human(elog, stderr);
 
-	if ((fd = proxy_listen_on(listen_spec)) < 0)
+	/* Every socket before anything is served: one that cannot be opened
+	 * stops the start, none half-served. */
+	if ((listen_spec != NULL &&
+	     (n_lfd = proxy_open_spec("--listen", listen_spec, false, lfds)) < 0) ||
+	    (tproxy_spec != NULL &&
+	     (n_tfd = proxy_open_spec("--transparent", tproxy_spec, false, tfds)) < 0) ||
+	    (dns_spec != NULL && (n_dfd = proxy_open_spec("--dns", dns_spec, true, dfds)) < 0)) {
+		n_lfd = n_lfd < 0 ? 0 : n_lfd;
+		n_tfd = n_tfd < 0 ? 0 : n_tfd;
+		n_dfd = 0;
 		goto out;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	{
 		/* The changelist folds the add/del pairs of one loop turn (a
@@ -338,18 +540,64 @@ cmd_proxy(int argc, char **argv)
 	if (elog_attach(elog, base) != 0)
 		fprintf(stderr, "airlock proxy: cannot attach the egress log to the loop; counts "
 		                "go out with the next line\n");
+	/* What the DNS listener answered teaches the transparent listener
+	 * which name an address stands for (name-less TCP), as in run. */
+	if ((tproxy_spec != NULL || dns_spec != NULL) &&
+	    (cache = dns_cache_new(PROXY_DNS_CACHE_ENTRIES)) == NULL) {
+		fprintf(stderr, "airlock proxy: out of memory\n");
+		goto out;
+	}
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.policy = pol;
 	cfg.log = elog;
+	cfg.cache = cache;
 	cfg.broker = broker;
 	cfg.max_conns = (unsigned)max_conns;
 	if ((px = proxy_new(base, &cfg)) == NULL)
 		goto out;
-	if (proxy_add_listener(px, fd, PROXY_LISTEN_EXPLICIT) != 0) {
-		fd = -1;
-		goto out;
+	/* Each consumer takes its fd, even when it fails. */
+	for (int i = 0; i < n_lfd + n_tfd; i++) {
+		bool expl = i < n_lfd;
+		int lfd = expl ? lfds[i] : tfds[i - n_lfd];
+
+		(expl ? lfds : tfds)[expl ? i : i - n_lfd] = -1;
+		if (proxy_add_listener(px, lfd,
+		                       expl ? PROXY_LISTEN_EXPLICIT : PROXY_LISTEN_TRANSPARENT) !=
+		    0) {
+			fprintf(stderr, "airlock proxy: cannot serve the %s listener\n",
+			        expl ? "--listen" : "--transparent");
+			goto out;
+		}
 	}
-	fd = -1;
+	if (dns_spec != NULL) {
+		struct dns_server_config dc;
+
+		/* The broker decides again, resolves and records what it told
+		 * (docs/run.md, "The worker"): this process makes no socket. */
+		broker_client_asker(broker, &asker);
+		memset(&dc, 0, sizeof(dc));
+		dc.policy = pol;
+		dc.log = elog;
+		dc.cache = cache;
+		dc.asker = &asker;
+		dc.queue = proxy_queue_budget(px);
+		dc.fds = proxy_fd_reserve(px);
+		if ((dns = dns_server_new(base, &dc)) == NULL) {
+			fprintf(stderr, "airlock proxy: --dns: the DNS listener cannot start\n");
+			goto out;
+		}
+		for (int i = 0; i < n_dfd; i++) {
+			int dfd = dfds[i];
+
+			dfds[i] = -1;
+			if ((i % 2 == 0 ? dns_server_add_udp(dns, dfd)
+			                : dns_server_add_tcp(dns, dfd)) != 0) {
+				fprintf(stderr, "airlock proxy: --dns: cannot serve '%s'\n",
+				        dns_spec);
+				goto out;
+			}
+		}
+	}
 	sigint = evsignal_new(base, SIGINT, proxy_on_signal, base);
 	sigterm = evsignal_new(base, SIGTERM, proxy_on_signal, base);
 	if (sigint == NULL || sigterm == NULL || evsignal_add(sigint, NULL) != 0 ||
@@ -358,13 +606,27 @@ cmd_proxy(int argc, char **argv)
 		goto out;
 	}
 	{
-		const char *const targv[] = {"airlock", "proxy", "--listen", listen_spec};
+		const char *targv[8] = {"airlock", "proxy"};
+		int targc = 2;
+
+		if (listen_spec != NULL) {
+			targv[targc++] = "--listen";
+			targv[targc++] = listen_spec;
+		}
+		if (tproxy_spec != NULL) {
+			targv[targc++] = "--transparent";
+			targv[targc++] = tproxy_spec;
+		}
+		if (dns_spec != NULL) {
+			targv[targc++] = "--dns";
+			targv[targc++] = dns_spec;
+		}
 		struct elog_task_start ts = {
 		        .policy = policy_name(pol),
 		        .policy_sha256 = policy_sha256(pol),
 		        .mode = policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce",
 		        .argv = targv,
-		        .argc = 4,
+		        .argc = targc,
 		        .worker = true,
 		        .landlock = confine_landlock_abi(),
 		};
@@ -381,6 +643,13 @@ cmd_proxy(int argc, char **argv)
 	{
 		struct worker_confined wc;
 
+		/* The caller's descriptors are not the confined proxy's
+		 * (`--log /dev/fd/3` was opened through one, already). */
+		if (fdcaller_close() != 0) {
+			fprintf(stderr, "airlock proxy: closing the caller's descriptors: %s\n",
+			        strerror(errno));
+			goto out;
+		}
 		if (worker_confine(WORKER_VIEW_OPTIONAL | WORKER_OWN_STDERR, &wc, err, sizeof(err)) !=
 		    0) {
 			fprintf(stderr, "airlock proxy: %s; refusing to serve\n", err);
@@ -396,14 +665,18 @@ cmd_proxy(int argc, char **argv)
 		(void)elog_disown_logger(elog);
 		broker_pid = 0;
 	}
-	fprintf(stderr, "airlock proxy: listening on %s (policy %s, %s)\n", listen_spec,
-	        policy_name(pol), policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce");
+	fprintf(stderr, "airlock proxy: listening on%s%s%s%s%s%s (policy %s, %s)\n",
+	        listen_spec != NULL ? " " : "", listen_spec != NULL ? listen_spec : "",
+	        tproxy_spec != NULL ? " transparent " : "", tproxy_spec != NULL ? tproxy_spec : "",
+	        dns_spec != NULL ? " dns " : "", dns_spec != NULL ? dns_spec : "", policy_name(pol),
+	        policy_mode(pol) == POLICY_MODE_AUDIT ? "audit" : "enforce");
 	event_base_dispatch(base);
 	status = 0;
 out:
 	/* Connections still open are closed and logged before task-end, and
 	 * counts still held go out. A log that failed at any point fails the
 	 * run: its record is incomplete (docs/proxy.md). */
+	dns_server_free(dns); /* before the proxy, whose budget it shares */
 	proxy_free(px);
 	broker_client_free(broker); /* after the proxy, which borrows it */
 	broker_stop(broker_pid);
@@ -432,7 +705,13 @@ out:
 	broker_reap(broker_pid);
 	if (base != NULL)
 		event_base_free(base);
-	fd_close(&fd);
+	for (int i = 0; i < n_lfd; i++)
+		fd_close(&lfds[i]);
+	for (int i = 0; i < n_tfd; i++)
+		fd_close(&tfds[i]);
+	for (int i = 0; i < n_dfd; i++)
+		fd_close(&dfds[i]);
+	dns_cache_free(cache);
 	elog_free(elog);
 	policy_free(pol);
 	return status;

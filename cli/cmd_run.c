@@ -4,6 +4,7 @@
  * namespace, and forks the worker that serves it, confined (DESIGN.md,
  * Confinement); lets CMD start, and exits with CMD's status. The reference
  * is docs/run.md. */
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 #include "broker/client.h"
 #include "cli/cmd.h"
 #include "common/confine.h"
+#include "common/fdcaller.h"
 #include "common/fdres.h"
 #include "cli/term.h"
 #include "common/log.h"
@@ -163,6 +165,7 @@ struct run {
 	struct termios tio;          /* the caller's terminal's modes, with a terminal (cfg.tty) */
 	int tty_master;              /* CMD's terminal, until term_new takes it; -1 */
 	struct term *term;           /* the relay to CMD's own terminal, or NULL */
+	char overlay_keep[PATH_MAX]; /* --overlay-keep's directory, resolved; or "" */
 };
 
 static int
@@ -314,7 +317,7 @@ protect_files(struct run *r)
 	ssize_t len;
 
 	/* Fail closed: every file, or no run. */
-	if (nsrc + ndirs + nunix + 3 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs) ||
+	if (nsrc + ndirs + nunix + 4 > ARRAY_SIZE(keep) || ndirs == ARRAY_SIZE(dirs) ||
 	    nunix > MAX_KEEP_UNIX) {
 		log_warnx(
 		        "too many policy files and preset directories to keep out of CMD's reach");
@@ -335,6 +338,10 @@ protect_files(struct run *r)
 		    stat(r->other_logdir, &st) == 0 && S_ISDIR(st.st_mode))
 			keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->other_logdir, "log directory"};
 	}
+	/* --overlay-keep: the layer is the overlay's, not a place CMD may
+	 * reach by its path (as the workdir, say) and edit beneath it. */
+	if (r->overlay_keep[0] != '\0')
+		keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->overlay_keep, "kept layer"};
 	for (size_t i = 0; i < nsrc; i++)
 		keep[n++] = (struct sbx_keep){SBX_KEEP_READ, src[i].path, "policy file"};
 	for (size_t i = 0; i < ndirs; i++)
@@ -1105,16 +1112,17 @@ worker_main(struct run *r, int fd, pid_t parent)
 	r->pkgcache = NULL;
 	/* The broker's end is the broker's alone. */
 	fd_close(&r->broker_child);
+	/* Nor the caller's descriptors (`9</etc/passwd`): the supervisor
+	 * keeps them (`--log /dev/fd/3` was opened through one); the worker,
+	 * which parses what CMD sends, holds none. */
+	if (fdcaller_close() < 0) {
+		log_warn("worker: closing the caller's descriptors");
+		_exit(1);
+	}
 	/* Not the caller's terminal: a compromised worker must not read its
 	 * keystrokes or write to it but through the supervisor's relay. */
-	{
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		if (nul < 0 || dup2(nul, STDIN_FILENO) < 0 || dup2(nul, STDOUT_FILENO) < 0)
-			_exit(1);
-		if (nul > STDERR_FILENO)
-			close(nul);
-	}
+	if (fdcaller_drop_stdio() < 0)
+		_exit(1);
 	/* The logger is the supervisor's child: not this process's to reap. */
 	(void)elog_disown_logger(r->log);
 	/* The worker does not outlive the supervisor. */
@@ -1307,6 +1315,59 @@ run_finish(struct run *r, int status, int signal)
 	return whole ? status : SBX_EXIT_FAILURE;
 }
 
+/* --overlay-keep DIR: a new directory (made here, 0700) or an empty one,
+ * resolved. 0, or -1 + reason. */
+static int
+overlay_keep_dir(struct run *r, char *err, size_t errlen)
+{
+	const char *dir = r->opts.overlay_keep;
+	struct dirent *e;
+	DIR *d;
+
+	if (dir == NULL)
+		return 0;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "--overlay-keep %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	d = opendir(dir);
+	if (d == NULL) {
+		snprintf(err, errlen, "--overlay-keep %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			break;
+	closedir(d);
+	if (e != NULL) {
+		snprintf(err, errlen, "--overlay-keep %s: not empty (a kept layer is not reused)",
+		         dir);
+		return -1;
+	}
+	if (realpath(dir, r->overlay_keep) == NULL) {
+		snprintf(err, errlen, "--overlay-keep %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* --ids and --overlay into cfg. 0, or -1 + reason. */
+static int
+config_ids_overlay(struct run *r, struct sbx_config *cfg, char *err, size_t errlen)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+
+	if (sbx_ids_resolve(&cfg->ids, r->opts.ids, uid, gid, r->opts.root ? 0 : (uint32_t)uid,
+	                    r->opts.root ? 0 : (uint32_t)gid, NULL, NULL, err, errlen) < 0)
+		return -1;
+	cfg->overlay = r->opts.overlay;
+	if (overlay_keep_dir(r, err, errlen) < 0)
+		return -1;
+	cfg->overlay_keep = r->overlay_keep[0] != '\0' ? r->overlay_keep : NULL;
+	return 0;
+}
+
 static void
 selftest_text(const struct sbx_report *rep, int failed, char *out, size_t outlen)
 {
@@ -1337,6 +1398,11 @@ cmd_run(int argc, char **argv)
 	r.worker_err = -1;
 	r.broker_child = -1;
 	r.broker_pidfd = -1;
+	/* Before anything is opened: what is open now is the caller's. */
+	if (fdcaller_note() < 0) {
+		log_warn("the caller's descriptors: cannot note them");
+		return SBX_EXIT_FAILURE;
+	}
 	if (sbx_fix_stdio() < 0) {
 		log_warn("stdio: cannot open /dev/null");
 		return SBX_EXIT_FAILURE;
@@ -1399,6 +1465,12 @@ cmd_run(int argc, char **argv)
 	cfg.tty = term_probe(&r.tio);
 	cfg.refuse = &r.refuse; /* filled by load_policy, before it is read */
 	cfg.cache = r.pkgcache;
+	if (config_ids_overlay(&r, &cfg, err, sizeof(err)) < 0) {
+		log_warnx("%s", err);
+		sbx_cache_abandon(r.pkgcache);
+		r.pkgcache = NULL;
+		goto out;
+	}
 	r.sbx = sbx_new(&cfg, err, sizeof(err));
 	if (r.sbx == NULL) {
 		log_warnx("%s", err);
@@ -1481,6 +1553,8 @@ cmd_run(int argc, char **argv)
 	/* What the worker will apply, known before it is forked. */
 	ts.worker = true;
 	ts.landlock = r.landlock_abi = confine_landlock_abi();
+	ts.ids = r.opts.ids == SBX_IDS_RANGE ? "range" : NULL;
+	ts.overlay = !r.opts.overlay ? NULL : r.overlay_keep[0] != '\0' ? r.overlay_keep : "tmpfs";
 	if (elog_task_start(r.log, &ts) < 0) {
 		log_warnx("egress log %s: cannot write; refusing to run", r.logpath);
 		goto end;

@@ -22,8 +22,9 @@ static const char usage[] =
         "Create a sandbox, check that it enforces what airlock promises (user\n"
         "namespace, only lo, nftables ruleset, listeners, read-only root, private\n"
         "/tmp and /proc, no capabilities, seccomp, traffic capture), tear it\n"
-        "down. One line per check; exit 0 when all pass, 1 when one fails, 125\n"
-        "when airlock itself fails.\n"
+        "down. One line per check, then a note on whether `airlock run` can map\n"
+        "a range of ids here (docs/run.md, Ids); exit 0 when all pass, 1 when\n"
+        "one fails, 125 when airlock itself fails.\n"
         "\n"
         "  -v, --verbose   more detail on stderr\n"
         "      --root      check the --root variant (uid 0 inside)\n"
@@ -47,6 +48,33 @@ print_report(const struct sbx_report *rep, int *failures)
 		}
 	}
 	fflush(stdout);
+}
+
+/* Not a check: whether `airlock run --ids range` can map a range for this
+ * caller (sandbox/ids.h), on a line of its own. */
+static void
+print_ids_range(void)
+{
+	struct sbx_ids ids;
+	char err[256];
+	uid_t uid = geteuid();
+
+	if (sbx_ids_resolve(&ids, SBX_IDS_RANGE, uid, getegid(), 0, 0, NULL, NULL, err,
+	                    sizeof(err)) < 0) {
+		printf("note ids range: unavailable (%s)\n", err);
+		return;
+	}
+	if (ids.helper && (access("/usr/bin/newuidmap", X_OK) < 0 ||
+	                   access("/usr/bin/newgidmap", X_OK) < 0)) {
+		printf("note ids range: unavailable (/usr/bin/newuidmap or newgidmap is missing: "
+		       "install uidmap)\n");
+		return;
+	}
+	printf("note ids range: available (uid map");
+	for (size_t i = 0; i < ids.uid.n; i++)
+		printf("%s %u %u %u", i > 0 ? "," : "", (unsigned)ids.uid.line[i].inside,
+		       (unsigned)ids.uid.line[i].outside, (unsigned)ids.uid.line[i].count);
+	printf("%s)\n", ids.helper ? ", through newuidmap" : "");
 }
 
 int
@@ -144,6 +172,7 @@ cmd_selftest(int argc, char **argv)
 		goto out;
 	}
 	print_report(&rep, &failures);
+	print_ids_range();
 	status = failures == 0 ? 0 : 1;
 out:
 	sbx_listeners_close(&lst);

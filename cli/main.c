@@ -21,6 +21,7 @@ static const struct {
 	{ "proxy", cmd_proxy, "run the allowlist proxy alone (explicit mode)" },
 	{ "policy", cmd_policy, "check a policy, or test destinations against it" },
 	{ "log", cmd_log, "review egress logs: show, summary, suggest, replay, verify" },
+	{ "diff", cmd_diff, "list what a kept overlay layer (run --overlay-keep) changed" },
 	{ "selftest", cmd_selftest, "check that this machine can enforce a sandbox" },
 };
 

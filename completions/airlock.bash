@@ -20,7 +20,7 @@ _airlock()
 	sub=${COMP_WORDS[2]:-}
 
 	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "run proxy policy log selftest --help --version" -- "$cur"))
+		COMPREPLY=($(compgen -W "run proxy policy log diff selftest --help --version" -- "$cur"))
 		return
 	fi
 	# After -- the rest is CMD's: complete commands, then files.
@@ -43,7 +43,11 @@ _airlock()
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
-	--workdir | --rw | --ro | --tmpfs | --hide | --cache)
+	--ids)
+		COMPREPLY=($(compgen -W "one range" -- "$cur"))
+		return
+		;;
+	--workdir | --rw | --ro | --tmpfs | --hide | --overlay-keep | --cache)
 		COMPREPLY=($(compgen -d -- "$cur") $(compgen -f -- "$cur"))
 		return
 		;;
@@ -56,6 +60,7 @@ _airlock()
 		return
 		;;
 	--log-budget | --dns-upstream | --timeout | --listen | -l | --max-conns | \
+		--transparent | --dns | --check | \
 		--host | --task | --since | --wildcard-min | --name | --policy-dir | \
 		--task-id | --label | --older)
 		return
@@ -65,15 +70,22 @@ _airlock()
 	run)
 		opts="--policy --log --log-budget --verbose --quiet --audit --dns-upstream --timeout
 		      --workdir --rw --ro --tmpfs --hide --share-home --cache --cache-shared
-		      --env --clearenv --root
+		      --env --clearenv --root --ids --overlay --overlay-keep
 		      --task-id --label --help"
 		;;
 	proxy)
-		opts="--policy --listen --log --log-budget --verbose --dns-upstream --hosts-file
+		opts="--policy --listen --transparent --dns --check --log --log-budget --verbose --dns-upstream --hosts-file
 		      --audit --max-conns --help"
 		;;
 	selftest)
 		opts="--verbose --root --help"
+		;;
+	diff)
+		opts="--help"
+		if [[ $cur != -* ]]; then
+			COMPREPLY=($(compgen -d -- "$cur"))
+			return
+		fi
 		;;
 	policy)
 		if [ "$COMP_CWORD" -eq 2 ]; then

@@ -99,7 +99,7 @@ bool
 elog_buf_json_str(struct elog_buf *b, const char *s, size_t cap)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t n = strlen(s), i = 0;
+	size_t n = strlen(s), i = 0, out = 0;
 	bool cut = false;
 
 	elog_buf_putc(b, '"');
@@ -107,11 +107,18 @@ elog_buf_json_str(struct elog_buf *b, const char *s, size_t cap)
 		unsigned char c = p[i];
 		size_t sl = elog_utf8_len(p + i, n - i);
 		size_t take = sl == 0 ? 1 : sl;
+		/* What this character costs escaped: the cap is on those bytes,
+		 * so a field's worst case is its cap, not six times it. */
+		size_t cost = sl == 0                                        ? 6
+		              : c == '"' || c == '\\' || c == '\n' || c == '\t' || c == '\r' ? 2
+		              : c < 0x20 || c == 0x7f                        ? 6
+		                                                             : sl;
 
-		if (i + take > cap) {
+		if (out + cost > cap) {
 			cut = true;
 			break;
 		}
+		out += cost;
 		if (sl == 0) {
 			elog_buf_put(b, "\\ufffd", 6);
 		} else if (c == '"' || c == '\\') {

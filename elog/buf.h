@@ -30,14 +30,17 @@ size_t elog_utf8_len(const unsigned char *s, size_t n);
 
 /* Append s as a quoted JSON string (RFC 8259): '"' and '\\' escaped,
  * control characters and DEL as \u00XX, every byte that is not part of a
- * well-formed UTF-8 sequence as \ufffd. At most cap bytes of s are taken,
- * never cutting a UTF-8 sequence; returns true when s was longer (cut). */
+ * well-formed UTF-8 sequence as \ufffd. At most cap bytes are written
+ * between the quotes, counted escaped (a '"' costs 2, a control 6), never
+ * cutting a UTF-8 sequence or an escape; returns true when s was cut.
+ * SIZE_MAX: no cap. */
 bool elog_buf_json_str(struct elog_buf *b, const char *s, size_t cap);
 
 /* Append s for a terminal: printable ASCII and well-formed UTF-8 as is,
  * every other byte (controls, ESC, DEL, invalid UTF-8) as \xHH, so a
- * hostile name cannot move the cursor or recolour the screen. Same cap
- * rule as above. */
+ * hostile name cannot move the cursor or recolour the screen. At most cap
+ * bytes of s are taken (input bytes: the terminal line is not bounded),
+ * never cutting a UTF-8 sequence; true when s was longer. */
 bool elog_buf_safe_text(struct elog_buf *b, const char *s, size_t cap);
 
 #endif

@@ -1,7 +1,10 @@
-/* Caps on the input bytes of each egress-log field (docs/log.md, "Strings:
- * escaping and caps"), shared by the writer (elog.c) and the memory of
- * repeated events (agg.c). Sandbox-controlled fields are capped hardest;
- * the sum of the worst cases, escaped (x6), stays under ELOG_LINE_MAX. */
+/* Caps on each egress-log field (docs/log.md, "Strings: escaping and
+ * caps"), shared by the writer (elog.c) and the memory of repeated events
+ * (agg.c). The writer counts them in bytes written, escaped (elog/buf.h),
+ * so the sum of the worst cases is the sum of the caps: every line it
+ * writes stays under ELOG_WRITE_MAX (tests/elog/test_writer.c builds the
+ * worst task-start and event lines). Sandbox-controlled fields are capped
+ * hardest. */
 #ifndef AIRLOCK_ELOG_CAPS_H
 #define AIRLOCK_ELOG_CAPS_H
 
@@ -13,8 +16,13 @@
 #define ELOG_CAP_TASK    128
 #define ELOG_CAP_ANSWERS 32   /* entries */
 #define ELOG_CAP_ARG     1024 /* one command word */
-#define ELOG_CAP_COMMAND 8192 /* all command words together */
-#define ELOG_CAP_WORDS   512  /* command words (each costs at least 3 bytes) */
-#define ELOG_CAP_TEXT    255  /* policy, selftest */
+/* all command words together, with their quotes and commas */
+#define ELOG_CAP_COMMAND 8192
+#define ELOG_CAP_WORDS   512 /* command words (each costs at least 3 bytes) */
+#define ELOG_CAP_TEXT    255 /* policy, selftest, a label's value */
+#define ELOG_CAP_LABELS  16  /* labels (as --label allows) */
+/* Every line the writer makes is shorter: more would fail the log (a
+ * line cut short is worse than none). Readers take up to ELOG_LINE_MAX. */
+#define ELOG_WRITE_MAX 16384
 
 #endif

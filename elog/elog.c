@@ -397,8 +397,8 @@ line_end(struct elog *log, struct elog_buf *b, struct cuts *cuts)
 		}
 		elog_buf_putc(b, ']');
 	}
-	if (b->overflow || b->cap - b->len < ELOG_CHAIN_SUFFIX_MAX) {
-		snprintf(log->error, sizeof(log->error), "a line exceeded %d bytes", ELOG_LINE_MAX);
+	if (b->overflow || b->len + ELOG_CHAIN_SUFFIX_MAX >= ELOG_WRITE_MAX) {
+		snprintf(log->error, sizeof(log->error), "a line exceeded %d bytes", ELOG_WRITE_MAX);
 		log_warnx("egress log: %s; log marked failed", log->error);
 		log->failed = true;
 		return -1;
@@ -892,8 +892,9 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 		elog_buf_puts(&b, ",\"command\":[");
 		for (int i = 0; i < ts->argc; i++) {
 			const char *arg = ts->argv[i] != NULL ? ts->argv[i] : "";
-			size_t cap = budget < CAP_ARG ? budget : CAP_ARG;
-			size_t len = strlen(arg);
+			/* The word's quotes and the comma before it count too. */
+			size_t cap = budget < 3 ? 0 : budget - 3 < CAP_ARG ? budget - 3 : CAP_ARG;
+			size_t before;
 
 			if (cap == 0 || i == CAP_WORDS) {
 				cut = true;
@@ -901,9 +902,12 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 			}
 			if (i > 0)
 				elog_buf_putc(&b, ',');
+			before = b.len;
 			if (elog_buf_json_str(&b, arg, cap))
 				cut = true;
-			budget -= len < cap ? len : cap;
+			/* What it wrote, its quotes (at most cap + 2), and a
+			 * comma: never more than the budget. */
+			budget -= (b.len - before <= cap + 2 ? b.len - before : cap + 2) + 1;
 		}
 		elog_buf_putc(&b, ']');
 		cut_note(&cuts, cut, "command");
@@ -913,7 +917,7 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 		bool cut = false;
 
 		elog_buf_puts(&b, ",\"labels\":{");
-		for (size_t i = 0; i < ts->n_labels; i++) {
+		for (size_t i = 0; i < ts->n_labels && i < ELOG_CAP_LABELS; i++) {
 			const char *eq = strchr(ts->labels[i], '=');
 			char key[64];
 
@@ -928,10 +932,12 @@ elog_task_start(struct elog *log, const struct elog_task_start *ts)
 			cut |= elog_buf_json_str(&b, eq + 1, CAP_TEXT);
 		}
 		elog_buf_putc(&b, '}');
-		cut_note(&cuts, cut, "labels");
+		cut_note(&cuts, cut || ts->n_labels > ELOG_CAP_LABELS, "labels");
 	}
 	if (ts->worker)
 		field_u64(&b, "landlock", ts->landlock > 0 ? (uint64_t)ts->landlock : 0);
+	field_str(&b, &cuts, "ids", ts->ids, CAP_SHORT);
+	field_str(&b, &cuts, "overlay", ts->overlay, CAP_TEXT);
 	/* Each run's chain starts here, also in a file earlier runs wrote. */
 	elog_chain_restart(&log->chain);
 	if (line_end(log, &b, &cuts) < 0 || line_emit(log, &b) < 0)

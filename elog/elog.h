@@ -186,6 +186,8 @@ struct elog_task_start {
 	size_t n_labels;
 	bool worker;          /* a confined worker serves (run and proxy): write landlock */
 	int landlock;         /* the Landlock ABI the worker applies; 0: the kernel has none */
+	const char *ids;      /* "range" with --ids range; NULL: one id (written only when set) */
+	const char *overlay;  /* --overlay: "tmpfs", or the --overlay-keep directory; NULL: none */
 };
 int elog_task_start(struct elog *log, const struct elog_task_start *ts);
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/confine.h"
+#include "common/fdcaller.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "elog/buf.h"
@@ -355,7 +356,7 @@ elog_logger_open(int logfd, char *err, size_t errlen)
 		/* Both above stderr, so closing the rest cannot hit them. */
 		if ((sock < 3 && (sock = fcntl(sv[1], F_DUPFD_CLOEXEC, 3)) < 0) ||
 		    (fd < 3 && (fd = fcntl(logfd, F_DUPFD_CLOEXEC, 3)) < 0) ||
-		    close_others(sock, fd) != 0) {
+		    close_others(sock, fd) != 0 || fdcaller_drop_stdio() != 0) {
 			log_warn("logger: closing inherited descriptors");
 			_exit(1);
 		}

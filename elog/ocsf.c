@@ -59,7 +59,7 @@ static void
 key(struct elog_buf *b, const char *k)
 {
 	elog_buf_putc(b, ',');
-	elog_buf_json_str(b, k, strlen(k));
+	elog_buf_json_str(b, k, SIZE_MAX);
 	elog_buf_putc(b, ':');
 }
 
@@ -69,7 +69,7 @@ field_str(struct elog_buf *b, const char *k, const char *v)
 	if (v == NULL)
 		return;
 	key(b, k);
-	elog_buf_json_str(b, v, strlen(v));
+	elog_buf_json_str(b, v, SIZE_MAX);
 }
 
 static void
@@ -163,7 +163,7 @@ event(struct elog_buf *b, const struct elog_record *r)
 		key(b, "query");
 		elog_buf_putc(b, '{');
 		elog_buf_puts(b, "\"hostname\":");
-		elog_buf_json_str(b, r->host != NULL ? r->host : "", ELOG_LINE_MAX);
+		elog_buf_json_str(b, r->host != NULL ? r->host : "", SIZE_MAX);
 		field_str(b, "type", r->qtype);
 		elog_buf_putc(b, '}');
 		field_str(b, "rcode", r->rcode);
@@ -171,11 +171,11 @@ event(struct elog_buf *b, const struct elog_record *r)
 		key(b, "http_request");
 		elog_buf_putc(b, '{');
 		elog_buf_puts(b, "\"http_method\":");
-		elog_buf_json_str(b, r->method != NULL ? r->method : "", ELOG_LINE_MAX);
+		elog_buf_json_str(b, r->method != NULL ? r->method : "", SIZE_MAX);
 		if (r->url != NULL) {
 			key(b, "url");
 			elog_buf_puts(b, "{\"url_string\":");
-			elog_buf_json_str(b, r->url, ELOG_LINE_MAX);
+			elog_buf_json_str(b, r->url, SIZE_MAX);
 			field_str(b, "hostname", r->host);
 			elog_buf_putc(b, '}');
 		}
@@ -183,14 +183,14 @@ event(struct elog_buf *b, const struct elog_record *r)
 	} else if (r->sni != NULL) {
 		key(b, "tls");
 		elog_buf_puts(b, "{\"sni\":");
-		elog_buf_json_str(b, r->sni, ELOG_LINE_MAX);
+		elog_buf_json_str(b, r->sni, SIZE_MAX);
 		elog_buf_putc(b, '}');
 	}
 	field_str(b, "message", r->reason);
 
 	key(b, "unmapped");
 	elog_buf_puts(b, "{\"airlock\":{\"kind\":");
-	elog_buf_json_str(b, r->kind, ELOG_LINE_MAX);
+	elog_buf_json_str(b, r->kind, SIZE_MAX);
 	field_str(b, "verdict", r->verdict);
 	field_str(b, "rule", r->rule);
 	field_str(b, "reason", r->reason);

@@ -533,24 +533,24 @@ summary_json(struct summary *s, struct dest **ds, size_t nd, FILE *out)
 		if (i > 0)
 			elog_buf_putc(&b, ',');
 		elog_buf_puts(&b, "{\"destination\":");
-		elog_buf_json_str(&b, d->key, 1024);
+		elog_buf_json_str(&b, d->key, SIZE_MAX);
 		if (d->host != NULL) {
 			elog_buf_puts(&b, ",\"host\":");
-			elog_buf_json_str(&b, d->host, 1024);
+			elog_buf_json_str(&b, d->host, SIZE_MAX);
 		}
 		if (d->ip != NULL) {
 			elog_buf_puts(&b, ",\"ip\":");
-			elog_buf_json_str(&b, d->ip, 1024);
+			elog_buf_json_str(&b, d->ip, SIZE_MAX);
 		}
 		if (d->port >= 0) {
 			elog_buf_puts(&b, ",\"port\":");
 			elog_buf_i64(&b, d->port);
 		}
 		elog_buf_puts(&b, ",\"kind\":");
-		elog_buf_json_str(&b, d->kind, 64);
+		elog_buf_json_str(&b, d->kind, SIZE_MAX);
 		if (d->proto != NULL) {
 			elog_buf_puts(&b, ",\"proto\":");
-			elog_buf_json_str(&b, d->proto, 64);
+			elog_buf_json_str(&b, d->proto, SIZE_MAX);
 		}
 		elog_buf_puts(&b, ",\"attempts\":");
 		elog_buf_u64(&b, d->attempts);
@@ -577,23 +577,23 @@ summary_json(struct summary *s, struct dest **ds, size_t nd, FILE *out)
 		if (i > 0)
 			elog_buf_putc(&b, ',');
 		elog_buf_puts(&b, "{\"task\":");
-		elog_buf_json_str(&b, t->id, 1024);
+		elog_buf_json_str(&b, t->id, SIZE_MAX);
 		if (t->command != NULL) {
 			elog_buf_puts(&b, ",\"command\":[");
 			for (size_t k = 0; k < t->argc; k++) {
 				if (k > 0)
 					elog_buf_putc(&b, ',');
-				elog_buf_json_str(&b, t->command[k], ELOG_LINE_MAX);
+				elog_buf_json_str(&b, t->command[k], SIZE_MAX);
 			}
 			elog_buf_putc(&b, ']');
 		}
 		if (t->policy != NULL) {
 			elog_buf_puts(&b, ",\"policy\":");
-			elog_buf_json_str(&b, t->policy, 1024);
+			elog_buf_json_str(&b, t->policy, SIZE_MAX);
 		}
 		if (t->mode != NULL) {
 			elog_buf_puts(&b, ",\"mode\":");
-			elog_buf_json_str(&b, t->mode, 64);
+			elog_buf_json_str(&b, t->mode, SIZE_MAX);
 		}
 		elog_buf_puts(&b, t->ended ? ",\"ended\":true" : ",\"ended\":false");
 		if (t->ended) {

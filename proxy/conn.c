@@ -29,6 +29,7 @@
 #include "elog/elog.h"
 #include "policy/policy.h"
 #include "proxy/sni.h"
+#include "proxy/socks5.h"
 
 static const char *const conn_state_names[] = {
         [CONN_HEAD] = "head",       [CONN_SNIFF] = "sniff",   [CONN_CONNECT] = "connect", [CONN_TUNNEL] = "tunnel", [CONN_HTTP] = "http",
@@ -44,8 +45,8 @@ static void conn_up_event(struct bufferevent *bev, short what, void *arg);
 static void conn_timer(evutil_socket_t fd, short what, void *arg);
 
 static const char *const conn_kind_names[] = {
-        [CONN_KIND_NONE] = "unknown", [CONN_KIND_CONNECT] = "connect", [CONN_KIND_HTTP] = "http",
-        [CONN_KIND_TLS] = "tls",      [CONN_KIND_TCP] = "tcp",
+        [CONN_KIND_NONE] = "unknown",  [CONN_KIND_CONNECT] = "connect", [CONN_KIND_HTTP] = "http",
+        [CONN_KIND_SOCKS5] = "socks5", [CONN_KIND_TLS] = "tls",         [CONN_KIND_TCP] = "tcp",
 };
 
 /* How long a connection may stay in state s before conn_timer() acts
@@ -376,6 +377,28 @@ conn_set_why(struct conn *c, enum verdict_reason why, const char *detail)
 	safe_text(c->detail);
 }
 
+/* A SOCKS5 refusal: the reply its request is owed (RFC 1928 6, the code
+ * from the reason), then the close; before the request, just the close. */
+static void
+conn_socks_refuse(struct conn *c, enum verdict_reason why, unsigned flags, int status)
+{
+	uint8_t r[SOCKS5_REPLY_MAX];
+	enum socks5_rep rep = SOCKS5_REP_FAILURE;
+
+	if ((flags & VR_DENIES) || status == 403 || status == 421)
+		rep = SOCKS5_REP_NOT_ALLOWED;
+	else if (why == VR_BAD_REQUEST && c->http.socks_rep != 0)
+		rep = (enum socks5_rep)c->http.socks_rep;
+	else if (status == 502)
+		rep = SOCKS5_REP_HOST_UNREACHABLE;
+	else if (status == 504)
+		rep = SOCKS5_REP_TTL_EXPIRED;
+	conn_log(c);
+	if (c->socks == CONN_SOCKS_ASKED)
+		bufferevent_write(c->down.bev, r, socks5_reply(rep, NULL, r, sizeof(r)));
+	conn_finish(c);
+}
+
 void
 conn_refuse(struct conn *c, enum verdict_reason why, const char *fmt, ...)
 {
@@ -408,6 +431,10 @@ conn_refuse(struct conn *c, enum verdict_reason why, const char *fmt, ...)
 	         c->host[0] != '\0' ? c->host : "-", (unsigned)c->port, token, c->detail);
 	if (c->down.bev == NULL) {
 		conn_close(c);
+		return;
+	}
+	if (c->kind == CONN_KIND_SOCKS5) {
+		conn_socks_refuse(c, why, flags, status);
 		return;
 	}
 	if (c->reply_alert || (c->lkind == PROXY_LISTEN_TRANSPARENT && c->tls)) {
@@ -502,7 +529,9 @@ static enum verdict_source
 conn_source(const struct conn *c)
 {
 	if (c->lkind == PROXY_LISTEN_EXPLICIT)
-		return c->kind == CONN_KIND_CONNECT ? VERDICT_SRC_CONNECT : VERDICT_SRC_ABSOLUTE;
+		return c->kind == CONN_KIND_CONNECT || c->kind == CONN_KIND_SOCKS5
+		               ? VERDICT_SRC_CONNECT
+		               : VERDICT_SRC_ABSOLUTE;
 	return c->tls ? VERDICT_SRC_SNI : VERDICT_SRC_HOST;
 }
 
@@ -646,6 +675,153 @@ conn_connect_request(struct conn *c, const char *s, const struct http_head *h)
 		conn_start_resolve(c);
 }
 
+/* A SOCKS5 client's next message, as much of it as has come. CONNECT is
+ * decided exactly as an HTTP CONNECT is (same policy path, guard, broker
+ * dial, tunnel bound to its target); BIND and UDP ASSOCIATE get "command
+ * not supported". The header timeout bounds a silent client. */
+static void
+conn_socks_read(struct conn *c, struct evbuffer *in)
+{
+	for (;;) {
+		size_t len = evbuffer_get_length(in), used = 0;
+		const uint8_t *p = evbuffer_pullup(in, (ssize_t)(len < 600 ? len : 600));
+		enum socks5_result r;
+
+		if (len == 0)
+			return;
+		if (elog_failed(c->px->px_cfg.log)) {
+			proxy_log_failed(c->px);
+			conn_refuse(c, VR_LOG_FAILED, NULL);
+			return;
+		}
+		len = len < 600 ? len : 600;
+		if (c->socks == CONN_SOCKS_GREETING) {
+			struct socks5_greeting g;
+			uint8_t m[2] = {SOCKS5_VERSION, SOCKS5_M_REFUSED};
+
+			if ((r = socks5_greeting_parse(p, len, &g, &used)) == SOCKS5_MORE)
+				return;
+			if (r == SOCKS5_DONE)
+				m[1] = g.none       ? SOCKS5_M_NONE
+				       : g.userpass ? SOCKS5_M_USERPASS
+				                    : SOCKS5_M_REFUSED;
+			if (r == SOCKS5_BAD || m[1] == SOCKS5_M_REFUSED) {
+				if (r == SOCKS5_DONE)
+					bufferevent_write(c->down.bev, m, sizeof(m));
+				conn_refuse(c, VR_BAD_REQUEST,
+				            r == SOCKS5_BAD
+				                    ? "malformed SOCKS5 greeting"
+				                    : "SOCKS5: no method offered that airlock "
+				                      "accepts (none, user name)");
+				return;
+			}
+			bufferevent_write(c->down.bev, m, sizeof(m));
+			c->socks = m[1] == SOCKS5_M_NONE ? CONN_SOCKS_REQUEST : CONN_SOCKS_AUTH;
+		} else if (c->socks == CONN_SOCKS_AUTH) {
+			struct socks5_userpass up;
+			uint8_t ok[2] = {1, 0};
+
+			if ((r = socks5_userpass_parse(p, len, &up, &used)) == SOCKS5_MORE)
+				return;
+			if (r == SOCKS5_BAD) {
+				ok[1] = 1;
+				bufferevent_write(c->down.bev, ok, sizeof(ok));
+				conn_refuse(c, VR_BAD_REQUEST,
+				            "malformed SOCKS5 user name/password");
+				return;
+			}
+			/* The name is not checked (nor logged yet); the password
+			 * is never kept. */
+			bufferevent_write(c->down.bev, ok, sizeof(ok));
+			c->socks = CONN_SOCKS_REQUEST;
+		} else {
+			struct socks5_request q;
+			enum socks5_rep rep = SOCKS5_REP_FAILURE;
+			char ip[INET6_ADDRSTRLEN], url[HTTP_HOST_MAX + 16];
+			const char *why = NULL;
+
+			if ((r = socks5_request_parse(p, len, &q, &used, &rep)) == SOCKS5_MORE)
+				return;
+			c->socks = CONN_SOCKS_ASKED;
+			if (r == SOCKS5_BAD) {
+				c->http.socks_rep = (uint8_t)rep;
+				conn_refuse(c, VR_BAD_REQUEST, "malformed SOCKS5 request");
+				return;
+			}
+			evbuffer_drain(in, used);
+			if (q.cmd != SOCKS5_CMD_CONNECT) {
+				c->http.socks_rep = SOCKS5_REP_CMD_UNSUPPORTED;
+				conn_refuse(c, VR_BAD_REQUEST,
+				            "SOCKS5 %s is not supported (CONNECT only)",
+				            q.cmd == SOCKS5_CMD_BIND ? "BIND" : "UDP ASSOCIATE");
+				return;
+			}
+			if (!q.is_name) {
+				union conn_addr a;
+
+				memcpy(&a, &q.addr, sizeof(a));
+				conn_addr_str(&a, ip, sizeof(ip));
+			}
+			c->port = q.port;
+			snprintf(url, sizeof(url),
+			         q.is_name || q.addr.ss_family == AF_INET ? "%s:%u" : "[%s]:%u",
+			         q.is_name ? q.name : ip, (unsigned)q.port);
+			free(c->url);
+			c->url = strdup(url);
+			/* A name that is an address is one, as in an HTTP CONNECT. */
+			if (q.is_name) {
+				uint8_t a6[16];
+
+				q.is_name = inet_pton(AF_INET, q.name, a6) != 1 &&
+				            inet_pton(AF_INET6, q.name, a6) != 1;
+			}
+			if (conn_set_host(c, q.is_name || q.name[0] != '\0' ? q.name : ip,
+			                  !q.is_name, &why) != 0) {
+				conn_refuse(c, VR_BAD_NAME, "bad host name: %s", why);
+				return;
+			}
+			if (conn_decide_name(c))
+				conn_start_resolve(c);
+			return;
+		}
+		evbuffer_drain(in, used);
+	}
+}
+
+/* GET /healthz, exactly (origin-form, the bytes as written): the liveness
+ * probe of a gateway's orchestrator (docs/proxy.md). */
+static bool
+conn_is_healthz(const char *s, const struct http_head *h)
+{
+	static const char path[] = "/healthz";
+
+	return h->method.len == 3 && memcmp(s + h->method.off, "GET", 3) == 0 &&
+	       h->target.len == sizeof(path) - 1 &&
+	       memcmp(s + h->target.off, path, sizeof(path) - 1) == 0;
+}
+
+/* 200 while the proxy serves, 503 once its log has failed (it then refuses
+ * every request); not a request for the network, so not logged. */
+static void
+conn_healthz(struct conn *c, const struct http_head *h)
+{
+	static const char ok[] = "HTTP/1.1 200 OK\r\n"
+	                         "Content-Type: text/plain; charset=utf-8\r\n"
+	                         "Content-Length: 3\r\n"
+	                         "Connection: close\r\n\r\nok\n";
+	static const char bad[] = "HTTP/1.1 503 Service Unavailable\r\n"
+	                          "Content-Type: text/plain; charset=utf-8\r\n"
+	                          "Content-Length: 22\r\n"
+	                          "Connection: close\r\n\r\nthe egress log failed\n";
+	bool failed = elog_failed(c->px->px_cfg.log);
+
+	c->logged = true;
+	evbuffer_drain(bufferevent_get_input(c->down.bev), h->head_len);
+	bufferevent_write(c->down.bev, failed ? bad : ok,
+	                  failed ? sizeof(bad) - 1 : sizeof(ok) - 1);
+	conn_finish(c);
+}
+
 void
 conn_head_read(struct conn *c)
 {
@@ -657,8 +833,23 @@ conn_head_read(struct conn *c)
 
 	if (len == 0)
 		return;
-	if (c->kind == CONN_KIND_NONE)
-		c->kind = CONN_KIND_HTTP; /* bytes arrived: this is now an attempt */
+	if (c->kind == CONN_KIND_NONE) {
+		uint8_t first;
+
+		(void)evbuffer_copyout(in, &first, 1);
+		/* bytes arrived: this is now an attempt; 5 is no HTTP method */
+		c->kind = first == SOCKS5_VERSION ? CONN_KIND_SOCKS5 : CONN_KIND_HTTP;
+	}
+	if (c->kind == CONN_KIND_SOCKS5) {
+		conn_socks_read(c, in);
+		return;
+	}
+	s = (const char *)evbuffer_pullup(in, (ssize_t)n);
+	r = http_parse_request(s, n, &h);
+	if (r == HTTP_OK && conn_is_healthz(s, &h)) {
+		conn_healthz(c, &h);
+		return;
+	}
 	/* A kept-alive client's next request is not served once the log has
 	 * failed: it could not be recorded. */
 	if (elog_failed(c->px->px_cfg.log)) {
@@ -666,8 +857,6 @@ conn_head_read(struct conn *c)
 		conn_refuse(c, VR_LOG_FAILED, NULL);
 		return;
 	}
-	s = (const char *)evbuffer_pullup(in, (ssize_t)n);
-	r = http_parse_request(s, n, &h);
 	if (r == HTTP_INCOMPLETE)
 		return;
 	if (r != HTTP_OK) {
@@ -828,7 +1017,14 @@ conn_connected(struct conn *c)
 		forward_start(c);
 		return;
 	}
-	if (c->lkind == PROXY_LISTEN_EXPLICIT) {
+	if (c->kind == CONN_KIND_SOCKS5) {
+		uint8_t r[SOCKS5_REPLY_MAX];
+
+		bufferevent_write(c->down.bev, r, socks5_reply(SOCKS5_REP_OK, NULL, r, sizeof(r)));
+		/* What the client says first in the tunnel must name c->host,
+		 * as in a CONNECT tunnel (bind.c). */
+		c->bind_watch = true;
+	} else if (c->lkind == PROXY_LISTEN_EXPLICIT) {
 		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 		ssize_t n = 0;
 
@@ -871,8 +1067,10 @@ conn_timer(evutil_socket_t fd, short what, void *arg)
 
 	switch (c->state) {
 	case CONN_HEAD:
-		if (evbuffer_get_length(bufferevent_get_input(c->down.bev)) == 0) {
-			/* An idle keep-alive connection: close quietly. */
+		if (evbuffer_get_length(bufferevent_get_input(c->down.bev)) == 0 &&
+		    c->kind != CONN_KIND_SOCKS5) {
+			/* An idle keep-alive connection: close quietly (a SOCKS5
+			 * client silent after its greeting is refused, logged). */
 			conn_close(c);
 			return;
 		}

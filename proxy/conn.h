@@ -121,8 +121,17 @@ enum conn_kind {
 	CONN_KIND_NONE = 0, /* nothing asked yet (an explicit client's first bytes) */
 	CONN_KIND_CONNECT,
 	CONN_KIND_HTTP,
-	CONN_KIND_TLS, /* transparent: a ClientHello that named a server */
-	CONN_KIND_TCP, /* transparent: no name */
+	CONN_KIND_TLS,    /* transparent: a ClientHello that named a server */
+	CONN_KIND_TCP,    /* transparent: no name */
+	CONN_KIND_SOCKS5, /* explicit: a SOCKS5 CONNECT (first byte 5) */
+};
+
+/* Where a SOCKS5 client is (RFC 1928). */
+enum conn_socks {
+	CONN_SOCKS_GREETING = 0, /* its methods, next */
+	CONN_SOCKS_AUTH,         /* RFC 1929 user name and password, next */
+	CONN_SOCKS_REQUEST,      /* its request, next */
+	CONN_SOCKS_ASKED,        /* request read: every refusal owes a reply */
 };
 
 /* One side of a connection. The half owns fd; bev borrows it. */
@@ -150,6 +159,7 @@ struct conn_http {
 	bool server_close; /* close-delimited body or Connection: close */
 	char *out_head;    /* rewritten request head awaiting the connect */
 	size_t out_len;
+	uint8_t socks_rep; /* SOCKS5: the reply a bad request is owed, 0 = general */
 };
 
 struct conn {
@@ -162,9 +172,9 @@ struct conn {
 	struct conn_half up;   /* the upstream side, fd -1 until connected */
 	struct event *timer;   /* header deadline, sniff wait, idle, reply */
 	uint64_t start_ms, last_ms;
-	struct relay *relay;             /* splice state once the tunnel switched */
-	uint32_t broker_id;              /* the broker's request while it is out, else 0 */
-	bool broker_waiting;             /* on px_broker_wait */
+	struct relay *relay; /* splice state once the tunnel switched */
+	uint32_t broker_id;  /* the broker's request while it is out, else 0 */
+	bool broker_waiting; /* on px_broker_wait */
 	TAILQ_ENTRY(conn) wait_entry;
 
 	/* What is being asked, for the decision and the log. */
@@ -172,10 +182,11 @@ struct conn {
 	char host[HTTP_HOST_MAX];
 	uint16_t port;
 	bool ip_literal;
-	bool has_name; /* transparent: SNI or Host found */
-	bool tls;      /* transparent: the client speaks TLS */
-	bool ech;      /* transparent: its ClientHello has encrypted_client_hello */
-	bool logged;   /* the log line for this exchange is written */
+	bool has_name;         /* transparent: SNI or Host found */
+	bool tls;              /* transparent: the client speaks TLS */
+	bool ech;              /* transparent: its ClientHello has encrypted_client_hello */
+	bool logged;           /* the log line for this exchange is written */
+	enum conn_socks socks; /* CONN_KIND_SOCKS5 only */
 	/* CONNECT, or transparent decided without a name: the client's
 	 * first bytes in the tunnel are still to be looked at (bind.c);
 	 * until then nothing of them goes up, and the tunnel stays on

@@ -74,16 +74,37 @@ static const char userns_advice[] =
         "kernel.apparmor_restrict_unprivileged_userns (must be 0, or give airlock an "
         "AppArmor profile with 'userns,')";
 
+/* --ids range: the supervisor writes the maps (it may, or newuidmap may,
+ * and init may not) and says when they are there. setgroups stays
+ * allowed: tools that switch users drop their groups. */
+static void
+wait_id_maps(int sock)
+{
+	struct sbx_msg m;
+	size_t nfds;
+	int rc = sbx_msg_recv(sock, &m, NULL, 0, &nfds, 0);
+
+	if (rc == 1 && m.type == SBX_MSG_IDS && m.value == 1)
+		return;
+	if (rc < 0)
+		init_die("user namespace: waiting for the id maps: %s", strerror(errno));
+	_exit(SBX_EXIT_FAILURE); /* the supervisor said why */
+}
+
 /* Map the caller's uid/gid to themselves (or to 0 with --root). Written by
  * init itself: a one-line map of the creator's own ids needs no privilege
  * in the parent namespace, so this works rootless and as root alike. */
 static void
-write_id_maps(const struct sbx *s)
+write_id_maps(const struct sbx *s, int sock)
 {
 	char line[64];
 	unsigned uin = s->cfg->root ? 0 : (unsigned)s->uid;
 	unsigned gin = s->cfg->root ? 0 : (unsigned)s->gid;
 
+	if (s->cfg->ids.mode == SBX_IDS_RANGE) {
+		wait_id_maps(sock);
+		return;
+	}
 	/* Required before gid_map for an unprivileged map, and it keeps CMD
 	 * from dropping supplementary groups that deny it access. */
 	if (write_proc("/proc/self/setgroups", "deny") < 0 && errno != ENOENT)
@@ -96,6 +117,31 @@ write_id_maps(const struct sbx *s)
 	if (write_proc("/proc/self/gid_map", line) < 0)
 		init_die("user namespace: gid_map '%u %u 1': %s%s", gin, (unsigned)s->gid,
 		         strerror(errno), errno == EPERM ? userns_advice : "");
+}
+
+/* --ids range: the map is exactly the lines the supervisor wrote. */
+static void
+check_range(const struct sbx_idmap *want, const char *buf, struct sbx_report *r)
+{
+	const char *p = buf;
+	unsigned in, out, count;
+	int consumed;
+
+	for (size_t i = 0; i < want->n; i++) {
+		consumed = 0;
+		if (sscanf(p, "%u %u %u\n%n", &in, &out, &count, &consumed) != 3 || consumed == 0 ||
+		    in != want->line[i].inside || out != want->line[i].outside ||
+		    count != want->line[i].count) {
+			sbx_check_set(r, SBX_CHECK_USERNS, false, "unexpected uid_map: %.80s", buf);
+			return;
+		}
+		p += consumed;
+	}
+	if (*p != '\0') {
+		sbx_check_set(r, SBX_CHECK_USERNS, false, "unexpected uid_map: %.80s", buf);
+		return;
+	}
+	sbx_check_set(r, SBX_CHECK_USERNS, true, NULL);
 }
 
 /* The user-namespace check: the map is exactly the one line we wrote. */
@@ -115,6 +161,10 @@ check_userns(const struct sbx *s, struct sbx_report *r)
 		return;
 	}
 	buf[n] = '\0';
+	if (s->cfg->ids.mode == SBX_IDS_RANGE) {
+		check_range(&s->cfg->ids.uid, buf, r);
+		return;
+	}
 	if (sscanf(buf, "%u %u %u\n%n", &in, &out, &count, &consumed) != 3 || in != want ||
 	    out != (unsigned)s->uid || count != 1 || buf[consumed] != '\0') {
 		sbx_check_set(r, SBX_CHECK_USERNS, false, "unexpected uid_map: %.80s", buf);
@@ -374,9 +424,20 @@ sbx_init_main(const struct sbx *s, int sock)
 		init_die("set-up: no_new_privs: %s", strerror(errno));
 
 	log_debug("init: started at %.3f ms", ms_since_start());
-	write_id_maps(s);
-	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0)
-		init_die("set-up: hostname: %s", strerror(errno));
+	write_id_maps(s, sock);
+	if (sethostname(AIRLOCK_HOSTNAME, strlen(AIRLOCK_HOSTNAME)) < 0) {
+		int e = errno;
+		/* Container runtimes' default profiles give sethostname only
+		 * to a container with CAP_SYS_ADMIN (docs/run.md, Diagnosis). */
+		if (e == EPERM && sbx_seccomp_mode("") > 0)
+			init_die("set-up: hostname: %s; a seccomp filter refuses sethostname "
+			         "(a container runtime's default profile): give the container "
+			         "airlock's profile (contrib/seccomp/airlock.json; Docker, "
+			         "Podman: --security-opt seccomp=airlock.json; Kubernetes: "
+			         "securityContext.seccompProfile type Localhost)",
+			         strerror(e));
+		init_die("set-up: hostname: %s", strerror(e));
+	}
 
 	memset(&m, 0, sizeof(m));
 	m.type = SBX_MSG_READY;
@@ -411,7 +472,7 @@ sbx_init_main(const struct sbx *s, int sock)
 	 * namespace from us with pidfd_getfd (a message with fds would be a
 	 * sendmsg, which the filter notifies). Init itself sends only plain
 	 * send()s from here on, which the filter lets pass. */
-	if (sbx_caps_drop(err, sizeof(err)) < 0)
+	if (sbx_caps_drop(s->cfg->ids.mode == SBX_IDS_RANGE && s->cfg->root, err, sizeof(err)) < 0)
 		init_die("%s", err);
 	gate[SBX_GATE_DIAG] = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
 	if (gate[SBX_GATE_DIAG] < 0)

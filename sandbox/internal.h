@@ -91,6 +91,8 @@ enum sbx_msg_type {
 	SBX_MSG_KEEP,      /* sup -> init, before the go: one mount of sbx_protect's
 	                    * (struct sbx_msg_keep); the list ends with SBX_KEEP_END */
 	SBX_MSG_TTY,       /* init -> sup (cfg->tty): CMD's terminal's master attached */
+	SBX_MSG_IDS,       /* sup -> init (--ids range): value 1 = the maps are written,
+	                    * 0 = they could not be (the supervisor says why) */
 };
 
 struct sbx_msg {
@@ -180,6 +182,22 @@ void sbx_listeners_from_array(struct sbx_listeners *l, const int fds[SBX_N_LISTE
  * 125 quietly if the supervisor gives up or goes away instead. */
 int sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen);
 
+/* overlay.c: --overlay (cfg->overlay). plan, with the host view intact:
+ * which top-level directories get an overlay, and a clone of
+ * cfg->overlay_keep; mount, once the staging tmpfs (stage, at stage_path)
+ * is there: the upper layers and the overlays over /NAME. Both 0, or -1 +
+ * reason; free closes what plan kept. */
+#define SBX_OVERLAY_MAX 64
+struct sbx_overlay {
+	char name[SBX_OVERLAY_MAX][64]; /* top-level directory names */
+	size_t n;
+	int keep_tree; /* the clone of overlay_keep; -1 */
+};
+int sbx_overlay_plan(const struct sbx *s, struct sbx_overlay *ov, char *err, size_t errlen);
+int sbx_overlay_mount(struct sbx_overlay *ov, int stage, const char *stage_path, char *err,
+                      size_t errlen);
+void sbx_overlay_free(struct sbx_overlay *ov);
+
 /* protect.c: the plan behind sbx_protect, exposed for the unit tests. The
  * sandbox's view as a list of layers in the order init mounts them (the
  * last one over a path decides what CMD finds there), then the mounts
@@ -237,7 +255,7 @@ int sbx_plan_keep(struct sbx_plan *p, const struct sbx_keep *k, struct sbx_found
 
 /* privs.c: drop every capability (bounding, ambient, effective, permitted,
  * inheritable) and lock the securebits. 0 or -1 + reason. */
-int sbx_caps_drop(char *err, size_t errlen);
+int sbx_caps_drop(bool keep_root_set, char *err, size_t errlen);
 int sbx_seccomp_compile(struct sbx_filter *f, char *err, size_t errlen);
 int sbx_seccomp_build(struct sbx_filter *f, char *err, size_t errlen);
 int sbx_seccomp_install(const struct sbx_filter *f, char *err, size_t errlen);
@@ -248,5 +266,18 @@ void sbx_seccomp_free(struct sbx_filter *f);
 void sbx_checks_post(struct sbx_report *r);
 void sbx_check_set(struct sbx_report *r, enum sbx_check c, bool ok, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
+
+/* diagnose.c: why the kernel refused, in one line naming the setting and
+ * its value; every file is read under root ("" for this machine, a stand-in
+ * directory in the unit tests). sbx_diagnose_userns explains clone's errno
+ * e for the user namespace: a sysctl or AppArmor restriction, a chroot, a
+ * seccomp filter. sbx_diagnose_proc rewrites err and returns true when a
+ * refused /proc (e) is due to masked entries in the /proc we see. */
+void sbx_diagnose_userns(const char *root, int e, char *err, size_t errlen);
+bool sbx_proc_masked(const char *root);
+/* The Seccomp: field of root/proc/self/status: 0 none, 1 strict, 2 filter;
+ * -1 if unknown. */
+long sbx_seccomp_mode(const char *root);
+bool sbx_diagnose_proc(const char *root, int e, char *err, size_t errlen);
 
 #endif

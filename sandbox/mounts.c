@@ -543,13 +543,14 @@ attach_user_mount(int root, int stage, size_t i, const struct sbx_mount *m, stru
 }
 
 /* --cache: a clone of the directory the supervisor checked and locked
- * (sbx_cache_same), nosuid and nodev, into *tree. */
+ * (sbx_cache_same), nosuid and nodev, into *tree. Not recursive: a mount
+ * below DIR (of the log directory, say) is not what was checked. */
 static int
 clone_cache(const struct sbx_cache *c, int *tree, char *err, size_t errlen)
 {
 	struct stat st;
 
-	*tree = clone_tree(sbx_cache_path(c), true, NULL);
+	*tree = clone_tree(sbx_cache_path(c), false, NULL);
 	if (*tree < 0 || fstat(*tree, &st) < 0 ||
 	    set_attr(*tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, true) < 0) {
 		snprintf(err, errlen, "filesystem: --cache %s: %s", sbx_cache_path(c),
@@ -662,6 +663,7 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 	const struct sbx_config *cfg = s->cfg;
 	struct fsop *ops = NULL;
 	struct fsop work = {.tree = -1, .what = "workdir"};
+	struct sbx_overlay ov = {.n = 0, .keep_tree = -1};
 	int cache = -1;
 	int dev_trees[ARRAY_SIZE(dev_nodes)];
 	int root = -1, stage = -1, f = -1;
@@ -704,6 +706,8 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 	}
 	if (cfg->cache != NULL && clone_cache(cfg->cache, &cache, err, errlen) < 0)
 		goto out;
+	if (sbx_overlay_plan(s, &ov, err, errlen) < 0)
+		goto out;
 	for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
 		char p[32];
 		snprintf(p, sizeof(p), "/dev/%s", dev_nodes[i]);
@@ -734,14 +738,19 @@ sbx_fs_setup(const struct sbx *s, int sock, char *err, size_t errlen)
 		snprintf(err, errlen, "filesystem: generate /etc files: %s", strerror(errno));
 		goto out;
 	}
+	/* --overlay: writable host directories, beneath everything below. */
+	if (sbx_overlay_mount(&ov, stage, STAGE, err, errlen) < 0)
+		goto out;
 
 	/* 4. The sandbox's own filesystems on top; /dev first, for the
 	 * /dev/null that masks parts of /proc. */
 	if (setup_dev(root, stage, dev_trees, err, errlen) < 0)
 		goto out;
 	if (attach_fs(root, "proc", NULL, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-	              "/proc", "/proc", err, errlen) < 0)
+	              "/proc", "/proc", err, errlen) < 0) {
+		sbx_diagnose_proc("", errno, err, errlen);
 		goto out;
+	}
 	if (harden_proc(root, err, errlen) < 0)
 		goto out;
 	if (attach_scratch(root, stage, "tmp", 01777, 0, "/tmp", "/tmp", err, errlen) < 0)
@@ -819,6 +828,7 @@ out:
 	fd_close(&stage);
 	fd_close(&root);
 	fd_close(&work.tree);
+	sbx_overlay_free(&ov);
 	fd_close(&cache);
 	for (size_t i = 0; i < ARRAY_SIZE(dev_trees); i++)
 		fd_close(&dev_trees[i]);

@@ -50,6 +50,14 @@ const char sbx_opts_usage[] =
         "      --env NAME[=VALUE] set NAME, or pass the caller's NAME\n"
         "      --clearenv         start CMD's environment empty (PATH kept)\n"
         "      --root             run CMD as uid 0 inside (no capabilities)\n"
+        "      --ids one|range    one: the caller's id alone (default); range: 65536\n"
+        "                         ids (as root the host's own, else /etc/subuid's),\n"
+        "                         and root keeps the file and id capabilities apt\n"
+        "                         needs\n"
+        "      --overlay          the host's directories writable, changes kept in\n"
+        "                         a tmpfs of the task's own (the host's never change)\n"
+        "      --overlay-keep DIR the same, the changes kept in DIR (new or empty;\n"
+        "                         list them with airlock diff DIR)\n"
         "  -h, --help             this text\n"
         "\n"
         "Exit status: CMD's; 128+N if killed by signal N; 124 timeout;\n"
@@ -75,6 +83,9 @@ enum {
 	OPT_LABEL,
 	OPT_CACHE,
 	OPT_CACHE_SHARED,
+	OPT_IDS,
+	OPT_OVERLAY,
+	OPT_OVERLAY_KEEP,
 };
 
 static const struct option long_opts[] = {
@@ -99,6 +110,9 @@ static const struct option long_opts[] = {
         {"label", required_argument, NULL, OPT_LABEL},
         {"cache", required_argument, NULL, OPT_CACHE},
         {"cache-shared", no_argument, NULL, OPT_CACHE_SHARED},
+        {"ids", required_argument, NULL, OPT_IDS},
+        {"overlay", no_argument, NULL, OPT_OVERLAY},
+        {"overlay-keep", required_argument, NULL, OPT_OVERLAY_KEEP},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -266,6 +280,23 @@ sbx_opts_parse(struct sbx_opts *o, int argc, char **argv, char *err, size_t errl
 			break;
 		case OPT_SHARE_HOME:
 			o->share_home = true;
+			break;
+		case OPT_IDS:
+			if (sbx_ids_mode_parse(optarg, &o->ids) < 0) {
+				snprintf(err, errlen, "--ids '%.80s': expected one or range", optarg);
+				return -1;
+			}
+			break;
+		case OPT_OVERLAY:
+			o->overlay = true;
+			break;
+		case OPT_OVERLAY_KEEP:
+			if (optarg[0] == '\0') {
+				snprintf(err, errlen, "--overlay-keep: empty path");
+				return -1;
+			}
+			o->overlay = true;
+			o->overlay_keep = optarg;
 			break;
 		case OPT_TASK_ID:
 			if (!elog_task_id_valid(optarg)) {

@@ -33,6 +33,9 @@ struct sbx_opts {
 	size_t n_env;
 	bool clearenv;
 	bool root;
+	enum sbx_ids_mode ids;    /* --ids one|range (ids.h); default one */
+	bool overlay;             /* --overlay, or --overlay-keep */
+	const char *overlay_keep; /* --overlay-keep DIR; NULL: a tmpfs upper layer */
 	bool share_home; /* --share-home: keep the home directories visible */
 	const char *cache; /* --cache DIR (sandbox/cache.h); NULL: none */
 	bool cache_shared; /* --cache-shared: DIR's lock shared with other runs */

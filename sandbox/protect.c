@@ -626,6 +626,25 @@ mnt_of(const struct mnt_table *t, const struct sbx_found *f)
 	return best;
 }
 
+/* Where f lies as its filesystem knows it: the mount it is in (*home) and
+ * its path within the filesystem, which every bind mount showing it
+ * shares. The path's length, or 0 when the table does not say. */
+static size_t
+fs_locate(const struct mnt_table *t, const struct sbx_found *f, const struct mnt **home,
+          char *in_fs, size_t size)
+{
+	const char *rel;
+	int n;
+
+	*home = mnt_of(t, f);
+	if (*home == NULL)
+		return 0;
+	rel = (*home)->point_len == 1 ? f->real : f->real + (*home)->point_len;
+	n = snprintf(in_fs, size, "%s%s", (*home)->root_len == 1 ? "" : (*home)->root,
+	             rel[0] == '\0' && (*home)->root_len == 1 ? "/" : rel);
+	return n > 0 && (size_t)n < size ? (size_t)n : 0;
+}
+
 /* Every other path the host's mounts show k's path at (a bind mount of it
  * or of a directory above it; for a directory also of one below it), kept
  * as k is. */
@@ -641,16 +660,9 @@ keep_aliases(struct sbx_plan *p, const struct mnt_table *t, const struct sbx_kee
 
 	if (!f->there)
 		return 0; /* the walk said what that means */
-	home = mnt_of(t, f);
-	if (home == NULL)
+	len = fs_locate(t, f, &home, in_fs, sizeof(in_fs));
+	if (len == 0)
 		return 0;
-	/* real's path within its filesystem */
-	rel = home->point_len == 1 ? real : real + home->point_len;
-	n = snprintf(in_fs, sizeof(in_fs), "%s%s", home->root_len == 1 ? "" : home->root,
-	             rel[0] == '\0' && home->root_len == 1 ? "/" : rel);
-	if (n < 0 || (size_t)n >= sizeof(in_fs))
-		return 0;
-	len = (size_t)n;
 	for (size_t i = 0; i < t->n; i++) {
 		const struct mnt *m = &t->m[i];
 		struct sbx_keep ak = *k;
@@ -673,6 +685,84 @@ keep_aliases(struct sbx_plan *p, const struct mnt_table *t, const struct sbx_kee
 		ak.path = alias;
 		if (sbx_plan_keep(p, &ak, &af, err, errlen) < 0)
 			return -1;
+	}
+	return 0;
+}
+
+/* Locate path (or, while it is not there yet, the nearest directory above
+ * it that is: where it will be made) in the host's filesystems. */
+static size_t
+fs_locate_path(const struct mnt_table *t, const char *path, char *in_fs, size_t size,
+               const struct mnt **home)
+{
+	struct sbx_found f = {.there = true};
+	char at[PATH_MAX];
+	struct statx stx;
+
+	if (str_copy(at, path, sizeof(at)) >= sizeof(at))
+		return 0;
+	while (realpath(at[0] != '\0' ? at : ".", f.real) == NULL) {
+		char *slash = strrchr(at, '/');
+
+		if (errno != ENOENT || at[0] == '\0')
+			return 0;
+		if (slash == NULL)
+			at[0] = '\0';
+		else if (slash == at)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+	}
+	if (statx(AT_FDCWD, f.real, AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, &stx) < 0)
+		return 0;
+	f.mnt_id = stx.stx_mask & STATX_MNT_ID ? stx.stx_mnt_id : 0;
+	return fs_locate(t, &f, home, in_fs, size);
+}
+
+/* --cache DIR and what airlock keeps must not nest by any path: a bind
+ * mount shows one directory at two, and realpath sees only one of them
+ * (sbx_cache_check_keep compares those). Compared as the filesystem knows
+ * them, the device and the path within it, every alias is the same. */
+static int
+cache_aliases(const struct mnt_table *t, const struct sbx_cache *c, const struct sbx_keep *keep,
+              size_t n, char *err, size_t errlen)
+{
+	char cache_fs[PATH_MAX], kept_fs[PATH_MAX];
+	const struct mnt *cache_home, *kept_home;
+	size_t clen = fs_locate_path(t, sbx_cache_path(c), cache_fs, sizeof(cache_fs), &cache_home);
+
+	const char *dir = sbx_cache_path(c);
+	size_t dlen = strlen(dir);
+
+	if (clen == 0) {
+		snprintf(err, errlen, "--cache %s: not found in the host's mount table", dir);
+		return -1;
+	}
+	/* The cache is bound alone, not what is mounted below it, which no
+	 * check here has looked at; the kernel would refuse it anyway. */
+	for (size_t i = 0; i < t->n; i++)
+		if (t->m[i].point_len > dlen && is_under(t->m[i].point, t->m[i].point_len, dir, dlen)) {
+			snprintf(err, errlen,
+			         "--cache %s: %s is mounted inside it; give the cache a directory "
+			         "with no mount below it",
+			         dir, t->m[i].point);
+			return -1;
+		}
+	for (size_t i = 0; i < n; i++) {
+		size_t klen = fs_locate_path(t, keep[i].path, kept_fs, sizeof(kept_fs), &kept_home);
+
+		if (klen == 0 || kept_home->major != cache_home->major ||
+		    kept_home->minor != cache_home->minor)
+			continue;
+		if (is_under(kept_fs, klen, cache_fs, clen) || is_under(cache_fs, clen, kept_fs, klen)) {
+			snprintf(err, errlen,
+			         "--cache %s: it and the %s %s are one inside the other (the host "
+			         "shows the same directory at both through a bind mount), where CMD "
+			         "could change what airlock reads or writes; give the cache a "
+			         "directory of its own",
+			         dir, keep[i].what, keep[i].path);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -700,7 +790,9 @@ sbx_protect(struct sbx *s, const struct sbx_keep *keep, size_t n, char *err, siz
 	sbx_plan_init(p);
 	if ((s->cfg->cache != NULL &&
 	     sbx_cache_check_keep(s->cfg->cache, keep, n, err, errlen) < 0) ||
-	    sbx_plan_view(p, s, err, errlen) < 0 || (n > 0 && mnt_table_read(&mt, err, errlen) < 0))
+	    sbx_plan_view(p, s, err, errlen) < 0 || (n > 0 && mnt_table_read(&mt, err, errlen) < 0) ||
+	    (s->cfg->cache != NULL && n > 0 &&
+	     cache_aliases(&mt, s->cfg->cache, keep, n, err, errlen) < 0))
 		goto out;
 	for (size_t i = 0; i < n; i++)
 		if (sbx_plan_keep(p, &keep[i], &f, err, errlen) < 0 ||

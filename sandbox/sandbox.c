@@ -407,28 +407,6 @@ clone_sandbox(int *pidfd)
 	return pid;
 }
 
-static void
-clone_advice(int e, char *err, size_t errlen)
-{
-	if (e == EPERM || e == EACCES)
-		snprintf(err, errlen,
-		         "cannot create the sandbox's namespaces: clone: %s; unprivileged user "
-		         "namespaces are disabled here: check sysctl user.max_user_namespaces "
-		         "(must be > 0), kernel.apparmor_restrict_unprivileged_userns (must "
-		         "be 0, or give airlock an AppArmor profile with 'userns,'), and on "
-		         "older Debian/Ubuntu kernel.unprivileged_userns_clone (must be 1)",
-		         strerror(e));
-	else if (e == ENOSPC || e == EUSERS)
-		snprintf(err, errlen,
-		         "cannot create the sandbox's namespaces: clone: %s; the namespace "
-		         "limit is reached: raise sysctl user.max_user_namespaces "
-		         "(and user.max_net_namespaces, user.max_mnt_namespaces)",
-		         strerror(e));
-	else
-		snprintf(err, errlen, "cannot create the sandbox's namespaces: clone: %s",
-		         strerror(e));
-}
-
 /* How many tasks are runnable right now, this one included (the fourth
  * field of /proc/loadavg, "running/total"); 0 if unknown. */
 static long
@@ -553,6 +531,25 @@ sbx_spin_readable(const struct sbx *s, int fd)
 	return false;
 }
 
+/* --ids range: write init's maps (ids.c) and tell init, which waits for
+ * them first thing (init.c, wait_id_maps). 0, or -1 + reason; init then
+ * exits, and sbx_free reaps it. */
+static int
+send_id_maps(struct sbx *s, char *err, size_t errlen)
+{
+	struct sbx_msg m;
+	int rc = sbx_ids_apply(&s->cfg->ids, s->pid, err, errlen);
+
+	memset(&m, 0, sizeof(m));
+	m.type = SBX_MSG_IDS;
+	m.value = rc == 0 ? 1 : 0;
+	if (sbx_msg_send(s->sock, &m, NULL, 0) < 0 && rc == 0) {
+		snprintf(err, errlen, "--ids range: tell init: %s", strerror(errno));
+		return -1;
+	}
+	return rc;
+}
+
 int
 sbx_start(struct sbx *s, char *err, size_t errlen)
 {
@@ -580,7 +577,7 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 		close(sv[0]);
 		close(sv[1]);
 		s->pidfd = -1;
-		clone_advice(e, err, errlen);
+		sbx_diagnose_userns("", e, err, errlen);
 		return -1;
 	}
 	if (pid == 0) {
@@ -590,6 +587,8 @@ sbx_start(struct sbx *s, char *err, size_t errlen)
 	close(sv[1]);
 	s->sock = sv[0];
 	s->pid = pid;
+	if (s->cfg->ids.mode == SBX_IDS_RANGE && send_id_maps(s, err, errlen) < 0)
+		return -1;
 	sbx_cpus_split(s, false);
 	return 0;
 }

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "sandbox/ids.h"
+
 struct sbx;
 
 enum sbx_mount_kind {
@@ -67,6 +69,15 @@ struct sbx_config {
 	/* --cache (sandbox/cache.h): bound read-write at SBX_CACHE_PATH after
 	 * the user's mounts; borrowed; NULL: none. */
 	const struct sbx_cache *cache;
+	/* --ids (ids.h): ONE, init maps the caller's ids alone; RANGE, the
+	 * supervisor writes these maps (and CMD with root keeps the
+	 * capabilities over files and ids that apt and dpkg need). */
+	struct sbx_ids ids;
+	/* --overlay (overlay.c): the host's directories writable through an
+	 * upper layer of the task's own: a tmpfs, or overlay_keep (an existing
+	 * empty directory, absolute) when set. */
+	bool overlay;
+	const char *overlay_keep;
 };
 
 /* A path sbx_protect keeps out of CMD's reach, for this run and the next. */

@@ -18,6 +18,10 @@ test_deps=(
 	dnsmasq-base nginx-light fcgiwrap
 	man-db groff-base zsh openjdk-17-jre-headless
 	cargo
+	apt-utils # apt-ftparchive: the local apt repository of tests/lab/test_apt.sh
+	# contrib/seccomp: the runtime default it is made from; the container
+	# harness (tests/sandbox/container.py) applies it with libseccomp.
+	golang-github-containers-common python3-seccomp
 )
 # What the benchmarks compare against.
 bench_deps=(squid tinyproxy bubblewrap dnsperf hyperfine)

@@ -15,6 +15,8 @@
 
 #include "config.h"
 #include "elog/buf.h"
+#include "elog/caps.h"
+#include "elog/json.h"
 #include "elog/elog.h"
 
 /* Every line ends in the hash chain's fields (their values: test_chain.c):
@@ -457,6 +459,98 @@ test_utf8_len(void **state)
 	assert_int_equal(elog_utf8_len((const unsigned char *)"\xff", 1), 0);
 }
 
+/* Each line read from fd (raw, the chain's fields kept): shorter than
+ * ELOG_WRITE_MAX, one JSON object, cut with a "truncated" list; how many. */
+static int
+expect_lines_fit(int fd)
+{
+	static char out[4 * ELOG_LINE_MAX];
+	static struct elog_json j;
+	char why[128];
+	ssize_t n = read(fd, out, sizeof(out) - 1);
+	int lines = 0;
+
+	assert_true(n > 0);
+	out[n] = '\0';
+	for (char *line = out, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+		size_t len = (size_t)(nl - line) + 1;
+
+		assert_true(len < ELOG_WRITE_MAX);
+		/* the worst cases come close: the test builds them */
+		assert_true(len > ELOG_WRITE_MAX / 3);
+		assert_int_equal(elog_json_parse(&j, line, len - 1, why, sizeof(why)), 0);
+		assert_true(elog_json_get(&j, 0, "truncated") >= 0);
+		lines++;
+	}
+	return lines;
+}
+
+static void
+test_worst_lines_fit(void **state)
+{
+	/* Every string at its cap and every byte of it costing 6 escaped
+	 * (\u0001), every list at its count: task-start and an event line
+	 * each stay one JSON object under ELOG_WRITE_MAX, none failed. */
+	static char worst[20000];
+	static const char *argv[2000], *answers[100], *labels[40];
+	static char label[40][400];
+	struct pipelog pl;
+
+	memset(worst, '\x01', sizeof(worst) - 1);
+	for (size_t i = 0; i < 2000; i++)
+		argv[i] = i % 2 == 0 ? worst : "";
+	for (size_t i = 0; i < 100; i++)
+		answers[i] = worst;
+	for (size_t i = 0; i < 40; i++) {
+		memset(label[i], '\x01', sizeof(label[i]) - 1);
+		memcpy(label[i], "k", 1);
+		snprintf(label[i] + 1, 40, "%02zu_________________________________", i);
+		label[i][31] = '=';
+		labels[i] = label[i];
+	}
+	struct elog_task_start ts = {.policy = worst,
+	                             .policy_sha256 = worst,
+	                             .mode = worst,
+	                             .argv = argv,
+	                             .argc = 2000,
+	                             .selftest = worst,
+	                             .labels = labels,
+	                             .n_labels = 40,
+	                             .worker = true,
+	                             .landlock = 7};
+	struct elog_event ev = {.kind = worst,
+	                        .host = worst,
+	                        .ip = worst,
+	                        .port = 65535,
+	                        .verdict = worst,
+	                        .rule = worst,
+	                        .reason = worst,
+	                        .bytes_up = UINT64_MAX,
+	                        .bytes_down = UINT64_MAX,
+	                        .duration_ms = UINT64_MAX,
+	                        .sni = worst,
+	                        .method = worst,
+	                        .url = worst,
+	                        .qtype = worst,
+	                        .rcode = worst,
+	                        .answers = answers,
+	                        .n_answers = 100,
+	                        .proto = worst,
+	                        .orig_dst = worst,
+	                        .packets = UINT64_MAX,
+	                        .path = worst,
+	                        .count = UINT64_MAX,
+	                        .detail = worst};
+	(void)state;
+	pipelog_open(&pl);
+	elog_set_task(pl.log, worst);
+	assert_int_equal(elog_task_start(pl.log, &ts), 0);
+	assert_int_equal(elog_event(pl.log, &ev), 0);
+	assert_false(elog_failed(pl.log));
+	assert_int_equal(expect_lines_fit(pl.rd), 2);
+	pipelog_close(&pl);
+}
+
 int
 main(void)
 {
@@ -473,6 +567,7 @@ main(void)
 	        cmocka_unit_test(test_open_path),
 	        cmocka_unit_test(test_human_line),
 	        cmocka_unit_test(test_utf8_len),
+	        cmocka_unit_test(test_worst_lines_fit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,7 +25,7 @@ TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 RULE_RE = re.compile(r"^.+:\d+$")
 HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
 
-CONN_KINDS = ("connect", "http", "tls", "tcp", "dns", "packet")
+CONN_KINDS = ("connect", "http", "tls", "tcp", "dns", "packet", "socks5")
 VERDICTS = ("allow", "deny", "audit-deny")
 
 # (field, type) in documented order. Types: s string, n non-negative int,
@@ -46,7 +46,8 @@ CONN += CHAIN
 BUDGET = [("reason", "s"), ("log_budget", "n")] + CHAIN
 START = [
     ("airlock", "s"), ("pid", "n"), ("policy", "s"), ("policy_sha256", "s"), ("mode", "s"),
-    ("command", "a"), ("selftest", "s"), ("landlock", "n"), ("truncated", "a"),
+    ("command", "a"), ("selftest", "s"), ("landlock", "n"), ("ids", "s"), ("overlay", "s"),
+    ("truncated", "a"),
 ] + CHAIN
 END = [
     ("exit_status", "n"), ("signal", "n"), ("duration_ms", "n"), ("totals", "o"),
@@ -66,7 +67,7 @@ ANSWER_CAP, ANSWERS_MAX = 64, 32
 COMMAND_WORD_CAP, COMMAND_CAP = 1024, 8192
 
 # Fields that belong to one kind only.
-ONLY_FOR = {"sni": ("tls",), "method": ("http", "connect"), "url": ("http", "connect"),
+ONLY_FOR = {"sni": ("tls",), "method": ("http", "connect"), "url": ("http", "connect", "socks5"),
             "qtype": ("dns",),
             "rcode": ("dns",), "answers": ("dns",), "proto": ("packet",), "packets": ("packet",),
             "orig_dst": ("tls", "tcp", "http")}

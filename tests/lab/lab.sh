@@ -33,6 +33,7 @@ NPM_V4=198.51.100.20
 GITHUB_V4=198.51.100.30
 CODELOAD_V4=198.51.100.31
 CRATES_V4=198.51.100.40 # static.crates.io
+DEB_V4=198.51.100.50 # deb.debian.org: a local apt repository (tests/lab/test_apt.sh)
 EVIL_V4=203.0.113.66 EVIL_V6=2001:db8:66::66
 METADATA_V4=169.254.169.254
 # Nobody's until a test adds them (to the client's or inet's interfaces).
@@ -176,6 +177,7 @@ lab_write_dnsmasq_conf() {
 		host-record=github.com,$GITHUB_V4
 		host-record=codeload.github.com,$CODELOAD_V4
 		host-record=static.crates.io,$CRATES_V4
+		host-record=deb.debian.org,$DEB_V4
 		host-record=evil.test,$EVIL_V4,$EVIL_V6
 		host-record=secret.evil.test,$EVIL_V4
 		txt-record=secret.evil.test,"canary: this TXT answer must never reach a sandbox"
@@ -278,6 +280,9 @@ lab_write_nginx_conf() {
 		lab_site static.crates.io "$dir/www/static.crates.io" "$CRATES_V4"
 		echo '		add_header Cache-Control "max-age=31536000, immutable, public";'
 		echo "	}"
+		# An apt repository a test builds under www/deb.debian.org.
+		lab_site deb.debian.org "$dir/www/deb.debian.org" "$DEB_V4"
+		echo "	}"
 		# Canaries: answer everything, log everything.
 		lab_site evil.test "$dir/www/evil.test" "$EVIL_V4" "$EVIL_V6"
 		cat <<-EOF
@@ -332,7 +337,7 @@ lab_net_setup() {
 	# Servers live on inet's lo (this kernel may lack the dummy driver).
 	local a
 	for a in "$DNS_V4" "$PYPI_V4" "$FILES_V4" "$NPM_V4" "$GITHUB_V4" "$CODELOAD_V4" \
-		"$CRATES_V4" "$EVIL_V4" "$METADATA_V4"; do
+		"$CRATES_V4" "$DEB_V4" "$EVIL_V4" "$METADATA_V4"; do
 		"${i[@]}" ip addr add "$a/32" dev lo
 	done
 	for a in "$DNS_V6" "$PYPI_V6" "$FILES_V6" "$EVIL_V6"; do

@@ -449,6 +449,41 @@ test_log_failure_fails_closed(void **state)
 	close(fd);
 }
 
+/* GET /healthz: 200 ok, not logged; /healthz/ is a request like any. */
+static void
+test_healthz(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	const char *r = exchange(f, fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 2000);
+
+	assert_true(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
+	assert_non_null(strstr(r, "\r\n\r\nok\n"));
+	close(fd);
+	assert_int_equal(log_lines(f), 0);
+	fd = client(f);
+	r = exchange(f, fd, "GET /healthz/ HTTP/1.1\r\nHost: x\r\n\r\n", 2000);
+	assert_true(strncmp(r, "HTTP/1.1 400", 12) == 0);
+	close(fd);
+	assert_int_equal(log_lines(f), 1);
+}
+
+/* Once the log failed, /healthz says 503 (the proxy refuses everything). */
+static void
+test_healthz_log_failed(void **state)
+{
+	struct fixture *f = *state;
+	int fd = client(f);
+	const char *r = exchange(f, fd, "CONNECT x.d.test:443 HTTP/1.1\r\n\r\n", 2000);
+
+	close(fd);
+	assert_true(elog_failed(f->log));
+	fd = client(f);
+	r = exchange(f, fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 2000);
+	assert_true(strncmp(r, "HTTP/1.1 503 ", 13) == 0);
+	close(fd);
+}
+
 /* ---- upstream paths on loopback (allowed by an explicit cidr rule) ---- */
 
 static int loop_listener = -1, dead_port;
@@ -1954,6 +1989,8 @@ main(void)
 	        cmocka_unit_test_setup_teardown(test_too_large, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_dns_failure, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_silent_client_not_logged, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_healthz, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_healthz_log_failed, setup_full_log, teardown),
 	        cmocka_unit_test_setup_teardown(test_slowloris_and_limit, setup_limit, teardown),
 	        cmocka_unit_test_setup_teardown(test_log_failure_fails_closed, setup_full_log,
 	                                        teardown),

@@ -5,7 +5,8 @@
 # flag. One run holds DIR at a time (a second is refused while the first
 # runs) unless both say --cache-shared. DIR is refused, with a line naming
 # it, when it is a symlink, not the caller's, world-writable, nested with
-# the workdir, or holds the egress log; its lock fd never reaches CMD.
+# the workdir, or holds the egress log (by any path the host's mounts give
+# it); mounts below DIR are not carried in; its lock fd never reaches CMD.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/common.sh"
 need_prog setpriv
@@ -103,4 +104,32 @@ for role in $ROLES; do
 	expect_fail "$role: --cache-shared alone" "--cache-shared without --cache" \
 		"$role" --cache-shared -- true
 done
+
+# --- a bind mount does not hide the log from the check (root: mounts) ---
+# The host shows one directory at two paths: DIR a bind mount of the log
+# directory, or DIR holding a mount of it below. CMD must not reach the
+# log through /run/airlock/cache either way.
+if [ "$(id -u)" = 0 ]; then
+	logs=$SCRATCH/alias-logs
+	mkdir -p "$logs" "$SCRATCH/alias-c" "$SCRATCH/holder/sub"
+	mount --bind "$logs" "$SCRATCH/alias-c"
+	rc=0
+	out=$(cd "$(work self)" && "$SCRATCH/airlock" run -p "$SCRATCH/none.yaml" \
+		--log "$logs/run.jsonl" --cache "$SCRATCH/alias-c" -- \
+		sh -c 'echo forged >/run/airlock/cache/run.jsonl' 2>&1) || rc=$?
+	umount "$SCRATCH/alias-c"
+	[ "$rc" = 125 ] || fail "a cache that is a bind mount of the log directory: exit $rc: $out"
+	expect_match "a bind-mounted alias of the log directory: the message" \
+		"--cache $SCRATCH/alias-c: it and the egress log" "$out"
+	mount --bind "$logs" "$SCRATCH/holder/sub"
+	rc=0
+	out=$(cd "$(work self)" && "$SCRATCH/airlock" run -p "$SCRATCH/none.yaml" \
+		--log "$logs/run2.jsonl" --cache "$SCRATCH/holder" -- \
+		sh -c 'echo forged >/run/airlock/cache/sub/run2.jsonl' 2>&1) || rc=$?
+	umount "$SCRATCH/holder/sub"
+	[ "$rc" = 125 ] || fail "a cache with a mount below it: exit $rc: $out"
+	expect_match "a cache with a mount below it: the message" \
+		"--cache $SCRATCH/holder: $SCRATCH/holder/sub is mounted inside it" "$out"
+	! grep -q forged "$logs/run2.jsonl" || fail "CMD wrote the log through a mount below the cache: $out"
+fi
 echo "cache: mounted with its variables, kept across runs, absent by default, one run at a time unless shared, bad directories refused"

@@ -100,12 +100,12 @@ body() {
 
 	# airlock inside airlock: the seccomp filter refuses the nested user
 	# namespace (clone3 gets ENOSYS, the clone fallback EPERM), and the
-	# error gives the advice for disabled user namespaces.
+	# error names the seccomp filter (sandbox/diagnose.c, diagnose.sh).
 	cp "$SCRATCH/airlock" "$SCRATCH/none.yaml" "$(work "$role")/"
 	rc=0
 	out=$(al "$role" -- ./airlock run -p ./none.yaml --log /tmp/nested.jsonl -- true 2>&1) || rc=$?
 	expect_eq "$role: nested airlock" 125 "$rc"
-	expect_match "$role: clone advice" "^airlock: cannot create the sandbox's namespaces: clone: Operation not permitted; unprivileged user namespaces are disabled here: check sysctl user.max_user_namespaces" "$out"
+	expect_match "$role: clone advice" "^airlock: cannot create the sandbox's namespaces: clone: Operation not permitted; a seccomp filter is applied \(Seccomp: 2 in /proc/self/status\)" "$out"
 	rm -f "$(work "$role")/airlock" "$(work "$role")/none.yaml"
 
 	# The egress log is never CMD's stdout or stderr: CMD could forge

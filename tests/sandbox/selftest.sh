@@ -12,6 +12,11 @@ for role in $ROLES; do
 	expect_eq "$role: nine checks" 9 "$(grep -c '^ok   ' <<<"$out")"
 	grep -q '^ok   user namespace$' <<<"$out" || fail "$role: no user namespace line: $out"
 	grep -q '^ok   seccomp filter$' <<<"$out" || fail "$role: no seccomp line: $out"
+	# Whether --ids range can work for this caller, said either way.
+	grep -Eq '^note ids range: (available \(uid map [0-9 ,]+(, through newuidmap)?\)|unavailable \(.+\))$' <<<"$out" ||
+		fail "$role: no ids range line: $out"
+	[ "$role" != self ] || [ "$(id -u)" != 0 ] ||
+		grep -qx 'note ids range: available (uid map 0 0 65536)' <<<"$out" || fail "root: ids range: $out"
 	out=$(cd / && as "$role" "$SCRATCH/airlock" selftest --root) || fail "$role: selftest --root: $out"
 	expect_eq "$role: --root: nine checks" 9 "$(grep -c '^ok   ' <<<"$out")"
 	expect_eq "$role: selftest with a command" 2 "$(status_of as "$role" "$SCRATCH/airlock" selftest true 2>/dev/null)"
