@@ -36,6 +36,8 @@
 /* Datagrams read per wakeup: the loop's other work (timers, connects)
  * gets its turn during a flood. */
 #define BROKER_READ_BATCH 64
+/* Of which one recvmmsg takes at most this many (on the stack). */
+#define BROKER_RECV_VEC 16
 /* Descriptors a stray SCM_RIGHTS may carry that are received (and closed)
  * at once; more are truncated by the kernel (MSG_CTRUNC), which closes
  * them itself. */
@@ -1086,29 +1088,75 @@ close_stray(struct broker *b, struct msghdr *msg)
 	return bad;
 }
 
+/* One received datagram, as recvmsg left it: refused, dropped or
+ * handled. False when the worker's end is gone (the loop is told). */
+static bool
+take_one(struct broker *b, int fd, unsigned char *buf, size_t cap, struct msghdr *msg, size_t n)
+{
+	bool bad = close_stray(b, msg);
+
+	if (n == 0) {
+		/* An empty datagram reads as 0 too: only a hang-up ends the
+		 * broker. */
+		struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
+
+		if (poll(&pfd, 1, 0) < 0 || (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+			event_base_loopbreak(b->base);
+			return false;
+		}
+		b->st.requests++;
+		b->st.dropped++;
+		return true;
+	}
+	if (msg->msg_flags & MSG_TRUNC) {
+		/* Too long for any type: refuse it by its header. */
+		handle(b, buf, cap, true);
+		return true;
+	}
+	handle(b, buf, n, bad);
+	return true;
+}
+
+/* Up to BROKER_READ_BATCH datagrams per wakeup, BROKER_RECV_VEC per
+ * recvmmsg: a call that returns fewer than asked found the socket empty,
+ * so a wakeup costs one call, not one per datagram and one more that
+ * says EAGAIN. Never more at once than the reply ring has room for: each
+ * datagram handled adds at most one reply to it (reply_now), so it
+ * cannot overflow before reading stops. */
 static void
 broker_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct broker *b = arg;
+	unsigned done = 0;
 
 	(void)what;
-	for (int i = 0; i < BROKER_READ_BATCH && b->reading; i++) {
+	while (done < BROKER_READ_BATCH && b->reading) {
 		/* One byte more than the largest message: a longer datagram
 		 * shows as MSG_TRUNC, never as one that fits. */
-		_Alignas(8) unsigned char buf[BROKER_MSG_MAX + 1];
+		_Alignas(8) unsigned char buf[BROKER_RECV_VEC][BROKER_MSG_MAX + 1];
 		union {
 			struct cmsghdr h;
 			char buf[CMSG_SPACE(sizeof(int) * BROKER_STRAY_FDS)];
-		} cm;
-		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
-		struct msghdr msg = {.msg_iov = &iov,
-		                     .msg_iovlen = 1,
-		                     .msg_control = cm.buf,
-		                     .msg_controllen = sizeof(cm.buf)};
-		ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		bool bad;
+		} cm[BROKER_RECV_VEC];
+		struct iovec iov[BROKER_RECV_VEC];
+		struct mmsghdr v[BROKER_RECV_VEC];
+		unsigned want = BROKER_RECV_VEC, room = b->ring_cap - b->ring_len;
+		int got;
 
-		if (n < 0) {
+		if (want > BROKER_READ_BATCH - done)
+			want = BROKER_READ_BATCH - done;
+		if (want > room)
+			want = room;
+		memset(v, 0, sizeof(v[0]) * want);
+		for (unsigned i = 0; i < want; i++) {
+			iov[i] = (struct iovec){.iov_base = buf[i], .iov_len = sizeof(buf[i])};
+			v[i].msg_hdr = (struct msghdr){.msg_iov = &iov[i],
+			                               .msg_iovlen = 1,
+			                               .msg_control = cm[i].buf,
+			                               .msg_controllen = sizeof(cm[i].buf)};
+		}
+		got = recvmmsg(fd, v, want, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, NULL);
+		if (got < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -1117,27 +1165,12 @@ broker_readable(evutil_socket_t fd, short what, void *arg)
 			event_base_loopbreak(b->base);
 			return;
 		}
-		bad = close_stray(b, &msg);
-		if (n == 0) {
-			/* An empty datagram reads as 0 too: only a hang-up
-			 * ends the broker. */
-			struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
-
-			if (poll(&pfd, 1, 0) < 0 ||
-			    (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
-				event_base_loopbreak(b->base);
+		for (int i = 0; i < got; i++)
+			if (!take_one(b, fd, buf[i], sizeof(buf[i]), &v[i].msg_hdr, v[i].msg_len))
 				return;
-			}
-			b->st.requests++;
-			b->st.dropped++;
-			continue;
-		}
-		if (msg.msg_flags & MSG_TRUNC) {
-			/* Too long for any type: refuse it by its header. */
-			handle(b, buf, sizeof(buf), true);
-			continue;
-		}
-		handle(b, buf, (size_t)n, bad);
+		done += (unsigned)got;
+		if ((unsigned)got < want)
+			return;
 	}
 }
 

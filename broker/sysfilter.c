@@ -2,7 +2,7 @@
  * (gen_seccomp.c) and embedded as BPF (broker_seccomp_bpf.h). What the broker
  * does once serving: its libevent loop (epoll), evdns over UDP, TCP
  * sockets it creates and connects, the host-address netlink socket made
- * before confinement, and the worker's socket (recvmsg/sendmsg with
+ * before confinement, and the worker's socket (recvmmsg, recvmsg, sendmsg with
  * SCM_RIGHTS). Nothing opens a path, binds, listens, accepts, forks or
  * executes: every call not listed returns ENOSYS (libc's fallbacks keep
  * working), and a call through another architecture's ABI (i386's int
@@ -41,6 +41,7 @@ static const char *const allowed[] = {
         "shutdown",
         "sendmsg",
         "recvmsg",
+        "recvmmsg",
         /* the rest of a process's life */
         "getrandom",
         "sched_yield",

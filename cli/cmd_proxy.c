@@ -652,8 +652,10 @@ cmd_proxy(int argc, char **argv)
 		struct worker_confined wc;
 
 		/* The caller's descriptors are not the confined proxy's
-		 * (`--log /dev/fd/3` was opened through one, already). */
-		if (fdcaller_close() != 0) {
+		 * (`--log /dev/fd/3` was opened through one, already), nor
+		 * its stdin and stdout: a terminal there would be read and
+		 * written by the process that parses hostile bytes. */
+		if (fdcaller_close() != 0 || fdcaller_drop_stdio() != 0) {
 			fprintf(stderr, "airlock proxy: closing the caller's descriptors: %s\n",
 			        strerror(errno));
 			goto out;

@@ -36,10 +36,15 @@ confine_drop_caps(void)
 	struct __user_cap_data_struct d[2] = {{0}};
 
 	/* The bounding set first (needs CAP_SETPCAP, dropped last): EINVAL
-	 * past the kernel's last capability ends the loop. */
-	for (int cap = 0; cap < 64; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM)
-			return -1;
+	 * past the kernel's last capability ends the loop, and so does EPERM
+	 * (no CAP_SETPCAP: every drop is refused alike). */
+	for (int cap = 0; cap < 64; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+			continue;
+		if (errno == EINVAL || errno == EPERM)
+			break;
+		return -1;
+	}
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
 		return -1;
 	return syscall(SYS_capset, &h, d) == 0 ? 0 : -1;

@@ -128,11 +128,15 @@ leave_root(char *err, size_t errlen)
 	const gid_t g = WORKER_NOBODY;
 	const uid_t u = WORKER_NOBODY;
 
+	/* EINVAL: past the kernel's last capability; EPERM: no CAP_SETPCAP,
+	 * for every one alike. Either ends the loop. */
 	for (int cap = 0; cap < 64; cap++) {
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL && errno != EPERM) {
-			snprintf(err, errlen, "worker: bounding set: %s", strerror(errno));
-			return -1;
-		}
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0)
+			continue;
+		if (errno == EINVAL || errno == EPERM)
+			break;
+		snprintf(err, errlen, "worker: bounding set: %s", strerror(errno));
+		return -1;
 	}
 	if (setgroups(0, NULL) != 0 || setresgid(g, g, g) != 0 || setresuid(u, u, u) != 0) {
 		snprintf(err, errlen, "worker: becoming uid %u: %s", (unsigned)u, strerror(errno));

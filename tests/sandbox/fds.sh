@@ -96,3 +96,15 @@ $got"
 	grep -q '"kind":"task-end"' "$(logf "$r")" || fail "$r: no task-end"
 	echo "ok: $r: worker, broker, logger and CMD hold none of the caller's descriptors"
 done
+
+# What the command line names through one of the caller's descriptors is
+# read by the supervisor all the same: a policy and a log as /dev/fd/N.
+for r in $ROLES; do
+	# The pipe made as the role: a pipe of root's cannot be opened anew
+	# through /dev/fd by another user.
+	out=$(cd "$(work "$r")" && as "$r" bash -c \
+		'"$1" run -p /dev/fd/8 --log /dev/fd/5 -- echo cmd-out 8<"$2" 5>&1 >/dev/null | cat' \
+		_ "$SCRATCH/airlock" "$SCRATCH/none.yaml") || fail "$r: -p /dev/fd/8 --log /dev/fd/5 failed"
+	expect_match "$r: the log through fd 5" '"kind":"task-end"' "$out"
+	echo "ok: $r: a policy and a log through the caller's descriptors"
+done
