@@ -634,6 +634,13 @@ conn_decide_noname(struct conn *c)
 void
 conn_start_resolve(struct conn *c)
 {
+	/* A new destination: whatever upstream an earlier exchange on this
+	 * connection kept alive goes now. Left, it would be overwritten by the
+	 * new one still holding c as its callbacks' argument. */
+	conn_half_free(&c->up);
+	c->has_dst = false;
+	c->up_host[0] = '\0';
+	c->up_port = 0;
 	/* No timer of ours: the broker bounds resolving and each connect
 	 * with the connect timeout, and always answers (a broker that goes
 	 * away answers every request at once). */
@@ -838,8 +845,10 @@ conn_head_read(struct conn *c)
 		uint8_t first;
 
 		(void)evbuffer_copyout(in, &first, 1);
-		/* bytes arrived: this is now an attempt; 5 is no HTTP method */
-		c->kind = first == SOCKS5_VERSION ? CONN_KIND_SOCKS5 : CONN_KIND_HTTP;
+		/* bytes arrived: this is now an attempt; 5 is no HTTP method.
+		 * A connection that has served HTTP goes on in HTTP. */
+		c->kind = first == SOCKS5_VERSION && !c->served_http ? CONN_KIND_SOCKS5
+		                                                     : CONN_KIND_HTTP;
 	}
 	if (c->kind == CONN_KIND_SOCKS5) {
 		conn_socks_read(c, in);

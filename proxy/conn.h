@@ -186,6 +186,7 @@ struct conn {
 	bool tls;              /* transparent: the client speaks TLS */
 	bool ech;              /* transparent: its ClientHello has encrypted_client_hello */
 	bool logged;           /* the log line for this exchange is written */
+	bool served_http;      /* an HTTP exchange has ended here: no SOCKS5 after it */
 	enum conn_socks socks; /* CONN_KIND_SOCKS5 only */
 	/* CONNECT, or transparent decided without a name: the client's
 	 * first bytes in the tunnel are still to be looked at (bind.c);

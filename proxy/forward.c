@@ -146,6 +146,7 @@ forward_next(struct conn *c)
 	/* Ready for the next request on this connection: a fresh exchange
 	 * and, later, a fresh log line. */
 	c->logged = false;
+	c->served_http = true;
 	c->kind = CONN_KIND_NONE;
 	c->decided = false;
 	c->why = VR_NONE;
