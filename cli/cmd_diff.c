@@ -35,10 +35,13 @@ struct change {
 	char *path;
 };
 
+#define ESC_MAX (4 * PATH_MAX + 1) /* a path, every byte as \ooo */
+
 struct diff {
 	struct change *v;
 	size_t n, cap;
 	bool failed;
+	char shown[ESC_MAX]; /* a warning's path, escaped */
 };
 
 static int
@@ -94,6 +97,25 @@ is_whiteout(int dir, const char *name, const struct stat *st)
 	return mark;
 }
 
+/* A name the task chose, escaped as the listing escapes it (see the top),
+ * for stdout and for warnings alike: a newline or a terminal's escape
+ * sequence in it must not reach the reader as itself. Cut at size. */
+static const char *
+escaped(const char *path, char *out, size_t size)
+{
+	size_t n = 0;
+
+	for (const unsigned char *p = (const unsigned char *)path; *p != '\0' && n + 5 <= size;
+	     p++) {
+		if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+			n += (size_t)snprintf(out + n, size - n, "\\%03o", *p);
+		else
+			out[n++] = (char)*p;
+	}
+	out[n] = '\0';
+	return out;
+}
+
 static void
 walk(struct diff *d, int dir, char *path, size_t len, int depth)
 {
@@ -102,14 +124,16 @@ walk(struct diff *d, int dir, char *path, size_t len, int depth)
 	int fd;
 
 	if (depth > DIFF_MAX_DEPTH) {
-		log_warnx("diff: %s: deeper than %d levels, not listed", path, DIFF_MAX_DEPTH);
+		log_warnx("diff: %s: deeper than %d levels, not listed",
+		          escaped(path, d->shown, sizeof(d->shown)), DIFF_MAX_DEPTH);
 		d->failed = true;
 		return;
 	}
 	fd = dup(dir);
 	dp = fd >= 0 ? fdopendir(fd) : NULL;
 	if (dp == NULL) {
-		log_warnx("diff: %s: %s", len > 0 ? path : "/", strerror(errno));
+		log_warnx("diff: %s: %s", len > 0 ? escaped(path, d->shown, sizeof(d->shown)) : "/",
+		          strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		d->failed = true;
@@ -123,14 +147,16 @@ walk(struct diff *d, int dir, char *path, size_t len, int depth)
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		if (len + 1 + nl >= PATH_MAX) {
-			log_warnx("diff: %s/%s: path too long", path, e->d_name);
+			log_warnx("diff: %s/...: path too long",
+			          escaped(path, d->shown, sizeof(d->shown)));
 			d->failed = true;
 			continue;
 		}
 		path[len] = '/';
 		memcpy(path + len + 1, e->d_name, nl + 1);
 		if (fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			log_warnx("diff: %s: %s", path, strerror(errno));
+			log_warnx("diff: %s: %s", escaped(path, d->shown, sizeof(d->shown)),
+			          strerror(errno));
 			d->failed = true;
 			continue;
 		}
@@ -152,7 +178,8 @@ walk(struct diff *d, int dir, char *path, size_t len, int depth)
 				}
 			}
 			if (sub < 0) {
-				log_warnx("diff: %s: %s", path, strerror(errno));
+				log_warnx("diff: %s: %s", escaped(path, d->shown, sizeof(d->shown)),
+				          strerror(errno));
 				d->failed = true;
 			} else {
 				walk(d, sub, path, len + 1 + nl, depth + 1);
@@ -177,12 +204,9 @@ oom:
 static void
 put_path(const char *path, FILE *out)
 {
-	for (const unsigned char *p = (const unsigned char *)path; *p != '\0'; p++) {
-		if (*p < 0x20 || *p >= 0x7f || *p == '\\')
-			fprintf(out, "\\%03o", *p);
-		else
-			fputc(*p, out);
-	}
+	static char shown[ESC_MAX];
+
+	fputs(escaped(path, shown, sizeof(shown)), out);
 }
 
 static int
@@ -200,7 +224,7 @@ static const char diff_usage[] =
 int
 cmd_diff(int argc, char **argv)
 {
-	struct diff d = {NULL, 0, 0, false};
+	struct diff d = {.v = NULL};
 	char path[PATH_MAX], upper[PATH_MAX];
 	int dir;
 

@@ -90,9 +90,9 @@ enum run_wmsg_type {
 };
 
 struct run_wmsg {
-	uint32_t type;     /* enum run_wmsg_type */
-	int32_t status;    /* END: airlock's exit status so far; DONE: 0 or 1 */
-	int32_t signal;    /* END: the signal that ended CMD, or 0 */
+	uint32_t type;              /* enum run_wmsg_type */
+	int32_t status;             /* END: airlock's exit status so far; DONE: 0 or 1 */
+	int32_t signal;             /* END: the signal that ended CMD, or 0 */
 	struct ugate_event unix_ev; /* UNIX */
 };
 
@@ -100,15 +100,15 @@ struct run {
 	struct sbx_opts opts;
 	char task[ELOG_TASK_ID_MAX + 1];
 	char logpath[PATH_MAX];
-	char logdir[PATH_MAX]; /* default log directory, hidden inside; or "" */
+	char logdir[PATH_MAX];       /* default log directory, hidden inside; or "" */
 	char other_logdir[PATH_MAX]; /* with --log: the default one, hidden too */
-	char exe[PATH_MAX];    /* airlock's own executable, kept read-only; or "" */
+	char exe[PATH_MAX];          /* airlock's own executable, kept read-only; or "" */
 	struct sockaddr_storage upstream[DNS_MAX_UPSTREAMS];
 	size_t n_upstream;
 	uint64_t start_ms;
 	bool timed_out;
-	bool gate_broken; /* the unix socket gate failed: the sandbox was ended */
-	bool log_created; /* open_log created the file (removed if unused) */
+	bool gate_broken;           /* the unix socket gate failed: the sandbox was ended */
+	bool log_created;           /* open_log created the file (removed if unused) */
 	struct sbx_cache *pkgcache; /* --cache: held (locked) until the sandbox is gone; NULL */
 	dev_t log_dev;
 	ino_t log_ino;
@@ -124,7 +124,7 @@ struct run {
 	struct event_base *base;
 	struct event_base *serve_base; /* once the worker is forked: the serving objects' loop,
 	                                  until serving_abandon; NULL */
-	struct dns_asker asker; /* the DNS server's: the broker (broker_client_asker) */
+	struct dns_asker asker;        /* the DNS server's: the broker (broker_client_asker) */
 	struct dns_cache *cache;
 	struct proxy *proxy;
 	struct dns_server *dns;
@@ -138,7 +138,7 @@ struct run {
 	bool broker_failed;           /* it could not be forked, or exited: the run fails */
 	int broker_pidfd;             /* its end, watched while the sandbox runs; -1 */
 	struct event *ev_broker;
-	pid_t logger_pid;             /* the log's logger once the worker writes to it; 0 */
+	pid_t logger_pid; /* the log's logger once the worker writes to it; 0 */
 	int sigfd;
 	struct event *ev_sig, *ev_pidfd, *ev_end, *ev_timeout;
 	/* The unix socket gate's view of the policy's unix: list (strings
@@ -151,17 +151,17 @@ struct run {
 	/* The worker (docs/run.md, "The worker"): once forked, the process
 	 * that serves proxy, DNS and NFLOG and alone writes the log; the
 	 * supervisor's copies of those are freed (serving_abandon). */
-	pid_t worker;             /* -1 before the fork and once reaped */
-	int worker_fd;            /* the supervisor's end of its socketpair; -1 */
-	struct event *ev_worker;  /* its messages, and its end */
-	int worker_err;           /* the worker's stderr, a pipe read here; -1 */
+	pid_t worker;            /* -1 before the fork and once reaped */
+	int worker_fd;           /* the supervisor's end of its socketpair; -1 */
+	struct event *ev_worker; /* its messages, and its end */
+	int worker_err;          /* the worker's stderr, a pipe read here; -1 */
 	struct event *ev_worker_err;
-	uint64_t worker_err_bytes; /* relayed so far (WORKER_STDERR_MAX) */
-	bool worker_ready;        /* it said READY: confined and serving */
-	bool worker_gone;         /* it ended before it was told to: the run fails */
-	bool worker_done;         /* it said DONE: it is exiting on its own */
-	bool log_sealed;          /* it said SEAL */
-	int landlock_abi;         /* the kernel's, which the worker applies (task-start) */
+	uint64_t worker_err_bytes;   /* relayed so far (WORKER_STDERR_MAX) */
+	bool worker_ready;           /* it said READY: confined and serving */
+	bool worker_gone;            /* it ended before it was told to: the run fails */
+	bool worker_done;            /* it said DONE: it is exiting on its own */
+	bool log_sealed;             /* it said SEAL */
+	int landlock_abi;            /* the kernel's, which the worker applies (task-start) */
 	struct termios tio;          /* the caller's terminal's modes, with a terminal (cfg.tty) */
 	int tty_master;              /* CMD's terminal, until term_new takes it; -1 */
 	struct term *term;           /* the relay to CMD's own terminal, or NULL */
@@ -340,10 +340,11 @@ protect_files(struct run *r)
 		/* The default directory too, where earlier runs' logs are: a
 		 * task must not plant one that `log show --last` would take.
 		 * Made when missing, so that CMD cannot make it first. */
-		if (elog_logdir(r->other_logdir, sizeof(r->other_logdir), true, err2, sizeof(err2)) ==
-		            0 &&
+		if (elog_logdir(r->other_logdir, sizeof(r->other_logdir), true, err2,
+		                sizeof(err2)) == 0 &&
 		    stat(r->other_logdir, &st) == 0 && S_ISDIR(st.st_mode))
-			keep[n++] = (struct sbx_keep){SBX_KEEP_HIDE, r->other_logdir, "log directory"};
+			keep[n++] =
+			        (struct sbx_keep){SBX_KEEP_HIDE, r->other_logdir, "log directory"};
 	}
 	/* --overlay-keep: the layer is the overlay's, not a place CMD may
 	 * reach by its path (as the workdir, say) and edit beneath it. */
@@ -767,8 +768,8 @@ start_broker(struct run *r)
 		 * confinement failed, or it was killed) ends the run: every
 		 * connection and question would fail from then on. */
 		if ((r->broker_pidfd = pidfd_open(r->broker_pid, 0)) >= 0 &&
-		    (r->ev_broker = event_new(r->base, r->broker_pidfd, EV_READ, on_broker_exit, r)) !=
-		            NULL &&
+		    (r->ev_broker = event_new(r->base, r->broker_pidfd, EV_READ, on_broker_exit,
+		                              r)) != NULL &&
 		    event_add(r->ev_broker, NULL) == 0)
 			return;
 		snprintf(err, sizeof(err), "broker: cannot watch it: %s", strerror(errno));
@@ -1036,10 +1037,10 @@ run_free(struct run *r)
 /* The worker's side of the run (docs/run.md, "The worker"). */
 struct worker {
 	struct run *w_run;
-	int w_fd;          /* to the supervisor */
-	int w_status;      /* END's, or a failure when the supervisor went away */
+	int w_fd;     /* to the supervisor */
+	int w_status; /* END's, or a failure when the supervisor went away */
 	int w_signal;
-	bool w_sealed;     /* SEAL sent */
+	bool w_sealed; /* SEAL sent */
 	struct event *w_ev_msg, *w_ev_seal;
 };
 
@@ -1333,13 +1334,34 @@ overlay_keep_dir(struct run *r, char *err, size_t errlen)
 
 	if (dir == NULL)
 		return 0;
+	struct stat st;
+	int fd;
+
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "--overlay-keep %s: %s", dir, strerror(errno));
 		return -1;
 	}
-	d = opendir(dir);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "--overlay-keep %s: %s", dir, strerror(errno));
+		fd_close(&fd);
+		return -1;
+	}
+	/* The layer may hold what CMD made setuid (nosuid holds only inside):
+	 * nobody else may reach it, so the directory is the caller's alone. */
+	if (st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+		snprintf(err, errlen,
+		         "--overlay-keep %s: %s (mode %04o); the kept layer may hold setuid files, "
+		         "so it must be yours alone: give a new path, or chmod 700 it",
+		         dir, st.st_uid != geteuid() ? "not yours" : "open to others",
+		         (unsigned)(st.st_mode & 07777));
+		fd_close(&fd);
+		return -1;
+	}
+	d = fdopendir(fd);
 	if (d == NULL) {
 		snprintf(err, errlen, "--overlay-keep %s: %s", dir, strerror(errno));
+		fd_close(&fd);
 		return -1;
 	}
 	while ((e = readdir(d)) != NULL)
@@ -1437,9 +1459,8 @@ cmd_run(int argc, char **argv)
 		log_warn("task id: getrandom");
 		return SBX_EXIT_FAILURE;
 	}
-	if (r.opts.cache != NULL &&
-	    (r.pkgcache = sbx_cache_open(r.opts.cache, r.opts.cache_shared, err, sizeof(err))) ==
-	            NULL) {
+	if (r.opts.cache != NULL && (r.pkgcache = sbx_cache_open(r.opts.cache, r.opts.cache_shared,
+	                                                         err, sizeof(err))) == NULL) {
 		log_warnx("%s", err);
 		goto out;
 	}
@@ -1614,9 +1635,9 @@ cmd_run(int argc, char **argv)
 		log_warn("the sandbox's end");
 		goto end;
 	}
-	status = r.timed_out     ? SBX_EXIT_TIMEOUT
+	status = r.timed_out                        ? SBX_EXIT_TIMEOUT
 	         : r.gate_broken || r.broker_failed ? SBX_EXIT_FAILURE
-	                         : res.exit_status;
+	                                            : res.exit_status;
 	status = run_finish(&r, status, r.timed_out ? SIGKILL : res.signal);
 	goto out;
 end:

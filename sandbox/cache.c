@@ -84,8 +84,12 @@ sbx_cache_open(const char *dir, bool shared, char *err, size_t errlen)
 		         (unsigned)st.st_uid, (unsigned)geteuid());
 		goto fail;
 	}
-	if (st.st_mode & S_IWOTH) {
-		snprintf(err, errlen, "--cache %s: writable by everyone (mode %04o); chmod o-w it",
+	/* Nor may anyone else enter it: what a task leaves there (a setuid
+	 * file; nosuid holds only inside) must not be theirs to run. */
+	if (st.st_mode & 077) {
+		snprintf(err, errlen,
+		         "--cache %s: open to others (mode %04o), and what a task leaves there "
+		         "would be theirs to use; chmod 700 it",
 		         dir, (unsigned)(st.st_mode & 07777));
 		goto fail;
 	}

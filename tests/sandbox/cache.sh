@@ -88,7 +88,12 @@ for role in $ROLES; do
 	expect_fail "$role: a symlink" "--cache $base/link: not a directory" "$role" --cache "$base/link" -- true
 	as "$role" mkdir -p "$base/open"
 	as "$role" chmod 0777 "$base/open"
-	expect_fail "$role: world-writable" "--cache $base/open: writable by everyone" \
+	expect_fail "$role: world-writable" "--cache $base/open: open to others \\(mode 0777\\)" \
+		"$role" --cache "$base/open" -- true
+	# Not only writable: a task may leave a setuid file there, and others
+	# must not reach it.
+	as "$role" chmod 0755 "$base/open"
+	expect_fail "$role: others may enter" "--cache $base/open: open to others \\(mode 0755\\).*chmod 700" \
 		"$role" --cache "$base/open" -- true
 	mkdir -p "$base/theirs"
 	if [ "$role" = user ]; then chown root: "$base/theirs"; else chown nobody: "$base/theirs"; fi
@@ -111,7 +116,8 @@ done
 # log through /run/airlock/cache either way.
 if [ "$(id -u)" = 0 ]; then
 	logs=$SCRATCH/alias-logs
-	mkdir -p "$logs" "$SCRATCH/alias-c" "$SCRATCH/holder/sub"
+	mkdir -p -m 0700 "$logs" "$SCRATCH/alias-c" "$SCRATCH/holder/sub"
+	chmod 0700 "$SCRATCH/holder"
 	mount --bind "$logs" "$SCRATCH/alias-c"
 	rc=0
 	out=$(cd "$(work self)" && "$SCRATCH/airlock" run -p "$SCRATCH/none.yaml" \

@@ -62,6 +62,28 @@ D forged"
 		# A kept layer is never reused.
 		err=$(al "$role" --overlay-keep "$keep" -- true 2>&1) && fail "$role: a used layer was reused"
 		grep -q "not empty" <<<"$err" || fail "$role: unclear reuse message: $err"
+		# A warning names a task-made path escaped as the listing does: a
+		# newline or a terminal escape in it reaches the reader as \ooo.
+		deep=$SCRATCH/deep-layer
+		al "$role" --root --ids range --overlay-keep "$deep" -- sh -c '
+			d=/opt/"$(printf "\033[2Jx\nA /etc/forged")"; mkdir -p "$d"; cd "$d"
+			i=0; while [ $i -lt 300 ]; do mkdir a; cd a; i=$((i+1)); done' ||
+			fail "$role: the deep layer's run failed"
+		err=$("$SCRATCH/airlock" diff "$deep" 2>&1 >/dev/null) || true
+		expect_match "$role: diff warns about the deep path" 'deeper than' "$err"
+		! grep -q $'\033' <<<"$err" || fail "$role: a raw escape sequence in diff's warning: $err"
+		! grep -q '^A /etc/forged' <<<"$err" || fail "$role: a forged line in diff's warning: $err"
+		# The layer may hold what CMD made setuid: a directory others may
+		# enter (made by someone else beforehand, or left open) is refused.
+		mkdir -m 0777 "$SCRATCH/open-layer" && chown nobody: "$SCRATCH/open-layer"
+		err=$(al "$role" --overlay-keep "$SCRATCH/open-layer" -- sh -c 'cp /bin/sh /usr/bin/ovl-sh; chmod 4755 /usr/bin/ovl-sh' 2>&1) &&
+			fail "$role: a layer directory made by someone else was used"
+		expect_match "$role: someone else's layer directory" "--overlay-keep $SCRATCH/open-layer: not yours" "$err"
+		[ ! -e "$SCRATCH/open-layer/upper" ] || fail "$role: a refused layer directory was written"
+		mkdir -m 0755 "$SCRATCH/wide-layer"
+		err=$(al "$role" --overlay-keep "$SCRATCH/wide-layer" -- true 2>&1) &&
+			fail "$role: a layer directory others may enter was used"
+		expect_match "$role: an open layer directory" "--overlay-keep $SCRATCH/wide-layer: open to others \\(mode 0755\\)" "$err"
 		continue
 	fi
 
