@@ -83,9 +83,10 @@ proxy_usage(FILE *out)
 	        "                            (a liveness probe); needs no other option\n"
 	        "  -h, --help                this text\n"
 	        "\n"
-	        "Runs until SIGINT or SIGTERM. Exit status: 0 after a signal, 1 when the\n"
-	        "policy is invalid, the proxy cannot start or its egress log failed, 2 on\n"
-	        "a usage error.\n");
+	        "Runs until SIGINT or SIGTERM; SIGHUP does not reload yet (a warning, and\n"
+	        "it serves on). Exit status: 0 after a signal, 1 when the policy is\n"
+	        "invalid, the proxy cannot start or its egress log failed, 2 on a usage\n"
+	        "error.\n");
 }
 
 static void
@@ -94,6 +95,19 @@ proxy_on_signal(evutil_socket_t sig, short what, void *arg)
 	(void)what;
 	log_info("proxy: signal %d, stopping", (int)sig);
 	event_base_loopbreak(arg);
+}
+
+/* SIGHUP asks daemons to reload. That is not built (docs/proxy.md): the
+ * proxy keeps serving the policy it started with and says so, rather than
+ * die without its task-end line, as the default action would. */
+static void
+proxy_on_hup(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	(void)arg;
+	log_warnx("proxy: SIGHUP: reloading the policy is not supported yet; still serving the "
+	          "policy it started with (restart airlock proxy to load a new one)");
 }
 
 /* Addresses one ADDR:PORT names, at most this many (a name such as
@@ -285,8 +299,7 @@ proxy_check(const char *spec)
  * /etc/resolv.conf's; the hosts file first, as every other proxy does
  * (docs/proxy.md). 0, or -1 after saying why. */
 static int
-proxy_dns_config(struct resolver_config *rc, char **upstreams, size_t n_up,
-                 const char *hosts_path)
+proxy_dns_config(struct resolver_config *rc, char **upstreams, size_t n_up, const char *hosts_path)
 {
 	int n = 0;
 
@@ -366,7 +379,7 @@ cmd_proxy(int argc, char **argv)
 	struct broker_client *broker = NULL;
 	pid_t broker_pid = 0;
 	struct proxy *px = NULL;
-	struct event *sigint = NULL, *sigterm = NULL;
+	struct event *sigint = NULL, *sigterm = NULL, *sighup = NULL;
 	struct proxy_config cfg;
 	char err[256], task[32];
 	int opt, logfd, status = 1;
@@ -477,8 +490,9 @@ cmd_proxy(int argc, char **argv)
 	}
 	policy_diag_clear(&diag);
 	if (policy_inspects(pol)) {
-		fprintf(stderr, "airlock proxy: policy '%s' has `inspect:` rules, and this build "
-		                "does not serve TLS inspection yet; not starting\n",
+		fprintf(stderr,
+		        "airlock proxy: policy '%s' has `inspect:` rules, and this build "
+		        "does not serve TLS inspection yet; not starting\n",
 		        policy_path);
 		policy_free(pol);
 		return 1;
@@ -608,8 +622,10 @@ cmd_proxy(int argc, char **argv)
 	}
 	sigint = evsignal_new(base, SIGINT, proxy_on_signal, base);
 	sigterm = evsignal_new(base, SIGTERM, proxy_on_signal, base);
-	if (sigint == NULL || sigterm == NULL || evsignal_add(sigint, NULL) != 0 ||
-	    evsignal_add(sigterm, NULL) != 0) {
+	sighup = evsignal_new(base, SIGHUP, proxy_on_hup, NULL);
+	if (sigint == NULL || sigterm == NULL || sighup == NULL ||
+	    evsignal_add(sigint, NULL) != 0 || evsignal_add(sigterm, NULL) != 0 ||
+	    evsignal_add(sighup, NULL) != 0) {
 		fprintf(stderr, "airlock proxy: cannot watch signals\n");
 		goto out;
 	}
@@ -660,8 +676,8 @@ cmd_proxy(int argc, char **argv)
 			        strerror(errno));
 			goto out;
 		}
-		if (worker_confine(WORKER_VIEW_OPTIONAL | WORKER_OWN_STDERR, &wc, err, sizeof(err)) !=
-		    0) {
+		if (worker_confine(WORKER_VIEW_OPTIONAL | WORKER_OWN_STDERR, &wc, err,
+		                   sizeof(err)) != 0) {
 			fprintf(stderr, "airlock proxy: %s; refusing to serve\n", err);
 			goto out;
 		}
@@ -712,6 +728,8 @@ out:
 		event_free(sigint);
 	if (sigterm != NULL)
 		event_free(sigterm);
+	if (sighup != NULL)
+		event_free(sighup);
 	broker_reap(broker_pid);
 	if (base != NULL)
 		event_base_free(base);

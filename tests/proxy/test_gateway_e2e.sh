@@ -127,6 +127,13 @@ expect_re "--check says why" "^airlock proxy: --check '127.0.0.1:3131': no answe
 # The transparent listener is not the explicit one: no health check there.
 in_lab "$AIRLOCK" proxy --check 127.0.0.1:3130 2>/dev/null && fail "--check of the transparent listener exits 0"
 
+# SIGHUP: no reload yet; the proxy says so and serves on (the default
+# action would end it without task-end).
+kill -HUP "$(cat "$LAB_WORK/proxy.pid")"
+sleep 0.3
+kill -0 "$(cat "$LAB_WORK/proxy.pid")" || fail "SIGHUP ended the proxy"
+out=$(in_lab curl -sS --max-time 5 http://127.0.0.1:3128/healthz) || fail "GET /healthz after SIGHUP"
+expect_eq "serving after SIGHUP" ok "$out"
 kill -TERM "$(cat "$LAB_WORK/proxy.pid")"
 for _ in $(seq 100); do grep -q '"task-end"' "$LOGF" 2>/dev/null && break; sleep 0.05; done
 
