@@ -273,9 +273,14 @@ set_port(struct nflog_packet *pkt, const uint8_t *p, size_t len, size_t l4off, b
 {
 	pkt->dport = -1;
 	pkt->sport = -1;
+	pkt->tcp_seq = -1;
 	if (first_fragment && has_ports(pkt->l4proto) && l4off <= len && len - l4off >= 4) {
 		pkt->sport = (p[l4off] << 8) | p[l4off + 1];
 		pkt->dport = (p[l4off + 2] << 8) | p[l4off + 3];
+		if (pkt->l4proto == IPPROTO_TCP && len - l4off >= 8)
+			pkt->tcp_seq = (int64_t)((uint32_t)p[l4off + 4] << 24 |
+			                         (uint32_t)p[l4off + 5] << 16 |
+			                         (uint32_t)p[l4off + 6] << 8 | p[l4off + 7]);
 	}
 }
 
@@ -441,6 +446,9 @@ struct nflog_dest {
 	int nd_family;
 	int nd_dport;
 	int nd_sport;               /* refused SYNs only (one attempt each); else -1 */
+	int64_t nd_seq;             /* with it, the SYN's sequence number: its retransmits
+	                             * repeat it, a new connection from the same port
+	                             * (reused within the window) does not; else -1 */
 	enum verdict_reason nd_syn; /* VR_NONE: a blocked packet */
 	uint8_t nd_l4proto;
 	bool nd_quiet;     /* a whole window passed with no packet */
@@ -478,13 +486,13 @@ struct nflog_reader {
 
 /* FNV-1a over the key, started from the reader's random seed. */
 static uint32_t
-dest_hash(const struct nflog_reader *r, const struct nflog_packet *pkt, int sport,
+dest_hash(const struct nflog_reader *r, const struct nflog_packet *pkt, int sport, int64_t seq,
           enum verdict_reason syn)
 {
 	uint32_t h = 2166136261u ^ r->nr_seed;
 	const unsigned char *s = (const unsigned char *)pkt->dst;
-	uint32_t extra[5] = {(uint32_t)pkt->family, pkt->l4proto, (uint32_t)pkt->dport,
-	                     (uint32_t)sport, (uint32_t)syn};
+	uint32_t extra[6] = {(uint32_t)pkt->family, pkt->l4proto,  (uint32_t)pkt->dport,
+	                     (uint32_t)sport,       (uint32_t)seq, (uint32_t)syn};
 	const unsigned char *e = (const unsigned char *)extra;
 
 	for (; *s != '\0'; s++)
@@ -585,7 +593,8 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 	struct nflog_dest *d;
 	enum verdict_reason syn = syn_refusal(pkt);
 	int sport = syn != VR_NONE ? pkt->sport : -1;
-	uint32_t h = dest_hash(r, pkt, sport, syn);
+	int64_t seq = syn != VR_NONE ? pkt->tcp_seq : -1;
+	uint32_t h = dest_hash(r, pkt, sport, seq, syn);
 	int32_t *bucket = &r->nr_buckets[h & (r->nr_nbuckets - 1)];
 	int32_t i;
 
@@ -593,13 +602,15 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 		d = &r->nr_dests[i];
 		if (d->nd_hash == h && d->nd_family == pkt->family &&
 		    d->nd_l4proto == pkt->l4proto && d->nd_dport == pkt->dport &&
-		    d->nd_sport == sport && d->nd_syn == syn && strcmp(d->nd_dst, pkt->dst) == 0) {
+		    d->nd_sport == sport && d->nd_seq == seq && d->nd_syn == syn &&
+		    strcmp(d->nd_dst, pkt->dst) == 0) {
 			d->nd_count++;
 			d->nd_quiet = false;
 			return;
 		}
 	}
-	if (r->nr_ndests == r->nr_maxdests || (syn != VR_NONE && 2 * r->nr_nsyn >= r->nr_maxdests)) {
+	if (r->nr_ndests == r->nr_maxdests ||
+	    (syn != VR_NONE && 2 * r->nr_nsyn >= r->nr_maxdests)) {
 		/* A refused connection is still one: written (and counted by
 		 * the log), only its retransmits are no longer told apart. */
 		if (syn != VR_NONE) {
@@ -618,6 +629,7 @@ nflog_log_packet(const struct nflog_packet *pkt, void *arg)
 	d->nd_dport = pkt->dport;
 	d->nd_l4proto = pkt->l4proto;
 	d->nd_sport = sport;
+	d->nd_seq = seq;
 	d->nd_syn = syn;
 	d->nd_hash = h;
 	d->nd_next = *bucket;

@@ -30,7 +30,11 @@ struct nflog_packet {
 	char dst[46];    /* destination address text */
 	int dport;       /* -1 when the protocol has no ports */
 	int sport;       /* the same, the source port */
-	char proto[12];  /* "udp", "tcp", "icmp", "icmpv6", "raw:N" */
+	/* TCP: the sequence number (bytes 4-7), which a retransmitted SYN
+	 * repeats and a new connection from a reused port does not; -1 when
+	 * not TCP or cut off by the snap length */
+	int64_t tcp_seq;
+	char proto[12]; /* "udp", "tcp", "icmp", "icmpv6", "raw:N" */
 	/* The log rule's prefix (NFULA_PREFIX): "" for the catch-all
 	 * reject, NFT_REFUSE_PREFIX... for a SYN refused (nft/refuse.h); a
 	 * prefix that does not fit is cut, and then matches neither. */

@@ -1017,10 +1017,11 @@ agg_close(struct agg *a)
 	close(a->sv1);
 }
 
-/* One TCP SYN the refuse chain logged, from source port sport. */
+/* One TCP SYN the refuse chain logged, from source port sport with
+ * sequence number seq (a retransmit repeats it). */
 static void
-agg_syn(struct agg *a, int family, const char *dst, uint16_t dport, uint16_t sport,
-        const char *prefix)
+agg_syn_seq(struct agg *a, int family, const char *dst, uint16_t dport, uint16_t sport,
+            uint32_t seq, const char *prefix)
 {
 	uint8_t pkt[64];
 	size_t plen = family == AF_INET ? ipv4_packet(pkt, IPPROTO_TCP, dst, dport, 0)
@@ -1029,7 +1030,18 @@ agg_syn(struct agg *a, int family, const char *dst, uint16_t dport, uint16_t spo
 
 	pkt[l4] = (uint8_t)(sport >> 8);
 	pkt[l4 + 1] = (uint8_t)sport;
+	pkt[l4 + 4] = (uint8_t)(seq >> 24);
+	pkt[l4 + 5] = (uint8_t)(seq >> 16);
+	pkt[l4 + 6] = (uint8_t)(seq >> 8);
+	pkt[l4 + 7] = (uint8_t)seq;
 	put_nflog_prefix(a->buf, &a->off, family, pkt, plen, prefix);
+}
+
+static void
+agg_syn(struct agg *a, int family, const char *dst, uint16_t dport, uint16_t sport,
+        const char *prefix)
+{
+	agg_syn_seq(a, family, dst, dport, sport, 1000, prefix);
 }
 
 static void
@@ -1045,6 +1057,9 @@ test_nflog_syn_refused(void **state)
 	agg_syn(&a, AF_INET, "203.0.113.7", 25, 40000, NFT_REFUSE_PREFIX_NO_RULE);
 	agg_syn(&a, AF_INET, "203.0.113.7", 25, 40000, NFT_REFUSE_PREFIX_NO_RULE);
 	agg_syn(&a, AF_INET, "203.0.113.7", 25, 40001, NFT_REFUSE_PREFIX_NO_RULE);
+	/* A new connection from the first one's port (the kernel reused
+	 * it): another sequence number, another attempt. */
+	agg_syn_seq(&a, AF_INET, "203.0.113.7", 25, 40000, 777777, NFT_REFUSE_PREFIX_NO_RULE);
 	agg_syn(&a, AF_INET6, "fd00::1", 80, 41000, NFT_REFUSE_PREFIX_GUARD);
 	agg_syn(&a, AF_INET, "169.254.169.254", 80, 41001, NFT_REFUSE_PREFIX_GUARD);
 	/* The catch-all's TCP packet to the same place is a packet line. */
@@ -1054,8 +1069,9 @@ test_nflog_syn_refused(void **state)
 	agg_send(&a);
 
 	/* At once: the first attempt to each refused destination, and the
-	 * two packet lines; the second attempt to 203.0.113.7:25 is a repeat
-	 * the log counts (elog_event_agg), the retransmits nothing. */
+	 * two packet lines; the second and third attempts to 203.0.113.7:25
+	 * are repeats the log counts (elog_event_agg), the retransmits
+	 * nothing. */
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 5);
 	assert_int_equal(count_str(log,
@@ -1075,7 +1091,7 @@ test_nflog_syn_refused(void **state)
 	free(log);
 
 	/* Closing the reader's window writes nothing for the retransmits;
-	 * closing the log's, one line counting the second attempt. */
+	 * closing the log's, one line counting the other two attempts. */
 	nflog_reader_free(a.r);
 	a.r = NULL;
 	log = agg_log(&a);
@@ -1085,7 +1101,7 @@ test_nflog_syn_refused(void **state)
 	log = agg_log(&a);
 	assert_int_equal(count_str(log, "\n"), 6);
 	assert_int_equal(count_str(log, "\"kind\":\"tcp\",\"ip\":\"203.0.113.7\",\"port\":25,"), 2);
-	assert_int_equal(count_str(log, "\"count\":1,"), 1);
+	assert_int_equal(count_str(log, "\"count\":2,"), 1);
 	free(log);
 	agg_close(&a);
 }
